@@ -1,0 +1,25 @@
+import { Command, CommanderError } from 'commander';
+import { devCommand } from './dev.ts';
+import { controlPlaneCommand } from './controlplane.ts';
+
+/**
+ * The `platform` command. Each subcommand lives in its own module and registers itself here;
+ * later components (operator, crds, syncer, sync preview) add theirs the same way.
+ */
+export function buildProgram(): Command {
+  const program = new Command('platform')
+    .description('Cluster management platform: operator, admission webhooks, management gateway and syncer')
+    .showHelpAfterError()
+    .exitOverride();
+  program.addCommand(devCommand());
+  program.addCommand(controlPlaneCommand());
+  return program;
+}
+
+try {
+  await buildProgram().parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  process.stderr.write(`platform: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+}
