@@ -6,10 +6,17 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 if (!process.execArgv.includes('--no-node-snapshot')) {
-  const child = spawn(process.execPath, ['--no-node-snapshot', ...process.execArgv, ...process.argv.slice(1)], {
-    stdio: 'inherit',
-  });
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  const child = spawn(
+    process.execPath,
+    ['--no-node-snapshot', ...process.execArgv, ...process.argv.slice(1)],
+    {
+      stdio: 'inherit',
+    },
+  );
+  // Ctrl-C reaches the child from the terminal (same process group): forwarding SIGINT would
+  // deliver it twice, which the child reads as "force". Other signals are aimed at us alone.
+  process.on('SIGINT', () => {});
+  for (const signal of ['SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
 } else {
   // A checkout runs its sources (through tsx, a dev dependency), so nothing is ever stale;

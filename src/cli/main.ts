@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
-import { devCommand } from './dev.ts';
 import { controlPlaneCommand } from './controlplane.ts';
+import { devCommand } from './dev.ts';
 
 /**
  * The `platform` command. Each subcommand lives in its own module and registers itself here;

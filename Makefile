@@ -1,0 +1,36 @@
+# The commands a newcomer needs. `make dev` and `make test` work on a fresh clone: they install
+# the npm packages and build the control plane (cached) on first use.
+.PHONY: dev test unit e2e lint format build controlplane crds
+
+NODE_MODULES := node_modules/.package-lock.json
+
+$(NODE_MODULES): package.json package-lock.json
+	npm ci
+	@touch $@
+
+controlplane:
+	@bash hack/controlplane/build.sh >/dev/null
+
+## Run the platform locally on its embedded control plane (state in .platform/dev; `make dev ARGS=--reset`).
+dev: $(NODE_MODULES) controlplane
+	./bin/platform.js dev $(ARGS)
+
+## Every test: lint and types, then unit and e2e tests against real apiservers.
+test: $(NODE_MODULES) controlplane lint
+	npx vitest run
+
+unit: $(NODE_MODULES)
+	npx vitest run --project unit
+
+e2e: $(NODE_MODULES) controlplane
+	npx vitest run --project e2e
+
+lint: $(NODE_MODULES)
+	npx biome check .
+	npx tsc --noEmit
+
+format: $(NODE_MODULES)
+	npx biome check --write .
+
+build: $(NODE_MODULES)
+	npx tsc -p tsconfig.build.json

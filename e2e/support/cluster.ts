@@ -1,0 +1,108 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { type Cluster, type ClusterOptions, ControlPlane } from '../../src/dev/controlplane.ts';
+
+/** Admin kubeconfig path of the test run's host cluster. */
+export function hostKubeconfigPath(): string {
+  return inject('hostKubeconfig');
+}
+
+/** A client-node KubeConfig for the host cluster, as cluster admin. */
+export function hostKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(hostKubeconfigPath());
+  return kc;
+}
+
+export interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the control plane's own kubectl (the host cluster's admin kubeconfig by default). */
+export function kubectl(
+  args: string[],
+  opts: { kubeconfig?: string; stdin?: string } = {},
+): Promise<CommandResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      inject('kubectl'),
+      ['--kubeconfig', opts.kubeconfig ?? hostKubeconfigPath(), ...args],
+      {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+    child.stdin.end(opts.stdin ?? '');
+  });
+}
+
+/** A DNS-label name unique to this run, e.g. `uniqueName('ns')` -> `ns-3f9a1c`. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(3).toString('hex')}`;
+}
+
+/**
+ * Gives the calling describe block its own namespace: created before its tests, deleted after
+ * (namespace deletion is asynchronous; the controller manager finishes it). Returns a getter.
+ */
+export function useNamespace(prefix = 'e2e'): () => string {
+  const name = uniqueName(prefix);
+  const core = () => hostKubeConfig().makeApiClient(CoreV1Api);
+  beforeAll(async () => {
+    await core().createNamespace({ body: { metadata: { name, labels: { 'e2e.platform/test': 'true' } } } });
+  });
+  afterAll(async () => {
+    await core()
+      .deleteNamespace({ name })
+      .catch(() => {});
+  });
+  return () => name;
+}
+
+/**
+ * Starts extra kube-apiservers on the run's etcd, each under its own prefix (a virtual or
+ * connected cluster in later tests), stopped after the calling describe block.
+ * Returns a function that starts one.
+ */
+export function useExtraClusters(): (options: ClusterOptions) => Promise<Cluster> {
+  let plane: ControlPlane | undefined;
+  let stateDir: string | undefined;
+  afterAll(async () => {
+    await plane?.stop();
+    if (stateDir) rmSync(stateDir, { recursive: true, force: true });
+  });
+  return async (options) => {
+    if (!plane) {
+      stateDir = mkdtempSync(join(tmpdir(), 'platform-e2e-extra-'));
+      plane = await ControlPlane.start({
+        stateDir,
+        binary: inject('controlPlaneBinary'),
+        etcdUrl: inject('etcdUrl'),
+      });
+    }
+    return plane.startCluster(options);
+  };
+}
+
+/** A KubeConfig for a cluster started by `useExtraClusters`. */
+export function kubeConfigFor(cluster: Cluster): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(cluster.kubeconfigPath);
+  return kc;
+}

@@ -1,0 +1,455 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { stringify as toYaml } from 'yaml';
+import {
+  type CertificateAndKey,
+  createCertificateAuthority,
+  createRsaKeyPair,
+  issueCertificate,
+} from '../pki/certificates.ts';
+import { ControlPlaneStartError, logTail, ManagedProcess, PidFile } from './processes.ts';
+
+/**
+ * A local Kubernetes control plane for tests and `platform dev`: one etcd and any number of
+ * kube-apiservers sharing it under their own `--etcd-prefix` (a host cluster, a virtual cluster,
+ * a connected cluster...), each optionally with a kube-controller-manager. Everything listens on
+ * 127.0.0.1 and lives under `stateDir`:
+ *
+ *   pki/            CA and service-account keys shared by all clusters
+ *   etcd/           etcd data
+ *   clusters/<name> serving certificate, admin token, admin.kubeconfig
+ *   logs/           one log per process; its tail is shown when a start fails
+ *   pids.json       every child, so the next start can reap what a killed launcher left
+ */
+
+export interface ControlPlaneOptions {
+  stateDir: string;
+  /** The multicall binary built by hack/controlplane/build.sh. */
+  binary: string;
+  /** Keep the PKI and etcd data of a previous run (platform dev); otherwise start from nothing. */
+  persist?: boolean;
+  /**
+   * Use this running etcd instead of starting one (for example a test file adding a cluster to
+   * the test run's etcd under its own prefix). The etcd is then not stopped by `stop()`.
+   */
+  etcdUrl?: string;
+  /** How long each component may take to become ready. */
+  readyTimeoutMs?: number;
+  /** Progress messages. */
+  log?: (message: string) => void;
+}
+
+export interface ClusterOptions {
+  /** DNS-label name; also the etcd prefix `/<name>/registry`. */
+  name: string;
+  /** Start a kube-controller-manager (garbage collection, namespace deletion, CSR signing). */
+  controllerManager?: boolean;
+  /** Fixed secure port; a free one is chosen when absent. */
+  port?: number;
+  /** kubeconfig-format file content for `--authentication-token-webhook-config-file` (TokenReview). */
+  tokenWebhookConfig?: string;
+  /** AuthenticationConfiguration YAML for `--authentication-config` (structured JWT authenticators). */
+  authenticationConfig?: string;
+  /** Overrides the etcd the apiserver talks to (tests of failure paths). */
+  etcdServers?: string;
+  extraApiServerArgs?: string[];
+}
+
+export interface Cluster {
+  readonly name: string;
+  /** https://127.0.0.1:<port> */
+  readonly server: string;
+  readonly port: number;
+  /** Admin kubeconfig (token in system:masters), written to disk. */
+  readonly kubeconfigPath: string;
+  readonly adminToken: string;
+  /** CA that signed the serving certificate (and signs CSRs when a controller manager runs). */
+  readonly caPem: string;
+  readonly apiServer: ManagedProcess;
+  readonly controllerManager?: ManagedProcess;
+  /** Stops this cluster's processes (its data stays in etcd). */
+  stop(): Promise<void>;
+}
+
+const DAY = 24 * 3600;
+
+export class ControlPlane {
+  readonly etcdUrl: string;
+  readonly ca: CertificateAndKey;
+  private readonly clusters = new Map<string, Cluster>();
+  private readonly processes: ManagedProcess[] = [];
+  private stopped = false;
+
+  private constructor(
+    private readonly options: Required<Omit<ControlPlaneOptions, 'persist' | 'etcdUrl'>>,
+    private readonly etcd: ManagedProcess | undefined,
+    etcdUrl: string,
+    ca: CertificateAndKey,
+    private readonly serviceAccountKeys: { publicPath: string; privatePath: string },
+    private readonly pidFile: PidFile,
+  ) {
+    this.etcdUrl = etcdUrl;
+    this.ca = ca;
+    if (etcd) this.processes.push(etcd);
+  }
+
+  static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
+    const opts = {
+      readyTimeoutMs: 120_000,
+      log: () => {},
+      ...options,
+    };
+    const { stateDir } = opts;
+    mkdirSync(stateDir, { recursive: true });
+    const pidFile = new PidFile(join(stateDir, 'pids.json'));
+    const reaped = pidFile.reapStale();
+    if (reaped > 0) opts.log(`stopped ${reaped} process(es) left behind by an earlier run`);
+    if (!opts.persist) {
+      for (const sub of ['pki', 'etcd', 'clusters', 'logs'])
+        rmSync(join(stateDir, sub), { recursive: true, force: true });
+    }
+    for (const sub of ['pki', 'etcd', 'clusters', 'logs'])
+      mkdirSync(join(stateDir, sub), { recursive: true });
+    if (!existsSync(opts.binary)) {
+      throw new ControlPlaneStartError(
+        `control-plane binary not found at ${opts.binary} (build it with hack/controlplane/build.sh)`,
+        '',
+      );
+    }
+
+    const { ca, serviceAccountKeys } = await loadOrCreatePki(join(stateDir, 'pki'));
+
+    if (opts.etcdUrl) {
+      if (!(await httpOk(`${opts.etcdUrl}/health`)))
+        throw new ControlPlaneStartError(`etcd at ${opts.etcdUrl} is not healthy`, '');
+      return new ControlPlane(opts, undefined, opts.etcdUrl, ca, serviceAccountKeys, pidFile);
+    }
+    opts.log('starting etcd');
+    const [clientPort, peerPort] = [await freePort(), await freePort()];
+    const etcdUrl = `http://127.0.0.1:${clientPort}`;
+    const etcd = await ManagedProcess.start({
+      name: 'etcd',
+      command: opts.binary,
+      args: [
+        'etcd',
+        `--data-dir=${join(stateDir, 'etcd')}`,
+        `--listen-client-url=${etcdUrl}`,
+        `--listen-peer-url=http://127.0.0.1:${peerPort}`,
+      ],
+      logPath: join(stateDir, 'logs', 'etcd.log'),
+    });
+    const plane = new ControlPlane(opts, etcd, etcdUrl, ca, serviceAccountKeys, pidFile);
+    plane.recordPids();
+    try {
+      await plane.waitReady(etcd, () => httpOk(`${etcdUrl}/health`));
+    } catch (err) {
+      await plane.stop();
+      throw err;
+    }
+    return plane;
+  }
+
+  cluster(name: string): Cluster | undefined {
+    return this.clusters.get(name);
+  }
+
+  async startCluster(clusterOptions: ClusterOptions): Promise<Cluster> {
+    const { name } = clusterOptions;
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name))
+      throw new Error(`cluster name ${JSON.stringify(name)} is not a DNS label`);
+    if (this.clusters.has(name)) throw new Error(`cluster ${name} is already running`);
+    const { stateDir, binary } = this.options;
+    const dir = join(stateDir, 'clusters', name);
+    mkdirSync(dir, { recursive: true });
+    const pki = join(stateDir, 'pki');
+
+    const serving = await loadOrIssue(dir, 'apiserver', this.ca, {
+      commonName: 'kube-apiserver',
+      dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
+      ipAddresses: ['127.0.0.1', '10.0.0.1'],
+      usage: 'server',
+      validForSeconds: 365 * DAY,
+    });
+    const tokenFile = join(dir, 'tokens.csv');
+    if (!existsSync(tokenFile)) {
+      writeFileSync(tokenFile, `${randomBytes(24).toString('hex')},admin,admin,"system:masters"\n`, {
+        mode: 0o600,
+      });
+    }
+    const adminToken = readFileSync(tokenFile, 'utf8').split(',')[0]!;
+
+    const port = clusterOptions.port ?? (await freePort());
+    const server = `https://127.0.0.1:${port}`;
+    const args = [
+      'kube-apiserver',
+      `--etcd-servers=${clusterOptions.etcdServers ?? this.etcdUrl}`,
+      `--etcd-prefix=/${name}/registry`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${port}`,
+      `--cert-dir=${dir}`,
+      `--tls-cert-file=${serving.certPath}`,
+      `--tls-private-key-file=${serving.keyPath}`,
+      `--client-ca-file=${join(pki, 'ca.crt')}`,
+      `--token-auth-file=${tokenFile}`,
+      '--authorization-mode=RBAC',
+      `--service-account-issuer=https://kubernetes.default.svc/${name}`,
+      `--service-account-key-file=${this.serviceAccountKeys.publicPath}`,
+      `--service-account-signing-key-file=${this.serviceAccountKeys.privatePath}`,
+      '--service-cluster-ip-range=10.0.0.0/24',
+      // Loopback addresses are not valid Endpoints, so the apiserver must not publish itself.
+      '--endpoint-reconciler-type=none',
+      '--profiling=false',
+    ];
+    if (clusterOptions.tokenWebhookConfig !== undefined) {
+      const path = join(dir, 'token-webhook.kubeconfig');
+      writeFileSync(path, clusterOptions.tokenWebhookConfig, { mode: 0o600 });
+      // A short cache keeps revocation tests meaningful.
+      args.push(
+        `--authentication-token-webhook-config-file=${path}`,
+        '--authentication-token-webhook-cache-ttl=1s',
+      );
+    }
+    if (clusterOptions.authenticationConfig !== undefined) {
+      const path = join(dir, 'authentication-config.yaml');
+      writeFileSync(path, clusterOptions.authenticationConfig);
+      args.push(`--authentication-config=${path}`);
+    }
+    args.push(...(clusterOptions.extraApiServerArgs ?? []));
+
+    this.options.log(`starting kube-apiserver "${name}" on ${server}`);
+    const apiServer = await ManagedProcess.start({
+      name: `kube-apiserver "${name}"`,
+      command: binary,
+      args,
+      logPath: join(stateDir, 'logs', `${name}-apiserver.log`),
+    });
+    this.processes.push(apiServer);
+    this.recordPids();
+    try {
+      await this.waitReady(apiServer, () => httpsOk(`${server}/readyz`, this.ca.certPem, adminToken));
+    } catch (err) {
+      await apiServer.stop();
+      throw err;
+    }
+
+    const kubeconfigPath = join(dir, 'admin.kubeconfig');
+    writeFileSync(kubeconfigPath, adminKubeconfig(name, server, this.ca.certPem, adminToken), {
+      mode: 0o600,
+    });
+
+    let controllerManager: ManagedProcess | undefined;
+    if (clusterOptions.controllerManager) {
+      controllerManager = await this.startControllerManager(name, dir, kubeconfigPath);
+    }
+
+    const cluster: Cluster = {
+      name,
+      server,
+      port,
+      kubeconfigPath,
+      adminToken,
+      caPem: this.ca.certPem,
+      apiServer,
+      ...(controllerManager ? { controllerManager } : {}),
+      stop: async () => {
+        await controllerManager?.stop();
+        await apiServer.stop();
+        this.clusters.delete(name);
+      },
+    };
+    this.clusters.set(name, cluster);
+    return cluster;
+  }
+
+  private async startControllerManager(
+    name: string,
+    dir: string,
+    kubeconfigPath: string,
+  ): Promise<ManagedProcess> {
+    const pki = join(this.options.stateDir, 'pki');
+    const healthPort = await freePort();
+    this.options.log(`starting kube-controller-manager for "${name}"`);
+    const process = await ManagedProcess.start({
+      name: `kube-controller-manager "${name}"`,
+      command: this.options.binary,
+      args: [
+        'kube-controller-manager',
+        `--kubeconfig=${kubeconfigPath}`,
+        `--authentication-kubeconfig=${kubeconfigPath}`,
+        `--authorization-kubeconfig=${kubeconfigPath}`,
+        '--bind-address=127.0.0.1',
+        `--secure-port=${healthPort}`,
+        `--cert-dir=${join(dir, 'controller-manager')}`,
+        '--leader-elect=false',
+        '--use-service-account-credentials=false',
+        `--service-account-private-key-file=${this.serviceAccountKeys.privatePath}`,
+        `--root-ca-file=${join(pki, 'ca.crt')}`,
+        `--cluster-signing-cert-file=${join(pki, 'ca.crt')}`,
+        `--cluster-signing-key-file=${join(pki, 'ca.key')}`,
+        // Only what a control plane without nodes needs: GC, namespace deletion, CSRs, service accounts.
+        '--controllers=garbage-collector-controller,namespace-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller',
+      ],
+      logPath: join(this.options.stateDir, 'logs', `${name}-controller-manager.log`),
+    });
+    this.processes.push(process);
+    this.recordPids();
+    try {
+      await this.waitReady(process, () =>
+        httpsOk(`https://127.0.0.1:${healthPort}/healthz`, undefined, undefined),
+      );
+    } catch (err) {
+      await process.stop();
+      throw err;
+    }
+    return process;
+  }
+
+  /** Stops every process this control plane started, clusters first, etcd last. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    const others = this.processes.filter((p) => p !== this.etcd).reverse();
+    await Promise.all(others.map((p) => p.stop()));
+    await this.etcd?.stop();
+    this.clusters.clear();
+    this.pidFile.record([]);
+  }
+
+  private recordPids(): void {
+    this.pidFile.record(
+      this.processes.filter((p) => p.running).map((p) => ({ pid: p.pid, command: this.options.binary })),
+    );
+  }
+
+  /**
+   * Polls `probe` until it succeeds. Fails at once, with the log tail, when the process exits,
+   * and after `readyTimeoutMs` when it never becomes ready.
+   */
+  private async waitReady(process: ManagedProcess, probe: () => Promise<boolean>): Promise<void> {
+    const deadline = Date.now() + this.options.readyTimeoutMs;
+    while (Date.now() < deadline) {
+      if (!process.running) {
+        const tail = await logTail(process.logPath);
+        const hint = /address already in use/.test(tail) ? ' (its port is already in use)' : '';
+        throw new ControlPlaneStartError(
+          `${process.name} ${process.exitDescription} before it became ready${hint}`,
+          tail,
+        );
+      }
+      if (await probe()) return;
+      await sleep(250);
+    }
+    const tail = await logTail(process.logPath);
+    await process.stop(2_000);
+    throw new ControlPlaneStartError(
+      `${process.name} did not become ready within ${Math.round(this.options.readyTimeoutMs / 1000)}s`,
+      tail,
+    );
+  }
+}
+
+function adminKubeconfig(name: string, server: string, caPem: string, token: string): string {
+  return toYaml({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      { name, cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') } },
+    ],
+    users: [{ name: `${name}-admin`, user: { token } }],
+    contexts: [{ name, context: { cluster: name, user: `${name}-admin` } }],
+    'current-context': name,
+  });
+}
+
+async function loadOrCreatePki(dir: string): Promise<{
+  ca: CertificateAndKey;
+  serviceAccountKeys: { publicPath: string; privatePath: string };
+}> {
+  const caCert = join(dir, 'ca.crt');
+  const caKey = join(dir, 'ca.key');
+  let ca: CertificateAndKey;
+  if (existsSync(caCert) && existsSync(caKey)) {
+    ca = { certPem: readFileSync(caCert, 'utf8'), keyPem: readFileSync(caKey, 'utf8') };
+  } else {
+    ca = await createCertificateAuthority('platform-dev-ca', 10 * 365 * DAY);
+    writeFileSync(caCert, ca.certPem);
+    writeFileSync(caKey, ca.keyPem, { mode: 0o600 });
+  }
+  const publicPath = join(dir, 'sa.pub');
+  const privatePath = join(dir, 'sa.key');
+  if (!existsSync(publicPath) || !existsSync(privatePath)) {
+    const keys = await createRsaKeyPair();
+    writeFileSync(publicPath, keys.publicKeyPem);
+    writeFileSync(privatePath, keys.privateKeyPem, { mode: 0o600 });
+  }
+  return { ca, serviceAccountKeys: { publicPath, privatePath } };
+}
+
+async function loadOrIssue(
+  dir: string,
+  base: string,
+  ca: CertificateAndKey,
+  request: Parameters<typeof issueCertificate>[1],
+): Promise<{ certPath: string; keyPath: string }> {
+  const certPath = join(dir, `${base}.crt`);
+  const keyPath = join(dir, `${base}.key`);
+  if (!existsSync(certPath) || !existsSync(keyPath)) {
+    const issued = await issueCertificate(ca, request);
+    writeFileSync(certPath, issued.certPem);
+    writeFileSync(keyPath, issued.keyPem, { mode: 0o600 });
+  }
+  return { certPath, keyPath };
+}
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+function httpOk(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = httpRequest(url, { timeout: 2_000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+/** `ca` undefined means "any certificate": only for local health probes of self-signed components. */
+function httpsOk(url: string, ca: string | undefined, token: string | undefined): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = httpsRequest(
+      url,
+      {
+        timeout: 2_000,
+        ...(ca ? { ca } : { rejectUnauthorized: false }),
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+      },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      },
+    );
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}

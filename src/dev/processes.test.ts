@@ -1,0 +1,74 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, test } from 'vitest';
+import { logTail, ManagedProcess, PidFile } from './processes.ts';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'processes-test-'));
+  dirs.push(d);
+  return d;
+};
+const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(safeStatus(pid));
+const safeStatus = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return 'State: Z';
+  }
+};
+
+describe('PidFile', () => {
+  test('reaps a process a previous launcher left behind, and only that one', async () => {
+    const dir = tempDir();
+    const marker = join(dir, 'marker');
+    // `sleep` is started through bash so its command line carries our marker.
+    const leftover = spawn('bash', ['-c', `exec -a "${marker}" sleep 300`], {
+      detached: true,
+      stdio: 'ignore',
+    });
+    const unrelated = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
+    leftover.unref();
+    unrelated.unref();
+    await sleep(100);
+    const pidFile = new PidFile(join(dir, 'pids.json'));
+    pidFile.record([
+      { pid: leftover.pid!, command: marker },
+      // The pid of somebody else's process under our command name must not be killed.
+      { pid: unrelated.pid!, command: marker },
+    ]);
+
+    expect(pidFile.reapStale()).toBe(1);
+    await sleep(100);
+    expect(alive(leftover.pid!)).toBe(false);
+    expect(alive(unrelated.pid!)).toBe(true);
+    process.kill(unrelated.pid!, 'SIGKILL');
+    expect(pidFile.reapStale()).toBe(0);
+  });
+});
+
+describe('ManagedProcess', () => {
+  test('stop() ends the whole process group and logTail shows the last lines', async () => {
+    const dir = tempDir();
+    const logPath = join(dir, 'out.log');
+    const proc = await ManagedProcess.start({
+      name: 'sh',
+      command: '/bin/bash',
+      args: ['-c', 'for i in $(seq 1 100); do echo line-$i; done; sleep 300 & wait'],
+      logPath,
+    });
+    await sleep(300);
+    expect(proc.running).toBe(true);
+    await proc.stop(2_000);
+    expect(proc.running).toBe(false);
+    expect(proc.exitDescription).toMatch(/killed by SIGTERM|exited with code/);
+    const tail = await logTail(logPath, 3);
+    expect(tail.split('\n')).toEqual(['line-98', 'line-99', 'line-100']);
+  });
+});
