@@ -1,0 +1,64 @@
+import type { V1Secret } from '@kubernetes/client-node';
+import type { SharedSecret } from '../../api/sharedsecret.ts';
+
+/**
+ * A core Secret carrying both labels is kept filled with a SharedSecret's data. Only Secrets
+ * so labelled are ever written; the admission webhook admits the labels only for requesters
+ * who may `get` the SharedSecret.
+ */
+export const SOURCE_NAME_LABEL = 'management.platform/sharedsecret-name';
+export const SOURCE_NAMESPACE_LABEL = 'management.platform/sharedsecret-namespace';
+/** Comma-separated keys to copy; all keys when absent. */
+export const KEYS_ANNOTATION = 'management.platform/sharedsecret-keys';
+/** `"true"` pauses the sync of this Secret (its data is left as it is). */
+export const DISABLE_SYNC_ANNOTATION = 'management.platform/disable-sync';
+
+export interface SyncSource {
+  namespace: string;
+  name: string;
+}
+
+/** The SharedSecret a Secret asks to be filled from, or undefined when it is not a sync target. */
+export function syncSourceOf(secret: V1Secret): SyncSource | undefined {
+  const labels = secret.metadata?.labels ?? {};
+  const name = labels[SOURCE_NAME_LABEL];
+  const namespace = labels[SOURCE_NAMESPACE_LABEL];
+  if (!name || !namespace) return undefined;
+  if (secret.metadata?.annotations?.[DISABLE_SYNC_ANNOTATION] === 'true') return undefined;
+  return { namespace, name };
+}
+
+/** The keys the Secret's annotation selects; undefined means all. */
+export function selectedKeys(secret: V1Secret): string[] | undefined {
+  const raw = secret.metadata?.annotations?.[KEYS_ANNOTATION];
+  if (raw === undefined) return undefined;
+  return [
+    ...new Set(
+      raw
+        .split(',')
+        .map((k) => k.trim())
+        .filter(Boolean),
+    ),
+  ].sort();
+}
+
+export interface DesiredSecretData {
+  /** Base64 values as in `Secret.data` (SharedSecret data is base64 already). */
+  data: Record<string, string>;
+  /** Selected keys the SharedSecret does not have. */
+  missingKeys: string[];
+}
+
+/** What the Secret's `data` should be, copied from the SharedSecret, restricted to the selected keys. */
+export function desiredSecretData(target: V1Secret, source: SharedSecret): DesiredSecretData {
+  const sourceData = source.spec.data ?? {};
+  const keys = selectedKeys(target) ?? Object.keys(sourceData).sort();
+  const data: Record<string, string> = {};
+  const missingKeys: string[] = [];
+  for (const key of keys) {
+    const value = sourceData[key];
+    if (value === undefined) missingKeys.push(key);
+    else data[key] = value;
+  }
+  return { data, missingKeys };
+}

@@ -1,0 +1,120 @@
+import { createHash } from 'node:crypto';
+import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import { API_GROUP, GROUP_VERSION } from '../../api/meta.ts';
+import type { SharedSecret, SharedSecretAccess } from '../../api/sharedsecret.ts';
+
+/** Label on every Role and RoleBinding projected from a SharedSecret: the secret's uid. */
+export const OWNER_UID_LABEL = 'management.platform/sharedsecret-uid';
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY = 'cluster-platform';
+/** Groups that name platform users and teams (DESIGN.md "Identity"). */
+export const userGroup = (user: string) => (user === '*' ? AUTHENTICATED_GROUP : `platform:user:${user}`);
+/** Every authenticated platform identity; a rule's user `*` binds it. */
+export const AUTHENTICATED_GROUP = 'platform:authenticated';
+export const teamGroup = (team: string) => `platform:team:${team}`;
+
+const MAX_NAME = 63;
+const HASH_LENGTH = 10;
+
+export interface ProjectedRbac {
+  roles: V1Role[];
+  roleBindings: V1RoleBinding[];
+}
+
+/**
+ * The key that identifies an access rule across changes: its `name` when it has a unique one,
+ * otherwise its position. A named rule keeps its Role when other rules are added or removed.
+ */
+export function ruleKeys(access: readonly SharedSecretAccess[]): string[] {
+  const counts = new Map<string, number>();
+  for (const rule of access) if (rule.name) counts.set(rule.name, (counts.get(rule.name) ?? 0) + 1);
+  return access.map((rule, index) =>
+    rule.name && counts.get(rule.name) === 1 ? `name:${rule.name}` : `index:${index}`,
+  );
+}
+
+/**
+ * Name of the Role and RoleBinding of one rule: readable (`ss-<secret>-<rule>`), at most 63
+ * characters, a valid DNS label, and collision-free: a hash of the exact (secret, rule key)
+ * pair ends every name, so two different pairs can only share a name through a SHA-256 prefix
+ * collision, while truncation and character folding only shorten the readable part.
+ */
+export function projectedName(secretName: string, ruleKey: string): string {
+  const hash = createHash('sha256')
+    .update(`${secretName}\u0000${ruleKey}`)
+    .digest('hex')
+    .slice(0, HASH_LENGTH);
+  const rule = ruleKey.replace(/^(name|index):/, '');
+  const readable = `ss-${secretName}-${rule}`
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/-+/g, '-')
+    .slice(0, MAX_NAME - HASH_LENGTH - 1)
+    .replace(/-+$/, '');
+  return `${readable}-${hash}`;
+}
+
+/** The full verb list of a rule: `*` stands for every verb. */
+function verbsOf(rule: SharedSecretAccess): string[] {
+  return rule.verbs.includes('*') ? ['*'] : [...new Set(rule.verbs)].sort();
+}
+
+/**
+ * Desired Roles and RoleBindings for a SharedSecret: one of each per `spec.access` entry, in
+ * the secret's namespace, owned by it, granting the rule's verbs on this secret only (and on
+ * the listed subresources), bound to the platform groups of the rule's users and teams.
+ * Pure: the output depends only on the secret's name, namespace, uid and `spec.access`.
+ */
+export function desiredRbac(secret: SharedSecret): ProjectedRbac {
+  const name = secret.metadata.name!;
+  const namespace = secret.metadata.namespace!;
+  const uid = secret.metadata.uid!;
+  const access = secret.spec.access ?? [];
+  const keys = ruleKeys(access);
+  const ownerReferences = [
+    {
+      apiVersion: GROUP_VERSION,
+      kind: 'SharedSecret',
+      name,
+      uid,
+      controller: true,
+      blockOwnerDeletion: true,
+    },
+  ];
+  const labels = { [OWNER_UID_LABEL]: uid, [MANAGED_BY_LABEL]: MANAGED_BY };
+
+  const roles: V1Role[] = [];
+  const roleBindings: V1RoleBinding[] = [];
+  access.forEach((rule, index) => {
+    const objectName = projectedName(name, keys[index]!);
+    const metadata = { name: objectName, namespace, labels, ownerReferences };
+    const subresources = [...new Set(rule.subresources ?? [])].sort();
+    roles.push({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata,
+      rules: [
+        {
+          apiGroups: [API_GROUP],
+          resources: ['sharedsecrets', ...subresources.map((s) => `sharedsecrets/${s}`)],
+          resourceNames: [name],
+          verbs: verbsOf(rule),
+        },
+      ],
+    });
+    const subjects = [
+      ...new Set([
+        ...[...(rule.users ?? [])].sort().map(userGroup),
+        ...[...(rule.teams ?? [])].sort().map(teamGroup),
+      ]),
+    ].map((group) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }));
+    roleBindings.push({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: objectName },
+      subjects,
+    });
+  });
+  return { roles, roleBindings };
+}
