@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import { ClusterRoleRefSchema } from './common.ts';
+import { conditionsSchema, ObjectMetaSchema, typeMetaShape } from './meta.ts';
+
+export const UserSpecSchema = z
+  .object({
+    username: z.string().optional().describe('Name used to log in.'),
+    displayName: z.string().optional().describe('Name shown in the UI.'),
+    email: z.string().optional().describe('Email address of the user.'),
+    icon: z.string().optional().describe('URL of the icon of the user.'),
+    subject: z
+      .string()
+      .optional()
+      .describe('Subject of the user: the Kubernetes username the platform acts as for this user.'),
+    clusterRoles: z
+      .array(ClusterRoleRefSchema)
+      .optional()
+      .describe('Cluster roles of the user; `platform-admin` marks a platform-wide admin.'),
+    disabled: z.boolean().optional().describe('When true the user cannot log in and their keys do not work.'),
+  })
+  .describe('Desired state of the user.');
+
+export const UserStatusSchema = z
+  .object({
+    teams: z
+      .array(z.string())
+      .optional()
+      .describe(
+        "Read-only: names of the teams the user belongs to, filled by the platform from every Team's `users`, so authentication never scans all teams. In status because users do not declare it: the status subresource keeps anyone who may edit a User from adding themselves to a team.",
+      ),
+    conditions: conditionsSchema().optional(),
+  })
+  .describe('Observed state of the user.');
+
+export const UserSchema = z
+  .object({
+    ...typeMetaShape('User'),
+    metadata: ObjectMetaSchema,
+    spec: UserSpecSchema,
+    status: UserStatusSchema.optional(),
+  })
+  .describe('A user of the platform.');
+
+export const TeamSpecSchema = z
+  .object({
+    username: z
+      .string()
+      .optional()
+      .describe('Name of the team as used in groups and by the command line client.'),
+    displayName: z.string().optional().describe('Name shown in the UI.'),
+    users: z.array(z.string()).optional().describe('Names of the users that are members of the team.'),
+    groups: z
+      .array(z.string())
+      .optional()
+      .describe('Single-sign-on groups whose members are members of the team.'),
+    clusterRoles: z
+      .array(ClusterRoleRefSchema)
+      .optional()
+      .describe("Cluster roles of the team's members; `platform-admin` marks platform-wide admins."),
+  })
+  .describe('Desired state of the team.');
+
+export const TeamStatusSchema = z
+  .object({ conditions: conditionsSchema().optional() })
+  .describe('Observed state of the team.');
+
+export const TeamSchema = z
+  .object({
+    ...typeMetaShape('Team'),
+    metadata: ObjectMetaSchema,
+    spec: TeamSpecSchema,
+    status: TeamStatusSchema.optional(),
+  })
+  .describe('A team: a group of users.');
+
+export type User = z.infer<typeof UserSchema>;
+export type UserSpec = z.infer<typeof UserSpecSchema>;
+export type Team = z.infer<typeof TeamSchema>;
+export type TeamSpec = z.infer<typeof TeamSpecSchema>;

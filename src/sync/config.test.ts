@@ -1,0 +1,154 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${name}` is the configuration's own placeholder
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { InvalidSyncConfig, loadSyncConfig, validateSyncConfig } from './config.ts';
+import { singleExpressionError } from './patches/expression.ts';
+
+const withPatches = (patches: unknown[]) => ({ sync: { toHost: { endpoints: { patches } } } });
+
+describe('defaults', () => {
+  it('endpoints and services on, secrets and configMaps off, cluster.local', () => {
+    const c = loadSyncConfig('');
+    expect(c.sync.toHost.endpoints).toEqual({ enabled: true, patches: [] });
+    expect(c.sync.toHost.services.enabled).toBe(true);
+    expect(c.sync.toHost.secrets.enabled).toBe(false);
+    expect(c.sync.toHost.configMaps.enabled).toBe(false);
+    expect(c.sync.toHost.namespaces.enabled).toBe(false);
+    expect(c.networking.advanced.clusterDomain).toBe('cluster.local');
+  });
+  it('keeps unrelated keys', () => {
+    expect(
+      loadSyncConfig('controlPlane: {distro: k8s}\nsync: {toHost: {endpoints: {enabled: false}}}'),
+    ).toMatchObject({
+      controlPlane: { distro: 'k8s' },
+      sync: { toHost: { endpoints: { enabled: false } } },
+    });
+  });
+});
+
+describe('validation errors name the patch', () => {
+  it.each<[unknown[], string]>([
+    [
+      [{ path: 'a', expression: '1', reference: { apiVersion: 'v1', kind: 'Secret' } }],
+      'sync.toHost.endpoints.patches[0]: can only use one of',
+    ],
+    [[{ path: 'a' }], 'sync.toHost.endpoints.patches[0]: need to use one of'],
+    [[{ path: 'a', labels: {}, reference: { apiVersion: 'v1', kind: 'Secret' } }], 'can only use one of'],
+    [
+      [
+        { path: 'a', expression: '1' },
+        { path: 'a', expression: '2' },
+      ],
+      'sync.toHost.endpoints.patches[1]: sync.toHost.endpoints.patches[0] has the same path "a"',
+    ],
+    [
+      [{ path: 'a[0', expression: '1' }],
+      'sync.toHost.endpoints.patches[0].path: invalid path "a[0" at 1: unclosed bracket',
+    ],
+    [[{ path: 'metadata.name', expression: '1' }], 'patches[0].path: "metadata.name" may not patch'],
+    [[{ path: 'metadata.*', expression: '1' }], 'may not patch metadata.name'],
+    [[{ path: '*.namespace', expression: '1' }], 'may not patch'],
+    [
+      [{ path: 'a', expression: '1); evil(); (1' }],
+      'sync.toHost.endpoints.patches[0].expression: not a single expression',
+    ],
+    [
+      [{ path: 'a', reverseExpression: 'let x = 1' }],
+      'patches[0].reverseExpression: not a single expression',
+    ],
+    [
+      [
+        { path: 'x', expression: '1' },
+        { path: 'y', expression: '1; 2' },
+        { path: 'b', expression: 'value /*' },
+      ],
+      'patches[2].expression',
+    ],
+    [
+      [{ path: 'a', reference: { apiVersion: 'v1', kind: 'Secret', namePath: 'a[' } }],
+      'patches[0].reference.namePath: invalid path',
+    ],
+    [[{ path: 'a', expression: '1', bogus: 1 }], 'sync.toHost.endpoints.patches[0]: Unrecognized key'],
+    [[{ path: 'a', reference: { kind: 'Secret' } }], 'sync.toHost.endpoints.patches[0].reference.apiVersion'],
+  ])('%j', (patches, message) => {
+    const { config, errors } = validateSyncConfig(withPatches(patches));
+    expect(config).toBeNull();
+    expect(errors.join('\n')).toContain(message);
+  });
+
+  it('checks every list', () => {
+    const { errors } = validateSyncConfig({
+      sync: { toHost: { secrets: { patches: [{ path: 'data', expression: '1;' }] } } },
+    });
+    expect(errors[0]).toMatch(/^sync\.toHost\.secrets\.patches\[0\]\.expression: /);
+  });
+
+  it('rejects bad namespace mappings', () => {
+    const { errors } = validateSyncConfig({
+      sync: {
+        toHost: {
+          namespaces: {
+            enabled: true,
+            mappings: { byName: { 'a-*': 'b', 'c*d*': 'e*', ok: '${name}-ok', Bad: 'x' } },
+          },
+        },
+      },
+    });
+    expect(errors.join('\n')).toContain('byName["a-*"]: a pattern needs a "*" on both sides');
+    expect(errors.join('\n')).toContain('"c*d*" may hold one trailing "*" only');
+    expect(errors.join('\n')).toContain('"Bad" is not a valid namespace name');
+    expect(errors.join('\n')).not.toContain('byName["ok"]');
+  });
+
+  it('loadSyncConfig throws InvalidSyncConfig; YAML errors are reported', () => {
+    expect(() => loadSyncConfig(withPatches([{ path: 'a' }]))).toThrow(InvalidSyncConfig);
+    expect(validateSyncConfig('a: [').errors[0]).toMatch(/not valid YAML/);
+    expect(validateSyncConfig('sync: {toHost: {endpoints: {enabled: "yes"}}}').errors[0]).toMatch(
+      /^sync\.toHost\.endpoints\.enabled: /,
+    );
+  });
+});
+
+describe('single expression check', () => {
+  it.each([
+    '1',
+    'value',
+    '"lit"',
+    '{a: 1, b: 2}',
+    '({a: 1})',
+    'a ? b : c',
+    '1, 2',
+    '(() => { let x = 1; return x; })()',
+    'value // trailing comment',
+    '/* c */ value',
+    'function () {}',
+    '`${value}`',
+  ])('accepts %j', (text) => expect(singleExpressionError(text)).toBeNull());
+  it.each([
+    '',
+    '1); evil(); (1',
+    '1), (2',
+    '1; 2',
+    'let x = 1',
+    'return 1',
+    'value /*',
+    '}); evil(); (function () {',
+    '})(); evil(); (function(){ return (1',
+    'a\n++b',
+    'if (value) 1',
+    'with (value) x',
+    '010',
+  ])('rejects %j', (text) => expect(singleExpressionError(text)).not.toBeNull());
+
+  it('injection attempts around a valid expression are rejected', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(');', '));', '});', '})();', ']);', '`);'),
+        fc.constantFrom('evil()', 'while(1){}'),
+        (close, stmt) => {
+          expect(singleExpressionError(`1${close} ${stmt}; (1`)).not.toBeNull();
+        },
+      ),
+    );
+  });
+});

@@ -1,0 +1,228 @@
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { singleExpressionError } from './patches/expression.ts';
+import { InvalidPatchPath, type PathSegment, parsePath, pathCanMatch } from './patches/path.ts';
+
+/**
+ * The part of a virtual cluster's configuration the syncer reads. Other keys of the file are kept
+ * (they are visible to expressions as `context.vcluster.config`) but not checked here.
+ */
+
+const referenceSchema = z.strictObject({
+  apiVersion: z.string().min(1),
+  kind: z.string().min(1),
+  apiVersionPath: z.string().optional(),
+  kindPath: z.string().optional(),
+  namePath: z.string().optional(),
+  namespacePath: z.string().optional(),
+});
+
+const patchSchema = z.strictObject({
+  path: z.string(),
+  expression: z.string().optional(),
+  reverseExpression: z.string().optional(),
+  reference: referenceSchema.optional(),
+  labels: z.strictObject({}).optional(),
+});
+
+const resourceSchema = (enabledByDefault: boolean) =>
+  z
+    .strictObject({
+      enabled: z.boolean().default(enabledByDefault),
+      patches: z.array(patchSchema).default([]),
+    })
+    .prefault({});
+
+const namespacesSchema = z
+  .strictObject({
+    enabled: z.boolean().default(false),
+    mappingsOnly: z.boolean().default(false),
+    mappings: z.strictObject({ byName: z.record(z.string(), z.string()).default({}) }).prefault({}),
+    extraLabels: z.record(z.string(), z.string()).default({}),
+  })
+  .prefault({});
+
+const syncConfigSchema = z.looseObject({
+  sync: z
+    .looseObject({
+      toHost: z
+        .looseObject({
+          endpoints: resourceSchema(true),
+          services: resourceSchema(true),
+          secrets: resourceSchema(false),
+          configMaps: resourceSchema(false),
+          namespaces: namespacesSchema,
+        })
+        .prefault({}),
+    })
+    .prefault({}),
+  networking: z
+    .looseObject({
+      advanced: z.looseObject({ clusterDomain: z.string().min(1).default('cluster.local') }).prefault({}),
+    })
+    .prefault({}),
+});
+
+export type SyncConfig = z.infer<typeof syncConfigSchema>;
+export type PatchConfig = z.infer<typeof patchSchema>;
+export type ReferencePatchConfig = z.infer<typeof referenceSchema>;
+
+/** The patch lists, by the key under `sync.toHost`. */
+export const SYNCED_RESOURCES = ['endpoints', 'services', 'secrets', 'configMaps'] as const;
+export type SyncedResource = (typeof SYNCED_RESOURCES)[number];
+
+/** Kind of the object -> the resource whose patch list applies. */
+export const RESOURCE_BY_KIND: Readonly<Record<string, SyncedResource>> = {
+  Endpoints: 'endpoints',
+  Service: 'services',
+  Secret: 'secrets',
+  ConfigMap: 'configMaps',
+};
+
+export class InvalidSyncConfig extends Error {
+  override readonly name = 'InvalidSyncConfig';
+  constructor(readonly errors: string[]) {
+    super(`invalid virtual cluster configuration:\n${errors.map((e) => `  ${e}`).join('\n')}`);
+  }
+}
+
+export interface SyncConfigValidation {
+  /** The configuration merged with defaults; null when there are errors. */
+  config: SyncConfig | null;
+  /** One line per problem, each starting with the path of the offending field. */
+  errors: string[];
+}
+
+function issuePath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? String(p) : `.${String(p)}`;
+  return out;
+}
+
+const FORBIDDEN_PATHS = [
+  ['metadata', 'name'],
+  ['metadata', 'namespace'],
+];
+
+function patchErrors(list: string, patches: readonly PatchConfig[]): string[] {
+  const errors: string[] = [];
+  const firstIndexByPath = new Map<string, number>();
+  patches.forEach((patch, i) => {
+    const at = `${list}[${i}]`;
+    const modes = [
+      patch.expression !== undefined || patch.reverseExpression !== undefined,
+      patch.reference !== undefined,
+      patch.labels !== undefined,
+    ].filter(Boolean).length;
+    if (modes > 1) errors.push(`${at}: can only use one of: expression, labels or reference`);
+    if (modes === 0) errors.push(`${at}: need to use one of: expression, labels or reference`);
+    let segments: PathSegment[] | null = null;
+    try {
+      segments = parsePath(patch.path);
+    } catch (err) {
+      if (!(err instanceof InvalidPatchPath)) throw err;
+      errors.push(`${at}.path: ${err.message}`);
+    }
+    if (segments !== null && FORBIDDEN_PATHS.some((p) => pathCanMatch(segments, p))) {
+      errors.push(
+        `${at}.path: ${JSON.stringify(patch.path)} may not patch metadata.name or metadata.namespace`,
+      );
+    }
+    const first = firstIndexByPath.get(patch.path.trim());
+    if (first !== undefined)
+      errors.push(`${at}: ${list}[${first}] has the same path ${JSON.stringify(patch.path)}`);
+    else firstIndexByPath.set(patch.path.trim(), i);
+    for (const field of ['expression', 'reverseExpression'] as const) {
+      const text = patch[field];
+      if (text === undefined) continue;
+      const problem = singleExpressionError(text);
+      if (problem !== null) errors.push(`${at}.${field}: ${problem}`);
+    }
+    const ref = patch.reference;
+    if (ref) {
+      for (const field of ['apiVersionPath', 'kindPath', 'namePath', 'namespacePath'] as const) {
+        const relative = ref[field];
+        if (relative === undefined || relative.trim() === '') continue;
+        try {
+          parsePath(relative);
+        } catch (err) {
+          if (!(err instanceof InvalidPatchPath)) throw err;
+          errors.push(`${at}.reference.${field}: ${err.message}`);
+        }
+      }
+    }
+  });
+  return errors;
+}
+
+/** The virtual cluster's name inside namespace mappings. */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: a literal placeholder, not a template
+export const NAME_PLACEHOLDER = '${name}';
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+function namespaceMappingErrors(byName: Record<string, string>): string[] {
+  const errors: string[] = [];
+  for (const [virtual, host] of Object.entries(byName)) {
+    const at = `sync.toHost.namespaces.mappings.byName[${JSON.stringify(virtual)}]`;
+    const virtualPattern = virtual.includes('*');
+    const hostPattern = host.includes('*');
+    if (virtualPattern !== hostPattern) {
+      errors.push(`${at}: a pattern needs a "*" on both sides`);
+      continue;
+    }
+    for (const side of [virtual, host]) {
+      if (!side.includes('*')) continue;
+      if (side.indexOf('*') !== side.length - 1)
+        errors.push(`${at}: ${JSON.stringify(side)} may hold one trailing "*" only`);
+      else if (side.length - 1 > 32)
+        errors.push(`${at}: ${JSON.stringify(side)} has a prefix longer than 32 characters`);
+    }
+    for (const side of [virtual, host]) {
+      const literal = side.replaceAll(NAME_PLACEHOLDER, 'x').replace(/\*$/, 'x');
+      if (!DNS_LABEL.test(literal) || literal.length > 63) {
+        errors.push(`${at}: ${JSON.stringify(side)} is not a valid namespace name`);
+      }
+    }
+  }
+  return errors;
+}
+
+/**
+ * Parses (YAML text or an already parsed object), applies defaults and checks everything that can
+ * be checked without running anything. Pure: the admission webhook uses it too.
+ */
+export function validateSyncConfig(input: string | unknown): SyncConfigValidation {
+  let raw: unknown = input;
+  if (typeof input === 'string') {
+    try {
+      raw = parseYaml(input) ?? {};
+    } catch (err) {
+      return {
+        config: null,
+        errors: [`(file): not valid YAML: ${err instanceof Error ? err.message : err}`],
+      };
+    }
+  }
+  const parsed = syncConfigSchema.safeParse(raw ?? {});
+  if (!parsed.success) {
+    return {
+      config: null,
+      errors: parsed.error.issues.map((i) => `${issuePath(i.path) || '(root)'}: ${i.message}`),
+    };
+  }
+  const config = parsed.data;
+  const errors: string[] = [];
+  for (const resource of SYNCED_RESOURCES) {
+    errors.push(...patchErrors(`sync.toHost.${resource}.patches`, config.sync.toHost[resource].patches));
+  }
+  errors.push(...namespaceMappingErrors(config.sync.toHost.namespaces.mappings.byName));
+  return errors.length > 0 ? { config: null, errors } : { config, errors: [] };
+}
+
+/** {@link validateSyncConfig} that throws {@link InvalidSyncConfig}. */
+export function loadSyncConfig(input: string | unknown): SyncConfig {
+  const { config, errors } = validateSyncConfig(input);
+  if (config === null) throw new InvalidSyncConfig(errors);
+  return config;
+}

@@ -1,0 +1,193 @@
+/**
+ * Patch paths: `spec.ports[0].port`, `metadata.annotations["a.b/c"]`, `metadata.labels['x']`,
+ * `subsets[*].addresses.*.ip`, `spec.rules."a.b".0`.
+ *
+ * Grammar: segments separated by `.`; a segment is a bare word, a number (an index, or a key on a
+ * map), `*` (every array element or map entry, anywhere, also last), or a key quoted with `"` or `'`
+ * (inside quotes `\` escapes the next character). `[...]` holds a number, `*` or a quoted key, and
+ * may follow a segment directly. Unlike the reference, single quotes are quote characters, a trailing
+ * `.*` on a map is a wildcard, and a bracketed key never creates a missing key.
+ */
+
+export type PathSegment =
+  | { readonly type: 'key'; readonly key: string }
+  | { readonly type: 'index'; readonly index: number }
+  | { readonly type: 'wildcard' };
+
+/** A path to one existing value: map keys and array indexes. */
+export type ConcretePath = readonly (string | number)[];
+
+export class InvalidPatchPath extends Error {
+  override readonly name = 'InvalidPatchPath';
+  constructor(
+    readonly path: string,
+    readonly position: number,
+    readonly reason: string,
+  ) {
+    super(`invalid path ${JSON.stringify(path)} at ${position}: ${reason}`);
+  }
+}
+
+const INDEX = /^(0|[1-9][0-9]*)$/;
+
+function classifyBare(word: string): PathSegment {
+  if (word === '*') return { type: 'wildcard' };
+  if (INDEX.test(word)) return { type: 'index', index: Number(word) };
+  return { type: 'key', key: word };
+}
+
+export function parsePath(path: string): PathSegment[] {
+  const text = path.trim();
+  const segments: PathSegment[] = [];
+  let i = 0;
+  const fail = (reason: string, at = i): never => {
+    throw new InvalidPatchPath(path, at, reason);
+  };
+  const readQuoted = (): string => {
+    const quote = text[i];
+    const start = i;
+    i++;
+    let out = '';
+    while (i < text.length && text[i] !== quote) {
+      if (text[i] === '\\') {
+        i++;
+        if (i >= text.length) break;
+      }
+      out += text[i];
+      i++;
+    }
+    if (i >= text.length) fail('unclosed quote', start);
+    i++;
+    return out;
+  };
+  // true after a segment: the next character must be `.`, `[` or the end.
+  let afterSegment = false;
+  let expectSegment = true;
+  if (text.trim() === '') fail('empty path', 0);
+  while (i < text.length) {
+    const c = text[i]!;
+    if (c === '.') {
+      if (expectSegment) fail('empty segment');
+      expectSegment = true;
+      afterSegment = false;
+      i++;
+      continue;
+    }
+    if (c === '[') {
+      if (expectSegment && segments.length > 0) fail('empty segment');
+      const open = i;
+      i++;
+      const q = text[i];
+      if (q === '"' || q === "'") {
+        segments.push({ type: 'key', key: readQuoted() });
+      } else {
+        let content = '';
+        while (i < text.length && text[i] !== ']') {
+          if (text[i] === '[') fail('bracket inside bracket');
+          content += text[i];
+          i++;
+        }
+        if (i >= text.length) fail('unclosed bracket', open);
+        if (content === '*') segments.push({ type: 'wildcard' });
+        else if (INDEX.test(content)) segments.push({ type: 'index', index: Number(content) });
+        else if (content === '') fail('empty brackets', open);
+        else fail(`bracket holds neither an index, "*" nor a quoted key: ${JSON.stringify(content)}`, open);
+      }
+      if (text[i] !== ']') fail('unclosed bracket', open);
+      i++;
+      afterSegment = true;
+      expectSegment = false;
+      continue;
+    }
+    if (c === ']') fail('bracket close without bracket');
+    if (afterSegment) fail('expected ".", "[" or the end');
+    if (c === '"' || c === "'") {
+      segments.push({ type: 'key', key: readQuoted() });
+    } else {
+      let word = '';
+      while (i < text.length && !'.[]"\''.includes(text[i]!)) {
+        word += text[i];
+        i++;
+      }
+      if (/\s/.test(word)) fail('whitespace in an unquoted segment');
+      segments.push(classifyBare(word));
+    }
+    afterSegment = true;
+    expectSegment = false;
+  }
+  if (expectSegment) fail('empty segment');
+  return segments;
+}
+
+const BARE_KEY = /^[^.[\]"'\\\s*]+$/;
+
+function printKey(key: string): string {
+  if (BARE_KEY.test(key) && !INDEX.test(key)) return key;
+  return `"${key.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+}
+
+/** Canonical text of a path: bare words, bare indexes, `*`, other keys in double quotes. */
+export function printPath(segments: readonly PathSegment[]): string {
+  return segments
+    .map((s) => (s.type === 'wildcard' ? '*' : s.type === 'index' ? String(s.index) : printKey(s.key)))
+    .join('.');
+}
+
+/** Text of a concrete path (as `context.path`); numbers are array indexes. */
+export function printConcretePath(path: ConcretePath): string {
+  return path.map((s) => (typeof s === 'number' ? String(s) : printKey(s))).join('.');
+}
+
+function isMap(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Every existing value the path names, in document order. An index segment also matches the key
+ * of the same digits on a map. A missing key, an index out of range or a scalar in the way ends
+ * that branch; no match at all is an empty list.
+ */
+export function expandPath(root: unknown, segments: readonly PathSegment[]): ConcretePath[] {
+  let frontier: { value: unknown; path: (string | number)[] }[] = [{ value: root, path: [] }];
+  for (const segment of segments) {
+    const next: typeof frontier = [];
+    for (const { value, path } of frontier) {
+      if (Array.isArray(value)) {
+        if (segment.type === 'wildcard') {
+          for (const [i, v] of value.entries()) next.push({ value: v, path: [...path, i] });
+        } else if (segment.type === 'index' && segment.index < value.length)
+          next.push({ value: value[segment.index], path: [...path, segment.index] });
+      } else if (isMap(value)) {
+        if (segment.type === 'wildcard') {
+          for (const [k, v] of Object.entries(value)) next.push({ value: v, path: [...path, k] });
+        } else {
+          const key = segment.type === 'index' ? String(segment.index) : segment.key;
+          if (Object.hasOwn(value, key)) next.push({ value: value[key], path: [...path, key] });
+        }
+      }
+    }
+    frontier = next;
+  }
+  return frontier.map((f) => f.path);
+}
+
+export function getAt(root: unknown, path: ConcretePath): unknown {
+  let current: unknown = root;
+  for (const s of path) {
+    if (Array.isArray(current) && typeof s === 'number') current = current[s];
+    else if (isMap(current) && typeof s === 'string') current = current[s];
+    else return undefined;
+  }
+  return current;
+}
+
+/** Whether a path pattern can name the given concrete path (used to forbid patching fields). */
+export function pathCanMatch(segments: readonly PathSegment[], concrete: readonly string[]): boolean {
+  if (segments.length !== concrete.length) return false;
+  return segments.every((s, i) => {
+    const c = concrete[i]!;
+    if (s.type === 'wildcard') return true;
+    if (s.type === 'index') return String(s.index) === c;
+    return s.key === c;
+  });
+}

@@ -1,0 +1,574 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: the tests walk loosely typed JSON objects
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${name}` is the configuration's own placeholder
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadSyncConfig } from './config.ts';
+import { hostLabelKey, hostNameShort } from './names.ts';
+import type { Json } from './patches/merge-patch.ts';
+import { ExpressionError } from './patches/sandbox.ts';
+import { createSandbox, syncToHost, syncToVirtual } from './sync.ts';
+import {
+  hostObjectRef,
+  isManagedHostObject,
+  type KubeObject,
+  NamespaceNotMapped,
+  type SyncContext,
+  syncAnnotationsBidirectionally,
+  syncLabelsBidirectionally,
+  translateToHost,
+  translateToVirtual,
+} from './translate.ts';
+
+const ctxWith = (config: unknown, vclusterName = 'vc'): SyncContext => ({
+  vclusterName,
+  hostNamespace: 'vc-ns',
+  config: loadSyncConfig(config),
+});
+const plain = ctxWith({});
+const sandboxes: ReturnType<typeof createSandbox>[] = [];
+const sandboxFor = (ctx: SyncContext) => {
+  const s = createSandbox(ctx);
+  sandboxes.push(s);
+  return s;
+};
+afterAll(() => {
+  for (const s of sandboxes) s.dispose();
+});
+
+const endpoints = (over: Record<string, Json> = {}): KubeObject => ({
+  apiVersion: 'v1',
+  kind: 'Endpoints',
+  metadata: {
+    name: 'db',
+    namespace: 'default',
+    uid: 'u-1',
+    resourceVersion: '9',
+    labels: { app: 'db', release: 'r1' },
+    annotations: { note: 'n', 'control-plane.alpha.kubernetes.io/leader': 'x' },
+  },
+  subsets: [
+    {
+      addresses: [
+        {
+          ip: '10.0.0.1',
+          targetRef: { kind: 'Pod', name: 'db-0', namespace: 'default', uid: 'p', resourceVersion: '3' },
+        },
+      ],
+      notReadyAddresses: [{ ip: '10.0.0.2', targetRef: { kind: 'Node', name: 'n1' } }],
+      ports: [{ port: 5432 }],
+    },
+  ],
+  ...over,
+});
+
+describe('translateToHost', () => {
+  it('Endpoints: name, bookkeeping, labels, pod targetRefs', () => {
+    const host = translateToHost('Endpoints', endpoints(), null, plain);
+    expect(host.metadata).toEqual({
+      name: 'db-x-default-x-vc',
+      namespace: 'vc-ns',
+      labels: {
+        app: 'db',
+        [hostLabelKey('release', 'vc')]: 'r1',
+        'vcluster.platform/managed-by': 'vc',
+        'vcluster.platform/namespace': 'default',
+      },
+      annotations: {
+        note: 'n',
+        'vcluster.platform/managed-annotations': 'note',
+        'vcluster.platform/managed-labels': `app\n${hostLabelKey('release', 'vc')}`,
+        'vcluster.platform/object-name': 'db',
+        'vcluster.platform/object-namespace': 'default',
+        'vcluster.platform/object-uid': 'u-1',
+        'vcluster.platform/object-kind': '/v1, Kind=Endpoints',
+        'vcluster.platform/object-host-name': 'db-x-default-x-vc',
+        'vcluster.platform/object-host-namespace': 'vc-ns',
+      },
+    });
+    expect(host.subsets).toEqual([
+      {
+        addresses: [
+          { ip: '10.0.0.1', targetRef: { kind: 'Pod', name: 'db-0-x-default-x-vc', namespace: 'vc-ns' } },
+        ],
+        notReadyAddresses: [{ ip: '10.0.0.2', targetRef: { kind: 'Node', name: 'n1' } }],
+        ports: [{ port: 5432 }],
+      },
+    ]);
+    expect(isManagedHostObject(host, plain, 'Endpoints')).toBe(true);
+  });
+
+  it('isManagedHostObject refuses foreign and tampered objects', () => {
+    const host = translateToHost('Endpoints', endpoints(), null, plain);
+    const tamper = (f: (m: Record<string, any>) => void) => {
+      const copy = structuredClone(host) as any;
+      f(copy.metadata);
+      return isManagedHostObject(copy, plain, 'Endpoints');
+    };
+    expect(tamper((m) => delete m.labels['vcluster.platform/managed-by'])).toBe(false);
+    expect(tamper((m) => (m.labels['vcluster.platform/managed-by'] = 'other'))).toBe(false);
+    expect(tamper((m) => (m.name = 'db-x-default-x-other'))).toBe(false);
+    expect(tamper((m) => (m.namespace = 'elsewhere'))).toBe(false);
+    expect(tamper((m) => (m.annotations['vcluster.platform/object-kind'] = '/v1, Kind=Secret'))).toBe(false);
+    expect(tamper((m) => delete m.annotations['vcluster.platform/object-name'])).toBe(false);
+    expect(isManagedHostObject({ metadata: { name: 'kubernetes', namespace: 'vc-ns' } }, plain)).toBe(false);
+  });
+
+  it('Service: selector with markers, ClusterIP cleared unless None, node ports stripped, allocations kept', () => {
+    const virtual: KubeObject = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'default' },
+      spec: {
+        type: 'NodePort',
+        clusterIP: '10.96.0.5',
+        clusterIPs: ['10.96.0.5'],
+        selector: { app: 'web' },
+        ports: [{ port: 80, nodePort: 30080 }],
+      },
+      status: { loadBalancer: {} },
+    };
+    const host = translateToHost('Service', virtual, null, plain);
+    expect(host.spec).toEqual({
+      type: 'NodePort',
+      selector: {
+        app: 'web',
+        'vcluster.platform/managed-by': 'vc',
+        'vcluster.platform/namespace': 'default',
+      },
+      ports: [{ port: 80 }],
+    });
+    expect(host.status).toBeUndefined();
+    const headless = translateToHost('Service', { ...virtual, spec: { clusterIP: 'None' } }, null, plain);
+    expect(headless.spec).toEqual({ clusterIP: 'None' });
+    const existing = {
+      ...host,
+      spec: { ...(host.spec as object), clusterIP: '10.0.0.7', ports: [{ port: 80, nodePort: 31000 }] },
+    };
+    expect(translateToHost('Service', virtual, existing, plain).spec).toMatchObject({
+      clusterIP: '10.0.0.7',
+      ports: [{ port: 80, nodePort: 31000 }],
+    });
+  });
+
+  it('Service status flows back', () => {
+    const host: KubeObject = {
+      metadata: { name: 'web-x-default-x-vc', namespace: 'vc-ns' },
+      status: { loadBalancer: { ingress: [{ ip: '1.2.3.4' }] } },
+    };
+    const virtual: KubeObject = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'default' },
+      spec: { type: 'LoadBalancer' },
+    };
+    expect(translateToVirtual('Service', host, virtual, plain)).toMatchObject({
+      spec: { type: 'LoadBalancer' },
+      status: { loadBalancer: { ingress: [{ ip: '1.2.3.4' }] } },
+    });
+  });
+
+  it('Secrets and ConfigMaps are translated by name', () => {
+    const secret = translateToHost(
+      'Secret',
+      { metadata: { name: 's', namespace: 'ns' }, data: { a: 'Yg==' }, type: 'Opaque' },
+      null,
+      plain,
+    );
+    expect(secret.metadata?.name).toBe('s-x-ns-x-vc');
+    expect(secret.data).toEqual({ a: 'Yg==' });
+    expect(
+      translateToHost('ConfigMap', { metadata: { name: 'c', namespace: 'ns' } }, null, plain).metadata?.name,
+    ).toBe('c-x-ns-x-vc');
+  });
+
+  it('keeps host-only annotations and labels of an existing host object', () => {
+    const existing = translateToHost('Endpoints', endpoints(), null, plain);
+    (existing.metadata as any).annotations['host.example/only'] = 'h';
+    (existing.metadata as any).labels['host-label'] = 'h';
+    const virtual = endpoints();
+    delete (virtual.metadata as any).annotations.note;
+    const next = translateToHost('Endpoints', virtual, existing, plain);
+    expect((next.metadata as any).annotations).toMatchObject({ 'host.example/only': 'h' });
+    expect((next.metadata as any).annotations.note).toBeUndefined();
+    expect((next.metadata as any).labels['host-label']).toBe('h');
+  });
+});
+
+describe('namespace mapping (multi-namespace mode)', () => {
+  const multi = ctxWith({
+    sync: {
+      toHost: {
+        namespaces: {
+          enabled: true,
+          mappings: {
+            byName: { 'team-*': 'host-team-*', 'team-special': 'special', '${name}-ns': 'x-${name}' },
+          },
+        },
+      },
+    },
+  });
+  it.each([
+    ['team-special', 'special'],
+    ['team-a', 'host-team-a'],
+    ['vc-ns', 'x-vc'],
+  ])('%s -> %s, name kept', (ns, hostNs) => {
+    expect(hostObjectRef(multi, 'Secret', 'n', ns)).toEqual({ name: 'n', namespace: hostNs });
+  });
+  it('unmapped namespaces fall back to single-namespace names, or fail with mappingsOnly', () => {
+    expect(hostObjectRef(multi, 'Secret', 'n', 'other')).toEqual({
+      name: 'n-x-other-x-vc',
+      namespace: 'vc-ns',
+    });
+    const only = ctxWith({
+      sync: {
+        toHost: { namespaces: { enabled: true, mappingsOnly: true, mappings: { byName: { a: 'b' } } } },
+      },
+    });
+    expect(() => hostObjectRef(only, 'Secret', 'n', 'other')).toThrow(NamespaceNotMapped);
+  });
+});
+
+describe('bidirectional labels and annotations', () => {
+  it('virtual changes win, then host changes flow back, bookkeeping never moves', () => {
+    const v = syncAnnotationsBidirectionally({
+      previousVirtual: { a: '1' },
+      virtual: { a: '2', b: '3' },
+      previousHost: { a: '1' },
+      host: { a: '9', z: 'h' },
+    });
+    expect(v).toEqual({ virtual: { a: '2', b: '3' }, host: { a: '2', b: '3', z: 'h' }, changed: 'virtual' });
+    const h = syncAnnotationsBidirectionally({
+      previousVirtual: { a: '1' },
+      virtual: { a: '1' },
+      previousHost: { a: '1', 'vcluster.platform/object-name': 'x' },
+      host: { c: '4', 'vcluster.platform/object-name': 'y' },
+    });
+    expect(h).toEqual({
+      virtual: { c: '4' },
+      host: { c: '4', 'vcluster.platform/object-name': 'y' },
+      changed: 'host',
+    });
+    expect(
+      syncAnnotationsBidirectionally({ previousVirtual: {}, virtual: {}, previousHost: {}, host: {} })
+        .changed,
+    ).toBe('none');
+  });
+  it('labels are translated both ways', () => {
+    const key = hostLabelKey('release', 'vc');
+    expect(
+      syncLabelsBidirectionally(
+        { previousVirtual: {}, virtual: { release: 'r' }, previousHost: {}, host: {} },
+        plain,
+      ).host,
+    ).toEqual({ [key]: 'r' });
+    expect(
+      syncLabelsBidirectionally(
+        { previousVirtual: {}, virtual: {}, previousHost: {}, host: { [key]: 's' } },
+        plain,
+      ).virtual,
+    ).toEqual({ release: 's' });
+  });
+});
+
+describe('syncToHost with patches', () => {
+  const ctx = ctxWith({
+    sync: {
+      toHost: {
+        endpoints: {
+          patches: [
+            {
+              path: 'metadata.annotations["example.com/svc"]',
+              expression: 'virtualToHostDNS(value)',
+              reverseExpression: '"reverse:" + value',
+            },
+            {
+              path: 'subsets[*].addresses[*].ip',
+              expression: '"192.168." + value.split(".").slice(2).join(".")',
+            },
+            { path: 'metadata.annotations.drop', expression: 'null' },
+            { path: 'metadata.labels.onlyback', reverseExpression: 'value + "-back"' },
+            { path: 'metadata.annotations.missing', expression: '"never"' },
+            { path: 'metadata.annotations.where', expression: 'context.path' },
+          ],
+        },
+      },
+    },
+  });
+  const sandbox = sandboxFor(ctx);
+  const virtual = endpoints({
+    metadata: {
+      name: 'db',
+      namespace: 'default',
+      labels: { onlyback: 'x' },
+      annotations: { 'example.com/svc': 'db.default.svc', drop: 'me', where: '?' },
+    },
+  });
+
+  it('on create the patches see the whole translated object', async () => {
+    const { object } = await syncToHost({
+      kind: 'Endpoints',
+      source: virtual,
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox,
+    });
+    const annotations = (object.metadata as any).annotations;
+    expect(annotations['example.com/svc']).toBe('db-x-default-x-vc.vc-ns.svc.cluster.local');
+    expect(annotations.drop).toBeUndefined();
+    expect(annotations.missing).toBeUndefined();
+    expect(annotations.where).toBe('metadata.annotations.where');
+    expect((object.metadata as any).labels.onlyback).toBe('x');
+    expect((object.subsets as any)[0].addresses[0].ip).toBe('192.168.0.1');
+    expect((object.subsets as any)[0].notReadyAddresses[0].ip).toBe('10.0.0.2');
+  });
+
+  it('on update only changed fields are patched; unchanged ones keep their patched value', async () => {
+    const created = await syncToHost({
+      kind: 'Endpoints',
+      source: virtual,
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox,
+    });
+    const host = {
+      ...created.object,
+      metadata: { ...(created.object.metadata as object), resourceVersion: '100', uid: 'host-uid' },
+    };
+    const changed = structuredClone(virtual);
+    (changed.metadata as any).annotations.extra = 'new';
+    const updated = await syncToHost({
+      kind: 'Endpoints',
+      source: changed,
+      previousSource: virtual,
+      existingTarget: host,
+      ctx,
+      sandbox,
+    });
+    expect((updated.object.metadata as any).annotations).toMatchObject({
+      extra: 'new',
+      'example.com/svc': 'db-x-default-x-vc.vc-ns.svc.cluster.local',
+    });
+    expect((updated.object.metadata as any).resourceVersion).toBe('100');
+    expect((updated.object.subsets as any)[0].addresses[0].ip).toBe('192.168.0.1');
+    const same = await syncToHost({
+      kind: 'Endpoints',
+      source: virtual,
+      previousSource: virtual,
+      existingTarget: host,
+      ctx,
+      sandbox,
+    });
+    expect(same.changed).toBe(false);
+    // without a previous source the existing target is the baseline: still no change (no flapping)
+    const resync = await syncToHost({
+      kind: 'Endpoints',
+      source: virtual,
+      previousSource: null,
+      existingTarget: host,
+      ctx,
+      sandbox,
+    });
+    expect(resync.object).toEqual(host);
+  });
+
+  it('reverse patches run toward the virtual object on host changes only', async () => {
+    const created = await syncToHost({
+      kind: 'Endpoints',
+      source: virtual,
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox,
+    });
+    const host = created.object;
+    const hostChanged = structuredClone(host);
+    (hostChanged.metadata as any).labels.onlyback = 'y';
+    const back = await syncToVirtual({
+      kind: 'Endpoints',
+      source: hostChanged,
+      previousSource: host,
+      existingTarget: virtual,
+      ctx,
+      sandbox,
+    });
+    expect((back.object.metadata as any).labels.onlyback).toBe('y-back');
+    expect((back.object.metadata as any).annotations['example.com/svc']).toBe('db.default.svc');
+    expect(back.object.subsets).toEqual(virtual.subsets);
+    expect((back.object.metadata as any).name).toBe('db');
+  });
+
+  it('a failing expression is an ExpressionError naming the patch', async () => {
+    const bad = ctxWith({
+      sync: { toHost: { endpoints: { patches: [{ path: 'subsets', expression: 'value.x.y' }] } } },
+    });
+    await expect(
+      syncToHost({
+        kind: 'Endpoints',
+        source: virtual,
+        previousSource: null,
+        existingTarget: null,
+        ctx: bad,
+        sandbox: sandboxFor(bad),
+      }),
+    ).rejects.toThrow(
+      new ExpressionError(
+        'sync.toHost.endpoints.patches[0].expression',
+        "TypeError: Cannot read properties of undefined (reading 'y')",
+      ),
+    );
+  });
+
+  it('patches cannot rename or unmanage the host object', async () => {
+    const sneaky = ctxWith({
+      sync: { toHost: { endpoints: { patches: [{ path: 'metadata.labels.*', expression: '"x"' }] } } },
+    });
+    const { object } = await syncToHost({
+      kind: 'Endpoints',
+      source: virtual,
+      previousSource: null,
+      existingTarget: null,
+      ctx: sneaky,
+      sandbox: sandboxFor(sneaky),
+    });
+    expect(isManagedHostObject(object, sneaky, 'Endpoints')).toBe(true);
+  });
+});
+
+describe('reference and labels patches', () => {
+  const ctx = ctxWith({
+    sync: {
+      toHost: {
+        configMaps: {
+          enabled: true,
+          patches: [
+            { path: 'data.secretName', reference: { apiVersion: 'v1', kind: 'Secret' } },
+            { path: 'data.widget', reference: { apiVersion: 'example.com/v1', kind: 'Widget' } },
+            {
+              path: 'data.ref',
+              reference: {
+                apiVersion: 'v1',
+                kind: 'ConfigMap',
+                namePath: 'name',
+                namespacePath: 'namespace',
+                kindPath: 'kind',
+              },
+            },
+          ],
+        },
+        secrets: { patches: [{ path: 'data.selector', labels: {} }] },
+      },
+    },
+  });
+  const sandbox = sandboxFor(ctx);
+  const cm: KubeObject = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'c', namespace: 'default' },
+    data: {
+      secretName: 'creds',
+      widget: 'w1',
+      ref: { name: 'other', namespace: 'team', kind: 'Service' },
+    } as any,
+  };
+
+  it('toward the host: long names for core kinds, short names otherwise; references reported', async () => {
+    const r = await syncToHost({
+      kind: 'ConfigMap',
+      source: cm,
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox,
+    });
+    expect(r.object.data).toEqual({
+      secretName: 'creds-x-default-x-vc',
+      widget: hostNameShort('w1', 'default', 'vc'),
+      ref: { name: 'other-x-team-x-vc', namespace: 'vc-ns', kind: 'Service' },
+    });
+    expect(r.references.map((x) => `${x.kind}:${x.virtual.namespace}/${x.virtual.name}`)).toEqual([
+      'Secret:default/creds',
+      'Widget:default/w1',
+      'Service:team/other',
+    ]);
+  });
+
+  it('multi-namespace mode translates only the namespace', async () => {
+    const multi = ctxWith({
+      ...{
+        sync: {
+          toHost: {
+            namespaces: { enabled: true, mappings: { byName: { '*': 'h-*' } } },
+            configMaps: {
+              patches: [
+                {
+                  path: 'data.ref',
+                  reference: {
+                    apiVersion: 'v1',
+                    kind: 'Secret',
+                    namePath: 'name',
+                    namespacePath: 'namespace',
+                  },
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    const r = await syncToHost({
+      kind: 'ConfigMap',
+      source: cm,
+      previousSource: null,
+      existingTarget: null,
+      ctx: multi,
+      sandbox: sandboxFor(multi),
+    });
+    expect((r.object.data as any).ref).toEqual({ name: 'other', namespace: 'h-team', kind: 'Service' });
+  });
+
+  it('toward the virtual cluster names are looked up; unknown names stay', async () => {
+    const host = {
+      ...cm,
+      metadata: { name: 'c-x-default-x-vc', namespace: 'vc-ns' },
+      data: { secretName: 'creds-x-default-x-vc', widget: 'unknown' },
+    } as KubeObject;
+    const r = await syncToVirtual({
+      kind: 'ConfigMap',
+      source: host,
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox,
+      lookupVirtual: (ref) =>
+        ref.name === 'creds-x-default-x-vc' ? { name: 'creds', namespace: 'default' } : null,
+    });
+    expect(r.object.data).toEqual({ secretName: 'creds', widget: 'unknown' });
+  });
+
+  it('labels patches translate a selector like a Service selector', async () => {
+    const secret: KubeObject = {
+      kind: 'Secret',
+      metadata: { name: 's', namespace: 'ns' },
+      data: {
+        selector: {
+          matchLabels: { release: 'r' },
+          matchExpressions: [{ key: 'release', operator: 'Exists' }],
+        },
+      } as any,
+    };
+    const r = await syncToHost({
+      kind: 'Secret',
+      source: secret,
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox,
+    });
+    const key = hostLabelKey('release', 'vc');
+    expect((r.object.data as any).selector).toEqual({
+      matchLabels: { [key]: 'r', 'vcluster.platform/managed-by': 'vc', 'vcluster.platform/namespace': 'ns' },
+      matchExpressions: [{ key, operator: 'Exists' }],
+    });
+  });
+});

@@ -1,0 +1,186 @@
+import { RESOURCE_BY_KIND } from './config.ts';
+import { LABEL_MANAGED_BY, LABEL_NAMESPACE } from './names.ts';
+import {
+  applyPatches,
+  type Direction,
+  type HostToVirtualLookup,
+  type ObjectReference,
+} from './patches/apply.ts';
+import { applyMergePatch, isJsonObject, type JsonObject, mergePatchDiff } from './patches/merge-patch.ts';
+import { Sandbox, type SandboxOptions } from './patches/sandbox.ts';
+import {
+  assertSyncedKind,
+  type KubeObject,
+  namespaceRules,
+  type SyncContext,
+  translateMetadataToHost,
+  translateToHost,
+  translateToVirtual,
+} from './translate.ts';
+
+/**
+ * The syncer's entry points: translation plus patches, for create (no target yet: the patches see
+ * the whole translated object) and update (the patches see only what changed in the source since
+ * the last sync, as an RFC 7386 merge patch, which is then applied to the existing target).
+ * A field nobody changed keeps its patched value on the target, and a pair of patches that cancel
+ * each other cannot make the sync flap. Without a previous source (first sync after a restart) the
+ * change is measured against the existing target instead, which also reverts drift.
+ */
+
+export interface SyncInput {
+  kind: string;
+  /** The current source object (virtual for syncToHost, host for syncToVirtual). */
+  source: KubeObject;
+  /** The source as of the last successful sync (from the controller's cache), or null. */
+  previousSource: KubeObject | null;
+  /** The object on the target side, or null when it does not exist yet. */
+  existingTarget: KubeObject | null;
+  ctx: SyncContext;
+  sandbox: Sandbox;
+  /** Host name -> virtual name for `reference` patches on the way back. */
+  lookupVirtual?: HostToVirtualLookup;
+}
+
+export interface SyncResult {
+  /** The object to write on the target side. */
+  object: KubeObject;
+  /** Objects `reference` patches pointed at (the caller syncs referenced Secrets/ConfigMaps). */
+  references: ObjectReference[];
+  /** Whether `object` differs from `existingTarget`. */
+  changed: boolean;
+}
+
+/** A sandbox configured for this virtual cluster (one per virtual cluster, dispose it with it). */
+export function createSandbox(ctx: SyncContext, limits: Omit<SandboxOptions, 'settings'> = {}): Sandbox {
+  return new Sandbox({
+    ...limits,
+    settings: {
+      vclusterName: ctx.vclusterName,
+      hostNamespace: ctx.hostNamespace,
+      clusterDomain: ctx.config.networking.advanced.clusterDomain,
+      namespaceRules: namespaceRules(ctx),
+      mappingsOnly: ctx.config.sync.toHost.namespaces.mappingsOnly,
+      vcluster: { name: ctx.vclusterName, namespace: ctx.hostNamespace, config: ctx.config },
+    },
+  });
+}
+
+function patchList(kind: string, ctx: SyncContext) {
+  const resource = RESOURCE_BY_KIND[kind];
+  if (resource === undefined) return { listName: '', patches: [] };
+  return { listName: `sync.toHost.${resource}.patches`, patches: ctx.config.sync.toHost[resource].patches };
+}
+
+/** The fields a sync may change: no server-owned metadata, status only where it is synced. */
+function comparable(obj: KubeObject, keepStatus: boolean): JsonObject {
+  const { metadata, status, ...rest } = obj;
+  const m = isJsonObject(metadata) ? metadata : {};
+  const reduced: JsonObject = {};
+  if (m.labels !== undefined) reduced.labels = m.labels;
+  if (m.annotations !== undefined) reduced.annotations = m.annotations;
+  const out: JsonObject = { ...structuredClone(rest), metadata: structuredClone(reduced) };
+  if (keepStatus && status !== undefined) out.status = structuredClone(status);
+  return out;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+async function run(direction: Direction, input: SyncInput): Promise<SyncResult> {
+  const { kind, source, previousSource, existingTarget, ctx } = input;
+  assertSyncedKind(kind);
+  const translate = (obj: KubeObject) =>
+    direction === 'toHost'
+      ? translateToHost(kind, obj, existingTarget, ctx)
+      : translateToVirtual(kind, obj, existingTarget, ctx);
+  const { listName, patches } = patchList(kind, ctx);
+  const common = {
+    direction,
+    listName,
+    patches,
+    ctx,
+    sandbox: input.sandbox,
+    lookupVirtual: input.lookupVirtual,
+  };
+  const keepStatus = direction === 'toVirtual' && kind === 'Service';
+
+  let object: KubeObject;
+  let references: ObjectReference[];
+  if (existingTarget === null) {
+    object = translate(source);
+    references = await applyPatches({
+      ...common,
+      document: object,
+      isMergePatch: false,
+      hostObject: direction === 'toHost' ? object : source,
+      virtualObject: direction === 'toHost' ? source : null,
+    });
+  } else {
+    const after = comparable(translate(source), keepStatus);
+    const before = comparable(previousSource ? translate(previousSource) : existingTarget, keepStatus);
+    const delta = mergePatchDiff(before, after);
+    references = await applyPatches({
+      ...common,
+      document: delta,
+      isMergePatch: true,
+      hostObject: direction === 'toHost' ? existingTarget : source,
+      virtualObject: direction === 'toHost' ? source : existingTarget,
+    });
+    object = applyMergePatch(existingTarget, delta) as KubeObject;
+  }
+  object = reassertIdentity(direction, kind, object, source, existingTarget, ctx);
+  return { object, references, changed: existingTarget === null || !sameJson(object, existingTarget) };
+}
+
+/**
+ * Whatever the patches did, the target keeps its name, namespace and bookkeeping: a patch can
+ * neither move an object nor make it unmanaged (validation forbids such paths; this holds even for
+ * wildcards and reference patches).
+ */
+function reassertIdentity(
+  direction: Direction,
+  kind: string,
+  object: KubeObject,
+  source: KubeObject,
+  existingTarget: KubeObject | null,
+  ctx: SyncContext,
+): KubeObject {
+  const m: JsonObject = isJsonObject(object.metadata) ? object.metadata : {};
+  object.metadata = m;
+  if (direction === 'toVirtual') {
+    const identity = existingTarget && isJsonObject(existingTarget.metadata) ? existingTarget.metadata : null;
+    if (identity) {
+      m.name = identity.name ?? m.name ?? null;
+      m.namespace = identity.namespace ?? m.namespace ?? null;
+    }
+    return object;
+  }
+  const expected = translateMetadataToHost(kind, 'v1', source, existingTarget, ctx);
+  m.name = expected.name ?? null;
+  m.namespace = expected.namespace ?? null;
+  const expectedAnnotations = isJsonObject(expected.annotations) ? expected.annotations : {};
+  const annotations: JsonObject = isJsonObject(m.annotations) ? m.annotations : {};
+  for (const [k, v] of Object.entries(expectedAnnotations)) {
+    if (k.startsWith('vcluster.platform/object-')) annotations[k] = v;
+  }
+  m.annotations = annotations;
+  const expectedLabels = isJsonObject(expected.labels) ? expected.labels : {};
+  const labels: JsonObject = isJsonObject(m.labels) ? m.labels : {};
+  for (const k of [LABEL_MANAGED_BY, LABEL_NAMESPACE]) {
+    const v = expectedLabels[k];
+    if (v !== undefined) labels[k] = v;
+  }
+  m.labels = labels;
+  return object;
+}
+
+/** The host object to write for a virtual object (translation, then `expression` patches). */
+export function syncToHost(input: SyncInput): Promise<SyncResult> {
+  return run('toHost', input);
+}
+
+/** The virtual object to write for a host object (back-translation, then `reverseExpression`). */
+export function syncToVirtual(input: SyncInput): Promise<SyncResult> {
+  return run('toVirtual', input);
+}
