@@ -1,10 +1,12 @@
 import { Command, CommanderError } from 'commander';
 import { controlPlaneCommand } from './controlplane.ts';
+import { crdsCommand } from './crds.ts';
 import { devCommand } from './dev.ts';
+import { syncPreviewCommand } from './sync-preview.ts';
 
 /**
  * The `platform` command. Each subcommand lives in its own module and registers itself here;
- * later components (operator, crds, syncer, sync preview) add theirs the same way.
+ * later components (operator, syncer, gateway) add theirs the same way.
  */
 export function buildProgram(): Command {
   const program = new Command('platform')
@@ -13,6 +15,10 @@ export function buildProgram(): Command {
     .exitOverride();
   program.addCommand(devCommand());
   program.addCommand(controlPlaneCommand());
+  program.addCommand(crdsCommand());
+  program.addCommand(
+    new Command('sync').description('Virtual cluster sync tools').addCommand(syncPreviewCommand()),
+  );
   return program;
 }
 
