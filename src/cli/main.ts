@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { controlPlaneCommand } from './controlplane.ts';
 import { crdsCommand } from './crds.ts';
 import { devCommand } from './dev.ts';
+import { operatorCommand } from './operator.ts';
 import { syncPreviewCommand } from './sync-preview.ts';
 
 /**
@@ -16,6 +17,7 @@ export function buildProgram(): Command {
   program.addCommand(devCommand());
   program.addCommand(controlPlaneCommand());
   program.addCommand(crdsCommand());
+  program.addCommand(operatorCommand());
   program.addCommand(
     new Command('sync').description('Virtual cluster sync tools').addCommand(syncPreviewCommand()),
   );

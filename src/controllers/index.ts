@@ -1,0 +1,13 @@
+import type { Manager } from '../runtime/manager.ts';
+import { setupSecretSyncController } from './secretsync/setup.ts';
+import { type ControllerDeps, setupSharedSecretController } from './sharedsecret/setup.ts';
+
+/** Every controller the operator can run, by the name its flags use. */
+export const controllerSetups = {
+  sharedsecret: setupSharedSecretController,
+  secretsync: setupSecretSyncController,
+} satisfies Record<string, (manager: Manager, deps: ControllerDeps) => unknown>;
+
+export type ControllerName = keyof typeof controllerSetups;
+export const CONTROLLER_NAMES = Object.keys(controllerSetups) as ControllerName[];
+export type { ControllerDeps };

@@ -1,0 +1,92 @@
+import type { V1Secret } from '@kubernetes/client-node';
+import type { SharedSecret } from '../../api/sharedsecret.ts';
+import { applyObject, deepEqual } from '../../runtime/apply.ts';
+import type { EventRecorder } from '../../runtime/events.ts';
+import { isBeingDeleted } from '../../runtime/finalizers.ts';
+import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { Store } from '../../runtime/store.ts';
+import { fieldManagers, resources, type Stored } from '../resources.ts';
+import { desiredSecretData, syncSourceOf } from './desired.ts';
+
+/** Index of sync-target Secrets by `<namespace>/<name>` of the SharedSecret they copy. */
+export const BY_SOURCE = 'sharedsecret-source';
+
+export function sourceKeyOf(secret: V1Secret): string[] {
+  const source = syncSourceOf(secret);
+  return source ? [`${source.namespace}/${source.name}`] : [];
+}
+
+export interface SecretSyncDeps {
+  api: KubeApi;
+  events: EventRecorder;
+  secrets: Store<V1Secret>;
+  sharedSecrets: Store<Stored<SharedSecret>>;
+}
+
+/**
+ * Keeps a labelled core Secret filled with its SharedSecret's data. Only the keys this
+ * controller applies are its own (server-side apply): keys somebody else wrote stay, keys it
+ * copied earlier and no longer should are removed. A Secret without both labels is never read
+ * beyond the cache, let alone written.
+ */
+export function secretSyncReconciler(deps: SecretSyncDeps) {
+  return async function reconcile(key: string): Promise<undefined> {
+    const target = deps.secrets.get(key);
+    if (!target || isBeingDeleted(target)) return undefined;
+    const source = syncSourceOf(target);
+    if (!source) return undefined;
+    const shared = deps.sharedSecrets.get(`${source.namespace}/${source.name}`);
+    const regarding = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      name: target.metadata?.name,
+      namespace: target.metadata?.namespace,
+      uid: target.metadata?.uid,
+    };
+    if (!shared) {
+      // Leave the data as it is: emptying a Secret a workload mounts is worse than a stale copy.
+      void deps.events.record(regarding, {
+        type: 'Warning',
+        reason: 'SharedSecretNotFound',
+        action: 'SyncSecret',
+        note: `SharedSecret ${source.namespace}/${source.name} does not exist; the data is left as it is`,
+      });
+      return undefined;
+    }
+    const { data, missingKeys } = desiredSecretData(target, shared);
+    if (missingKeys.length > 0) {
+      void deps.events.record(regarding, {
+        type: 'Warning',
+        reason: 'SharedSecretKeyNotFound',
+        action: 'SyncSecret',
+        note: `SharedSecret ${source.namespace}/${source.name} has no key(s) ${missingKeys.join(', ')}`,
+      });
+    }
+    const current = Object.fromEntries(Object.keys(data).map((k) => [k, target.data?.[k]]));
+    const managedKeys = managedDataKeys(target);
+    const unchanged = deepEqual(current, data) && managedKeys.every((k) => k in data);
+    if (unchanged) return undefined;
+    await applyObject(
+      deps.api,
+      {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: target.metadata!.name!, namespace: target.metadata!.namespace! },
+        data,
+      },
+      { fieldManager: fieldManagers.secretSync, force: true, resource: resources.secrets },
+    );
+    return undefined;
+  };
+}
+
+/** The `data` keys our field manager owns, from managedFields (`f:data` > `f:<key>`). */
+function managedDataKeys(secret: V1Secret): string[] {
+  const entry = secret.metadata?.managedFields?.find(
+    (m) => m.manager === fieldManagers.secretSync && m.operation === 'Apply',
+  );
+  const fields = (entry?.fieldsV1 as Record<string, Record<string, unknown>> | undefined)?.['f:data'] ?? {};
+  return Object.keys(fields)
+    .filter((k) => k.startsWith('f:'))
+    .map((k) => k.slice(2));
+}

@@ -1,0 +1,38 @@
+import type { V1Secret } from '@kubernetes/client-node';
+import type { SharedSecret } from '../../api/sharedsecret.ts';
+import type { Manager } from '../../runtime/manager.ts';
+import { resources, type Stored } from '../resources.ts';
+import type { ControllerDeps } from '../sharedsecret/setup.ts';
+import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from './desired.ts';
+import { BY_SOURCE, secretSyncReconciler, sourceKeyOf } from './reconcile.ts';
+
+/**
+ * The Secret sync controller: primary Secrets carrying both sync labels (the label selector
+ * keeps every other Secret out of our cache); a SharedSecret change maps to its targets.
+ */
+export function setupSecretSyncController(manager: Manager, deps: ControllerDeps) {
+  const secrets = manager.informer<V1Secret>(
+    resources.secrets,
+    { labelSelector: `${SOURCE_NAME_LABEL},${SOURCE_NAMESPACE_LABEL}` },
+    { [BY_SOURCE]: sourceKeyOf },
+  );
+  const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets);
+  const controller = manager.controller({
+    name: 'secretsync',
+    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
+    reconcile: secretSyncReconciler({
+      api: deps.api,
+      events: deps.events,
+      secrets: secrets.store,
+      sharedSecrets: sharedSecrets.store,
+    }),
+  });
+  controller
+    .watchPrimary(secrets)
+    .watch(sharedSecrets, (shared) =>
+      secrets.store
+        .byIndex(BY_SOURCE, `${shared.metadata?.namespace}/${shared.metadata?.name}`)
+        .map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`),
+    );
+  return { controller };
+}

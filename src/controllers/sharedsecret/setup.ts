@@ -1,0 +1,44 @@
+import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import type { SharedSecret } from '../../api/sharedsecret.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import type { EventRecorder } from '../../runtime/events.ts';
+import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { Manager } from '../../runtime/manager.ts';
+import { resources, type Stored } from '../resources.ts';
+import { OWNER_UID_LABEL } from './desired.ts';
+import { BY_OWNER_SECRET, ownerSecretKey, sharedSecretReconciler } from './reconcile.ts';
+
+export interface ControllerDeps {
+  api: KubeApi;
+  clock: Clock;
+  events: EventRecorder;
+  maxConcurrentReconciles?: number;
+}
+
+/**
+ * The SharedSecret controller: primary SharedSecrets; owned Roles and RoleBindings (only those we
+ * label, so the caches stay small) map back to their secret.
+ */
+export function setupSharedSecretController(manager: Manager, deps: ControllerDeps) {
+  const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets);
+  const childSelector = { labelSelector: OWNER_UID_LABEL };
+  const roles = manager.informer<V1Role>(resources.roles, childSelector, {
+    [BY_OWNER_SECRET]: ownerSecretKey,
+  });
+  const roleBindings = manager.informer<V1RoleBinding>(resources.roleBindings, childSelector, {
+    [BY_OWNER_SECRET]: ownerSecretKey,
+  });
+  const controller = manager.controller({
+    name: 'sharedsecret',
+    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
+    reconcile: sharedSecretReconciler({
+      ...deps,
+      sharedSecrets: sharedSecrets.store,
+      roles: roles.store,
+      roleBindings: roleBindings.store,
+    }),
+  });
+  const toOwner = (obj: V1Role | V1RoleBinding) => ownerSecretKey(obj);
+  controller.watchPrimary(sharedSecrets).watch(roles, toOwner).watch(roleBindings, toOwner);
+  return { controller, sharedSecrets };
+}

@@ -1,0 +1,130 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { PatchStrategy } from '@kubernetes/client-node';
+import { type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+
+/**
+ * Finds the resource (plural, scope) for an apiVersion and kind through discovery, cached per
+ * client. Discovery of a group version is read once; a kind it did not list is looked up again
+ * (a CRD may have been installed since).
+ */
+export class RestMapper {
+  private readonly cache = new Map<string, Map<string, ResourceRef>>();
+
+  constructor(private readonly api: KubeApi) {}
+
+  async resourceFor(apiVersion: string, kind: string): Promise<ResourceRef> {
+    const cached = this.cache.get(apiVersion)?.get(kind);
+    if (cached) return cached;
+    const slash = apiVersion.indexOf('/');
+    const group = slash < 0 ? '' : apiVersion.slice(0, slash);
+    const version = slash < 0 ? apiVersion : apiVersion.slice(slash + 1);
+    const list = await this.api.request<{
+      resources: Array<{ name: string; kind: string; namespaced: boolean }>;
+    }>({
+      method: 'GET',
+      path: group === '' ? `/api/${version}` : `/apis/${group}/${version}`,
+    });
+    const byKind = new Map<string, ResourceRef>();
+    for (const resource of list.resources) {
+      if (resource.name.includes('/')) continue; // subresources
+      byKind.set(resource.kind, { group, version, plural: resource.name, namespaced: resource.namespaced });
+    }
+    this.cache.set(apiVersion, byKind);
+    const found = byKind.get(kind);
+    if (!found) throw new Error(`the server has no resource for kind ${kind} in ${apiVersion}`);
+    return found;
+  }
+}
+
+export interface ApplyOptions {
+  /** One field manager per component (e.g. `platform-cluster-controller`). */
+  fieldManager: string;
+  /** Take ownership of fields other managers own (controllers converging their children: true). */
+  force?: boolean;
+  /** The resource, if known; otherwise it is discovered from apiVersion/kind. */
+  resource?: ResourceRef;
+  mapper?: RestMapper;
+}
+
+/**
+ * Server-side apply: PATCH with `application/apply-patch+yaml` (JSON is YAML) and `fieldManager`.
+ * `obj` is the complete intent of this field manager: fields it owned before and omits now are
+ * removed. It must carry apiVersion, kind, metadata.name (and namespace when namespaced).
+ */
+export async function applyObject<T extends KubernetesObject>(
+  api: KubeApi,
+  obj: T,
+  options: ApplyOptions,
+): Promise<T> {
+  if (!obj.apiVersion || !obj.kind || !obj.metadata?.name) {
+    throw new Error('applyObject needs apiVersion, kind and metadata.name');
+  }
+  const resource =
+    options.resource ?? (await (options.mapper ?? new RestMapper(api)).resourceFor(obj.apiVersion, obj.kind));
+  // managedFields and resourceVersion in an apply body would be interpreted as intent; drop them.
+  const { managedFields: _managed, resourceVersion: _rv, ...metadata } = obj.metadata;
+  return api.request<T>({
+    method: 'PATCH',
+    path: objectPath(resource, obj.metadata.namespace, obj.metadata.name),
+    query: { fieldManager: options.fieldManager, force: options.force ? true : undefined },
+    body: { ...obj, metadata },
+    contentType: PatchStrategy.ServerSideApply,
+  });
+}
+
+/**
+ * RFC 7386 merge patch turning `from` into `to`: changed keys are set, removed keys are null,
+ * arrays are replaced whole. Undefined when there is no difference.
+ */
+export function createMergePatch(from: unknown, to: unknown): unknown {
+  if (!isPlainObject(from) || !isPlainObject(to)) return deepEqual(from, to) ? undefined : (to ?? null);
+  const patch: Record<string, unknown> = {};
+  for (const key of Object.keys(from)) if (!(key in to) || to[key] === undefined) patch[key] = null;
+  for (const [key, value] of Object.entries(to)) {
+    if (value === undefined) continue;
+    if (!(key in from)) {
+      patch[key] = value;
+      continue;
+    }
+    const sub = createMergePatch(from[key], value);
+    if (sub !== undefined) patch[key] = sub;
+  }
+  return Object.keys(patch).length === 0 ? undefined : patch;
+}
+
+/**
+ * Writes `status` through the status subresource with a merge patch computed against `current`
+ * (the object as read, e.g. from the cache). Skipped, with no request, when nothing changed.
+ * Returns the updated object, or undefined when skipped.
+ */
+export async function patchStatus<T extends KubernetesObject & { status?: unknown }>(
+  api: KubeApi,
+  resource: ResourceRef,
+  current: T,
+  status: unknown,
+): Promise<T | undefined> {
+  const diff = createMergePatch(current.status ?? {}, status ?? {});
+  if (diff === undefined) return undefined;
+  return api.request<T>({
+    method: 'PATCH',
+    path: `${objectPath(resource, current.metadata?.namespace, current.metadata?.name ?? '')}/status`,
+    body: { status: diff },
+    contentType: PatchStrategy.MergePatch,
+  });
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a))
+    return Array.isArray(b) && a.length === b.length && a.every((item, i) => deepEqual(item, b[i]));
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const keysA = Object.keys(a).filter((k) => a[k] !== undefined);
+    const keysB = Object.keys(b).filter((k) => b[k] !== undefined);
+    return keysA.length === keysB.length && keysA.every((k) => deepEqual(a[k], b[k]));
+  }
+  return false;
+}

@@ -1,0 +1,52 @@
+import { formatTime } from './clock.ts';
+
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+
+/** The Kubernetes condition shape (metav1.Condition). */
+export interface Condition {
+  type: string;
+  status: ConditionStatus;
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export type ConditionInput = Omit<Condition, 'lastTransitionTime'>;
+
+/**
+ * Returns a new list with `cond` set (order preserved, new types appended). `lastTransitionTime`
+ * is `now` only when the status flips (or the type is new); a change of reason, message or
+ * observedGeneration alone keeps the previous transition time, as apimachinery's
+ * meta.SetStatusCondition does.
+ */
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  cond: ConditionInput,
+  now: Date,
+): Condition[] {
+  const list = [...(conditions ?? [])];
+  const index = list.findIndex((existing) => existing.type === cond.type);
+  const existing = index >= 0 ? list[index] : undefined;
+  const lastTransitionTime =
+    existing && existing.status === cond.status ? existing.lastTransitionTime : formatTime(now.getTime());
+  const next: Condition = { ...cond, lastTransitionTime };
+  if (index >= 0) list[index] = next;
+  else list.push(next);
+  return list;
+}
+
+export function findCondition(
+  conditions: readonly Condition[] | undefined,
+  type: string,
+): Condition | undefined {
+  return conditions?.find((cond) => cond.type === type);
+}
+
+export function isConditionTrue(conditions: readonly Condition[] | undefined, type: string): boolean {
+  return findCondition(conditions, type)?.status === 'True';
+}
+
+export function removeCondition(conditions: readonly Condition[] | undefined, type: string): Condition[] {
+  return (conditions ?? []).filter((cond) => cond.type !== type);
+}

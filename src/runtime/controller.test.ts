@@ -1,0 +1,168 @@
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { Controller, mapByLabel, mapToControllerOwner, type Reconciler } from './controller.ts';
+import { TerminalError } from './errors.ts';
+import { FakeClock, flushMicrotasks } from './fake-clock.ts';
+import { RuntimeMetrics } from './metrics.ts';
+
+class SomethingBroke extends Error {}
+
+function setup(reconcile: Reconciler, workers = 1) {
+  const clock = new FakeClock();
+  const registry = new Registry();
+  const metrics = new RuntimeMetrics(registry);
+  const controller = new Controller({
+    name: 'test',
+    reconcile,
+    clock,
+    random: () => 0,
+    logger: pino({ level: 'silent' }),
+    metrics,
+    maxConcurrentReconciles: workers,
+    rateLimiter: { qps: 1_000_000, burst: 1_000_000 },
+    resyncPeriodMs: 0,
+  });
+  return { clock, controller, registry };
+}
+
+async function metricValue(
+  registry: Registry,
+  name: string,
+  labels: Record<string, string>,
+): Promise<number> {
+  const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+  const value = metric?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+  return value?.value ?? 0;
+}
+
+describe('Controller', () => {
+  it('retries thrown errors with growing backoff and records the error class as reason', async () => {
+    const calls: number[] = [];
+    const { clock, controller, registry } = setup(async () => {
+      calls.push(clock.now());
+      if (calls.length < 4) throw new SomethingBroke('boom');
+    });
+    await controller.start();
+    controller.enqueue('ns/a');
+    await clock.advance(1_000);
+    const start = calls[0]!;
+    expect(calls.map((t) => t - start)).toEqual([0, 5, 15, 35]);
+    expect(
+      await metricValue(registry, 'controller_runtime_reconcile_errors_by_reason_total', {
+        reason: 'SomethingBroke',
+      }),
+    ).toBe(3);
+    expect(await metricValue(registry, 'controller_runtime_reconcile_total', { result: 'success' })).toBe(1);
+    await controller.stop();
+  });
+
+  it('does not retry a TerminalError', async () => {
+    let calls = 0;
+    const { clock, controller, registry } = setup(async () => {
+      calls++;
+      throw new TerminalError('bad spec');
+    });
+    await controller.start();
+    controller.enqueue('ns/a');
+    await clock.advance(60_000);
+    expect(calls).toBe(1);
+    expect(await metricValue(registry, 'controller_runtime_terminal_reconcile_errors_total', {})).toBe(1);
+    await controller.stop();
+  });
+
+  it('requeues after requeueAfter', async () => {
+    const calls: number[] = [];
+    const { clock, controller } = setup(async () => {
+      calls.push(clock.now());
+      return calls.length === 1 ? { requeueAfter: 30_000 } : {};
+    });
+    await controller.start();
+    controller.enqueue('ns/a');
+    await clock.advance(60_000);
+    expect(calls.map((t) => t - calls[0]!)).toEqual([0, 30_000]);
+    await controller.stop();
+  });
+
+  it('never reconciles one key on two workers at once, even with many workers', async () => {
+    let active = 0;
+    let maxActive = 0;
+    let calls = 0;
+    const { clock, controller } = setup(async (_key) => {
+      active++;
+      calls++;
+      maxActive = Math.max(maxActive, active);
+      await new Promise<void>((resolve) => clock.setTimer(100, resolve));
+      active--;
+    }, 4);
+    await controller.start();
+    controller.enqueue('ns/a');
+    await flushMicrotasks();
+    controller.enqueue('ns/a');
+    controller.enqueue('ns/a');
+    await clock.advance(1_000);
+    expect(maxActive).toBe(1);
+    expect(calls).toBe(2);
+    await controller.stop();
+  });
+
+  it('stop drains in-flight reconciles and aborts them after the drain timeout', async () => {
+    let aborted = false;
+    const { clock, controller } = setup(
+      (_key, { signal }) =>
+        new Promise<void>((resolve) => {
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            resolve();
+          });
+        }),
+    );
+    await controller.start();
+    controller.enqueue('ns/a');
+    await flushMicrotasks();
+    let stopped = false;
+    const stopping = controller.stop(5_000).then(() => {
+      stopped = true;
+    });
+    await clock.advance(4_999);
+    expect(stopped).toBe(false);
+    await clock.advance(1);
+    await stopping;
+    expect(aborted).toBe(true);
+  });
+});
+
+describe('event mappers', () => {
+  const child = {
+    metadata: {
+      namespace: 'ns',
+      name: 'child',
+      labels: { 'platform.io/owner': 'parent', 'platform.io/owner-ns': 'other' },
+      ownerReferences: [
+        { apiVersion: 'apps/v1', kind: 'Deployment', name: 'not-controller', uid: '1' },
+        { apiVersion: 'management.platform/v1', kind: 'Cluster', name: 'parent', uid: '2', controller: true },
+      ],
+    },
+  };
+
+  it('maps to the controller owner of the given kind and group, in the object namespace', () => {
+    expect(mapToControllerOwner({ apiVersion: 'management.platform/v2', kind: 'Cluster' })(child)).toEqual([
+      'ns/parent',
+    ]);
+    expect(
+      mapToControllerOwner({ apiVersion: 'management.platform/v1', kind: 'Cluster', namespaced: false })(
+        child,
+      ),
+    ).toEqual(['parent']);
+    expect(mapToControllerOwner({ apiVersion: 'apps/v1', kind: 'Deployment' })(child)).toEqual([]);
+  });
+
+  it('maps by label, with the namespace from the object or from another label', () => {
+    expect(mapByLabel('platform.io/owner')(child)).toEqual(['ns/parent']);
+    expect(mapByLabel('platform.io/owner', { namespaceLabel: 'platform.io/owner-ns' })(child)).toEqual([
+      'other/parent',
+    ]);
+    expect(mapByLabel('platform.io/owner', { clusterScoped: true })(child)).toEqual(['parent']);
+    expect(mapByLabel('missing')(child)).toEqual([]);
+  });
+});

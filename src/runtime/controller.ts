@@ -1,0 +1,305 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { type Clock, jitter, type Random, type Timer } from './clock.ts';
+import { errorReason, TerminalError } from './errors.ts';
+import type { Informer } from './informer.ts';
+import { objectKey } from './kube-client.ts';
+import type { ReconcileResultLabel, RuntimeMetrics } from './metrics.ts';
+import { type DefaultRateLimiterOptions, defaultControllerRateLimiter } from './rate-limiter.ts';
+import { WorkQueue } from './workqueue.ts';
+
+export interface ReconcileResult {
+  /** Reconcile this key again after this many ms (time-driven work such as TTLs); resets backoff. */
+  requeueAfter?: number;
+}
+
+export interface ReconcileContext {
+  /** Aborted when the controller stops and the drain deadline has passed. */
+  signal: AbortSignal;
+  logger: Logger;
+}
+
+/**
+ * Converges the object named `key` (`ns/name`, or `name` when cluster-scoped) towards its desired
+ * state. It receives only the key, never the event: read the current state from the cache.
+ * Throwing retries with per-key exponential backoff; throwing `TerminalError` does not retry.
+ */
+export type Reconciler = (
+  key: string,
+  ctx: ReconcileContext,
+) => Promise<ReconcileResult | undefined> | Promise<void>;
+
+/** Maps an event's object to the keys of the primary objects to reconcile. */
+export type EventMapper = (obj: KubernetesObject) => string[];
+
+export interface ControllerOptions {
+  /** The controller name: metric label, queue name, log field. Unique per manager. */
+  name: string;
+  reconcile: Reconciler;
+  clock: Clock;
+  random: Random;
+  logger: Logger;
+  metrics?: RuntimeMetrics;
+  /** Number of workers (default 1). A key is still never reconciled by two at once. */
+  maxConcurrentReconciles?: number;
+  rateLimiter?: DefaultRateLimiterOptions;
+  /** Every cached primary key is re-enqueued this often, jittered by up to 10% (default 10 min). */
+  resyncPeriodMs?: number;
+  /** Whether it runs only on the elected leader (default true). */
+  needLeaderElection?: boolean;
+}
+
+/**
+ * controller-runtime's Controller: informer events become keys in a work queue that a bounded
+ * number of workers reconcile. Workers start only after every watched informer has synced.
+ * A controller can be started again after it was stopped (leadership lost, then regained);
+ * each run gets a fresh queue.
+ */
+export class Controller {
+  readonly name: string;
+  readonly needLeaderElection: boolean;
+  private readonly informers = new Set<Informer>();
+  private primary: Informer | undefined;
+  private queue: WorkQueue | undefined;
+  private workers: Promise<void>[] = [];
+  private resyncTimer: Timer | undefined;
+  private reconcileAbort: AbortController | undefined;
+  private runAbort: AbortController | undefined;
+
+  constructor(private readonly options: ControllerOptions) {
+    this.name = options.name;
+    this.needLeaderElection = options.needLeaderElection ?? true;
+  }
+
+  /** Watches the primary resource: every event enqueues the object's own key. */
+  watchPrimary<T extends KubernetesObject>(informer: Informer<T>): this {
+    if (this.primary) throw new Error(`controller ${this.name} already has a primary informer`);
+    this.primary = asAnyInformer(informer);
+    return this.watch(informer, (obj) => [objectKey(obj)]);
+  }
+
+  /** Watches an owned or related resource; `mapper` turns each event's object into primary keys. */
+  watch<T extends KubernetesObject>(informer: Informer<T>, mapper: (obj: T) => string[]): this {
+    this.informers.add(asAnyInformer(informer));
+    const enqueue = (obj: T) => {
+      for (const key of mapper(obj)) this.queue?.add(key);
+    };
+    informer.addEventHandler({
+      onAdd: enqueue,
+      onUpdate: (oldObj, newObj) => {
+        // Both: a child whose owner changed must wake the old owner as well as the new one.
+        enqueue(oldObj);
+        enqueue(newObj);
+      },
+      onDelete: (obj) => enqueue(obj),
+    });
+    return this;
+  }
+
+  get watchedInformers(): Informer[] {
+    return [...this.informers];
+  }
+
+  get isRunning(): boolean {
+    return this.queue !== undefined && !this.queue.isShuttingDown;
+  }
+
+  /** Adds a key by hand (tests, external triggers). Ignored while not running. */
+  enqueue(key: string): void {
+    this.queue?.add(key);
+  }
+
+  /**
+   * Waits for the informers to sync (returns false if `signal` aborts first), then starts the
+   * workers and the resync timer and enqueues every cached primary key.
+   */
+  async start(signal?: AbortSignal): Promise<boolean> {
+    if (this.runAbort) throw new Error(`controller ${this.name} is already running`);
+    const runAbort = new AbortController();
+    this.runAbort = runAbort;
+    const onOuterAbort = () => runAbort.abort();
+    signal?.addEventListener('abort', onOuterAbort, { once: true });
+    try {
+      const synced = await Promise.all(
+        [...this.informers].map((informer) => informer.waitForSync(runAbort.signal)),
+      );
+      if (!synced.every(Boolean) || runAbort.signal.aborted) {
+        this.runAbort = undefined;
+        return false;
+      }
+    } finally {
+      signal?.removeEventListener('abort', onOuterAbort);
+    }
+    const { clock, metrics, logger } = this.options;
+    const queue = new WorkQueue({
+      name: this.name,
+      clock,
+      rateLimiter: defaultControllerRateLimiter(clock, this.options.rateLimiter),
+      metrics: metrics?.queueHooks(this.name),
+    });
+    metrics?.registerQueue(queue);
+    this.queue = queue;
+    this.reconcileAbort = new AbortController();
+    const workerCount = Math.max(1, this.options.maxConcurrentReconciles ?? 1);
+    metrics?.maxConcurrentReconciles.set({ controller: this.name }, workerCount);
+    this.enqueueAllPrimary();
+    this.scheduleResync();
+    this.workers = Array.from({ length: workerCount }, () => this.work(queue, this.reconcileAbort!.signal));
+    logger.info({ controller: this.name, workers: workerCount }, 'controller started');
+    return true;
+  }
+
+  /**
+   * Stops taking new work and waits up to `drainTimeoutMs` for in-flight reconciles; after that,
+   * their `signal` is aborted and the controller stops without waiting further.
+   */
+  async stop(drainTimeoutMs = 30_000): Promise<void> {
+    const queue = this.queue;
+    this.runAbort?.abort();
+    this.runAbort = undefined;
+    this.resyncTimer?.cancel();
+    this.resyncTimer = undefined;
+    if (!queue) return;
+    queue.shutDown();
+    let timer: Timer | undefined;
+    const timedOut = await Promise.race([
+      Promise.all(this.workers).then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = this.options.clock.setTimer(drainTimeoutMs, () => resolve(true));
+      }),
+    ]);
+    timer?.cancel();
+    if (timedOut) {
+      this.options.logger.warn(
+        { controller: this.name },
+        'reconciles still running after the drain timeout; aborting them',
+      );
+      this.reconcileAbort?.abort(new Error('controller stopped'));
+    }
+    this.queue = undefined;
+    this.workers = [];
+    this.options.logger.info({ controller: this.name }, 'controller stopped');
+  }
+
+  private enqueueAllPrimary(): void {
+    for (const key of this.primary?.store.keys() ?? []) this.queue?.add(key);
+  }
+
+  private scheduleResync(): void {
+    const period = this.options.resyncPeriodMs ?? 10 * 60_000;
+    if (period <= 0) return;
+    this.resyncTimer = this.options.clock.setTimer(jitter(period, 0.1, this.options.random), () => {
+      this.enqueueAllPrimary();
+      this.scheduleResync();
+    });
+  }
+
+  private async work(queue: WorkQueue, signal: AbortSignal): Promise<void> {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      try {
+        await this.reconcileOne(queue, key, signal);
+      } finally {
+        queue.done(key);
+      }
+    }
+  }
+
+  private async reconcileOne(queue: WorkQueue, key: string, signal: AbortSignal): Promise<void> {
+    const { clock, metrics, reconcile } = this.options;
+    const controller = this.name;
+    const logger = this.options.logger.child({ controller, key });
+    const started = clock.now();
+    metrics?.activeWorkers.inc({ controller });
+    let result: ReconcileResultLabel;
+    try {
+      const outcome = await reconcile(key, { signal, logger });
+      const requeueAfter = outcome ? outcome.requeueAfter : undefined;
+      queue.forget(key);
+      if (requeueAfter !== undefined && requeueAfter > 0) {
+        queue.addAfter(key, requeueAfter);
+        result = 'requeue_after';
+      } else {
+        result = 'success';
+      }
+    } catch (err) {
+      result = 'error';
+      const reason = errorReason(err);
+      metrics?.reconcileErrors.inc({ controller });
+      metrics?.reconcileErrorsByReason.inc({ controller, reason });
+      if (err instanceof TerminalError) {
+        metrics?.terminalReconcileErrors.inc({ controller });
+        queue.forget(key);
+        logger.error({ err, reason }, 'reconcile failed terminally; not retrying');
+      } else {
+        queue.addRateLimited(key);
+        logger.warn(
+          { err, reason, retries: queue.numRequeues(key) },
+          'reconcile failed; retrying with backoff',
+        );
+      }
+    } finally {
+      metrics?.activeWorkers.dec({ controller });
+    }
+    metrics?.reconcileTotal.inc({ controller, result });
+    metrics?.reconcileTime.observe({ controller }, (clock.now() - started) / 1000);
+  }
+}
+
+function groupOf(apiVersion: string | undefined): string {
+  if (!apiVersion) return '';
+  const slash = apiVersion.indexOf('/');
+  return slash < 0 ? '' : apiVersion.slice(0, slash);
+}
+
+/**
+ * Maps an object to its controller owner's key, if that owner is of `kind` in the API group of
+ * `apiVersion` (versions may differ). Owners of namespaced kinds live in the object's namespace
+ * (Kubernetes forbids cross-namespace owners); pass `ownerNamespaced: false` for cluster-scoped owners.
+ */
+export function mapToControllerOwner(owner: {
+  apiVersion: string;
+  kind: string;
+  namespaced?: boolean;
+}): EventMapper {
+  const group = groupOf(owner.apiVersion);
+  return (obj) => {
+    const ref = obj.metadata?.ownerReferences?.find(
+      (candidate) =>
+        candidate.controller === true &&
+        candidate.kind === owner.kind &&
+        groupOf(candidate.apiVersion) === group,
+    );
+    if (!ref) return [];
+    const namespace = owner.namespaced === false ? undefined : obj.metadata?.namespace;
+    return [namespace ? `${namespace}/${ref.name}` : ref.name];
+  };
+}
+
+/**
+ * Maps an object to the key named by its labels: `nameLabel` holds the primary's name; its
+ * namespace is `namespaceLabel`'s value if given, else the object's own namespace. Pass
+ * `clusterScoped` for primaries without a namespace.
+ */
+export function mapByLabel(
+  nameLabel: string,
+  options: { namespaceLabel?: string; clusterScoped?: boolean } = {},
+): EventMapper {
+  return (obj) => {
+    const labels = obj.metadata?.labels ?? {};
+    const name = labels[nameLabel];
+    if (!name) return [];
+    if (options.clusterScoped) return [name];
+    const namespace = options.namespaceLabel ? labels[options.namespaceLabel] : obj.metadata?.namespace;
+    return namespace ? [`${namespace}/${name}`] : [];
+  };
+}
+
+/**
+ * The controller keeps informers of any object type side by side; it only reads their sync
+ * state and store keys, which do not depend on the type. (Informer<T> is invariant in T.)
+ */
+function asAnyInformer<T extends KubernetesObject>(informer: Informer<T>): Informer {
+  return informer as unknown as Informer;
+}

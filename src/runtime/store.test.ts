@@ -1,0 +1,113 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import {
+  ControllerOwnerUidIndex,
+  computeReplaceDelta,
+  LabelIndex,
+  NamespaceIndex,
+  OwnerUidIndex,
+  Store,
+} from './store.ts';
+
+function cm(
+  namespace: string,
+  name: string,
+  extra: Partial<NonNullable<KubernetesObject['metadata']>> = {},
+): KubernetesObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { namespace, name, uid: `uid-${namespace}-${name}`, resourceVersion: '1', ...extra },
+  };
+}
+
+const owner = (uid: string, controller = false) => ({
+  apiVersion: 'v1',
+  kind: 'Thing',
+  name: uid,
+  uid,
+  controller,
+});
+
+describe('Store', () => {
+  it('gets by ns/name key, lists, and deletes', () => {
+    const store = new Store();
+    store.upsert(cm('a', 'x'));
+    store.upsert(cm('b', 'x'));
+    expect(store.get('a/x')?.metadata?.namespace).toBe('a');
+    expect(store.getByName('b', 'x')).toBeDefined();
+    expect(store.list()).toHaveLength(2);
+    store.delete('a/x');
+    expect(store.get('a/x')).toBeUndefined();
+    expect(store.keys()).toEqual(['b/x']);
+  });
+
+  it('indexes by namespace, owner uid, controller owner uid and label, and re-indexes on update', () => {
+    const store = new Store();
+    store.upsert(cm('a', 'x', { labels: { app: 'web' }, ownerReferences: [owner('o1', true), owner('o2')] }));
+    store.upsert(cm('a', 'y', { labels: { app: 'db' }, ownerReferences: [owner('o2', true)] }));
+    store.upsert(cm('b', 'z'));
+    const names = (objs: KubernetesObject[]) => objs.map((o) => o.metadata?.name).sort();
+    expect(names(store.byIndex(NamespaceIndex, 'a'))).toEqual(['x', 'y']);
+    expect(names(store.byIndex(OwnerUidIndex, 'o2'))).toEqual(['x', 'y']);
+    expect(names(store.byIndex(ControllerOwnerUidIndex, 'o2'))).toEqual(['y']);
+    expect(names(store.byIndex(LabelIndex, 'app=web'))).toEqual(['x']);
+
+    store.upsert(cm('a', 'x', { labels: { app: 'db' } }));
+    expect(store.byIndex(LabelIndex, 'app=web')).toEqual([]);
+    expect(names(store.byIndex(LabelIndex, 'app=db'))).toEqual(['x', 'y']);
+    expect(names(store.byIndex(OwnerUidIndex, 'o2'))).toEqual(['y']);
+    expect(store.indexValues(LabelIndex)).toEqual(['app=db']);
+    store.delete('a/y');
+    expect(store.byIndex(ControllerOwnerUidIndex, 'o2')).toEqual([]);
+  });
+
+  it('custom indexers cover existing objects and reject duplicate names', () => {
+    const store = new Store();
+    store.upsert(cm('a', 'x', { annotations: { team: 't1' } }));
+    store.addIndexer('team', (obj) =>
+      obj.metadata?.annotations?.team ? [obj.metadata.annotations.team] : [],
+    );
+    expect(store.byIndex('team', 't1')).toHaveLength(1);
+    expect(() => store.addIndexer('team', () => [])).toThrow();
+    expect(() => store.byIndex('nope', 'x')).toThrow();
+  });
+});
+
+describe('computeReplaceDelta', () => {
+  it('emits adds, updates for changed resourceVersions, and final-state-unknown deletes', () => {
+    const current = new Map<string, KubernetesObject>([
+      ['ns/same', cm('ns', 'same')],
+      ['ns/changed', cm('ns', 'changed')],
+      ['ns/gone', cm('ns', 'gone')],
+    ]);
+    const listed = [cm('ns', 'same'), cm('ns', 'changed', { resourceVersion: '7' }), cm('ns', 'new')];
+    const delta = computeReplaceDelta(current, listed);
+    expect(delta.added.map((o) => o.metadata?.name)).toEqual(['new']);
+    expect(
+      delta.updated.map((u) => [
+        u.oldObject.metadata?.resourceVersion,
+        u.newObject.metadata?.resourceVersion,
+      ]),
+    ).toEqual([['1', '7']]);
+    expect(delta.deleted).toEqual([{ object: cm('ns', 'gone'), finalStateUnknown: true }]);
+  });
+
+  it('treats a recreated object (new uid, same name) as delete plus add', () => {
+    const current = new Map([['ns/x', cm('ns', 'x')]]);
+    const delta = computeReplaceDelta(current, [cm('ns', 'x', { uid: 'other', resourceVersion: '9' })]);
+    expect(delta.deleted.map((d) => d.object.metadata?.uid)).toEqual(['uid-ns-x']);
+    expect(delta.added.map((o) => o.metadata?.uid)).toEqual(['other']);
+    expect(delta.updated).toEqual([]);
+  });
+
+  it('Store.replace leaves the store equal to the list', () => {
+    const store = new Store();
+    store.upsert(cm('ns', 'a'));
+    store.upsert(cm('ns', 'b', { labels: { l: 'v' } }));
+    store.replace([cm('ns', 'b', { resourceVersion: '2' }), cm('ns', 'c')]);
+    expect(store.keys().sort()).toEqual(['ns/b', 'ns/c']);
+    expect(store.get('ns/b')?.metadata?.resourceVersion).toBe('2');
+    expect(store.byIndex(LabelIndex, 'l=v')).toEqual([]);
+  });
+});

@@ -1,0 +1,178 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { objectKey } from './kube-client.ts';
+
+/** Returns the index values an object is filed under (none to leave it out of the index). */
+export type IndexFunc<T extends KubernetesObject = KubernetesObject> = (obj: T) => string[];
+
+export const NamespaceIndex = 'namespace';
+/** Every owner's uid (`metadata.ownerReferences[].uid`). */
+export const OwnerUidIndex = 'owner-uid';
+/** The uid of the controller owner (the reference with `controller: true`). */
+export const ControllerOwnerUidIndex = 'controller-owner-uid';
+/** `key=value` for every label. */
+export const LabelIndex = 'label';
+
+export const defaultIndexers: Record<string, IndexFunc> = {
+  [NamespaceIndex]: (obj) => (obj.metadata?.namespace ? [obj.metadata.namespace] : []),
+  [OwnerUidIndex]: (obj) => (obj.metadata?.ownerReferences ?? []).map((ref) => ref.uid),
+  [ControllerOwnerUidIndex]: (obj) =>
+    (obj.metadata?.ownerReferences ?? []).filter((ref) => ref.controller === true).map((ref) => ref.uid),
+  [LabelIndex]: (obj) => Object.entries(obj.metadata?.labels ?? {}).map(([k, v]) => `${k}=${v}`),
+};
+
+/**
+ * A thread-unsafe-by-design (single event loop) cache of objects keyed by `ns/name` with
+ * secondary indexes maintained on every change, like client-go's `cache.Indexer`. Objects
+ * returned are the cached instances: callers must not mutate them (copy with structuredClone).
+ */
+export class Store<T extends KubernetesObject = KubernetesObject> {
+  private readonly items = new Map<string, T>();
+  private readonly indexers = new Map<string, IndexFunc<T>>();
+  /** index name -> index value -> keys */
+  private readonly indices = new Map<string, Map<string, Set<string>>>();
+
+  constructor(indexers: Record<string, IndexFunc<T>> = defaultIndexers as Record<string, IndexFunc<T>>) {
+    for (const [name, fn] of Object.entries(indexers)) this.addIndexer(name, fn);
+  }
+
+  /** Adds an index; existing objects are indexed at once. Replacing an index name is an error. */
+  addIndexer(name: string, fn: IndexFunc<T>): void {
+    if (this.indexers.has(name)) throw new Error(`indexer ${name} already exists`);
+    this.indexers.set(name, fn);
+    const index = new Map<string, Set<string>>();
+    this.indices.set(name, index);
+    for (const [key, obj] of this.items) addToIndex(index, fn(obj), key);
+  }
+
+  get(key: string): T | undefined {
+    return this.items.get(key);
+  }
+
+  getByName(namespace: string | undefined, name: string): T | undefined {
+    return this.items.get(namespace ? `${namespace}/${name}` : name);
+  }
+
+  has(key: string): boolean {
+    return this.items.has(key);
+  }
+
+  list(): T[] {
+    return [...this.items.values()];
+  }
+
+  keys(): string[] {
+    return [...this.items.keys()];
+  }
+
+  get size(): number {
+    return this.items.size;
+  }
+
+  /** Objects filed under `value` in index `indexName`. Unknown index names are an error. */
+  byIndex(indexName: string, value: string): T[] {
+    const index = this.indices.get(indexName);
+    if (!index) throw new Error(`no indexer named ${indexName}`);
+    return [...(index.get(value) ?? [])].map((key) => this.items.get(key)!);
+  }
+
+  /** The index values currently present in `indexName`. */
+  indexValues(indexName: string): string[] {
+    const index = this.indices.get(indexName);
+    if (!index) throw new Error(`no indexer named ${indexName}`);
+    return [...index.keys()];
+  }
+
+  /** Inserts or replaces; returns the previous object. */
+  upsert(obj: T): T | undefined {
+    const key = objectKey(obj);
+    const previous = this.items.get(key);
+    if (previous) this.unindex(key, previous);
+    this.items.set(key, obj);
+    for (const [name, fn] of this.indexers) addToIndex(this.indices.get(name)!, fn(obj), key);
+    return previous;
+  }
+
+  /** Removes by key; returns the removed object. */
+  delete(key: string): T | undefined {
+    const previous = this.items.get(key);
+    if (!previous) return undefined;
+    this.unindex(key, previous);
+    this.items.delete(key);
+    return previous;
+  }
+
+  /** Replaces the whole content with `objects` (after a list) and returns what changed. */
+  replace(objects: T[]): ReplaceDelta<T> {
+    const delta = computeReplaceDelta(this.items, objects);
+    for (const { object } of delta.deleted) this.delete(objectKey(object));
+    for (const obj of delta.added) this.upsert(obj);
+    for (const { newObject } of delta.updated) this.upsert(newObject);
+    return delta;
+  }
+
+  private unindex(key: string, obj: T): void {
+    for (const [name, fn] of this.indexers) {
+      const index = this.indices.get(name)!;
+      for (const value of fn(obj)) {
+        const keys = index.get(value);
+        if (!keys) continue;
+        keys.delete(key);
+        if (keys.size === 0) index.delete(value);
+      }
+    }
+  }
+}
+
+function addToIndex(index: Map<string, Set<string>>, values: string[], key: string): void {
+  for (const value of values) {
+    let keys = index.get(value);
+    if (!keys) {
+      keys = new Set();
+      index.set(value, keys);
+    }
+    keys.add(key);
+  }
+}
+
+export interface ReplaceDelta<T> {
+  added: T[];
+  /** Objects whose resourceVersion differs between the cache and the list. */
+  updated: Array<{ oldObject: T; newObject: T }>;
+  /**
+   * Objects cached but absent from the list: they were deleted while we were not watching, so
+   * their final state is unknown (client-go's `DeletedFinalStateUnknown`): `object` is the last
+   * state we saw, not the state at deletion.
+   */
+  deleted: Array<{ object: T; finalStateUnknown: true }>;
+}
+
+/**
+ * The pure part of client-go's `Replace`: what must be emitted so that handlers that saw the old
+ * cache end up having seen the new list. Unchanged objects (same resourceVersion) emit nothing;
+ * resync is the controller's job, not the informer's.
+ */
+export function computeReplaceDelta<T extends KubernetesObject>(
+  current: ReadonlyMap<string, T>,
+  listed: readonly T[],
+): ReplaceDelta<T> {
+  const delta: ReplaceDelta<T> = { added: [], updated: [], deleted: [] };
+  const listedKeys = new Set<string>();
+  for (const obj of listed) {
+    const key = objectKey(obj);
+    listedKeys.add(key);
+    const old = current.get(key);
+    if (!old) {
+      delta.added.push(obj);
+    } else if (old.metadata?.uid !== obj.metadata?.uid) {
+      // Deleted and recreated under the same name while we were not watching.
+      delta.deleted.push({ object: old, finalStateUnknown: true });
+      delta.added.push(obj);
+    } else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
+      delta.updated.push({ oldObject: old, newObject: obj });
+    }
+  }
+  for (const [key, obj] of current) {
+    if (!listedKeys.has(key)) delta.deleted.push({ object: obj, finalStateUnknown: true });
+  }
+  return delta;
+}
