@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AuthorizationV1Api,
   CoreV1Api,
@@ -14,15 +13,7 @@ import {
   useExtraClusters,
   useNamespace,
 } from '../support/cluster.ts';
-
-/** Polls `check` until it returns true or `attempts` run out; returns the last result. */
-async function eventually(check: () => Promise<boolean>, attempts = 120, intervalMs = 500): Promise<boolean> {
-  for (let i = 0; i < attempts; i++) {
-    if (await check()) return true;
-    await sleep(intervalMs);
-  }
-  return false;
-}
+import { eventually } from '../support/wait.ts';
 
 describe('the host control plane', () => {
   const namespace = useNamespace('foundation');
@@ -73,11 +64,14 @@ describe('the host control plane', () => {
     await core.createNamespacedConfigMap({ namespace: ns, body: dependent });
     await core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
 
-    const collected = await eventually(async () => {
-      const list = await core.listNamespacedConfigMap({ namespace: ns });
-      return !list.items.some((cm) => cm.metadata?.name === 'dependent');
-    });
-    expect(collected).toBe(true);
+    await eventually(
+      async () => {
+        const list = await core.listNamespacedConfigMap({ namespace: ns });
+        return !list.items.some((cm) => cm.metadata?.name === 'dependent');
+      },
+      60_000,
+      'garbage collection of the dependent ConfigMap',
+    );
   });
 
   test('kubectl of the same version talks to it', async () => {

@@ -113,19 +113,7 @@ export function captureLogger() {
   return { logger: pino({ level: 'debug' }, stream), records };
 }
 
-/** Polls `check` until it returns true (or throws the last assertion error at the deadline). */
-export async function eventually(
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-  what = 'condition',
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+export { eventually } from '../support/wait.ts';
 
 /**
  * Compacts the run's etcd up to its current revision (as kube-apiserver does every 5 minutes),

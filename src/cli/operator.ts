@@ -13,6 +13,8 @@ import { Manager } from '../runtime/manager.ts';
 export interface OperatorOptions {
   kubeconfig?: string;
   namespace: string;
+  /** Watch only this namespace; all namespaces when absent. */
+  watchNamespace?: string;
   controllers: string[];
   disableControllers: string[];
   leaderElect: boolean;
@@ -55,15 +57,14 @@ export function operatorCommand(): Command {
         .default('info'),
     )
     .action(async (options: OperatorOptions) => {
-      await runOperator(options);
+      const manager = createOperator(options);
+      manager.handleSignals(() => process.exit(0));
+      await manager.start();
     });
 }
 
-export async function runOperator(options: OperatorOptions): Promise<Manager> {
-  const logger = pino({
-    level: options.logLevel,
-    base: { component: 'operator', identity: options.identity },
-  });
+/** The operator's manager with its controllers registered, not yet started. */
+export function createOperator(options: OperatorOptions, logger = operatorLogger(options)): Manager {
   const unknown = [...options.controllers, ...options.disableControllers].filter(
     (name) => !(name in controllerSetups),
   );
@@ -106,13 +107,32 @@ export async function runOperator(options: OperatorOptions): Promise<Manager> {
       api,
       clock: systemClock,
       events,
+      ...(options.watchNamespace ? { namespace: options.watchNamespace } : {}),
       ...(options.maxConcurrentReconciles
         ? { maxConcurrentReconciles: options.maxConcurrentReconciles }
         : {}),
     });
   }
-  logger.info({ controllers: enabled, leaderElection: options.leaderElect }, 'starting operator');
-  manager.handleSignals(() => process.exit(0));
-  await manager.start();
+  logger.info({ controllers: enabled, leaderElection: options.leaderElect }, 'operator configured');
   return manager;
+}
+
+function operatorLogger(options: Pick<OperatorOptions, 'logLevel' | 'identity'>) {
+  return pino({ level: options.logLevel, base: { component: 'operator', identity: options.identity } });
+}
+
+/** The defaults of `platform operator`, for in-process use (tests, `platform dev`). */
+export function defaultOperatorOptions(overrides: Partial<OperatorOptions> = {}): OperatorOptions {
+  return {
+    namespace: 'platform-system',
+    controllers: CONTROLLER_NAMES,
+    disableControllers: [],
+    leaderElect: true,
+    leaseName: 'platform-operator',
+    identity: `${hostname()}-${randomBytes(3).toString('hex')}`,
+    healthPort: 8081,
+    healthHost: '0.0.0.0',
+    logLevel: 'info',
+    ...overrides,
+  };
 }

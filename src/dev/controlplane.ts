@@ -57,6 +57,11 @@ export interface ClusterOptions {
   authenticationConfig?: string;
   /** Overrides the etcd the apiserver talks to (tests of failure paths). */
   etcdServers?: string;
+  /**
+   * Serve the data of another cluster: its etcd prefix (default `/<name>/registry`). Two
+   * apiservers on one prefix are one cluster with two API endpoints, as in an HA control plane.
+   */
+  etcdPrefix?: string;
   extraApiServerArgs?: string[];
 }
 
@@ -188,7 +193,7 @@ export class ControlPlane {
     const args = [
       'kube-apiserver',
       `--etcd-servers=${clusterOptions.etcdServers ?? this.etcdUrl}`,
-      `--etcd-prefix=/${name}/registry`,
+      `--etcd-prefix=${clusterOptions.etcdPrefix ?? `/${name}/registry`}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
       `--secure-port=${port}`,

@@ -11,12 +11,13 @@ import { BY_SOURCE, secretSyncReconciler, sourceKeyOf } from './reconcile.ts';
  * keeps every other Secret out of our cache); a SharedSecret change maps to its targets.
  */
 export function setupSecretSyncController(manager: Manager, deps: ControllerDeps) {
+  const scope = deps.namespace ? { namespace: deps.namespace } : {};
   const secrets = manager.informer<V1Secret>(
     resources.secrets,
-    { labelSelector: `${SOURCE_NAME_LABEL},${SOURCE_NAMESPACE_LABEL}` },
+    { ...scope, labelSelector: `${SOURCE_NAME_LABEL},${SOURCE_NAMESPACE_LABEL}` },
     { [BY_SOURCE]: sourceKeyOf },
   );
-  const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets);
+  const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets, scope);
   const controller = manager.controller({
     name: 'secretsync',
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,

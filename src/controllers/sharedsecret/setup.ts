@@ -13,6 +13,8 @@ export interface ControllerDeps {
   clock: Clock;
   events: EventRecorder;
   maxConcurrentReconciles?: number;
+  /** Watch only this namespace (a namespace-scoped install, or tests); all namespaces when absent. */
+  namespace?: string;
 }
 
 /**
@@ -20,8 +22,9 @@ export interface ControllerDeps {
  * label, so the caches stay small) map back to their secret.
  */
 export function setupSharedSecretController(manager: Manager, deps: ControllerDeps) {
-  const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets);
-  const childSelector = { labelSelector: OWNER_UID_LABEL };
+  const scope = deps.namespace ? { namespace: deps.namespace } : {};
+  const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets, scope);
+  const childSelector = { ...scope, labelSelector: OWNER_UID_LABEL };
   const roles = manager.informer<V1Role>(resources.roles, childSelector, {
     [BY_OWNER_SECRET]: ownerSecretKey,
   });
