@@ -38,6 +38,7 @@ export function operatorCommand(): Command {
     .description('Run the platform controllers against a cluster')
     .option('--kubeconfig <file>', 'kubeconfig of the cluster (default: in-cluster config or $KUBECONFIG)')
     .option('--namespace <ns>', 'namespace of the platform (leases, keys, certificates)', 'platform-system')
+    .option('--watch-namespace <ns>', 'watch only this namespace (default: all namespaces)')
     .option(
       '--controllers <names>',
       `controllers to run (${CONTROLLER_NAMES.join(', ')})`,

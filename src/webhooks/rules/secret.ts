@@ -1,0 +1,89 @@
+import { safeParseConfig } from '../../api/config.ts';
+import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../controllers/secretsync/desired.ts';
+import { type AdmissionDecision, allow, type Cause, forbidden, invalid } from '../decision.ts';
+import type { AdmittedObject } from '../review.ts';
+
+/** The platform configuration lives in this core Secret (in the platform namespace), under {@link PLATFORM_CONFIG_KEY}. */
+export const PLATFORM_CONFIG_SECRET = 'platform-config';
+export const PLATFORM_CONFIG_KEY = 'config';
+
+export interface SharedSecretRef {
+  readonly namespace: string;
+  readonly name: string;
+}
+
+function syncSource(object: AdmittedObject | null | undefined): SharedSecretRef | undefined {
+  const labels = object?.metadata?.labels ?? {};
+  const name = labels[SOURCE_NAME_LABEL];
+  const namespace = labels[SOURCE_NAMESPACE_LABEL];
+  return name && namespace ? { namespace, name } : undefined;
+}
+
+/**
+ * The SharedSecret whose `get` permission the requester needs: the one the Secret's labels name,
+ * when they are new (create) or point somewhere else than before (update). Unchanged labels need
+ * no check, so the sync controller can keep writing data.
+ */
+export function syncSourceToAuthorize(
+  oldObject: AdmittedObject | null | undefined,
+  object: AdmittedObject,
+): SharedSecretRef | undefined {
+  const wanted = syncSource(object);
+  if (wanted === undefined) return undefined;
+  const before = syncSource(oldObject);
+  return before && before.name === wanted.name && before.namespace === wanted.namespace ? undefined : wanted;
+}
+
+export function decideSecretSync(source: SharedSecretRef, mayGet: boolean): AdmissionDecision {
+  if (mayGet) return allow();
+  return forbidden(
+    `secrets labelled ${SOURCE_NAME_LABEL}=${source.name}, ${SOURCE_NAMESPACE_LABEL}=${source.namespace} are filled from that SharedSecret; the requester may not get sharedsecrets.management.platform "${source.name}" in namespace "${source.namespace}", so cannot create such a Secret`,
+  );
+}
+
+/** The configuration text of a platform-config Secret (`data` is base64; `stringData` is merged by the apiserver). */
+export function configText(object: AdmittedObject): string | undefined {
+  const stringData = object.stringData as Record<string, unknown> | undefined;
+  if (typeof stringData?.[PLATFORM_CONFIG_KEY] === 'string') return stringData[PLATFORM_CONFIG_KEY] as string;
+  const data = object.data as Record<string, unknown> | undefined;
+  const encoded = data?.[PLATFORM_CONFIG_KEY];
+  return typeof encoded === 'string' ? Buffer.from(encoded, 'base64').toString('utf8') : undefined;
+}
+
+/**
+ * The platform-config Secret must hold a configuration that parses with every cross-field rule
+ * of the Config schema. Causes point into the document (`data[config].audit.path`); messages
+ * never quote values (they may be client secrets).
+ */
+export function validatePlatformConfigSecret(object: AdmittedObject): AdmissionDecision {
+  const subject = { kind: 'Secret', name: object.metadata?.name ?? PLATFORM_CONFIG_SECRET };
+  const text = configText(object);
+  if (text === undefined) {
+    return invalid(subject, [
+      {
+        field: `data[${PLATFORM_CONFIG_KEY}]`,
+        reason: 'FieldValueRequired',
+        message: 'the platform configuration is required',
+      },
+    ]);
+  }
+  const result = safeParseConfig(text);
+  if (result.ok) return allow();
+  const causes: Cause[] = result.error.issues.map((issue) => ({
+    field: issue.path ? `data[${PLATFORM_CONFIG_KEY}].${issue.path}` : `data[${PLATFORM_CONFIG_KEY}]`,
+    reason: 'FieldValueInvalid',
+    message: issue.message,
+  }));
+  return invalid(subject, causes);
+}
+
+/** `auth.accessKeyMaxTTLSeconds` of a configuration text; undefined when unset or zero. Throws nothing. */
+export function maxAccessKeyTtl(
+  text: string | undefined,
+): { ok: true; max: number | undefined } | { ok: false } {
+  if (text === undefined) return { ok: true, max: undefined };
+  const result = safeParseConfig(text);
+  if (!result.ok) return { ok: false };
+  const max = result.config.auth?.accessKeyMaxTTLSeconds;
+  return { ok: true, max: max ? max : undefined };
+}
