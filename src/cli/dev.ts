@@ -1,8 +1,12 @@
 import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Command } from 'commander';
 import { ensureControlPlaneBinary, repoRoot } from '../dev/binaries.ts';
 import { ControlPlane } from '../dev/controlplane.ts';
+import { installCrds } from '../dev/install-crds.ts';
+import type { Manager } from '../runtime/manager.ts';
+import { createOperator, defaultOperatorOptions } from './operator.ts';
 
 export interface DevOptions {
   stateDir: string;
@@ -48,6 +52,7 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     log: progress,
   });
 
+  let operator: Manager | undefined;
   let stopping: Promise<void> | undefined;
   const stop = (signal: string) => {
     if (stopping) {
@@ -55,10 +60,12 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
       process.exit(130);
     }
     progress(`${signal}: stopping`);
-    stopping = plane.stop().then(() => {
-      progress('stopped');
-      process.exit(0);
-    });
+    stopping = (operator?.stop() ?? Promise.resolve())
+      .then(() => plane.stop())
+      .then(() => {
+        progress('stopped');
+        process.exit(0);
+      });
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
@@ -67,15 +74,35 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     const host = await plane.startCluster({ name: 'host', controllerManager: true });
     const hostKubeconfig = join(stateDir, 'host.kubeconfig');
     copyFileSync(host.kubeconfigPath, hostKubeconfig);
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(hostKubeconfig);
+    progress('installing the CRDs');
+    await installCrds(kubeConfig);
+    const platformNamespace = 'platform-system';
+    await kubeConfig
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: platformNamespace } } })
+      .catch(() => {}); // exists from an earlier run
+    progress('starting the operator');
+    operator = createOperator(
+      defaultOperatorOptions({
+        kubeconfig: hostKubeconfig,
+        namespace: platformNamespace,
+        healthPort: 0,
+        healthHost: '127.0.0.1',
+      }),
+    );
+    await operator.start();
     const kubectl = join(dirname(binary), 'kubectl');
     const shown = relative(process.cwd(), hostKubeconfig) || hostKubeconfig;
     process.stdout.write(
       [
         '',
-        `The platform's control plane is running (Kubernetes ${host.server}).`,
+        `The platform is running: Kubernetes at ${host.server}, the operator's metrics and health at http://127.0.0.1:${operator.healthPort}/metrics.`,
         '',
         'Try:',
         `  kubectl --kubeconfig ${shown} get namespaces`,
+        `  kubectl --kubeconfig ${shown} get platform -A   (every platform object)`,
         `  (a kubectl of the same version: ${kubectl})`,
         '',
         'Press Ctrl-C to stop; the state stays in ' +
