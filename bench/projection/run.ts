@@ -91,7 +91,14 @@ async function main(): Promise<void> {
     const healthPort = await freePort();
     operator = spawn(
       process.execPath,
-      ['--no-node-snapshot', 'bin/platform.js', 'operator', '--kubeconfig', cluster.kubeconfigPath]
+      [
+        '--no-node-snapshot',
+        'bin/platform.js',
+        'operator',
+        '--no-webhooks',
+        '--kubeconfig',
+        cluster.kubeconfigPath,
+      ]
         .concat(['--watch-namespace', 'bench-projection', '--no-leader-elect', '--log-level', 'warn'])
         .concat([
           '--health-port',

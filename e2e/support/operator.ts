@@ -45,9 +45,14 @@ const platformBin = fileURLToPath(new URL('../../bin/platform.js', import.meta.u
 /** `platform operator` as a real process (for SIGKILL and failover tests); its log goes to `logPath`. */
 export function spawnOperator(args: string[], logPath: string): ChildProcess {
   const log = createWriteStream(logPath, { flags: 'a' });
-  const child = spawn(process.execPath, ['--no-node-snapshot', platformBin, 'operator', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  // No webhooks: fail-closed configurations would outlive a killed process in the shared cluster.
+  const child = spawn(
+    process.execPath,
+    ['--no-node-snapshot', platformBin, 'operator', '--no-webhooks', ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
   return child;

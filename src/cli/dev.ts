@@ -5,8 +5,7 @@ import { Command } from 'commander';
 import { ensureControlPlaneBinary, repoRoot } from '../dev/binaries.ts';
 import { ControlPlane } from '../dev/controlplane.ts';
 import { installCrds } from '../dev/install-crds.ts';
-import type { Manager } from '../runtime/manager.ts';
-import { createOperator, defaultOperatorOptions } from './operator.ts';
+import { defaultOperatorOptions, type RunningOperator, startOperator } from './operator.ts';
 
 export interface DevOptions {
   stateDir: string;
@@ -52,7 +51,7 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     log: progress,
   });
 
-  let operator: Manager | undefined;
+  let operator: RunningOperator | undefined;
   let stopping: Promise<void> | undefined;
   const stop = (signal: string) => {
     if (stopping) {
@@ -84,21 +83,23 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
       .createNamespace({ body: { metadata: { name: platformNamespace } } })
       .catch(() => {}); // exists from an earlier run
     progress('starting the operator');
-    operator = createOperator(
+    operator = await startOperator(
       defaultOperatorOptions({
         kubeconfig: hostKubeconfig,
         namespace: platformNamespace,
         healthPort: 0,
         healthHost: '127.0.0.1',
+        webhookHost: '127.0.0.1',
+        webhookPort: 0,
+        webhookEndpoint: 'local',
       }),
     );
-    await operator.start();
     const kubectl = join(dirname(binary), 'kubectl');
     const shown = relative(process.cwd(), hostKubeconfig) || hostKubeconfig;
     process.stdout.write(
       [
         '',
-        `The platform is running: Kubernetes at ${host.server}, the operator's metrics and health at http://127.0.0.1:${operator.healthPort}/metrics.`,
+        `The platform is running: Kubernetes at ${host.server}, the operator's metrics at http://127.0.0.1:${operator.manager.healthPort}/metrics, admission webhooks on port ${operator.webhooks?.server.port}.`,
         '',
         'Try:',
         `  kubectl --kubeconfig ${shown} get namespaces`,

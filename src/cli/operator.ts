@@ -9,6 +9,8 @@ import { systemClock, systemRandom } from '../runtime/clock.ts';
 import { EventRecorder } from '../runtime/events.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
+import type { WebhookEndpoint } from '../webhooks/configurations.ts';
+import { type AdmissionWebhooks, startAdmissionWebhooks } from '../webhooks/index.ts';
 
 export interface OperatorOptions {
   kubeconfig?: string;
@@ -24,6 +26,14 @@ export interface OperatorOptions {
   healthHost: string;
   maxConcurrentReconciles?: number;
   logLevel: string;
+  /** Serve the admission webhooks (every replica, no leader needed). */
+  webhooks: boolean;
+  webhookHost: string;
+  webhookPort: number;
+  /** `local` (https://127.0.0.1:<port>), `service:<namespace>/<name>` or an https URL. */
+  webhookEndpoint: string;
+  /** A directory with tls.crt, tls.key and ca.crt (cert-manager); self-managed certificates when absent. */
+  webhookCertDir?: string;
 }
 
 const list = (value: string) =>
@@ -57,10 +67,22 @@ export function operatorCommand(): Command {
         .choices(['debug', 'info', 'warn', 'error'])
         .default('info'),
     )
+    .option('--no-webhooks', 'do not serve the admission webhooks')
+    .option('--webhook-host <host>', 'address of the admission webhook server', '0.0.0.0')
+    .option('--webhook-port <port>', 'port of the admission webhook server (0: any free port)', Number, 9443)
+    .option(
+      '--webhook-endpoint <endpoint>',
+      'how the apiserver reaches us: local, service:<ns>/<name> or an https URL',
+      'local',
+    )
+    .option(
+      '--webhook-cert-dir <dir>',
+      'mounted serving certificate (tls.crt, tls.key, ca.crt); default: self-managed',
+    )
     .action(async (options: OperatorOptions) => {
-      const manager = createOperator(options);
-      manager.handleSignals(() => process.exit(0));
-      await manager.start();
+      const operator = await startOperator(options);
+      for (const signal of ['SIGTERM', 'SIGINT'] as const)
+        process.once(signal, () => void operator.stop().finally(() => process.exit(0)));
     });
 }
 
@@ -71,10 +93,7 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
   );
   if (unknown.length > 0) throw new Error(`unknown controller(s): ${unknown.join(', ')}`);
 
-  const kubeConfig = new KubeConfig();
-  if (options.kubeconfig) kubeConfig.loadFromFile(options.kubeconfig);
-  else kubeConfig.loadFromDefault();
-  const api = new KubeClient(kubeConfig);
+  const api = new KubeClient(loadKubeConfig(options.kubeconfig));
   const manager = new Manager({
     api,
     clock: systemClock,
@@ -118,6 +137,65 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
   return manager;
 }
 
+export interface RunningOperator {
+  manager: Manager;
+  webhooks: AdmissionWebhooks | undefined;
+  /** Graceful: stop admitting (configurations stay, so writes fail closed), drain, release the lease. */
+  stop(): Promise<void>;
+}
+
+/** Starts the controllers and, unless switched off, the admission webhooks. */
+export async function startOperator(
+  options: OperatorOptions,
+  logger = operatorLogger(options),
+): Promise<RunningOperator> {
+  // Webhooks first: after a restart the registered configurations may point at our old port, and
+  // the controllers' own writes to our kinds go through admission.
+  let webhooks: AdmissionWebhooks | undefined;
+  if (options.webhooks) {
+    const kubeConfig = loadKubeConfig(options.kubeconfig);
+    webhooks = await startAdmissionWebhooks({
+      kubeConfig,
+      host: options.webhookHost,
+      port: options.webhookPort,
+      platformNamespace: options.namespace,
+      endpoint: parseWebhookEndpoint(options.webhookEndpoint),
+      certificates: options.webhookCertDir
+        ? { mode: 'mounted', directory: options.webhookCertDir }
+        : { mode: 'self-managed' },
+      logger: logger.child({ component: 'webhooks' }),
+    });
+    logger.info({ port: webhooks.server.port }, 'admission webhooks serving');
+  }
+  const manager = createOperator(options, logger);
+  await manager.start();
+  return {
+    manager,
+    webhooks,
+    stop: async () => {
+      await webhooks?.stop();
+      await manager.stop();
+    },
+  };
+}
+
+export function parseWebhookEndpoint(text: string): WebhookEndpoint | 'local' {
+  if (text === 'local') return 'local';
+  const service = /^service:([a-z0-9-]+)\/([a-z0-9-]+)$/.exec(text);
+  if (service) return { service: { namespace: service[1]!, name: service[2]! } };
+  if (text.startsWith('https://')) return { url: text };
+  throw new Error(
+    `--webhook-endpoint must be local, service:<namespace>/<name> or an https URL, not ${JSON.stringify(text)}`,
+  );
+}
+
+function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  if (path) kubeConfig.loadFromFile(path);
+  else kubeConfig.loadFromDefault();
+  return kubeConfig;
+}
+
 function operatorLogger(options: Pick<OperatorOptions, 'logLevel' | 'identity'>) {
   return pino({ level: options.logLevel, base: { component: 'operator', identity: options.identity } });
 }
@@ -134,6 +212,10 @@ export function defaultOperatorOptions(overrides: Partial<OperatorOptions> = {})
     healthPort: 8081,
     healthHost: '0.0.0.0',
     logLevel: 'info',
+    webhooks: true,
+    webhookHost: '0.0.0.0',
+    webhookPort: 9443,
+    webhookEndpoint: 'local',
     ...overrides,
   };
 }
