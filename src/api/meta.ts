@@ -5,6 +5,18 @@ export const API_GROUP = 'management.platform';
 /** The only served and stored version. */
 export const API_VERSION = 'v1';
 /** The `apiVersion` value of every object of the group. */
+/** The verbs of the Kubernetes API (RBAC's resource verbs). */
+export const KUBERNETES_VERBS = [
+  'get',
+  'list',
+  'watch',
+  'create',
+  'update',
+  'patch',
+  'delete',
+  'deletecollection',
+] as const;
+
 export const GROUP_VERSION = `${API_GROUP}/${API_VERSION}` as const;
 
 /**

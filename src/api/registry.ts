@@ -3,7 +3,7 @@ import { ClusterSchema } from './cluster.ts';
 import { ConfigSchema } from './config.ts';
 import { DirectClusterEndpointTokenSchema } from './directclusterendpointtoken.ts';
 import { TeamSchema, UserSchema } from './identity.ts';
-import { API_GROUP, API_VERSION, GROUP_VERSION } from './meta.ts';
+import { API_GROUP, API_VERSION, GROUP_VERSION, KUBERNETES_VERBS } from './meta.ts';
 import { OwnedAccessKeySchema } from './ownedaccesskey.ts';
 import { ProjectMembersSchema, ProjectSchema } from './project.ts';
 import { SharedSecretSchema } from './sharedsecret.ts';
@@ -13,7 +13,7 @@ import {
 } from './virtualclusterinstance.ts';
 
 export type ResourceScope = 'Namespaced' | 'Cluster';
-export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection';
+export type Verb = (typeof KUBERNETES_VERBS)[number];
 
 /** A column of `kubectl get` (a CRD `additionalPrinterColumns` entry). */
 export interface PrinterColumn {
@@ -61,16 +61,7 @@ export interface VirtualKind extends KindBase {
 
 export type KindInfo = StoredKind | VirtualKind;
 
-const STANDARD_VERBS: readonly Verb[] = [
-  'get',
-  'list',
-  'watch',
-  'create',
-  'update',
-  'patch',
-  'delete',
-  'deletecollection',
-];
+const STANDARD_VERBS: readonly Verb[] = KUBERNETES_VERBS;
 
 const age: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
 const displayName: PrinterColumn = { name: 'Display Name', type: 'string', jsonPath: '.spec.displayName' };

@@ -8,7 +8,7 @@ import {
 } from '../../api/config.ts';
 import { API_GROUP } from '../../api/meta.ts';
 import type { RequestAttributes, RequestTarget } from '../authz/request.ts';
-import { groupResourcesMatch, nonResourcePathMatches } from '../authz/scope.ts';
+import { ruleTargetMatches } from '../authz/scope.ts';
 
 /**
  * Audit policy evaluation with Kubernetes' semantics
@@ -183,16 +183,7 @@ export function auditRuleMatches(rule: AuditPolicyRule, request: AuditRequestAtt
     if (user === undefined || !user.groups.some((group) => groups.includes(group))) return false;
   }
   if (nonEmpty(rule.verbs) && !rule.verbs.includes(request.verb)) return false;
-  if (nonEmpty(rule.namespaces) || nonEmpty(rule.resources)) {
-    if (!request.resourceRequest) return false;
-    if (nonEmpty(rule.namespaces) && !rule.namespaces.includes(request.namespace)) return false;
-    return !nonEmpty(rule.resources) || groupResourcesMatch(rule.resources, request);
-  }
-  if (nonEmpty(rule.nonResourceURLs)) {
-    if (request.resourceRequest) return false;
-    return rule.nonResourceURLs.some((spec) => nonResourcePathMatches(request.path, spec));
-  }
-  return true;
+  return ruleTargetMatches(rule, request);
 }
 
 const sortedStages = (...lists: (readonly AuditStage[] | undefined)[]): AuditStage[] =>

@@ -272,6 +272,22 @@ export function scopeRuleMatches(rule: ScopeRule, request: RequestAttributes): b
     if (!matched) return false;
   }
   if (nonEmpty(rule.verbs) && !rule.verbs.includes(request.verb) && !rule.verbs.includes('*')) return false;
+  return ruleTargetMatches(rule, request);
+}
+
+/**
+ * The object part of a Kubernetes-style rule (as audit policy rules and scope rules share it):
+ * `namespaces`/`resources` restrict resource requests, `nonResourceURLs` non-resource requests,
+ * and a rule with none of them matches every request.
+ */
+export function ruleTargetMatches(
+  rule: {
+    namespaces?: readonly string[] | undefined;
+    resources?: Parameters<typeof groupResourcesMatch>[0] | undefined;
+    nonResourceURLs?: readonly string[] | undefined;
+  },
+  request: RequestAttributes,
+): boolean {
   if (nonEmpty(rule.namespaces) || nonEmpty(rule.resources)) {
     if (!request.resourceRequest) return false;
     if (nonEmpty(rule.namespaces) && !rule.namespaces.includes(request.namespace)) return false;

@@ -1,3 +1,4 @@
+import { KUBERNETES_VERBS } from '../../api/meta.ts';
 import { type AdmissionDecision, allow, type Cause, invalid } from '../decision.ts';
 import type { AdmittedObject } from '../review.ts';
 import { subjectOf } from './ownedaccesskey.ts';
@@ -9,16 +10,6 @@ import { subjectOf } from './ownedaccesskey.ts';
  * warning, not a denial: access may be granted ahead of an identity's creation.
  */
 
-export const KUBERNETES_VERBS = [
-  'get',
-  'list',
-  'watch',
-  'create',
-  'update',
-  'patch',
-  'delete',
-  'deletecollection',
-] as const;
 const ALLOWED_VERBS: ReadonlySet<string> = new Set([...KUBERNETES_VERBS, '*']);
 
 interface AccessEntry {
