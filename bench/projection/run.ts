@@ -146,6 +146,7 @@ async function main(): Promise<void> {
     const informers = [watch(resources.roles, 'roles'), watch(resources.roleBindings, 'bindings')];
     await Promise.all(informers.map((i) => i.waitForSync()));
 
+    const writesBefore = await apiserverWrites(cluster.server, cluster.adminToken, cluster.caPem);
     const projectionStart = performance.now();
     await pool(N, C, (i) =>
       api.request({
@@ -156,6 +157,7 @@ async function main(): Promise<void> {
     );
     while (seen.roles < 2 * N || seen.bindings < 2 * N) await new Promise((r) => setTimeout(r, 20));
     const projectionMs = performance.now() - projectionStart;
+    const writesAfter = await apiserverWrites(cluster.server, cluster.adminToken, cluster.caPem);
 
     // Content check: every projected object equals what the spec asks for.
     const roles = informers[0]!.store.list() as V1Role[];
@@ -176,12 +178,39 @@ async function main(): Promise<void> {
     );
     console.log(`  ratio                  ${ratio.toFixed(2)}x  (goal <= 1.25x)`);
     console.log(`  operator peak RSS      ${peakRssMiB.toFixed(0)} MiB`);
+    console.log(
+      `  apiserver writes       ${writesAfter - writesBefore} during the projection (raw: ${4 * N}; 7 per secret is the floor)`,
+    );
     console.log(`  wrong objects          ${wrong}`);
   } finally {
     operator?.kill('SIGKILL');
     await plane.stop();
     rmSync(stateDir, { recursive: true, force: true });
   }
+}
+
+/** Successful write requests the apiserver has served (its own apiserver_request_total). */
+async function apiserverWrites(server: string, token: string, ca: string): Promise<number> {
+  const { request } = await import('node:https');
+  const text = await new Promise<string>((resolve, reject) => {
+    const req = request(`${server}/metrics`, { ca, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      res.on('end', () => resolve(body));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  return text
+    .split('\n')
+    .filter(
+      (line) =>
+        line.startsWith('apiserver_request_total{') && /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line),
+    )
+    .filter((line) => /code="2\d\d"/.test(line))
+    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
 
 await main();
