@@ -96,6 +96,8 @@ async function main(): Promise<void> {
         'bin/platform.js',
         'operator',
         '--no-webhooks',
+        '--controllers',
+        'sharedsecret',
         '--kubeconfig',
         cluster.kubeconfigPath,
       ]

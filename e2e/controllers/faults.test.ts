@@ -215,6 +215,7 @@ describe('an apiserver restarted under a running operator', () => {
     const ns = 'default';
     const manager = createOperator(
       defaultOperatorOptions({
+        controllers: ['sharedsecret', 'secretsync'],
         kubeconfig: primary.kubeconfigPath,
         leaderElect: false,
         healthPort: 0,

@@ -26,6 +26,8 @@ export function useOperator(
       healthPort: 0,
       healthHost: '127.0.0.1',
       logLevel: 'warn',
+      // Namespaced controllers only: cluster-scoped kinds (access keys) are shared by every test file.
+      controllers: ['sharedsecret', 'secretsync'],
       ...overrides,
     });
     manager = createOperator(options, pino({ level: 'warn' }));
@@ -45,10 +47,19 @@ const platformBin = fileURLToPath(new URL('../../bin/platform.js', import.meta.u
 /** `platform operator` as a real process (for SIGKILL and failover tests); its log goes to `logPath`. */
 export function spawnOperator(args: string[], logPath: string): ChildProcess {
   const log = createWriteStream(logPath, { flags: 'a' });
-  // No webhooks: fail-closed configurations would outlive a killed process in the shared cluster.
+  // No webhooks: fail-closed configurations would outlive a killed process in the shared cluster;
+  // namespaced controllers only, as in useOperator.
   const child = spawn(
     process.execPath,
-    ['--no-node-snapshot', platformBin, 'operator', '--no-webhooks', ...args],
+    [
+      '--no-node-snapshot',
+      platformBin,
+      'operator',
+      '--no-webhooks',
+      '--controllers',
+      'sharedsecret,secretsync',
+      ...args,
+    ],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },

@@ -127,6 +127,7 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
       api,
       clock: systemClock,
       events,
+      platformNamespace: options.namespace,
       ...(options.watchNamespace ? { namespace: options.watchNamespace } : {}),
       ...(options.maxConcurrentReconciles
         ? { maxConcurrentReconciles: options.maxConcurrentReconciles }

@@ -1,4 +1,5 @@
 import type { Manager } from '../runtime/manager.ts';
+import { setupAccessKeyController } from './accesskey/setup.ts';
 import { setupSecretSyncController } from './secretsync/setup.ts';
 import { type ControllerDeps, setupSharedSecretController } from './sharedsecret/setup.ts';
 
@@ -6,6 +7,7 @@ import { type ControllerDeps, setupSharedSecretController } from './sharedsecret
 export const controllerSetups = {
   sharedsecret: setupSharedSecretController,
   secretsync: setupSecretSyncController,
+  accesskey: setupAccessKeyController,
 } satisfies Record<string, (manager: Manager, deps: ControllerDeps) => unknown>;
 
 export type ControllerName = keyof typeof controllerSetups;

@@ -15,6 +15,8 @@ export interface ControllerDeps {
   maxConcurrentReconciles?: number;
   /** Watch only this namespace (a namespace-scoped install, or tests); all namespaces when absent. */
   namespace?: string;
+  /** The platform's own namespace (configuration, keys); `platform-system` when absent. */
+  platformNamespace?: string;
 }
 
 /**

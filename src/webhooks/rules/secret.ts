@@ -1,11 +1,9 @@
-import { safeParseConfig } from '../../api/config.ts';
+import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../../api/config.ts';
 import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../controllers/secretsync/desired.ts';
 import { type AdmissionDecision, allow, type Cause, forbidden, invalid } from '../decision.ts';
 import type { AdmittedObject } from '../review.ts';
 
-/** The platform configuration lives in this core Secret (in the platform namespace), under {@link PLATFORM_CONFIG_KEY}. */
-export const PLATFORM_CONFIG_SECRET = 'platform-config';
-export const PLATFORM_CONFIG_KEY = 'config';
+export { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET };
 
 export interface SharedSecretRef {
   readonly namespace: string;
