@@ -202,21 +202,30 @@ const toMaterial = (stored: StoredCertificates): ServingMaterial => ({
   caBundlePem: stored.caBundlePem,
 });
 
-/** Lets subscribers know about new material; shared by both sources. */
-class Listeners {
+/** The certificate source has not loaded any material yet (call `start()` first). */
+export class CertificatesNotLoaded extends Error {
+  override readonly name = 'CertificatesNotLoaded';
+}
+
+/** The material and subscribers both certificate sources keep; `publish` hands new material out. */
+abstract class PublishedMaterial {
+  protected material: ServingMaterial | undefined;
   private readonly listeners = new Set<(material: ServingMaterial) => void>();
+
+  current(): ServingMaterial {
+    if (!this.material) throw new CertificatesNotLoaded('call start() before serving');
+    return this.material;
+  }
+
   subscribe(listener: (material: ServingMaterial) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
-  emit(material: ServingMaterial): void {
-    for (const listener of this.listeners) listener(material);
-  }
-}
 
-/** The certificate source has not loaded any material yet (call `start()` first). */
-export class CertificatesNotLoaded extends Error {
-  override readonly name = 'CertificatesNotLoaded';
+  protected publish(material: ServingMaterial, notify: boolean): void {
+    this.material = material;
+    if (notify) for (const listener of this.listeners) listener(material);
+  }
 }
 
 export interface SelfManagedCertificatesOptions {
@@ -237,27 +246,17 @@ class LostRace extends Error {
   override readonly name = 'LostRace';
 }
 
-export class SelfManagedCertificates implements CertificateSource {
-  private material: ServingMaterial | undefined;
+export class SelfManagedCertificates extends PublishedMaterial implements CertificateSource {
   private injectedBundle: string | undefined;
   private timer: Timer | undefined;
   private stopped = false;
-  private readonly listeners = new Listeners();
   private readonly clock: Clock;
   private readonly secretName: string;
 
   constructor(private readonly options: SelfManagedCertificatesOptions) {
+    super();
     this.clock = options.clock ?? systemClock;
     this.secretName = options.secretName ?? SERVING_SECRET_NAME;
-  }
-
-  current(): ServingMaterial {
-    if (!this.material) throw new CertificatesNotLoaded('call start() before serving');
-    return this.material;
-  }
-
-  subscribe(listener: (material: ServingMaterial) => void): () => void {
-    return this.listeners.subscribe(listener);
   }
 
   /** Loads or creates the material, then re-checks periodically until {@link stop}. */
@@ -376,8 +375,7 @@ export class SelfManagedCertificates implements CertificateSource {
       !this.material ||
       this.material.certPem !== material.certPem ||
       this.material.caBundlePem !== material.caBundlePem;
-    this.material = material;
-    if (changed) this.listeners.emit(material);
+    this.publish(material, changed);
   }
 
   private async inject(bundle: string): Promise<void> {
@@ -445,25 +443,15 @@ export class InvalidMountedCertificate extends Error {
 }
 
 /** Certificates provided from outside (cert-manager), reloaded when the files change. */
-export class MountedCertificates implements CertificateSource {
-  private material: ServingMaterial | undefined;
-  private readonly listeners = new Listeners();
+export class MountedCertificates extends PublishedMaterial implements CertificateSource {
   private watcher: FSWatcher | undefined;
   private timer: Timer | undefined;
   private stopped = false;
   private readonly clock: Clock;
 
   constructor(private readonly options: MountedCertificatesOptions) {
+    super();
     this.clock = options.clock ?? systemClock;
-  }
-
-  current(): ServingMaterial {
-    if (!this.material) throw new CertificatesNotLoaded('call start() before serving');
-    return this.material;
-  }
-
-  subscribe(listener: (material: ServingMaterial) => void): () => void {
-    return this.listeners.subscribe(listener);
   }
 
   /** Loads the files (throws {@link InvalidMountedCertificate} when unusable) and starts watching. */
@@ -533,8 +521,7 @@ export class MountedCertificates implements CertificateSource {
     } catch {
       throw new InvalidMountedCertificate('tls.key does not match tls.crt (or either is not PEM)');
     }
-    this.material = material;
-    this.listeners.emit(material);
+    this.publish(material, true);
     return true;
   }
 }
