@@ -5,15 +5,11 @@
  *
  *   npx tsx bench/admission/run.ts [iterations]
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { installCrds } from '../../e2e/support/crds.ts';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { waitUntilWebhooksServe } from '../../e2e/support/webhooks-ready.ts';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { ensureControlPlaneBinary } from '../../src/dev/binaries.ts';
-import { ControlPlane } from '../../src/dev/controlplane.ts';
 import { startAdmissionWebhooks } from '../../src/webhooks/index.ts';
+import { withBenchCluster } from '../support.ts';
 
 const iterations = Number(process.argv[2] ?? 500);
 const WARMUP = 50;
@@ -23,14 +19,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function main(): Promise<void> {
-  const binary = await ensureControlPlaneBinary(() => {});
-  const stateDir = mkdtempSync(join(tmpdir(), 'platform-bench-admission-'));
-  const plane = await ControlPlane.start({ stateDir, binary });
-  try {
-    const cluster = await plane.startCluster({ name: 'bench' });
-    const kc = new KubeConfig();
-    kc.loadFromFile(cluster.kubeconfigPath);
-    await installCrds(kc);
+  await withBenchCluster('admission', async (_cluster, kc) => {
     const core = kc.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: 'platform-system' } } });
     const webhooks = await startAdmissionWebhooks({
@@ -60,29 +49,7 @@ async function main(): Promise<void> {
         namespace: 'default',
         body: { metadata: { name: `cm-${i}` }, data: { k: 'v' } },
       });
-    // Wait until the apiserver calls the webhook (configurations are picked up asynchronously).
-    for (;;) {
-      const denied = await custom
-        .createNamespacedCustomObject({
-          group: API_GROUP,
-          version: API_VERSION,
-          plural: 'sharedsecrets',
-          namespace: 'default',
-          dryRun: 'All',
-          body: {
-            apiVersion: `${API_GROUP}/${API_VERSION}`,
-            kind: 'SharedSecret',
-            metadata: { name: 'p' },
-            spec: { access: [{ verbs: ['x'] }] },
-          },
-        })
-        .then(
-          () => false,
-          () => true,
-        );
-      if (denied) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await waitUntilWebhooksServe(custom);
     const webhooked: number[] = [];
     const plain: number[] = [];
     for (let i = 0; i < WARMUP + iterations; i++) {
@@ -110,10 +77,7 @@ async function main(): Promise<void> {
       `added by admission                 p50 ${(percentile(webhooked, 50) - percentile(plain, 50)).toFixed(2).padStart(7)} ms   p99 ${(percentile(webhooked, 99) - percentile(plain, 99)).toFixed(2).padStart(7)} ms   (ratio p50 ${(percentile(webhooked, 50) / percentile(plain, 50)).toFixed(2)}x)`,
     );
     await webhooks.stop();
-  } finally {
-    await plane.stop();
-    rmSync(stateDir, { recursive: true, force: true });
-  }
+  });
 }
 
 await main();

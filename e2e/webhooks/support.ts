@@ -18,6 +18,7 @@ import {
 } from '../../src/webhooks/index.ts';
 import { kubeConfigFor, kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
+import { waitUntilWebhooksServe as waitForWebhooks } from '../support/webhooks-ready.ts';
 
 /**
  * Each webhook test file gets a kube-apiserver of its own (on the run's etcd, own prefix), so
@@ -132,28 +133,9 @@ export function sharedSecretBody(name: string, access: unknown[] = [{ verbs: ['g
   };
 }
 
-/**
- * Waits until the apiserver calls our webhooks (it picks configurations up asynchronously):
- * a dry-run create that only our webhook refuses is refused by it.
- */
-export async function waitUntilWebhooksServe(env: WebhookEnv): Promise<void> {
-  for (;;) {
-    const outcome = await env.custom
-      .createNamespacedCustomObject({
-        group: API_GROUP,
-        version: API_VERSION,
-        plural: 'sharedsecrets',
-        namespace: 'default',
-        dryRun: 'All',
-        body: sharedSecretBody('probe', [{ verbs: ['not-a-verb'] }]),
-      })
-      .then(
-        () => 'admitted',
-        (err: unknown) => (err instanceof ApiException && err.code === 422 ? 'denied' : 'unavailable'),
-      );
-    if (outcome === 'denied') return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
+/** See {@link waitForWebhooks}; kept for the webhook tests' environment. */
+export function waitUntilWebhooksServe(env: WebhookEnv): Promise<void> {
+  return waitForWebhooks(env.custom);
 }
 
 export interface Rejection {

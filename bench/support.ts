@@ -1,0 +1,30 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ensureControlPlaneBinary } from '../src/dev/binaries.ts';
+import { type Cluster, ControlPlane } from '../src/dev/controlplane.ts';
+import { installCrds } from '../src/dev/install-crds.ts';
+
+/**
+ * Runs `body` against a control plane of its own (so no test or other benchmark disturbs the
+ * figures) with our CRDs installed, and tears everything down afterwards.
+ */
+export async function withBenchCluster<T>(
+  name: string,
+  body: (cluster: Cluster, kc: KubeConfig) => Promise<T>,
+): Promise<T> {
+  const binary = await ensureControlPlaneBinary(() => {});
+  const stateDir = mkdtempSync(join(tmpdir(), `platform-bench-${name}-`));
+  const plane = await ControlPlane.start({ stateDir, binary });
+  try {
+    const cluster = await plane.startCluster({ name: 'bench' });
+    const kc = new KubeConfig();
+    kc.loadFromFile(cluster.kubeconfigPath);
+    await installCrds(kc);
+    return await body(cluster, kc);
+  } finally {
+    await plane.stop();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+}
