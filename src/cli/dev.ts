@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { ensureControlPlaneBinary, repoRoot } from '../dev/binaries.ts';
 import { ControlPlane } from '../dev/controlplane.ts';
 import { installCrds } from '../dev/install-crds.ts';
+import { isAlreadyExists } from '../runtime/errors.ts';
 import { defaultOperatorOptions, type RunningOperator, startOperator } from './operator.ts';
 
 export interface DevOptions {
@@ -81,7 +82,9 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     await kubeConfig
       .makeApiClient(CoreV1Api)
       .createNamespace({ body: { metadata: { name: platformNamespace } } })
-      .catch(() => {}); // exists from an earlier run
+      .catch((err: unknown) => {
+        if (!isAlreadyExists(err)) throw err; // it exists from an earlier run
+      });
     progress('starting the operator');
     operator = await startOperator(
       defaultOperatorOptions({

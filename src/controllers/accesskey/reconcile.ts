@@ -69,11 +69,21 @@ export interface AccessKeyReconcilerDeps {
  * in `status.expirationTimestamp`.
  */
 export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
+  // A config change re-queues every key: parse the document once per version, not once per key.
+  let parsed: { resourceVersion: string | undefined; limits: AccessKeyLifetimeLimits } | undefined;
+  const currentLimits = (): AccessKeyLifetimeLimits => {
+    const secret = deps.configSecret();
+    const resourceVersion = secret?.metadata?.resourceVersion;
+    if (!parsed || parsed.resourceVersion !== resourceVersion)
+      parsed = { resourceVersion, limits: lifetimeLimits(secret) };
+    return parsed.limits;
+  };
+
   return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
     const key = deps.keys.get(name);
     if (!key || isBeingDeleted(key)) return undefined;
     const now = new Date(deps.clock.now());
-    const decision = decideKeyLifecycle(key, lifetimeLimits(deps.configSecret()), now);
+    const decision = decideKeyLifecycle(key, currentLimits(), now);
     if (decision.action === 'delete') {
       try {
         await deps.api.request({
