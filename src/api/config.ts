@@ -695,14 +695,14 @@ export function formatFieldPath(path: readonly PropertyKey[]): string {
 
 export type ConfigParseResult = { ok: true; config: ConfigStatus } | { ok: false; error: ConfigError };
 
-/**
- * Parses configuration text (YAML, or JSON, which is YAML) into `Config.status` with the spec's
- * defaults applied. Empty text is the empty configuration. Never throws.
- */
 /** The platform configuration lives in this core Secret (in the platform namespace), under {@link PLATFORM_CONFIG_KEY}. */
 export const PLATFORM_CONFIG_SECRET = 'platform-config';
 export const PLATFORM_CONFIG_KEY = 'config';
 
+/**
+ * Parses configuration text (YAML, or JSON, which is YAML) into `Config.status` with the spec's
+ * defaults applied. Empty text is the empty configuration. Never throws.
+ */
 export function safeParseConfig(raw: string): ConfigParseResult {
   let document: unknown;
   try {

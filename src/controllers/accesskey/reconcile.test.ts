@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
-import { decideKeyLifecycle, lifetimeLimits } from './reconcile.ts';
+import { decideKeyLifecycle } from './reconcile.ts';
 
 const created = '2026-01-01T00:00:00Z';
 const at = (seconds: number) => new Date(Date.parse(created) + seconds * 1000);
@@ -75,19 +75,5 @@ describe('decideKeyLifecycle', () => {
     const broken = key({ ttl: 10 });
     broken.metadata.creationTimestamp = undefined;
     expect(decideKeyLifecycle(broken, {}, at(0)).action).toBe('delete');
-  });
-});
-
-describe('lifetimeLimits', () => {
-  const secret = (config: string) => ({ data: { config: Buffer.from(config).toString('base64') } });
-  test('reads auth limits from the platform config Secret', () => {
-    expect(lifetimeLimits(secret('auth:\n  accessKeyMaxTTLSeconds: 30\n'))).toEqual({
-      accessKeyMaxTTLSeconds: 30,
-      loginAccessKeyTTLSeconds: 1728000,
-    });
-  });
-  test('no Secret, or an invalid one, means the defaults', () => {
-    expect(lifetimeLimits(undefined)).toEqual({});
-    expect(lifetimeLimits(secret('audit: {enabled: true}\n'))).toEqual({});
   });
 });

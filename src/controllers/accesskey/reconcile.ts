@@ -1,5 +1,4 @@
-import type { V1Secret } from '@kubernetes/client-node';
-import { PLATFORM_CONFIG_KEY, safeParseConfig } from '../../api/config.ts';
+import type { ConfigStatus } from '../../api/config.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import {
   type AccessKeyLifetimeLimits,
@@ -15,19 +14,6 @@ import { isBeingDeleted } from '../../runtime/finalizers.ts';
 import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
 import type { Store } from '../../runtime/store.ts';
 import { resources, type Stored } from '../resources.ts';
-
-/**
- * The lifetime limits of the platform configuration Secret's `auth` section. A missing or
- * invalid configuration means the defaults (the admission webhook keeps invalid ones out).
- */
-export function lifetimeLimits(configSecret: V1Secret | undefined): AccessKeyLifetimeLimits {
-  const encoded = configSecret?.data?.[PLATFORM_CONFIG_KEY];
-  if (!encoded) return {};
-  const parsed = safeParseConfig(Buffer.from(encoded, 'base64').toString('utf8'));
-  if (!parsed.ok) return {};
-  const { accessKeyMaxTTLSeconds, loginAccessKeyTTLSeconds } = parsed.config.auth;
-  return { accessKeyMaxTTLSeconds, loginAccessKeyTTLSeconds };
-}
 
 /** What to do with a key at `now`: pure, so the decision is table-tested without a cluster. */
 export type KeyLifecycleDecision =
@@ -60,7 +46,8 @@ export interface AccessKeyReconcilerDeps {
   clock: Clock;
   events: EventRecorder;
   keys: Store<Stored<OwnedAccessKey>>;
-  configSecret: () => V1Secret | undefined;
+  /** The current platform configuration (see `platformConfigReader`). */
+  config: () => ConfigStatus;
 }
 
 /**
@@ -69,27 +56,22 @@ export interface AccessKeyReconcilerDeps {
  * in `status.expirationTimestamp`.
  */
 export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
-  // A config change re-queues every key: parse the document once per version, not once per key.
-  let parsed: { resourceVersion: string | undefined; limits: AccessKeyLifetimeLimits } | undefined;
-  const currentLimits = (): AccessKeyLifetimeLimits => {
-    const secret = deps.configSecret();
-    const resourceVersion = secret?.metadata?.resourceVersion;
-    if (!parsed || parsed.resourceVersion !== resourceVersion)
-      parsed = { resourceVersion, limits: lifetimeLimits(secret) };
-    return parsed.limits;
-  };
-
   return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
     const key = deps.keys.get(name);
     if (!key || isBeingDeleted(key)) return undefined;
     const now = new Date(deps.clock.now());
-    const decision = decideKeyLifecycle(key, currentLimits(), now);
+    const decision = decideKeyLifecycle(key, deps.config().auth, now);
     if (decision.action === 'delete') {
       try {
         await deps.api.request({
           method: 'DELETE',
           path: objectPath(resources.ownedAccessKeys, undefined, name),
-          body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: key.metadata.uid } },
+          // The resourceVersion too: a lastActivity written since we looked may have extended the key.
+          body: {
+            apiVersion: 'v1',
+            kind: 'DeleteOptions',
+            preconditions: { uid: key.metadata.uid, resourceVersion: key.metadata.resourceVersion },
+          },
         });
       } catch (err) {
         if (!isNotFound(err)) throw err;

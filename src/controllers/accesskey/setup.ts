@@ -1,7 +1,6 @@
-import type { V1Secret } from '@kubernetes/client-node';
-import { PLATFORM_CONFIG_SECRET } from '../../api/config.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { platformConfigInformer, platformConfigReader } from '../platform-config.ts';
 import { resources, type Stored } from '../resources.ts';
 import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { accessKeyReconciler } from './reconcile.ts';
@@ -13,10 +12,7 @@ import { accessKeyReconciler } from './reconcile.ts';
 export function setupAccessKeyController(manager: Manager, deps: ControllerDeps) {
   const keys = manager.informer<Stored<OwnedAccessKey>>(resources.ownedAccessKeys);
   const platformNamespace = deps.platformNamespace ?? 'platform-system';
-  const config = manager.informer<V1Secret>(resources.secrets, {
-    namespace: platformNamespace,
-    fieldSelector: `metadata.name=${PLATFORM_CONFIG_SECRET}`,
-  });
+  const config = platformConfigInformer(manager, platformNamespace);
   const controller = manager.controller({
     name: 'accesskey',
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
@@ -25,7 +21,7 @@ export function setupAccessKeyController(manager: Manager, deps: ControllerDeps)
       clock: deps.clock,
       events: deps.events,
       keys: keys.store,
-      configSecret: () => config.store.get(`${platformNamespace}/${PLATFORM_CONFIG_SECRET}`),
+      config: platformConfigReader(config, platformNamespace),
     }),
   });
   controller.watchPrimary(keys).watch(config, () => keys.store.keys());

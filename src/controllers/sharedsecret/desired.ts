@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import { API_GROUP, GROUP_VERSION } from '../../api/meta.ts';
 import type { SharedSecret, SharedSecretAccess } from '../../api/sharedsecret.ts';
+import { hashedChildName } from '../names.ts';
 
 /** Label on every Role and RoleBinding projected from a SharedSecret: the secret's uid. */
 export const OWNER_UID_LABEL = 'management.platform/sharedsecret-uid';
@@ -12,9 +12,6 @@ export const userGroup = (user: string) => (user === '*' ? AUTHENTICATED_GROUP :
 /** Every authenticated platform identity; a rule's user `*` binds it. */
 export const AUTHENTICATED_GROUP = 'platform:authenticated';
 export const teamGroup = (team: string) => `platform:team:${team}`;
-
-const MAX_NAME = 63;
-const HASH_LENGTH = 10;
 
 export interface ProjectedRbac {
   roles: V1Role[];
@@ -33,25 +30,10 @@ export function ruleKeys(access: readonly SharedSecretAccess[]): string[] {
   );
 }
 
-/**
- * Name of the Role and RoleBinding of one rule: readable (`ss-<secret>-<rule>`), at most 63
- * characters, a valid DNS label, and collision-free: a hash of the exact (secret, rule key)
- * pair ends every name, so two different pairs can only share a name through a SHA-256 prefix
- * collision, while truncation and character folding only shorten the readable part.
- */
+/** Name of the Role and RoleBinding of one rule: `ss-<secret>-<rule>-<hash of both>`. */
 export function projectedName(secretName: string, ruleKey: string): string {
-  const hash = createHash('sha256')
-    .update(`${secretName}\u0000${ruleKey}`)
-    .digest('hex')
-    .slice(0, HASH_LENGTH);
   const rule = ruleKey.replace(/^(name|index):/, '');
-  const readable = `ss-${secretName}-${rule}`
-    .toLowerCase()
-    .replace(/[^a-z0-9-]+/g, '-')
-    .replace(/-+/g, '-')
-    .slice(0, MAX_NAME - HASH_LENGTH - 1)
-    .replace(/-+$/, '');
-  return `${readable}-${hash}`;
+  return hashedChildName(`ss-${secretName}-${rule}`, `${secretName}\u0000${ruleKey}`);
 }
 
 /** The full verb list of a rule: `*` stands for every verb. */

@@ -81,6 +81,27 @@ describe('ActivityRecorder', () => {
     expect(writtenFor('k1').at(-1)?.activity).toBe(179_000);
   });
 
+  it('writes at once when the stored state would let the key expire before the next regular write', async () => {
+    const { time, recorder, writtenFor } = setup();
+    recorder.start();
+    await time.advance(1000);
+    // Expires by its stored state in 5 s: sooner than a regular write could happen.
+    recorder.record('short', new Date(time.nowMs), new Date(time.nowMs + 5000));
+    // Expires in a day: the regular schedule is early enough.
+    recorder.record('long', new Date(time.nowMs), new Date(time.nowMs + 86_400_000));
+    await time.advance(1);
+    expect(writtenFor('short')).toEqual([{ atMs: 1000, activity: 1000 }]);
+    expect(writtenFor('long')).toEqual([]);
+    // Urgency overrides the per-minute limit for that key, again and again.
+    await time.advance(2000);
+    recorder.record('short', new Date(time.nowMs), new Date(time.nowMs + 3000));
+    await time.advance(1);
+    expect(writtenFor('short').map((w) => w.activity)).toEqual([1000, 3001]);
+    await time.advance(10_000);
+    expect(writtenFor('long').map((w) => w.activity)).toEqual([1000]);
+    await recorder.stop();
+  });
+
   it('batches keys that are due together', async () => {
     const { time, recorder, writes } = setup({ maxBatchSize: 2 });
     recorder.start();

@@ -8,6 +8,11 @@
  * throws {@link ActivityFlushFailed} when it cannot. This matters for `ttlAfterLastActivity` keys,
  * whose life is counted from the last activity. Until a value is written, {@link lastActivityOf}
  * serves it to the expiry check, so a key in use never expires for want of a write.
+ *
+ * Other replicas and the expiry controller only see what is written. So when the stored state
+ * would let a key expire before the next regular write (`record`'s `writeBy`, for keys whose life
+ * counts from their last activity), the activity is written at once, the per-minute limit
+ * notwithstanding: a short inactivity ttl costs writes, never the key.
  */
 
 export interface ActivityWrite {
@@ -75,6 +80,9 @@ export class ActivityRecorder {
   private readonly pending = new Map<string, number>();
   /** Per key: when it was last written (clock ms) and the activity written then. */
   private readonly written = new Map<string, { at: number; activity: number }>();
+  /** Keys whose pending activity must be written now (see `record`'s `writeBy`). */
+  private readonly urgent = new Set<string>();
+  private urgentTimer: unknown;
   private timer: unknown;
   private running = false;
   private inFlight: Promise<void> | undefined;
@@ -90,12 +98,23 @@ export class ActivityRecorder {
     this.onWriteError = options.onWriteError ?? (() => {});
   }
 
-  /** Notes that the key was used at `at` (now by default). Call only after successful authentication. */
-  record(keyName: string, at: Date = this.now()): void {
+  /**
+   * Notes that the key was used at `at` (now by default). Call only after successful
+   * authentication. `writeBy` is when the key expires by its stored state (ttlAfterLastActivity
+   * keys): when that comes before the next regular write could, the activity is written at once.
+   */
+  record(keyName: string, at: Date = this.now(), writeBy?: Date): void {
     const millis = at.getTime();
     const known = this.lastActivityMillis(keyName);
     if (known !== undefined && known >= millis) return;
     this.pending.set(keyName, millis);
+    if (
+      writeBy !== undefined &&
+      writeBy.getTime() - this.now().getTime() < this.minWriteIntervalMs + this.tickMs
+    ) {
+      this.urgent.add(keyName);
+      this.scheduleUrgent();
+    }
   }
 
   /** The latest activity this process knows of for the key (written or not), if any. */
@@ -119,7 +138,9 @@ export class ActivityRecorder {
   async stop(): Promise<void> {
     this.running = false;
     if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
+    if (this.urgentTimer !== undefined) this.timers.clearTimeout(this.urgentTimer);
     this.timer = undefined;
+    this.urgentTimer = undefined;
     await this.inFlight;
     let lastError: unknown;
     for (let attempt = 0; attempt < this.shutdownAttempts && this.pending.size > 0; attempt++) {
@@ -136,7 +157,7 @@ export class ActivityRecorder {
     const now = this.now().getTime();
     const due = [...this.pending].filter(([keyName]) => {
       const last = this.written.get(keyName);
-      return last === undefined || now - last.at >= this.minWriteIntervalMs;
+      return last === undefined || now - last.at >= this.minWriteIntervalMs || this.urgent.has(keyName);
     });
     await this.writeEntries(due);
     // Entries older than the interval no longer limit anything, and the stored object has their value.
@@ -148,6 +169,20 @@ export class ActivityRecorder {
 
   private lastActivityMillis(keyName: string): number | undefined {
     return this.pending.get(keyName) ?? this.written.get(keyName)?.activity;
+  }
+
+  /** Writes the urgent entries on the next turn of the event loop (coalescing a burst of requests). */
+  private scheduleUrgent(): void {
+    if (!this.running || this.urgentTimer !== undefined) return;
+    this.urgentTimer = this.timers.setTimeout(() => {
+      this.urgentTimer = undefined;
+      const entries = [...this.urgent]
+        .map((keyName) => [keyName, this.pending.get(keyName)] as const)
+        .filter((entry): entry is readonly [string, number] => entry[1] !== undefined);
+      this.urgent.clear();
+      // A failed urgent write stays pending and is retried by the next regular tick.
+      void this.writeEntries(entries);
+    }, 0);
   }
 
   private schedule(): void {
@@ -177,7 +212,10 @@ export class ActivityRecorder {
       for (const [keyName, millis] of batch) {
         this.written.set(keyName, { at: writtenAt, activity: millis });
         // A newer activity recorded during the write stays pending.
-        if (this.pending.get(keyName) === millis) this.pending.delete(keyName);
+        if (this.pending.get(keyName) === millis) {
+          this.pending.delete(keyName);
+          this.urgent.delete(keyName);
+        }
       }
     }
     return lastError;

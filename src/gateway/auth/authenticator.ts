@@ -1,0 +1,178 @@
+import type { ConfigStatus } from '../../api/config.ts';
+import type { Team, User } from '../../api/identity.ts';
+import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import { platformConfigInformer, platformConfigReader } from '../../controllers/platform-config.ts';
+import { resources, type Stored } from '../../controllers/resources.ts';
+import { accessKeyExpiry } from '../../identity/expiry.ts';
+import type { PepperStore } from '../../identity/pepper.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import { isConflict, isNotFound } from '../../runtime/errors.ts';
+import type { Informer } from '../../runtime/informer.ts';
+import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import type { Manager } from '../../runtime/manager.ts';
+import type { Store } from '../../runtime/store.ts';
+import { ActivityRecorder, type ActivityRecorderOptions, type ActivityWrite } from './activity.ts';
+import { type AuthenticationResult, authenticateAccessKey } from './authenticate.ts';
+
+/** Index of OwnedAccessKeys by `spec.keyId`, the public part of a bearer key. */
+export const BY_KEY_ID = 'key-id';
+
+export interface AccessKeyAuthenticatorDeps {
+  api: KubeApi;
+  clock: Clock;
+  pepper: PepperStore;
+  platformNamespace: string;
+  /** Overrides of the activity recorder's timing (tests). */
+  activity?: Pick<ActivityRecorderOptions, 'minWriteIntervalMs' | 'tickMs' | 'onWriteError'>;
+}
+
+/** The pepper is not loaded yet (the caller answers 503, not 401: the key may well be valid). */
+export class AuthenticatorNotReady extends Error {
+  override readonly name = 'AuthenticatorNotReady';
+  constructor() {
+    super('the authenticator is starting');
+  }
+}
+
+/**
+ * Authentication of bearer access keys from informer caches: no apiserver call per request.
+ * The informers run in every replica (they are not leader-elected), so every gateway replica
+ * answers alone. Successful authentications feed the {@link ActivityRecorder}, which writes
+ * `status.lastActivity` in batches.
+ */
+export class AccessKeyAuthenticator {
+  readonly keys: Store<Stored<OwnedAccessKey>>;
+  readonly users: Store<Stored<User>>;
+  readonly teams: Store<Stored<Team>>;
+  private readonly informers: Informer<never>[];
+  /** The current platform configuration (lifetime limits of keys). */
+  readonly config: () => ConfigStatus;
+  private readonly activity: ActivityRecorder;
+  private pepper: Uint8Array | undefined;
+
+  constructor(
+    manager: Manager,
+    private readonly deps: AccessKeyAuthenticatorDeps,
+  ) {
+    const keys = manager.informer<Stored<OwnedAccessKey>>(
+      resources.ownedAccessKeys,
+      {},
+      { [BY_KEY_ID]: (key) => (key.spec?.keyId ? [key.spec.keyId] : []) },
+    );
+    const users = manager.informer<Stored<User>>(resources.users);
+    const teams = manager.informer<Stored<Team>>(resources.teams);
+    const config = platformConfigInformer(manager, deps.platformNamespace);
+    this.keys = keys.store;
+    this.users = users.store;
+    this.teams = teams.store;
+    this.informers = [keys, users, teams, config] as unknown as Informer<never>[];
+    this.config = platformConfigReader(config, deps.platformNamespace);
+    const now = () => new Date(deps.clock.now());
+    this.activity = new ActivityRecorder({
+      ...deps.activity,
+      now,
+      writer: (batch) => this.writeActivity(batch),
+      timers: {
+        setTimeout: (callback, ms) => deps.clock.setTimer(ms, callback),
+        clearTimeout: (handle) => (handle as { cancel(): void }).cancel(),
+      },
+    });
+  }
+
+  /** Loads the pepper (waiting for it to exist) and starts writing activity. Call after `manager.start()`. */
+  async start(signal?: AbortSignal): Promise<void> {
+    this.activity.start();
+    while (!this.pepper && !signal?.aborted) {
+      this.pepper = await this.deps.pepper.load().catch(() => undefined);
+      if (!this.pepper)
+        await new Promise((resolve) => this.deps.clock.setTimer(1000, () => resolve(undefined)));
+    }
+  }
+
+  /** Writes what activity is pending; throws when some of it could not be written. */
+  stop(): Promise<void> {
+    return this.activity.stop();
+  }
+
+  /** Caches synced and pepper loaded: until then nothing can be decided. */
+  ready(): boolean {
+    return this.pepper !== undefined && this.informers.every((informer) => informer.hasSynced());
+  }
+
+  /** Who the token is, from the caches only; records the key's activity when it authenticates. */
+  authenticate(token: string): AuthenticationResult {
+    const pepper = this.pepper;
+    if (!pepper) throw new AuthenticatorNotReady();
+    const limits = this.config().auth;
+    const result = authenticateAccessKey(token, {
+      lookupKey: (id) => this.keys.byIndex(BY_KEY_ID, id)[0],
+      lookupUser: (name) => this.users.get(name),
+      lookupTeam: (name) => this.teams.get(name),
+      pepper,
+      now: () => new Date(this.deps.clock.now()),
+      limits,
+      recentActivity: (keyName) => this.activity.lastActivityOf(keyName),
+    });
+    if (result.ok) {
+      const keyName = result.identity.accessKey.name;
+      const key = this.keys.get(keyName);
+      // For a key whose life counts from its activity, the deadline others see is the stored one.
+      const storedDeadline =
+        key?.spec.ttlAfterLastActivity === true ? (accessKeyExpiry(key, limits) ?? undefined) : undefined;
+      this.activity.record(keyName, new Date(this.deps.clock.now()), storedDeadline);
+    }
+    return result;
+  }
+
+  /**
+   * The ActivityWriter contract: never move `status.lastActivity` backwards, skip keys that are
+   * gone. The status subresource is patched with the stored resourceVersion as a precondition, so
+   * a concurrent newer write makes this one fail and be retried against the newer value.
+   */
+  private async writeActivity(batch: readonly ActivityWrite[]): Promise<void> {
+    const results = await Promise.allSettled(batch.map((write) => this.writeOne(write)));
+    const failed = results.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  private async writeOne({ keyName, lastActivity }: ActivityWrite): Promise<void> {
+    // Stored timestamps have whole seconds: compare and write at that precision.
+    const value = new Date(Math.floor(lastActivity.getTime() / 1000) * 1000);
+    const path = objectPath(resources.ownedAccessKeys, undefined, keyName);
+    let key: OwnedAccessKey | undefined = this.keys.get(keyName);
+    // The cache may lag our own previous write: on a conflict, read the key afresh and try again.
+    for (let attempt = 0; ; attempt++) {
+      if (!key) return;
+      const stored = key.status?.lastActivity ? Date.parse(key.status.lastActivity) : Number.NaN;
+      if (stored >= value.getTime()) return;
+      try {
+        await this.deps.api.request({
+          method: 'PATCH',
+          path: `${path}/status`,
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: { resourceVersion: key.metadata.resourceVersion },
+            status: { lastActivity: value.toISOString().replace(/\.\d{3}Z$/, 'Z') },
+          },
+        });
+        return;
+      } catch (err) {
+        if (isNotFound(err)) return;
+        if (!isConflict(err) || attempt >= 2) throw err;
+      }
+      try {
+        key = await this.deps.api.request<OwnedAccessKey>({ method: 'GET', path });
+      } catch (err) {
+        if (isNotFound(err)) return;
+        throw err;
+      }
+    }
+  }
+}
+
+export function setupAccessKeyAuthenticator(
+  manager: Manager,
+  deps: AccessKeyAuthenticatorDeps,
+): AccessKeyAuthenticator {
+  return new AccessKeyAuthenticator(manager, deps);
+}
