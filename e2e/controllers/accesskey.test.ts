@@ -1,11 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import type { Manager } from '../../src/runtime/manager.ts';
+import { AccessKeyDisabled } from '../../src/gateway/auth/authenticate.ts';
+import {
+  type AccessKeyAuthenticator,
+  setupAccessKeyAuthenticator,
+} from '../../src/gateway/auth/authenticator.ts';
+import { generateAccessKey, hashAccessKey } from '../../src/gateway/auth/keys.ts';
+import { PepperStore } from '../../src/identity/pepper.ts';
+import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { Manager } from '../../src/runtime/manager.ts';
 import { kubeConfigFor, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
 import { eventually } from '../support/wait.ts';
@@ -22,6 +32,10 @@ describe('access key lifecycle', () => {
   let cluster: Cluster;
   let kc: KubeConfig;
   let operator: Manager | undefined;
+  // The gateway's authentication library, as each gateway replica runs it.
+  let authentication:
+    | { manager: Manager; authenticator: AccessKeyAuthenticator; pepper: Uint8Array }
+    | undefined;
   const startOperator = async () => {
     operator = createOperator(
       defaultOperatorOptions({
@@ -43,8 +57,29 @@ describe('access key lifecycle', () => {
     await installCrds(kc);
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } });
     await startOperator();
+    const api = new KubeClient(kc);
+    const pepper = await new PepperStore(api, PLATFORM_NAMESPACE, randomBytes).ensure();
+    const manager = new Manager({
+      api,
+      clock: systemClock,
+      random: systemRandom,
+      logger: pino({ level: 'silent' }),
+      registry: new Registry(),
+    });
+    const authenticator = setupAccessKeyAuthenticator(manager, {
+      api,
+      clock: systemClock,
+      pepper: new PepperStore(api, PLATFORM_NAMESPACE, randomBytes),
+      platformNamespace: PLATFORM_NAMESPACE,
+    });
+    await manager.start();
+    await authenticator.start();
+    await eventually(async () => authenticator.ready(), 30_000, 'authenticator caches');
+    authentication = { manager, authenticator, pepper };
   });
   afterAll(async () => {
+    await authentication?.authenticator.stop();
+    await authentication?.manager.stop();
     await operator?.stop();
   });
 
@@ -70,6 +105,31 @@ describe('access key lifecycle', () => {
         },
       },
     })) as OwnedAccessKey;
+  /** A key whose plaintext we hold (hashed with the platform's pepper, as admission would). */
+  const createUsableKey = async (name: string, spec: Partial<OwnedAccessKey['spec']>) => {
+    const generated = generateAccessKey(randomBytes);
+    const key = await createKey(name, {
+      keyId: generated.id,
+      keyHash: hashAccessKey(generated.key, authentication!.pepper),
+      ...spec,
+    });
+    return { key, token: generated.key };
+  };
+  const getKey = async (name: string) =>
+    (await custom().getClusterCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: PLURAL,
+      name,
+    })) as OwnedAccessKey;
+  const authenticateWhenCached = async (name: string, token: string) => {
+    await eventually(
+      async () => authentication!.authenticator.keys.get(name) !== undefined,
+      10_000,
+      `${name} cached`,
+    );
+    return authentication!.authenticator.authenticate(token);
+  };
   const exists = (name: string) =>
     custom()
       .getClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, name })
@@ -122,5 +182,48 @@ describe('access key lifecycle', () => {
     await createKey('disabled-expired', { ttl: 1, disabled: true });
     await gone('no-ttl-capped', Date.parse(capped.metadata.creationTimestamp as string) + 2000);
     expect(await exists('disabled-expired')).toBe(true);
+    await kc
+      .makeApiClient(CoreV1Api)
+      .deleteNamespacedSecret({ namespace: PLATFORM_NAMESPACE, name: 'platform-config' });
+  });
+
+  test('ttlAfterLastActivity extends the key while it is used; unused, it expires from its last activity', async () => {
+    await custom()
+      .createClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: 'users',
+        body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'User', metadata: { name: 'alice' }, spec: {} },
+      })
+      .catch(() => {});
+    const { key, token } = await createUsableKey('inactivity-4s', { ttl: 4, ttlAfterLastActivity: true });
+    const created = Date.parse(key.metadata.creationTimestamp as string);
+    // Used every second for 10 s: far past creation + ttl, it keeps working and keeps existing.
+    const usedUntil = created + 10_000;
+    while (Date.now() < usedUntil) {
+      const result = await authenticateWhenCached('inactivity-4s', token);
+      expect(result.ok, JSON.stringify(result)).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+    expect(await exists('inactivity-4s')).toBe(true);
+    const lastActivity = (await getKey('inactivity-4s')).status?.lastActivity;
+    expect(Date.parse(lastActivity as string)).toBeGreaterThan(created + 5000);
+    // Now unused: deleted 4 s after the recorded last activity (stored to the second).
+    const lateness = await gone('inactivity-4s', Date.parse(lastActivity as string) + 4000);
+    process.stdout.write(`inactivity expiry: deleted ${lateness} ms after lastActivity + ttl\n`);
+    expect(lateness).toBeGreaterThanOrEqual(0);
+  });
+
+  test('a disabled key is kept past its deadline but never authenticates', async () => {
+    const { key, token } = await createUsableKey('disabled-usable', { ttl: 1, disabled: true });
+    const result = await authenticateWhenCached('disabled-usable', token);
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.failure).toBeInstanceOf(AccessKeyDisabled);
+    await new Promise((resolve) =>
+      setTimeout(resolve, Date.parse(key.metadata.creationTimestamp as string) + 3000 - Date.now()),
+    );
+    expect(await exists('disabled-usable')).toBe(true);
+    const later = authentication!.authenticator.authenticate(token);
+    expect(!later.ok && later.failure).toBeInstanceOf(AccessKeyDisabled);
   });
 });

@@ -1,13 +1,17 @@
 import type { Manager } from '../runtime/manager.ts';
 import { setupAccessKeyController } from './accesskey/setup.ts';
+import { setupProjectController } from './project/setup.ts';
 import { setupSecretSyncController } from './secretsync/setup.ts';
 import { type ControllerDeps, setupSharedSecretController } from './sharedsecret/setup.ts';
+import { setupTeamMembershipController } from './teammembership/setup.ts';
 
 /** Every controller the operator can run, by the name its flags use. */
 export const controllerSetups = {
   sharedsecret: setupSharedSecretController,
   secretsync: setupSecretSyncController,
   accesskey: setupAccessKeyController,
+  project: setupProjectController,
+  teammembership: setupTeamMembershipController,
 } satisfies Record<string, (manager: Manager, deps: ControllerDeps) => unknown>;
 
 export type ControllerName = keyof typeof controllerSetups;

@@ -31,4 +31,5 @@ export const resources = {
 export const fieldManagers = {
   sharedSecret: 'platform-sharedsecret-controller',
   secretSync: 'platform-secret-sync',
+  project: 'platform-project-controller',
 } as const;

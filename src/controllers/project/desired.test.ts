@@ -1,0 +1,124 @@
+import { describe, expect, test } from 'vitest';
+import type { Project } from '../../api/project.ts';
+import {
+  desiredProjectChildren,
+  memberBindingName,
+  namespaceBelongsTo,
+  PROJECT_ADMIN_CLUSTER_ROLE,
+  projectNamespaceName,
+} from './desired.ts';
+
+const project = (spec: Project['spec'], status?: Project['status']): Project => ({
+  apiVersion: 'management.platform/v1',
+  kind: 'Project',
+  metadata: { name: 'shop', uid: 'uid-1' },
+  spec,
+  status,
+});
+
+const bindings = (p: Project) =>
+  Object.fromEntries(
+    desiredProjectChildren(p, 'p-shop').roleBindings.map((b) => [
+      b.roleRef.name,
+      b.subjects?.map((s) => `${s.kind}:${s.name}`),
+    ]),
+  );
+
+describe('desiredProjectChildren', () => {
+  test.each([
+    ['no members, no owner: no bindings', project({}), {}],
+    [
+      'a user member binds its user group',
+      project({ members: [{ kind: 'User', name: 'alice', clusterRole: 'platform-project-user' }] }),
+      { 'platform-project-user': ['Group:platform:user:alice'] },
+    ],
+    [
+      'a team member binds its team group',
+      project({ members: [{ kind: 'Team', name: 'ops', clusterRole: 'platform-project-viewer' }] }),
+      { 'platform-project-viewer': ['Group:platform:team:ops'] },
+    ],
+    [
+      '`*` binds every authenticated identity',
+      project({ members: [{ kind: 'User', name: '*', clusterRole: 'platform-project-viewer' }] }),
+      { 'platform-project-viewer': ['Group:platform:authenticated'] },
+    ],
+    [
+      'the owner (user and team) gets the project admin role, merged with admin members',
+      project({
+        owner: { user: 'bob', team: 'leads' },
+        members: [{ kind: 'User', name: 'carol', clusterRole: PROJECT_ADMIN_CLUSTER_ROLE }],
+      }),
+      {
+        [PROJECT_ADMIN_CLUSTER_ROLE]: [
+          'Group:platform:team:leads',
+          'Group:platform:user:bob',
+          'Group:platform:user:carol',
+        ],
+      },
+    ],
+    [
+      'members of one role share one binding, each subject once, sorted',
+      project({
+        members: [
+          { kind: 'User', name: 'zed', clusterRole: 'r' },
+          { kind: 'User', name: 'amy', clusterRole: 'r' },
+          { kind: 'User', name: 'amy', clusterRole: 'r' },
+          { kind: 'Team', name: 'ops', clusterRole: 's' },
+        ],
+      }),
+      { r: ['Group:platform:user:amy', 'Group:platform:user:zed'], s: ['Group:platform:team:ops'] },
+    ],
+  ])('%s', (_name, input, expected) => {
+    expect(bindings(input)).toEqual(expected);
+  });
+
+  test('labels and owns the namespace and every binding; bindings are named after their role', () => {
+    const children = desiredProjectChildren(
+      project({ members: [{ kind: 'User', name: 'a', clusterRole: 'platform-project-user' }] }),
+      'p-shop',
+    );
+    const owner = [
+      {
+        apiVersion: 'management.platform/v1',
+        kind: 'Project',
+        name: 'shop',
+        uid: 'uid-1',
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ];
+    expect(children.namespace.metadata).toMatchObject({
+      name: 'p-shop',
+      labels: { 'management.platform/project': 'shop' },
+      ownerReferences: owner,
+    });
+    const [binding] = children.roleBindings;
+    expect(binding?.metadata).toMatchObject({
+      name: memberBindingName('platform-project-user'),
+      namespace: 'p-shop',
+      ownerReferences: owner,
+    });
+    expect(binding?.roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: 'platform-project-user',
+    });
+    expect(namespaceBelongsTo(children.namespace, project({}))).toBe(true);
+    expect(namespaceBelongsTo({ metadata: { name: 'p-shop' } }, project({}))).toBe(false);
+  });
+
+  test('binding names are valid DNS labels and distinct per role', () => {
+    const long = 'x'.repeat(200);
+    expect(memberBindingName(long)).toMatch(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
+    expect(memberBindingName('Role:With.Odd_Chars')).toMatch(/^[a-z0-9-]+$/);
+    expect(memberBindingName(`${long}a`)).not.toBe(memberBindingName(`${long}b`));
+  });
+});
+
+describe('projectNamespaceName', () => {
+  test('uses the prefix, but a project keeps the namespace it has', () => {
+    expect(projectNamespaceName(project({}))).toBe('p-shop');
+    expect(projectNamespaceName(project({}), 'team-')).toBe('team-shop');
+    expect(projectNamespaceName(project({}, { namespace: 'p-shop' }), 'team-')).toBe('p-shop');
+  });
+});

@@ -1,0 +1,99 @@
+import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+import { DEFAULT_PROJECT_NAMESPACE_PREFIX } from '../../api/config.ts';
+import { GROUP_VERSION } from '../../api/meta.ts';
+import type { Project } from '../../api/project.ts';
+import { hashedChildName } from '../names.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, teamGroup, userGroup } from '../sharedsecret/desired.ts';
+
+/** Label on a project's namespace and on the RoleBindings in it: the project's name. */
+export const PROJECT_LABEL = 'management.platform/project';
+/** The cluster role a project's owner gets in the project's namespace. */
+export const PROJECT_ADMIN_CLUSTER_ROLE = 'platform-project-admin';
+
+/**
+ * The project's namespace: the one it already has (a later change of the prefix never moves a
+ * project), otherwise `<prefix><project>`.
+ */
+export function projectNamespaceName(
+  project: Project,
+  prefix: string = DEFAULT_PROJECT_NAMESPACE_PREFIX,
+): string {
+  return project.status?.namespace || `${prefix}${project.metadata.name}`;
+}
+
+/** Name of the RoleBinding of one cluster role in a project namespace. */
+export function memberBindingName(clusterRole: string): string {
+  return hashedChildName(`project-${clusterRole}`, clusterRole);
+}
+
+export interface ProjectChildren {
+  namespace: V1Namespace;
+  roleBindings: V1RoleBinding[];
+}
+
+const ownerReferencesOf = (project: Project) => [
+  {
+    apiVersion: GROUP_VERSION,
+    kind: 'Project',
+    name: project.metadata.name!,
+    uid: project.metadata.uid!,
+    controller: true,
+    blockOwnerDeletion: true,
+  },
+];
+
+/**
+ * The namespace of a project and one RoleBinding per cluster role its members hold there, whose
+ * subjects are the platform groups of those members (`platform:user:<u>`, `platform:team:<t>`,
+ * `platform:authenticated` for the user `*`); the owner (user or team) holds
+ * {@link PROJECT_ADMIN_CLUSTER_ROLE}. Pure, deterministic (sorted subjects, names derived from the
+ * role), so an unchanged project needs no write.
+ */
+export function desiredProjectChildren(project: Project, namespaceName: string): ProjectChildren {
+  const name = project.metadata.name!;
+  const labels = { [PROJECT_LABEL]: name, [MANAGED_BY_LABEL]: MANAGED_BY };
+  const ownerReferences = ownerReferencesOf(project);
+
+  const groupsByRole = new Map<string, Set<string>>();
+  const grant = (clusterRole: string, group: string) => {
+    const groups = groupsByRole.get(clusterRole) ?? new Set<string>();
+    groups.add(group);
+    groupsByRole.set(clusterRole, groups);
+  };
+  for (const member of project.spec.members ?? []) {
+    grant(member.clusterRole, member.kind === 'Team' ? teamGroup(member.name) : userGroup(member.name));
+  }
+  const owner = project.spec.owner;
+  if (owner?.user) grant(PROJECT_ADMIN_CLUSTER_ROLE, userGroup(owner.user));
+  if (owner?.team) grant(PROJECT_ADMIN_CLUSTER_ROLE, teamGroup(owner.team));
+
+  const roleBindings = [...groupsByRole]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(
+      ([clusterRole, groups]): V1RoleBinding => ({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: memberBindingName(clusterRole), namespace: namespaceName, labels, ownerReferences },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterRole },
+        subjects: [...groups]
+          .sort()
+          .map((group) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group })),
+      }),
+    );
+  return {
+    namespace: {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: namespaceName, labels, ownerReferences },
+    },
+    roleBindings,
+  };
+}
+
+/** Whether an existing namespace belongs to this project (never adopt someone else's namespace). */
+export function namespaceBelongsTo(namespace: V1Namespace, project: Project): boolean {
+  return (
+    namespace.metadata?.labels?.[PROJECT_LABEL] === project.metadata.name &&
+    (namespace.metadata?.ownerReferences ?? []).some((ref) => ref.uid === project.metadata.uid)
+  );
+}

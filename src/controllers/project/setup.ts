@@ -1,0 +1,44 @@
+import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+import type { Project } from '../../api/project.ts';
+import type { Manager } from '../../runtime/manager.ts';
+import { platformConfigInformer, platformConfigReader } from '../platform-config.ts';
+import { resources, type Stored } from '../resources.ts';
+import type { ControllerDeps } from '../sharedsecret/setup.ts';
+import { PROJECT_LABEL } from './desired.ts';
+import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
+
+/**
+ * The Project controller: primary Projects (cluster-scoped); the namespaces and RoleBindings it
+ * labels with the project map back to it; a platform config change (the namespace prefix)
+ * re-evaluates every project.
+ */
+export function setupProjectController(manager: Manager, deps: ControllerDeps) {
+  const platformNamespace = deps.platformNamespace ?? 'platform-system';
+  const projects = manager.informer<Stored<Project>>(resources.projects);
+  const namespaces = manager.informer<V1Namespace>(resources.namespaces, { labelSelector: PROJECT_LABEL });
+  const roleBindings = manager.informer<V1RoleBinding>(
+    resources.roleBindings,
+    { labelSelector: PROJECT_LABEL },
+    { [BY_PROJECT]: projectOf },
+  );
+  const config = platformConfigInformer(manager, platformNamespace);
+  const controller = manager.controller({
+    name: 'project',
+    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
+    reconcile: projectReconciler({
+      api: deps.api,
+      clock: deps.clock,
+      events: deps.events,
+      projects: projects.store,
+      namespaces: namespaces.store,
+      roleBindings: roleBindings.store,
+      config: platformConfigReader(config, platformNamespace),
+    }),
+  });
+  controller
+    .watchPrimary(projects)
+    .watch(namespaces, projectOf)
+    .watch(roleBindings, projectOf)
+    .watch(config, () => projects.store.keys());
+  return { controller };
+}
