@@ -28,3 +28,23 @@ export async function withBenchCluster<T>(
     rmSync(stateDir, { recursive: true, force: true });
   }
 }
+
+/** Runs `fn(0..count-1)` with at most `concurrency` calls in flight. */
+export async function pool(
+  count: number,
+  concurrency: number,
+  fn: (i: number) => Promise<unknown>,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) await fn(next++);
+    }),
+  );
+}
+
+/** The q-quantile (0..1) of the values, nearest-rank. */
+export function quantile(values: readonly number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
+}

@@ -9,14 +9,10 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { waitUntilWebhooksServe } from '../../e2e/support/webhooks-ready.ts';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { startAdmissionWebhooks } from '../../src/webhooks/index.ts';
-import { withBenchCluster } from '../support.ts';
+import { quantile, withBenchCluster } from '../support.ts';
 
 const iterations = Number(process.argv[2] ?? 500);
 const WARMUP = 50;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 async function main(): Promise<void> {
   await withBenchCluster('admission', async (_cluster, kc) => {
@@ -67,14 +63,14 @@ async function main(): Promise<void> {
     webhooked.sort((x, y) => x - y);
     plain.sort((x, y) => x - y);
     const row = (label: string, xs: number[]) =>
-      `${label.padEnd(34)} p50 ${percentile(xs, 50).toFixed(2).padStart(7)} ms   p99 ${percentile(xs, 99).toFixed(2).padStart(7)} ms`;
+      `${label.padEnd(34)} p50 ${quantile(xs, 0.5).toFixed(2).padStart(7)} ms   p99 ${quantile(xs, 0.99).toFixed(2).padStart(7)} ms`;
     console.log(
       `admission benchmark: ${iterations} creates each (after ${WARMUP} warm-up), one client, sequential`,
     );
     console.log(row('SharedSecret (webhooks registered)', webhooked));
     console.log(row('ConfigMap (no webhook, baseline)', plain));
     console.log(
-      `added by admission                 p50 ${(percentile(webhooked, 50) - percentile(plain, 50)).toFixed(2).padStart(7)} ms   p99 ${(percentile(webhooked, 99) - percentile(plain, 99)).toFixed(2).padStart(7)} ms   (ratio p50 ${(percentile(webhooked, 50) / percentile(plain, 50)).toFixed(2)}x)`,
+      `added by admission                 p50 ${(quantile(webhooked, 0.5) - quantile(plain, 0.5)).toFixed(2).padStart(7)} ms   p99 ${(quantile(webhooked, 0.99) - quantile(plain, 0.99)).toFixed(2).padStart(7)} ms   (ratio p50 ${(quantile(webhooked, 0.5) / quantile(plain, 0.5)).toFixed(2)}x)`,
     );
     await webhooks.stop();
   });

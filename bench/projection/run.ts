@@ -20,7 +20,7 @@ import { freePort } from '../../src/dev/controlplane.ts';
 import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { collectionPath, KubeClient } from '../../src/runtime/kube-client.ts';
-import { withBenchCluster } from '../support.ts';
+import { pool, withBenchCluster } from '../support.ts';
 
 const N = Number(process.argv[2] ?? 2000);
 const C = Number(process.argv[3] ?? 32);
@@ -38,15 +38,6 @@ function secret(namespace: string, i: number): SharedSecret {
       ],
     },
   };
-}
-
-async function pool(count: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) await fn(next++);
-    }),
-  );
 }
 
 async function main(): Promise<void> {
