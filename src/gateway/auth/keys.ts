@@ -126,6 +126,9 @@ function bytesToBigInt(bytes: Uint8Array): bigint {
   return value;
 }
 
+/** The largest secret 32 random bytes can give, in its key spelling. */
+const MAX_SECRET = base62((1n << 256n) - 1n, ACCESS_KEY_SECRET_LENGTH);
+
 function checksumOf(body: string): string {
   return base62(BigInt(crc32(body)), ACCESS_KEY_CHECKSUM_LENGTH);
 }
@@ -149,16 +152,11 @@ export function parseAccessKey(text: string): ParsedAccessKey | MalformedAccessK
   if (!match) return new MalformedAccessKey('shape');
   const [, id, secret, checksum] = match as unknown as [string, string, string, string];
   // A secret above 2^256 - 1 cannot come from 32 bytes; refuse it so each key has one spelling.
-  if (base62Value(secret) >= 1n << 256n) return new MalformedAccessKey('shape');
+  // Fixed width and an alphabet in ASCII order: comparing the text compares the numbers.
+  if (secret > MAX_SECRET) return new MalformedAccessKey('shape');
   if (checksumOf(`${ACCESS_KEY_PREFIX}_${id}_${secret}`) !== checksum)
     return new MalformedAccessKey('checksum');
   return { id, secret };
-}
-
-function base62Value(text: string): bigint {
-  let value = 0n;
-  for (const char of text) value = value * 62n + BigInt(BASE62_ALPHABET.indexOf(char));
-  return value;
 }
 
 function pepperBytes(pepper: Uint8Array | string): Uint8Array {
@@ -167,8 +165,8 @@ function pepperBytes(pepper: Uint8Array | string): Uint8Array {
   return bytes;
 }
 
-function hmacHex(key: string, pepper: Uint8Array | string): string {
-  return createHmac('sha256', pepperBytes(pepper)).update(key, 'utf8').digest('hex');
+function hmac(key: string, pepper: Uint8Array | string): Buffer {
+  return createHmac('sha256', pepperBytes(pepper)).update(key, 'utf8').digest();
 }
 
 /**
@@ -179,7 +177,7 @@ function hmacHex(key: string, pepper: Uint8Array | string): string {
  * `keyHash` is defined as exactly this (`KEY_HASH_PATTERN`); a future algorithm needs a new field.
  */
 export function hashAccessKey(key: string, pepper: Uint8Array | string): string {
-  return hmacHex(key, pepper);
+  return hmac(key, pepper).toString('hex');
 }
 
 /** A well-formed stored hash that no key produces in practice; see {@link verifyAccessKey}. */
@@ -193,7 +191,7 @@ export const UNMATCHABLE_ACCESS_KEY_HASH = '0'.repeat(64);
  * {@link UNMATCHABLE_ACCESS_KEY_HASH} to spend the same work.
  */
 export function verifyAccessKey(key: string, storedHash: string, pepper: Uint8Array | string): boolean {
-  const expected = Buffer.from(hmacHex(key, pepper), 'hex');
+  const expected = hmac(key, pepper);
   const wellFormed = KEY_HASH_PATTERN.test(storedHash);
   const stored = wellFormed ? Buffer.from(storedHash, 'hex') : Buffer.alloc(expected.length);
   const equal = timingSafeEqual(expected, stored);
