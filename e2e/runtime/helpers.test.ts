@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -29,6 +30,27 @@ describe('runtime helpers against a real apiserver', () => {
       path: collectionPath(configMaps, namespace()),
       body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, finalizers } },
     });
+
+  it('leaves no abort listener on a long-lived signal after its requests finish', async () => {
+    const controller = new AbortController();
+    await Promise.all(
+      Array.from({ length: 20 }, () =>
+        api.request({
+          method: 'GET',
+          path: collectionPath(configMaps, namespace()),
+          signal: controller.signal,
+        }),
+      ),
+    );
+    await api
+      .request({
+        method: 'GET',
+        path: objectPath(configMaps, namespace(), 'missing'),
+        signal: controller.signal,
+      })
+      .catch(() => {});
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
 
   it('finalizers: added once, refused on a stale read, never added while deleting, removal lets deletion finish', async () => {
     const fin = 'platform.io/cleanup';

@@ -102,7 +102,9 @@ export class KubeClient implements KubeApi {
           }
         : {}),
     };
-    return new Promise<T>((resolve, reject) => {
+    const signal = options.signal;
+    let onAbort: (() => void) | undefined;
+    const response = new Promise<T>((resolve, reject) => {
       const req = transport(url).request(url, requestOptions, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -129,13 +131,17 @@ export class KubeClient implements KubeApi {
         clearTimeout(timeout);
         reject(err);
       });
-      if (options.signal) {
-        if (options.signal.aborted) req.destroy(abortReason(options.signal));
-        options.signal.addEventListener('abort', () => req.destroy(abortReason(options.signal!)), {
-          once: true,
-        });
+      if (signal) {
+        onAbort = () => req.destroy(abortReason(signal));
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
       }
       req.end(payload);
+    });
+    // A long-lived signal (an informer's) sees many requests: never leave a listener behind.
+    if (!signal) return response;
+    return response.finally(() => {
+      if (onAbort) signal.removeEventListener('abort', onAbort);
     });
   }
 
