@@ -118,11 +118,13 @@ async function main(): Promise<void> {
         healthHost: '127.0.0.1',
         logLevel: 'warn',
       }),
-      quiet,
+      process.env.BENCH_LOG ? pino({ level: 'warn' }, pino.destination(2)) : quiet,
     );
     await operator.start();
     const deadlines = new Map<string, number>();
     const lateness: number[] = [];
+    const late: { ms: number; deadline: number }[] = [];
+    let createdAll = 0;
     const watcher = new Informer<Stored<OwnedAccessKey>>({
       api,
       resource: resources.ownedAccessKeys,
@@ -146,7 +148,10 @@ async function main(): Promise<void> {
       onUpdate: () => {},
       onDelete: (key) => {
         const deadline = deadlines.get(key.metadata.name ?? '');
-        if (deadline !== undefined) lateness.push(Date.now() - deadline);
+        if (deadline !== undefined) {
+          lateness.push(Date.now() - deadline);
+          late.push({ ms: Date.now() - deadline, deadline });
+        }
         if (lateness.length === EXPIRING) allGone();
       },
     });
@@ -163,7 +168,10 @@ async function main(): Promise<void> {
         body: { ...body, metadata: { ...body.metadata, labels: { bench: 'expiry' } } },
       });
     });
+    createdAll = Date.now();
     await done;
+    const worst = late.sort((a, b) => b.ms - a.ms).slice(0, 5).map((l) => `${l.ms}ms@${l.deadline - createdAll}`);
+    process.stdout.write(`worst (lateness@deadline relative to end of creation): ${worst.join(' ')}\n`);
     await watcher.stop();
     await operator.stop();
     process.stdout.write(

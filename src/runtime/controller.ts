@@ -109,6 +109,11 @@ export class Controller {
     this.queue?.add(key);
   }
 
+  /** Enqueues `key` after `delayMs`, ahead of directly enqueued keys once due (see WorkQueue). */
+  enqueueAfter(key: string, delayMs: number): void {
+    this.queue?.addAfter(key, delayMs);
+  }
+
   /**
    * Waits for the informers to sync (returns false if `signal` aborts first), then starts the
    * workers and the resync timer and enqueues every cached primary key.

@@ -88,6 +88,43 @@ describe('WorkQueue', () => {
     expect(await queue.get()).toBe('late');
   });
 
+  it('serves delayed adds that came due before keys added directly, in due order', async () => {
+    const { clock, queue } = newQueue();
+    queue.addAfter('deadline-1', 100);
+    queue.addAfter('deadline-2', 150);
+    await clock.advance(50);
+    for (const key of ['new-1', 'new-2', 'new-3']) queue.add(key);
+    await clock.advance(200);
+    queue.add('new-4');
+    const order: (string | undefined)[] = [];
+    for (let i = 0; i < 6; i++) order.push(await queue.get());
+    expect(order).toEqual(['deadline-1', 'deadline-2', 'new-1', 'new-2', 'new-3', 'new-4']);
+  });
+
+  it('a key already waiting behind others moves ahead when a delayed add of it comes due', async () => {
+    const { clock, queue } = newQueue();
+    for (const key of ['a', 'b', 'c']) queue.add(key);
+    queue.addAfter('c', 10);
+    await clock.advance(10);
+    expect(queue.len()).toBe(3);
+    expect(await queue.get()).toBe('c');
+    expect(await queue.get()).toBe('a');
+    expect(await queue.get()).toBe('b');
+  });
+
+  it('a key that came due while being processed is served first when it is done', async () => {
+    const { clock, queue } = newQueue();
+    queue.add('a');
+    expect(await queue.get()).toBe('a');
+    queue.addAfter('a', 10);
+    await clock.advance(10);
+    queue.add('b');
+    queue.done('a');
+    expect(queue.len()).toBe(2);
+    expect(await queue.get()).toBe('a');
+    expect(await queue.get()).toBe('b');
+  });
+
   it('backs off per key exponentially on failure and forget resets it', async () => {
     const { clock, queue } = newQueue();
     const delays: number[] = [];

@@ -33,7 +33,10 @@ export interface WorkQueueOptions {
  * - A key is never handed to two workers at once: a key added while being processed is marked
  *   dirty and queued again only when `done(key)` is called.
  * - Duplicates collapse: a key waiting in the queue is queued once however often it is added.
- * - `addAfter`: if the key is already waiting for a delayed add, the earlier time wins.
+ * - `addAfter`: if the key is already waiting for a delayed add, the earlier time wins. A delayed
+ *   add that comes due goes ahead of keys added directly (which queue behind it in order): a
+ *   `requeueAfter` is a promise about time (a deadline), and a burst of new objects must not
+ *   make it late. controller-runtime's priority queue makes the same choice for initial lists.
  * - `addRateLimited` waits as long as the rate limiter says (per-key backoff and a global bucket);
  *   `forget` resets the key's backoff (call it after a success).
  * - `shutDown`: no new keys are accepted, pending delays are dropped, `get()` returns undefined
@@ -45,6 +48,10 @@ export class WorkQueue {
   private readonly rateLimiter: RateLimiter;
   private readonly metrics: WorkQueueMetricsHooks;
   private queue: string[] = [];
+  /** Keys whose delayed add came due; served before `queue`. */
+  private due: string[] = [];
+  /** Dirty keys that were last added by a delayed add (they go to `due` when queued). */
+  private readonly promoted = new Set<string>();
   private readonly dirty = new Set<string>();
   private readonly processing = new Map<string, number>();
   private readonly addedAt = new Map<string, number>();
@@ -61,14 +68,35 @@ export class WorkQueue {
   }
 
   add(key: string): void {
-    if (this.shuttingDown || this.dirty.has(key)) return;
+    this.enqueue(key, false);
+  }
+
+  private enqueue(key: string, cameDue: boolean): void {
+    if (this.shuttingDown) return;
+    if (this.dirty.has(key)) {
+      // Already waiting: a delayed add that comes due moves it ahead of the directly added keys.
+      if (cameDue && !this.promoted.has(key)) {
+        this.promoted.add(key);
+        const index = this.queue.indexOf(key);
+        if (index >= 0) {
+          this.queue.splice(index, 1);
+          this.due.push(key);
+        }
+      }
+      return;
+    }
     this.metrics.added();
     this.dirty.add(key);
+    if (cameDue) this.promoted.add(key);
     this.addedAt.set(key, this.clock.now());
     if (this.processing.has(key)) return;
-    this.queue.push(key);
-    this.metrics.depth(this.queue.length);
+    this.push(key);
     this.dispatch();
+  }
+
+  private push(key: string): void {
+    (this.promoted.has(key) ? this.due : this.queue).push(key);
+    this.metrics.depth(this.len());
   }
 
   /** Adds `key` after `delayMs`; an earlier pending delayed add of the same key wins. */
@@ -84,7 +112,7 @@ export class WorkQueue {
     existing?.timer.cancel();
     const timer = this.clock.setTimer(delayMs, () => {
       this.waiting.delete(key);
-      this.add(key);
+      this.enqueue(key, true);
     });
     this.waiting.set(key, { readyAt, timer });
   }
@@ -118,15 +146,14 @@ export class WorkQueue {
     this.processing.delete(key);
     this.metrics.workDuration((this.clock.now() - startedAt) / 1000);
     if (this.dirty.has(key) && !this.shuttingDown) {
-      this.queue.push(key);
-      this.metrics.depth(this.queue.length);
+      this.push(key);
       this.dispatch();
     }
     if (this.processing.size === 0) for (const resolve of this.drainWaiters.splice(0)) resolve();
   }
 
   len(): number {
-    return this.queue.length;
+    return this.due.length + this.queue.length;
   }
 
   /** Keys waiting for a delayed add. */
@@ -178,20 +205,21 @@ export class WorkQueue {
   }
 
   private pop(): string | undefined {
-    const key = this.queue.shift();
+    const key = this.due.shift() ?? this.queue.shift();
     if (key === undefined) return undefined;
     const now = this.clock.now();
     this.processing.set(key, now);
     this.dirty.delete(key);
+    this.promoted.delete(key);
     const addedAt = this.addedAt.get(key);
     this.addedAt.delete(key);
     if (addedAt !== undefined) this.metrics.queueDuration((now - addedAt) / 1000);
-    this.metrics.depth(this.queue.length);
+    this.metrics.depth(this.len());
     return key;
   }
 
   private dispatch(): void {
-    while (this.getters.length > 0 && this.queue.length > 0) {
+    while (this.getters.length > 0 && this.len() > 0) {
       const resolve = this.getters.shift()!;
       resolve(this.pop());
     }

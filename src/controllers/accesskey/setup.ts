@@ -3,7 +3,7 @@ import type { Manager } from '../../runtime/manager.ts';
 import { platformConfigInformer, platformConfigReader } from '../platform-config.ts';
 import { resources, type Stored } from '../resources.ts';
 import type { ControllerDeps } from '../sharedsecret/setup.ts';
-import { accessKeyReconciler } from './reconcile.ts';
+import { accessKeyReconciler, decideKeyLifecycle } from './reconcile.ts';
 
 /**
  * The access key lifecycle controller: primary OwnedAccessKeys (cluster-scoped); a change of the
@@ -12,18 +12,30 @@ import { accessKeyReconciler } from './reconcile.ts';
 export function setupAccessKeyController(manager: Manager, deps: ControllerDeps) {
   const keys = manager.informer<Stored<OwnedAccessKey>>(resources.ownedAccessKeys);
   const platformNamespace = deps.platformNamespace ?? 'platform-system';
-  const config = platformConfigInformer(manager, platformNamespace);
+  const configInformer = platformConfigInformer(manager, platformNamespace);
+  const config = platformConfigReader(configInformer, platformNamespace);
   const controller = manager.controller({
     name: 'accesskey',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
+    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
     reconcile: accessKeyReconciler({
       api: deps.api,
       clock: deps.clock,
       events: deps.events,
       keys: keys.store,
-      config: platformConfigReader(config, platformNamespace),
+      config,
     }),
   });
-  controller.watchPrimary(keys).watch(config, () => keys.store.keys());
+  // Each key's deadline is scheduled when its event arrives, not only after its first reconcile:
+  // behind a burst of new keys that first reconcile may come late, the due deadline does not.
+  const scheduleDeadline = (key: Stored<OwnedAccessKey>): string[] => {
+    const decision = decideKeyLifecycle(key, config().auth, new Date(deps.clock.now()));
+    if (decision.action === 'keep' && decision.recheckInMs !== undefined)
+      controller.enqueueAfter(key.metadata.name ?? '', decision.recheckInMs);
+    return [];
+  };
+  controller
+    .watchPrimary(keys)
+    .watch(keys, scheduleDeadline)
+    .watch(configInformer, () => keys.store.keys());
   return { controller };
 }
