@@ -8,7 +8,13 @@ export const DirectClusterEndpointTokenSchema = z
     metadata: ObjectMetaSchema.optional(),
     spec: z
       .object({
-        ttl: z.int().min(0).optional().describe('Time to live of the access token, in seconds.'),
+        ttl: z
+          .int()
+          .min(0)
+          .optional()
+          .describe(
+            'Time to live of the access token, in seconds. Zero or unset means one hour; capped by `auth.accessKeyMaxTTLSeconds` when that is set, and at 90 days (7776000).',
+          ),
         scope: ScopeSchema.optional().describe(
           "Optional scope of the direct cluster endpoint; shape as in 'Access scope'.",
         ),
