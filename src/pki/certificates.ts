@@ -112,3 +112,22 @@ export async function createRsaKeyPair(): Promise<{ publicKeyPem: string; privat
   });
   return { publicKeyPem: publicKey, privateKeyPem: privateKey };
 }
+
+/**
+ * A new key pair and a PKCS#10 request for a client certificate: `commonName` is the Kubernetes
+ * username and `organizations` its groups.
+ */
+export async function createCertificateSigningRequest(request: {
+  commonName: string;
+  organizations?: string[];
+}): Promise<{ csrPem: string; keyPem: string }> {
+  const { privateKeyPem, publicKey } = await newRsaKey();
+  const csr = forge.pki.createCertificationRequest();
+  csr.publicKey = publicKey;
+  csr.setSubject([
+    { name: 'commonName', value: request.commonName },
+    ...(request.organizations ?? []).map((value) => ({ name: 'organizationName', value })),
+  ]);
+  csr.sign(forge.pki.privateKeyFromPem(privateKeyPem), forge.md.sha256.create());
+  return { csrPem: forge.pki.certificationRequestToPem(csr), keyPem: privateKeyPem };
+}
