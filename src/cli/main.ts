@@ -4,6 +4,7 @@ import { crdsCommand } from './crds.ts';
 import { devCommand } from './dev.ts';
 import { operatorCommand } from './operator.ts';
 import { syncPreviewCommand } from './sync-preview.ts';
+import { syncerCommand } from './syncer.ts';
 
 /**
  * The `platform` command. Each subcommand lives in its own module and registers itself here;
@@ -18,6 +19,7 @@ export function buildProgram(): Command {
   program.addCommand(controlPlaneCommand());
   program.addCommand(crdsCommand());
   program.addCommand(operatorCommand());
+  program.addCommand(syncerCommand());
   program.addCommand(
     new Command('sync').description('Virtual cluster sync tools').addCommand(syncPreviewCommand()),
   );

@@ -4,6 +4,7 @@ import { setupProjectController } from './project/setup.ts';
 import { setupSecretSyncController } from './secretsync/setup.ts';
 import { type ControllerDeps, setupSharedSecretController } from './sharedsecret/setup.ts';
 import { setupTeamMembershipController } from './teammembership/setup.ts';
+import { setupVirtualClusterController } from './virtualcluster/setup.ts';
 
 /** Every controller the operator can run, by the name its flags use. */
 export const controllerSetups = {
@@ -12,6 +13,7 @@ export const controllerSetups = {
   accesskey: setupAccessKeyController,
   project: setupProjectController,
   teammembership: setupTeamMembershipController,
+  virtualcluster: setupVirtualClusterController,
 } satisfies Record<string, (manager: Manager, deps: ControllerDeps) => unknown>;
 
 export type ControllerName = keyof typeof controllerSetups;

@@ -25,6 +25,12 @@ export const resources = {
   },
   secrets: { group: '', version: 'v1', plural: 'secrets', namespaced: true },
   namespaces: { group: '', version: 'v1', plural: 'namespaces', namespaced: false },
+  virtualClusterInstances: {
+    group: API_GROUP,
+    version: API_VERSION,
+    plural: 'virtualclusterinstances',
+    namespaced: true,
+  },
 } as const satisfies Record<string, ResourceRef>;
 
 /** Field managers: one per component, so server-side apply tells their intents apart. */

@@ -1,0 +1,387 @@
+/**
+ * Virtual cluster syncer throughput and latency. In one run, against a host apiserver of its own
+ * (withBenchCluster) and a second apiserver acting as the virtual cluster:
+ *
+ *   raw (baseline): a plain client creates the 2N host objects (N Services, N Endpoints) that N
+ *                   selector-less (headless) virtual Services with their Endpoints translate to, directly
+ *                   in the host, at concurrency C;
+ *   live sync:      `platform syncer` runs (its own process); N Services and N Endpoints are
+ *                   created in the virtual cluster at the same concurrency; the clock stops when
+ *                   all 2N host objects exist (so it includes the 2N virtual writes, as the
+ *                   projection benchmark includes its SharedSecrets);
+ *   cold sync:      a fresh syncer into an empty host namespace, the N pairs already in the
+ *                   virtual cluster; from process start to all 2N host objects;
+ *   latency:        at steady state, L sequential changes of one Endpoints address each: time
+ *                   from the virtual write until a host watch sees the translated change (p50,
+ *                   p99), beside the same measure for a direct host write (write -> watch).
+ * Prints each figure beside its baseline and the ratio; also the host writes the syncer made
+ * (2N is the floor), host writes during 5 s at rest (0 expected) and the syncer's peak RSS.
+ *
+ *   bench/sync/run.sh [N=2000] [C=32] [L=200]
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import pino from 'pino';
+import { stringify } from 'yaml';
+import { ensureControlPlaneBinary } from '../../src/dev/binaries.ts';
+import { type Cluster, ControlPlane, freePort } from '../../src/dev/controlplane.ts';
+import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
+import { Informer } from '../../src/runtime/informer.ts';
+import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../src/runtime/kube-client.ts';
+import { loadSyncConfig } from '../../src/sync/config.ts';
+import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
+import { type KubeObject, type SyncContext, translateToHost } from '../../src/sync/translate.ts';
+import { withBenchCluster } from '../support.ts';
+
+const N = Number(process.argv[2] ?? 2000);
+const C = Number(process.argv[3] ?? 32);
+const L = Number(process.argv[4] ?? 200);
+const VC = 'bench-vc';
+
+const services: ResourceRef = { group: '', version: 'v1', plural: 'services', namespaced: true };
+const endpoints: ResourceRef = { group: '', version: 'v1', plural: 'endpoints', namespaced: true };
+
+const ip = (i: number, generation = 0) =>
+  `10.${100 + (generation % 150)}.${Math.floor(i / 250)}.${(i % 250) + 1}`;
+
+function pair(i: number, generation = 0): { service: KubeObject; endpoints: KubeObject } {
+  const name = `svc-${i}`;
+  return {
+    service: {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace: 'apps', labels: { app: name } },
+      // Headless: the bench apiservers' service range is a /24, too small for 2,000 ClusterIPs.
+      spec: { clusterIP: 'None', ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
+    },
+    endpoints: {
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { name, namespace: 'apps', labels: { app: name } },
+      subsets: [
+        {
+          addresses: [
+            { ip: ip(i, generation), targetRef: { kind: 'Pod', name: `${name}-0`, namespace: 'apps' } },
+          ],
+          ports: [{ name: 'http', port: 8080 }],
+        },
+      ],
+    },
+  };
+}
+
+async function pool(count: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) await fn(next++);
+    }),
+  );
+}
+
+const quiet = pino({ level: 'silent' });
+
+/** Counts the objects of a host namespace (labelled managed-by) and reports changes. */
+function watchHost(api: KubeClient, resource: ResourceRef, namespace: string) {
+  const informer = new Informer<KubernetesObject>({
+    api,
+    resource,
+    namespace,
+    labelSelector: `${LABEL_MANAGED_BY}=${VC}`,
+    clock: systemClock,
+    random: systemRandom,
+    logger: quiet,
+  });
+  const listeners = new Set<(obj: KubeObject) => void>();
+  const notify = (obj: KubernetesObject) => {
+    for (const listener of listeners) listener(obj as unknown as KubeObject);
+  };
+  informer.addEventHandler({ onAdd: notify, onUpdate: (_old, obj) => notify(obj) });
+  informer.start();
+  return {
+    informer,
+    count: () => informer.store.size,
+    /** Resolves when an object satisfying `check` is seen (now or later). */
+    until(check: (obj: KubeObject) => boolean): Promise<void> {
+      return new Promise((resolve) => {
+        const listener = (obj: KubeObject) => {
+          if (!check(obj)) return;
+          listeners.delete(listener);
+          resolve();
+        };
+        listeners.add(listener);
+        for (const obj of informer.store.list()) listener(obj as unknown as KubeObject);
+      });
+    },
+  };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+function spawnSyncer(virtual: Cluster, host: Cluster, namespace: string, configPath: string) {
+  return freePort().then((healthPort) => {
+    const child = spawn(
+      process.execPath,
+      [
+        '--no-node-snapshot',
+        'bin/platform.js',
+        'syncer',
+        '--virtual-kubeconfig',
+        virtual.kubeconfigPath,
+        '--host-kubeconfig',
+        host.kubeconfigPath,
+        '--host-namespace',
+        namespace,
+        '--name',
+        VC,
+        '--config',
+        configPath,
+        '--health-port',
+        String(healthPort),
+        '--health-host',
+        '127.0.0.1',
+        '--max-concurrent-reconciles',
+        String(Math.max(1, Math.round(C / 2))),
+        '--log-level',
+        'warn',
+      ],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
+    return { child, healthPort };
+  });
+}
+
+async function waitReady(port: number): Promise<void> {
+  for (;;) {
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function waitFor(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((r) => setTimeout(r, 10));
+}
+
+function peakRssMiB(child: ChildProcess): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** Successful write requests the apiserver has served (its own apiserver_request_total). */
+async function apiserverWrites(cluster: Cluster): Promise<number> {
+  const { request } = await import('node:https');
+  const text = await new Promise<string>((resolve, reject) => {
+    const req = request(
+      `${cluster.server}/metrics`,
+      { ca: cluster.caPem, headers: { authorization: `Bearer ${cluster.adminToken}` } },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          body += c.toString();
+        });
+        res.on('end', () => resolve(body));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+  return text
+    .split('\n')
+    .filter(
+      (line) =>
+        line.startsWith('apiserver_request_total{') && /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line),
+    )
+    .filter((line) => /code="2\d\d"/.test(line))
+    .filter((line) => !/resource="(events|leases)"/.test(line))
+    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+}
+
+async function main(): Promise<void> {
+  const children: ChildProcess[] = [];
+  const dir = mkdtempSync(join(tmpdir(), 'platform-bench-sync-'));
+  let virtualPlane: ControlPlane | undefined;
+  try {
+    await withBenchCluster('sync', async (hostCluster, hostKc) => {
+      // The virtual cluster: an apiserver of its own (own etcd), as a real one would be.
+      virtualPlane = await ControlPlane.start({
+        stateDir: join(dir, 'virtual'),
+        binary: await ensureControlPlaneBinary(() => {}),
+      });
+      const virtualCluster = await virtualPlane.startCluster({ name: 'virtual' });
+      const virtualKc = new KubeConfig();
+      virtualKc.loadFromFile(virtualCluster.kubeconfigPath);
+      const host = new KubeClient(hostKc);
+      const virtual = new KubeClient(virtualKc);
+      for (const name of ['bench-raw', 'bench-sync', 'bench-cold'])
+        await host.request({ method: 'POST', path: '/api/v1/namespaces', body: { metadata: { name } } });
+      await virtual.request({
+        method: 'POST',
+        path: '/api/v1/namespaces',
+        body: { metadata: { name: 'apps' } },
+      });
+      const configPath = join(dir, 'vcluster.yaml');
+      writeFileSync(configPath, stringify({}));
+
+      // Baseline: the very host objects the syncer will write, written directly.
+      const ctx: SyncContext = { vclusterName: VC, hostNamespace: 'bench-raw', config: loadSyncConfig({}) };
+      const raw: KubeObject[] = [];
+      for (let i = 0; i < N; i++) {
+        const { service, endpoints: eps } = pair(i);
+        for (const obj of [service, eps]) {
+          const withUid = structuredClone(obj);
+          (withUid.metadata as Record<string, unknown>).uid =
+            `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+          raw.push(translateToHost(String(obj.kind), withUid, null, ctx));
+        }
+      }
+      const rawStart = performance.now();
+      await pool(raw.length, C, (i) => {
+        const obj = raw[i]!;
+        return host.request({
+          method: 'POST',
+          path: collectionPath(obj.kind === 'Service' ? services : endpoints, 'bench-raw'),
+          body: obj,
+        });
+      });
+      const rawMs = performance.now() - rawStart;
+
+      // Live sync: syncer ready first, then the virtual objects are created.
+      const live = await spawnSyncer(virtualCluster, hostCluster, 'bench-sync', configPath);
+      children.push(live.child);
+      await waitReady(live.healthPort);
+      const liveServices = watchHost(host, services, 'bench-sync');
+      const liveEndpoints = watchHost(host, endpoints, 'bench-sync');
+      await Promise.all([liveServices.informer.waitForSync(), liveEndpoints.informer.waitForSync()]);
+      const writesBefore = await apiserverWrites(hostCluster);
+      const liveStart = performance.now();
+      await pool(2 * N, C, (j) => {
+        const { service, endpoints: eps } = pair(j >> 1);
+        const obj = j % 2 === 0 ? service : eps;
+        return virtual.request({
+          method: 'POST',
+          path: collectionPath(obj.kind === 'Service' ? services : endpoints, 'apps'),
+          body: obj,
+        });
+      });
+      await waitFor(() => liveServices.count() >= N && liveEndpoints.count() >= N);
+      const liveMs = performance.now() - liveStart;
+      const syncWrites = (await apiserverWrites(hostCluster)) - writesBefore;
+      await new Promise((r) => setTimeout(r, 5000));
+      const restWrites = (await apiserverWrites(hostCluster)) - writesBefore - syncWrites;
+      const liveRss = peakRssMiB(live.child);
+
+      // Latency at steady state: one address change at a time.
+      const samples: number[] = [];
+      for (let k = 0; k < L; k++) {
+        const i = (k * 7) % N;
+        const next = ip(i, k + 1);
+        const seen = liveEndpoints.until(
+          (obj) =>
+            (obj.metadata as { name?: string }).name === hostNameLong(`svc-${i}`, 'apps', VC) &&
+            JSON.stringify(obj.subsets).includes(`"${next}"`),
+        );
+        const started = performance.now();
+        await virtual.request({
+          method: 'PATCH',
+          path: objectPath(endpoints, 'apps', `svc-${i}`),
+          body: pair(i, k + 1).endpoints,
+          contentType: 'application/merge-patch+json',
+        });
+        await seen;
+        samples.push(performance.now() - started);
+      }
+      const rawWatch = watchHostAll(host, 'bench-raw');
+      await rawWatch.informer.waitForSync();
+      const baseline: number[] = [];
+      for (let k = 0; k < L; k++) {
+        const i = (k * 7) % N;
+        const next = ip(i, k + 1);
+        const name = hostNameLong(`svc-${i}`, 'apps', VC);
+        const seen = rawWatch.until(
+          (obj) =>
+            (obj.metadata as { name?: string }).name === name &&
+            JSON.stringify(obj.subsets).includes(`"${next}"`),
+        );
+        const started = performance.now();
+        await host.request({
+          method: 'PATCH',
+          path: objectPath(endpoints, 'bench-raw', name),
+          body: { subsets: [{ addresses: [{ ip: next }], ports: [{ name: 'http', port: 8080 }] }] },
+          contentType: 'application/merge-patch+json',
+        });
+        await seen;
+        baseline.push(performance.now() - started);
+      }
+      live.child.kill('SIGTERM');
+      await Promise.all([
+        liveServices.informer.stop(),
+        liveEndpoints.informer.stop(),
+        rawWatch.informer.stop(),
+      ]);
+
+      // Cold sync: a fresh syncer catching up with N existing pairs into an empty namespace.
+      const coldServices = watchHost(host, services, 'bench-cold');
+      const coldEndpoints = watchHost(host, endpoints, 'bench-cold');
+      await Promise.all([coldServices.informer.waitForSync(), coldEndpoints.informer.waitForSync()]);
+      const coldStart = performance.now();
+      const cold = await spawnSyncer(virtualCluster, hostCluster, 'bench-cold', configPath);
+      children.push(cold.child);
+      let readyMs = 0;
+      void waitReady(cold.healthPort).then(() => {
+        readyMs = performance.now() - coldStart;
+      });
+      await waitFor(() => coldServices.count() >= N && coldEndpoints.count() >= N);
+      const coldMs = performance.now() - coldStart;
+      await Promise.all([coldServices.informer.stop(), coldEndpoints.informer.stop()]);
+
+      samples.sort((a, b) => a - b);
+      baseline.sort((a, b) => a - b);
+      const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+      const m = (ms: number) => `${ms.toFixed(1)} ms`;
+      console.log(`sync benchmark: N=${N} Services + N Endpoints (${2 * N} host objects), concurrency ${C}`);
+      console.log(
+        `  raw host writes (baseline)   ${s(rawMs)}  (${((2 * N) / (rawMs / 1000)).toFixed(0)} objects/s)`,
+      );
+      console.log(`  live sync                    ${s(liveMs)}  (includes the ${2 * N} virtual writes)`);
+      console.log(`  ratio                        ${(liveMs / rawMs).toFixed(2)}x`);
+      console.log(`  cold sync (process start)    ${s(coldMs)}  (ready after ${s(readyMs)})`);
+      console.log(`  ratio                        ${(coldMs / rawMs).toFixed(2)}x`);
+      console.log(
+        `  host writes by the syncer    ${syncWrites} (floor ${2 * N}); ${restWrites} in 5 s at rest`,
+      );
+      console.log(`  syncer peak RSS              ${liveRss.toFixed(0)} MiB (live run)`);
+      console.log(`Endpoints change propagation, ${L} sequential changes at steady state:`);
+      console.log(
+        `  direct host write -> watch   p50 ${m(percentile(baseline, 50))}  p99 ${m(percentile(baseline, 99))}`,
+      );
+      console.log(
+        `  virtual write -> host watch  p50 ${m(percentile(samples, 50))}  p99 ${m(percentile(samples, 99))}`,
+      );
+      console.log(
+        `  ratio                        p50 ${(percentile(samples, 50) / percentile(baseline, 50)).toFixed(2)}x  p99 ${(percentile(samples, 99) / percentile(baseline, 99)).toFixed(2)}x`,
+      );
+      host.close();
+      virtual.close();
+    });
+  } finally {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    await virtualPlane?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The raw namespace holds objects with the same labels; watch it the same way. */
+function watchHostAll(api: KubeClient, namespace: string) {
+  return watchHost(api, endpoints, namespace);
+}
+
+await main();

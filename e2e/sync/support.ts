@@ -1,0 +1,248 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { freePort } from '../../src/dev/controlplane.ts';
+import { isNotFound } from '../../src/runtime/errors.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { LABEL_MANAGED_BY } from '../../src/sync/names.ts';
+import { eventually } from '../support/wait.ts';
+
+/** A client on a cluster with the few calls the sync tests make, as plain JSON. */
+export class Api {
+  readonly client: KubeClient;
+  constructor(kc: KubeConfig) {
+    this.client = new KubeClient(kc);
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: the tests read loosely typed objects
+  async get(plural: string, namespace: string, name: string): Promise<any | null> {
+    try {
+      return await this.client.request({
+        method: 'GET',
+        path: `/api/v1/namespaces/${namespace}/${plural}/${name}`,
+      });
+    } catch (err) {
+      if (isNotFound(err)) return null;
+      throw err;
+    }
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: the tests read loosely typed objects
+  async list(plural: string, namespace: string, labelSelector?: string): Promise<any[]> {
+    const list = await this.client.request<{ items: unknown[] }>({
+      method: 'GET',
+      path: `/api/v1/namespaces/${namespace}/${plural}`,
+      query: { labelSelector },
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: as above
+    return list.items as any[];
+  }
+
+  create(plural: string, namespace: string, body: unknown) {
+    return this.client.request({ method: 'POST', path: `/api/v1/namespaces/${namespace}/${plural}`, body });
+  }
+
+  patch(plural: string, namespace: string, name: string, body: unknown) {
+    return this.client.request({
+      method: 'PATCH',
+      path: `/api/v1/namespaces/${namespace}/${plural}/${name}`,
+      body,
+      contentType: 'application/merge-patch+json',
+    });
+  }
+
+  async delete(plural: string, namespace: string, name: string) {
+    try {
+      await this.client.request({
+        method: 'DELETE',
+        path: `/api/v1/namespaces/${namespace}/${plural}/${name}`,
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  createNamespace(name: string) {
+    return this.client.request({ method: 'POST', path: '/api/v1/namespaces', body: { metadata: { name } } });
+  }
+
+  /** events.k8s.io Events about one object. */
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  async eventsAbout(namespace: string, kind: string, name: string): Promise<any[]> {
+    const list = await this.client.request<{
+      items: Array<{ regarding?: { kind?: string; name?: string } }>;
+    }>({
+      method: 'GET',
+      path: `/apis/events.k8s.io/v1/namespaces/${namespace}/events`,
+    });
+    return list.items.filter((e) => e.regarding?.kind === kind && e.regarding?.name === name);
+  }
+
+  /** Names of the host objects labelled managed-by `vcluster`. */
+  async managedNames(plural: string, namespace: string, vcluster: string): Promise<string[]> {
+    const items = await this.list(plural, namespace, `${LABEL_MANAGED_BY}=${vcluster}`);
+    return items.map((i) => i.metadata.name as string).sort();
+  }
+
+  close() {
+    this.client.close();
+  }
+}
+
+/** A selector-less Service and its Endpoints (one address, a Pod targetRef), as a user writes them. */
+export function serviceAndEndpoints(
+  name: string,
+  options: { ip?: string; annotations?: Record<string, string>; selector?: Record<string, string> } = {},
+) {
+  const annotations = options.annotations ?? {};
+  return {
+    service: {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, annotations },
+      spec: {
+        ports: [{ name: 'p', port: 5432 }],
+        ...(options.selector ? { selector: options.selector } : {}),
+      },
+    },
+    endpoints: {
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { name, annotations },
+      subsets: [
+        {
+          addresses: [
+            {
+              ip: options.ip ?? '10.1.0.5',
+              targetRef: {
+                kind: 'Pod',
+                name: `${name}-0`,
+                namespace: 'apps',
+                uid: 'pod-uid',
+                resourceVersion: '7',
+              },
+            },
+          ],
+          ports: [{ name: 'p', port: 5432 }],
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * The configuration the tests run with: a reversible patch on Services and Endpoints, a
+ * reference from Services to a Secret, one hostile patch; ConfigMaps enabled, Secrets not.
+ */
+export const TEST_CONFIG = {
+  sync: {
+    toHost: {
+      configMaps: { enabled: true },
+      services: {
+        patches: [
+          {
+            path: 'metadata.annotations["platform.test/tier"]',
+            expression: '"host-" + value',
+            reverseExpression: 'value.replace(/^host-/, "")',
+          },
+          {
+            path: 'metadata.annotations["platform.test/tls-secret"]',
+            reference: { apiVersion: 'v1', kind: 'Secret' },
+          },
+        ],
+      },
+      endpoints: {
+        patches: [
+          {
+            path: 'metadata.annotations["platform.test/tier"]',
+            expression: '"host-" + value',
+            reverseExpression: 'value.replace(/^host-/, "")',
+          },
+          // Only objects carrying this annotation evaluate it: it never finishes.
+          { path: 'metadata.annotations["platform.test/hostile"]', expression: '(() => { for (;;) {} })()' },
+        ],
+      },
+    },
+  },
+};
+
+export const configYaml = (config: unknown = TEST_CONFIG) => stringify(config);
+
+const platformBin = fileURLToPath(new URL('../../bin/platform.js', import.meta.url));
+
+export interface SpawnedSyncer {
+  child: ChildProcess;
+  healthPort: number;
+  metrics(): Promise<string>;
+  /** SIGKILL (no graceful stop) and wait for the exit. */
+  kill(): Promise<void>;
+}
+
+/** `platform syncer` as a child process; resolves once /readyz answers 200. */
+export async function spawnSyncer(
+  args: {
+    virtualKubeconfig: string;
+    hostKubeconfig: string;
+    hostNamespace: string;
+    name: string;
+    config: string;
+  },
+  logPath: string,
+): Promise<SpawnedSyncer> {
+  const healthPort = await freePort();
+  const log = createWriteStream(logPath, { flags: 'a' });
+  const child = spawn(
+    process.execPath,
+    [
+      '--no-node-snapshot',
+      platformBin,
+      'syncer',
+      '--virtual-kubeconfig',
+      args.virtualKubeconfig,
+      '--host-kubeconfig',
+      args.hostKubeconfig,
+      '--host-namespace',
+      args.hostNamespace,
+      '--name',
+      args.name,
+      '--config',
+      args.config,
+      '--health-port',
+      String(healthPort),
+      '--health-host',
+      '127.0.0.1',
+      '--log-level',
+      'info',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await eventually(
+    async () => {
+      if (child.exitCode !== null) {
+        throw new Error(
+          `platform syncer exited with ${child.exitCode}:\n${readFileSync(logPath, 'utf8').slice(-3000)}`,
+        );
+      }
+      return fetch(`http://127.0.0.1:${healthPort}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+    },
+    60_000,
+    'the syncer to become ready',
+  );
+  return {
+    child,
+    healthPort,
+    metrics: () => fetch(`http://127.0.0.1:${healthPort}/metrics`).then((r) => r.text()),
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import type { Registry } from 'prom-client';
+import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import type { Manager } from '../../runtime/manager.ts';
+import { resources, type Stored } from '../resources.ts';
+import type { ControllerDeps } from '../sharedsecret/setup.ts';
+import { SyncerSupervisor, syncerFactory, virtualClusterReconciler } from './reconcile.ts';
+
+/**
+ * The registry the manager's metrics live on, so that the syncers' metrics are served on the
+ * operator's /metrics too. The Manager does not expose its registry; prom-client metrics carry
+ * the registries they were registered on.
+ */
+function registryOf(manager: Manager): Registry | undefined {
+  return (manager.metrics.reconcileTotal as unknown as { registers?: Registry[] }).registers?.[0];
+}
+
+/**
+ * The VirtualClusterInstance controller: primary VirtualClusterInstances; each one with
+ * credentials and a configuration gets a syncer (see `virtualClusterReconciler`). The syncers
+ * live while this controller runs: when it stops (shutdown, leadership lost) they stop with it,
+ * and the next leader starts its own.
+ */
+export function setupVirtualClusterController(manager: Manager, deps: ControllerDeps) {
+  const scope = deps.namespace ? { namespace: deps.namespace } : {};
+  const instances = manager.informer<Stored<VirtualClusterInstance>>(
+    resources.virtualClusterInstances,
+    scope,
+  );
+  const registry = registryOf(manager);
+  const supervisor = new SyncerSupervisor(
+    syncerFactory({
+      host: deps.api,
+      clock: deps.clock,
+      runtimeMetrics: manager.metrics,
+      ...(registry ? { registry } : {}),
+    }),
+  );
+  let enqueue: (key: string) => void = () => {};
+  const controller = manager.controller({
+    name: 'virtualcluster',
+    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
+    reconcile: virtualClusterReconciler({
+      api: deps.api,
+      clock: deps.clock,
+      instances: instances.store,
+      supervisor,
+      enqueue: (key) => enqueue(key),
+    }),
+  });
+  enqueue = (key) => controller.enqueue(key);
+  controller.watchPrimary(instances);
+  // Stopping the controller stops its syncers (a syncer must not outlive its leader).
+  const stopController = controller.stop.bind(controller);
+  controller.stop = async (drainTimeoutMs?: number) => {
+    await stopController(drainTimeoutMs);
+    await supervisor.stopAll();
+  };
+  return { controller, instances, supervisor };
+}

@@ -1,0 +1,84 @@
+import { jsonEqual } from '../patches/merge-patch.ts';
+import type { Sandbox } from '../patches/sandbox.ts';
+import { syncToHost, syncToVirtual } from '../sync.ts';
+import {
+  copyServiceStatusToVirtual,
+  type KubeObject,
+  type SyncContext,
+  type SyncedKind,
+} from '../translate.ts';
+import { ownedFields, resourceVersionOf, withOwnedFieldsOf } from './plan.ts';
+
+/**
+ * The pair of objects both sides should hold when both exist, computed before anything is
+ * written (so a failing expression leaves both sides untouched). Pure apart from the sandbox.
+ */
+
+export interface SyncRecord {
+  /** The virtual object after our last sync. */
+  virtual: KubeObject;
+  /** The host object after our last sync (as written, or as read when nothing was written). */
+  host: KubeObject;
+}
+
+export interface DesiredPairInput {
+  kind: SyncedKind;
+  virtual: KubeObject;
+  host: KubeObject;
+  /** What this syncer last synced for the key; null after a restart. */
+  record: SyncRecord | null;
+  ctx: SyncContext;
+  sandbox: Sandbox;
+}
+
+export interface DesiredPair {
+  virtual: KubeObject;
+  host: KubeObject;
+  /** Whether host changes were brought back (step 1 ran). */
+  backSynced: boolean;
+  /** Whether the host was compared as a whole (no record, or its owned fields drifted). */
+  drifted: boolean;
+}
+
+/**
+ * 1. Host -> virtual, only if the host object changed since our last sync: what changed in its
+ *    labels, annotations (and a Service's status) comes back through `reverseExpression`. The
+ *    owned fields (Endpoints subsets, Service spec, Secret/ConfigMap data) are pinned to what we
+ *    last wrote, so host edits to them never flow back. Without a record (first sync after a
+ *    restart) a Service's host status is copied as it is.
+ * 2. Virtual -> host through `expression`: what changed on the virtual side since our last sync
+ *    (including what step 1 brought in, which the patches turn back into the host's form); or,
+ *    when the host's owned fields drifted from what we wrote (or we know nothing), everything that
+ *    differs from the host object, which reverts the drift.
+ * Measuring changes against the last sync, not against the other side, keeps a field nobody
+ * changed at its patched value and evaluates expressions only for fields that changed.
+ */
+export async function desiredPair(input: DesiredPairInput): Promise<DesiredPair> {
+  const { kind, virtual, host, record, ctx, sandbox } = input;
+  let virtualNext = virtual;
+  let backSynced = false;
+  if (record !== null && resourceVersionOf(host) !== resourceVersionOf(record.host)) {
+    const back = await syncToVirtual({
+      kind,
+      source: withOwnedFieldsOf(host, record.host),
+      previousSource: record.host,
+      existingTarget: virtual,
+      ctx,
+      sandbox,
+    });
+    virtualNext = withOwnedFieldsOf(back.object, virtual);
+    backSynced = true;
+  }
+  if (kind === 'Service' && !backSynced) virtualNext = copyServiceStatusToVirtual(host, virtualNext);
+
+  const drifted = record === null || !jsonEqual(ownedFields(host), ownedFields(record.host));
+  const forward = await syncToHost({
+    kind,
+    source: virtualNext,
+    previousSource: drifted || record === null ? null : record.virtual,
+    existingTarget: host,
+    ctx,
+    sandbox,
+  });
+  return { virtual: virtualNext, host: forward.object, backSynced, drifted };
+}

@@ -1,0 +1,104 @@
+import { type PatchConfig, RESOURCE_BY_KIND, type SyncConfig } from '../config.ts';
+import { isJsonObject, type Json } from '../patches/merge-patch.ts';
+import { expandPath, getAt, parsePath } from '../patches/path.ts';
+import { type KubeObject, type SyncContext, translateToHost } from '../translate.ts';
+
+/**
+ * Which Secrets and ConfigMaps a virtual object points at through its `reference` patches. The
+ * syncer copies such objects to the host even when their own resource is disabled ("used"
+ * objects, as the reference syncer does), and removes the copies once nothing points at them.
+ *
+ * This is computed from the whole object, synchronously, so that it can be a cache index: the
+ * index is complete as soon as the caches are, which makes "is this Secret used?" answerable
+ * right after a restart (`syncToHost` reports references too, but on an update only for the
+ * fields that changed). It reads the value the same way `translateReference` does: a plain
+ * name, or an object with `namePath`/`namespacePath`/`kindPath`/`apiVersionPath`.
+ */
+
+/** The kinds a reference can make the syncer copy. */
+export const REFERENCEABLE_KINDS = ['Secret', 'ConfigMap'] as const;
+export type ReferenceableKind = (typeof REFERENCEABLE_KINDS)[number];
+
+/** Index name on virtual informers: values are `<Kind>/<namespace>/<name>`. */
+export const REFERENCES_INDEX = 'vcluster-references';
+
+export function referenceIndexValue(kind: string, namespace: string, name: string): string {
+  return `${kind}/${namespace}/${name}`;
+}
+
+function referencePatches(kind: string, config: SyncConfig): PatchConfig[] {
+  const resource = RESOURCE_BY_KIND[kind];
+  if (resource === undefined) return [];
+  return config.sync.toHost[resource].patches.filter((p) => p.reference !== undefined);
+}
+
+/** Whether any patch of `kind` can point at a Secret or ConfigMap (so its cache needs the index). */
+export function hasReferencePatches(kind: string, config: SyncConfig): boolean {
+  return referencePatches(kind, config).length > 0;
+}
+
+/** The referenceable kinds any reference patch of the configuration can name. */
+export function referencedKinds(config: SyncConfig): Set<ReferenceableKind> {
+  const kinds = new Set<ReferenceableKind>();
+  for (const kind of Object.keys(RESOURCE_BY_KIND)) {
+    for (const patch of referencePatches(kind, config)) {
+      const ref = patch.reference!;
+      const dynamic = ref.kindPath !== undefined && ref.kindPath.trim() !== '';
+      for (const candidate of REFERENCEABLE_KINDS) {
+        if (dynamic || ref.kind === candidate) kinds.add(candidate);
+      }
+    }
+  }
+  return kinds;
+}
+
+function relative(value: Json, path: string | undefined): Json | undefined {
+  if (path === undefined || path.trim() === '') return undefined;
+  const [match] = expandPath(value, parsePath(path));
+  return match ? (getAt(value, match) as Json) : undefined;
+}
+
+export interface Reference {
+  kind: ReferenceableKind;
+  namespace: string;
+  name: string;
+}
+
+/**
+ * The Secrets and ConfigMaps (core v1) that `virtual`'s reference patches name, deduplicated.
+ * Anything that cannot be read (an unmapped namespace, a malformed value) names nothing.
+ */
+export function referencesOf(kind: string, virtual: KubeObject, ctx: SyncContext): Reference[] {
+  const patches = referencePatches(kind, ctx.config);
+  if (patches.length === 0) return [];
+  let document: KubeObject;
+  try {
+    document = translateToHost(kind, virtual, null, ctx);
+  } catch {
+    return [];
+  }
+  const m = isJsonObject(virtual.metadata) ? virtual.metadata : {};
+  const ownNamespace = typeof m.namespace === 'string' ? m.namespace : '';
+  const found = new Map<string, Reference>();
+  for (const patch of patches) {
+    const ref = patch.reference!;
+    for (const path of expandPath(document, parsePath(patch.path))) {
+      const value = getAt(document, path) as Json;
+      const isObject = isJsonObject(value);
+      const name = isObject ? relative(value, ref.namePath) : value;
+      if (typeof name !== 'string' || name === '') continue;
+      const kindValue = isObject ? relative(value, ref.kindPath) : undefined;
+      const apiVersionValue = isObject ? relative(value, ref.apiVersionPath) : undefined;
+      const namespaceValue = isObject ? relative(value, ref.namespacePath) : undefined;
+      const refKind = typeof kindValue === 'string' && kindValue ? kindValue : ref.kind;
+      const apiVersion =
+        typeof apiVersionValue === 'string' && apiVersionValue ? apiVersionValue : ref.apiVersion;
+      const namespace =
+        typeof namespaceValue === 'string' && namespaceValue !== '' ? namespaceValue : ownNamespace;
+      if (apiVersion !== 'v1' || !(REFERENCEABLE_KINDS as readonly string[]).includes(refKind)) continue;
+      const reference = { kind: refKind as ReferenceableKind, namespace, name };
+      found.set(referenceIndexValue(refKind, namespace, name), reference);
+    }
+  }
+  return [...found.values()];
+}

@@ -1,0 +1,361 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
+import { type Clock, type Random, systemClock, systemRandom } from '../../runtime/clock.ts';
+import { Controller } from '../../runtime/controller.ts';
+import { EventRecorder } from '../../runtime/events.ts';
+import type { ReadinessReport } from '../../runtime/health-server.ts';
+import { Informer, type InformerOptions } from '../../runtime/informer.ts';
+import { type KubeApi, objectKey, type ResourceRef } from '../../runtime/kube-client.ts';
+import type { RuntimeMetrics } from '../../runtime/metrics.ts';
+import type { IndexFunc } from '../../runtime/store.ts';
+import type { SyncConfig } from '../config.ts';
+import { LABEL_MANAGED_BY } from '../names.ts';
+import type { SandboxOptions } from '../patches/sandbox.ts';
+import { createSandbox } from '../sync.ts';
+import { isManagedHostObject, type KubeObject, type SyncContext, type SyncedKind } from '../translate.ts';
+import { SyncerMetrics } from './metrics.ts';
+import { virtualKeyOfHost } from './plan.ts';
+import {
+  hasReferencePatches,
+  REFERENCEABLE_KINDS,
+  REFERENCES_INDEX,
+  type ReferenceableKind,
+  referencedKinds,
+  referenceIndexValue,
+  referencesOf,
+} from './references.ts';
+import { kindSyncer, type SyncReporter } from './resource.ts';
+
+/**
+ * A virtual cluster's syncer: one controller per synced kind on our runtime, watching the
+ * virtual cluster (all namespaces) and the host (only objects labelled managed-by this virtual
+ * cluster, only in the host namespace unless namespace sync maps virtual namespaces elsewhere).
+ * Patch expressions of every kind share one sandbox (one isolate, one CPU budget).
+ */
+
+export interface SyncerOptions {
+  virtual: KubeApi;
+  host: KubeApi;
+  /** Where the virtual cluster runs on the host; synced objects land here (single-namespace mode). */
+  hostNamespace: string;
+  /** The virtual cluster's name (the managed-by marker and the name suffix). */
+  name: string;
+  config: SyncConfig;
+  logger: Logger;
+  clock?: Clock;
+  random?: Random;
+  /** Records `SyncError` Events on virtual objects; one on `virtual` is made when absent. */
+  events?: EventRecorder;
+  /** Where the `platform_syncer_*` metrics go (a private registry when absent). */
+  registry?: Registry;
+  /** The runtime's controller and work-queue metrics, if they should be exported. */
+  runtimeMetrics?: RuntimeMetrics;
+  /** Prefix of the controller names (metric labels); unique per syncer in one process. */
+  controllerPrefix?: string;
+  /** Sandbox limits (memory, time per evaluation, CPU budget). */
+  sandbox?: Omit<SandboxOptions, 'settings'>;
+  maxConcurrentReconciles?: number;
+  /** Every cached virtual object is synced again this often (default 10 min). */
+  resyncPeriodMs?: number;
+  informerDefaults?: Pick<
+    InformerOptions,
+    'minWatchTimeoutSeconds' | 'watchdogSlackMs' | 'backoff' | 'pageSize'
+  >;
+  /** Called when readiness or the set of failing objects changes (not on every retry). */
+  onStatusChange?: () => void;
+}
+
+export interface FailingObject {
+  kind: SyncedKind;
+  /** `namespace/name` of the virtual object. */
+  key: string;
+  /** The error class (`ExpressionTimeout`, `HostObjectConflict`...). */
+  reason: string;
+  /** Safe to show: no Secret content. */
+  message: string;
+}
+
+export interface SyncerStatus {
+  /** Every cache has synced and the controllers run. */
+  ready: boolean;
+  stopped: boolean;
+  kinds: SyncedKind[];
+  /** The caches that have not synced yet (`virtual services`, `host endpoints`...). */
+  waitingFor: string[];
+  /** Objects whose last sync failed, sorted by kind and key. */
+  failing: FailingObject[];
+}
+
+export interface Syncer {
+  /** Resolves true once every controller started, false if stopped first. */
+  readonly ready: Promise<boolean>;
+  status(): SyncerStatus;
+  readiness(): ReadinessReport;
+  stop(): Promise<void>;
+}
+
+const RESOURCES: Record<SyncedKind, ResourceRef> = {
+  Service: { group: '', version: 'v1', plural: 'services', namespaced: true },
+  Endpoints: { group: '', version: 'v1', plural: 'endpoints', namespaced: true },
+  Secret: { group: '', version: 'v1', plural: 'secrets', namespaced: true },
+  ConfigMap: { group: '', version: 'v1', plural: 'configmaps', namespaced: true },
+};
+
+const ENABLED_KEY: Record<SyncedKind, 'services' | 'endpoints' | 'secrets' | 'configMaps'> = {
+  Service: 'services',
+  Endpoints: 'endpoints',
+  Secret: 'secrets',
+  ConfigMap: 'configMaps',
+};
+
+/** The kinds a configuration syncs: enabled ones, plus Secrets/ConfigMaps a reference can name. */
+export function syncedKinds(config: SyncConfig): SyncedKind[] {
+  const referenced = referencedKinds(config);
+  return (['Service', 'Endpoints', 'Secret', 'ConfigMap'] as const).filter(
+    (kind) =>
+      config.sync.toHost[ENABLED_KEY[kind]].enabled ||
+      (referenced as Set<string>).has(kind as ReferenceableKind),
+  );
+}
+
+export function startSyncer(options: SyncerOptions): Syncer {
+  const clock = options.clock ?? systemClock;
+  const random = options.random ?? systemRandom;
+  const { logger, config } = options;
+  const ctx: SyncContext = { vclusterName: options.name, hostNamespace: options.hostNamespace, config };
+  const vcluster = `${options.hostNamespace}/${options.name}`;
+  const metrics = SyncerMetrics.for(options.registry ?? new Registry());
+  const events =
+    options.events ??
+    new EventRecorder({
+      api: options.virtual,
+      clock,
+      logger,
+      reportingController: 'vcluster.platform/syncer',
+      reportingInstance: options.name,
+    });
+  const sandbox = createSandbox(ctx, options.sandbox);
+  const kinds = syncedKinds(config);
+  const prefix = options.controllerPrefix ?? 'syncer-';
+
+  const informers: Informer[] = [];
+  const informerSides = new Map<Informer, string>();
+  const makeInformer = (
+    api: KubeApi,
+    kind: SyncedKind,
+    selector: { namespace?: string; labelSelector?: string },
+    indexers?: Record<string, IndexFunc>,
+  ) => {
+    const informer = new Informer({
+      ...options.informerDefaults,
+      ...selector,
+      api,
+      resource: RESOURCES[kind],
+      clock,
+      random,
+      logger: logger.child({ informer: `${api === options.virtual ? 'virtual' : 'host'}/${kind}` }),
+    });
+    for (const [name, fn] of Object.entries(indexers ?? {})) informer.store.addIndexer(name, fn);
+    informers.push(informer);
+    informerSides.set(informer, `${api === options.virtual ? 'virtual' : 'host'} ${RESOURCES[kind].plural}`);
+    return informer;
+  };
+
+  // Virtual caches: the synced kinds, plus Services for the Endpoints syncer. Kinds whose
+  // patches hold reference patches are indexed by the Secrets/ConfigMaps they name.
+  const referenceIndex =
+    (kind: SyncedKind): IndexFunc =>
+    (obj) =>
+      referencesOf(kind, obj as unknown as KubeObject, ctx).map((r) =>
+        referenceIndexValue(r.kind, r.namespace, r.name),
+      );
+  const virtualKinds = new Set<SyncedKind>(kinds);
+  if (kinds.includes('Endpoints')) virtualKinds.add('Service');
+  const virtualInformers = new Map<SyncedKind, Informer>();
+  for (const kind of virtualKinds) {
+    const indexers: Record<string, IndexFunc> = hasReferencePatches(kind, config)
+      ? { [REFERENCES_INDEX]: referenceIndex(kind) }
+      : {};
+    virtualInformers.set(kind, makeInformer(options.virtual, kind, {}, indexers));
+  }
+  // Host caches: only our objects. Multi-namespace mode writes outside the host namespace.
+  const hostScope = {
+    ...(config.sync.toHost.namespaces.enabled ? {} : { namespace: options.hostNamespace }),
+    labelSelector: `${LABEL_MANAGED_BY}=${options.name}`,
+  };
+  const hostInformers = new Map<SyncedKind, Informer>();
+  for (const kind of kinds) hostInformers.set(kind, makeInformer(options.host, kind, hostScope));
+
+  // Status: the failing objects, and readiness; changes are reported, not every retry.
+  const failing = new Map<string, FailingObject>();
+  let ready = false;
+  let stopped = false;
+  const changed = () => {
+    metrics.failingObjects.set({ vcluster }, failing.size);
+    try {
+      options.onStatusChange?.();
+    } catch (err) {
+      logger.error({ err }, 'status change callback failed');
+    }
+  };
+  const reporter: SyncReporter = {
+    synced: (kind, direction) => metrics.objectsSynced.inc({ vcluster, kind, direction }),
+    deleted: (kind, side) => metrics.objectsDeleted.inc({ vcluster, kind, side }),
+    failed(kind, key, virtual, reason, message) {
+      metrics.errors.inc({ vcluster, kind, reason });
+      const id = `${kind}/${key}`;
+      const previous = failing.get(id);
+      failing.set(id, { kind, key, reason, message });
+      if (virtual !== null) {
+        const m = virtual.metadata ?? {};
+        void events.record(
+          {
+            apiVersion: 'v1',
+            kind,
+            name: typeof m.name === 'string' ? m.name : undefined,
+            namespace: typeof m.namespace === 'string' ? m.namespace : undefined,
+            uid: typeof m.uid === 'string' ? m.uid : undefined,
+          },
+          { type: 'Warning', reason: 'SyncError', action: `Sync${kind}`, note: `Error syncing: ${message}` },
+        );
+      }
+      if (previous?.reason !== reason || previous.message !== message) changed();
+    },
+    succeeded(kind, key) {
+      if (failing.delete(`${kind}/${key}`)) changed();
+    },
+  };
+
+  const controllers: Controller[] = [];
+  const orphanSweeps: Array<() => void> = [];
+  for (const kind of kinds) {
+    const virtualInformer = virtualInformers.get(kind)!;
+    const hostInformer = hostInformers.get(kind)!;
+    const enabled = config.sync.toHost[ENABLED_KEY[kind]].enabled;
+    // Secrets and ConfigMaps that are not enabled are synced only while something names them.
+    const referencing = [...virtualInformers.entries()]
+      .filter(([k]) => hasReferencePatches(k, config))
+      .map(([k, informer]) => ({ kind: k, informer }));
+    const wanted = (key: string) =>
+      enabled ||
+      referencing.some(
+        ({ informer }) => informer.store.byIndex(REFERENCES_INDEX, `${kind}/${key}`).length > 0,
+      );
+    const syncer = kindSyncer({
+      kind,
+      resource: RESOURCES[kind],
+      ctx,
+      virtualApi: options.virtual,
+      hostApi: options.host,
+      virtual: virtualInformer.store,
+      host: hostInformer.store,
+      ...(kind === 'Endpoints'
+        ? {
+            services: virtualInformers.get('Service')!.store,
+            ...(hostInformers.has('Service') ? { hostServices: hostInformers.get('Service')!.store } : {}),
+          }
+        : {}),
+      wanted,
+      sandbox,
+      reporter,
+    });
+    const controller = new Controller({
+      name: `${prefix}${kind.toLowerCase()}`,
+      reconcile: syncer.reconcile,
+      clock,
+      random,
+      logger,
+      ...(options.runtimeMetrics ? { metrics: options.runtimeMetrics } : {}),
+      maxConcurrentReconciles: options.maxConcurrentReconciles ?? 4,
+      // A failing object (a hostile expression) is retried at most every 5 minutes.
+      rateLimiter: { maxDelayMs: 5 * 60_000 },
+      ...(options.resyncPeriodMs !== undefined ? { resyncPeriodMs: options.resyncPeriodMs } : {}),
+      needLeaderElection: false,
+    });
+    const hostToVirtualKey = (obj: KubernetesObject): string[] => {
+      const host = obj as unknown as KubeObject;
+      if (!isManagedHostObject(host, ctx, kind)) return [];
+      const key = virtualKeyOfHost(host);
+      return key ? [key] : [];
+    };
+    controller.watchPrimary(virtualInformer);
+    controller.watch(hostInformer, hostToVirtualKey);
+    if (kind === 'Endpoints') {
+      // Endpoints created before their Service sync once it appears; a Service gaining a
+      // selector removes its host Endpoints.
+      controller.watch(virtualInformers.get('Service')!, (svc) => [objectKey(svc)]);
+    }
+    if ((REFERENCEABLE_KINDS as readonly string[]).includes(kind)) {
+      for (const { kind: from, informer } of referencing) {
+        controller.watch(informer, (obj: KubernetesObject) =>
+          referencesOf(from, obj as unknown as KubeObject, ctx)
+            .filter((r) => r.kind === kind)
+            .map((r) => `${r.namespace}/${r.name}`),
+        );
+      }
+    }
+    controllers.push(controller);
+    // A controller enqueues every cached virtual key when it starts, but the events of the host
+    // cache's first list arrive before its queue exists: host objects whose virtual object was
+    // deleted while no syncer ran would never be looked at. Enqueue them once started.
+    orphanSweeps.push(() => {
+      for (const obj of hostInformer.store.list())
+        for (const key of hostToVirtualKey(obj)) controller.enqueue(key);
+    });
+  }
+
+  const abort = new AbortController();
+  for (const informer of informers) informer.start();
+  const readyPromise = Promise.all(controllers.map((c) => c.start(abort.signal))).then((started) => {
+    const all = started.every(Boolean) && !stopped;
+    if (all) {
+      for (const sweep of orphanSweeps) sweep();
+      ready = true;
+      metrics.ready.set({ vcluster }, 1);
+      logger.info({ kinds }, 'syncer caches synced; syncing');
+      changed();
+    }
+    return all;
+  });
+  metrics.ready.set({ vcluster }, 0);
+  logger.info({ kinds, hostNamespace: options.hostNamespace }, 'syncer starting');
+
+  let stopping: Promise<void> | undefined;
+  return {
+    ready: readyPromise,
+    status: () => ({
+      ready,
+      stopped,
+      kinds: [...kinds],
+      waitingFor: [...informerSides.entries()]
+        .filter(([informer]) => !informer.hasSynced())
+        .map(([, side]) => side),
+      failing: [...failing.values()].sort((a, b) =>
+        a.kind === b.kind ? a.key.localeCompare(b.key) : a.kind.localeCompare(b.kind),
+      ),
+    }),
+    readiness: () => {
+      const notReady = informers
+        .filter((informer) => !informer.hasSynced())
+        .map((informer) => `informer ${informer.description} not synced`);
+      return {
+        ready: ready && notReady.length === 0,
+        notReady: ready ? notReady : ['syncer starting', ...notReady],
+      };
+    },
+    stop() {
+      stopping ??= (async () => {
+        stopped = true;
+        ready = false;
+        abort.abort();
+        await Promise.all(controllers.map((c) => c.stop(10_000)));
+        await Promise.all(informers.map((i) => i.stop()));
+        sandbox.dispose();
+        metrics.forget(vcluster);
+        logger.info('syncer stopped');
+      })();
+      return stopping;
+    },
+  };
+}
