@@ -59,6 +59,8 @@ export class Controller {
   readonly name: string;
   readonly needLeaderElection: boolean;
   private readonly informers = new Set<Informer>();
+  /** Every watch with its mapper, to replay the caches when the controller starts. */
+  private readonly watches: { informer: Informer; mapper: (obj: KubernetesObject) => string[] }[] = [];
   private primary: Informer | undefined;
   private queue: WorkQueue | undefined;
   private workers: Promise<void>[] = [];
@@ -81,6 +83,10 @@ export class Controller {
   /** Watches an owned or related resource; `mapper` turns each event's object into primary keys. */
   watch<T extends KubernetesObject>(informer: Informer<T>, mapper: (obj: T) => string[]): this {
     this.informers.add(asAnyInformer(informer));
+    this.watches.push({
+      informer: asAnyInformer(informer),
+      mapper: mapper as unknown as (obj: KubernetesObject) => string[],
+    });
     const enqueue = (obj: T) => {
       for (const key of mapper(obj)) this.queue?.add(key);
     };
@@ -116,7 +122,9 @@ export class Controller {
 
   /**
    * Waits for the informers to sync (returns false if `signal` aborts first), then starts the
-   * workers and the resync timer and enqueues every cached primary key.
+   * workers and the resync timer and enqueues every key the cached objects of every watch map to
+   * (events that arrived before the queue existed, say while another replica led, are not lost:
+   * an orphaned child still wakes its gone owner).
    */
   async start(signal?: AbortSignal): Promise<boolean> {
     if (this.runAbort) throw new Error(`controller ${this.name} is already running`);
@@ -147,7 +155,9 @@ export class Controller {
     this.reconcileAbort = new AbortController();
     const workerCount = Math.max(1, this.options.maxConcurrentReconciles ?? 1);
     metrics?.maxConcurrentReconciles.set({ controller: this.name }, workerCount);
-    this.enqueueAllPrimary();
+    for (const { informer, mapper } of this.watches) {
+      for (const obj of informer.store.list()) for (const key of mapper(obj)) queue.add(key);
+    }
     this.scheduleResync();
     this.workers = Array.from({ length: workerCount }, () => this.work(queue, this.reconcileAbort!.signal));
     logger.info({ controller: this.name, workers: workerCount }, 'controller started');

@@ -108,6 +108,11 @@ export class Manager {
     return { ready: notReady.length === 0, notReady };
   }
 
+  /** The registry the runtime's metrics (and any component's that shares /metrics) live on. */
+  get registry(): Registry {
+    return this.options.registry;
+  }
+
   isLeader(): boolean {
     return this.elector?.isLeader() ?? true;
   }

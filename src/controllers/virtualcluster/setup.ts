@@ -1,18 +1,8 @@
-import type { Registry } from 'prom-client';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { resources, type Stored } from '../resources.ts';
 import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { SyncerSupervisor, syncerFactory, virtualClusterReconciler } from './reconcile.ts';
-
-/**
- * The registry the manager's metrics live on, so that the syncers' metrics are served on the
- * operator's /metrics too. The Manager does not expose its registry; prom-client metrics carry
- * the registries they were registered on.
- */
-function registryOf(manager: Manager): Registry | undefined {
-  return (manager.metrics.reconcileTotal as unknown as { registers?: Registry[] }).registers?.[0];
-}
 
 /**
  * The VirtualClusterInstance controller: primary VirtualClusterInstances; each one with
@@ -26,13 +16,12 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     resources.virtualClusterInstances,
     scope,
   );
-  const registry = registryOf(manager);
   const supervisor = new SyncerSupervisor(
     syncerFactory({
       host: deps.api,
       clock: deps.clock,
       runtimeMetrics: manager.metrics,
-      ...(registry ? { registry } : {}),
+      registry: manager.registry,
     }),
   );
   let enqueue: (key: string) => void = () => {};

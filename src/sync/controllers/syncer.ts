@@ -228,7 +228,6 @@ export function startSyncer(options: SyncerOptions): Syncer {
   };
 
   const controllers: Controller[] = [];
-  const orphanSweeps: Array<() => void> = [];
   for (const kind of kinds) {
     const virtualInformer = virtualInformers.get(kind)!;
     const hostInformer = hostInformers.get(kind)!;
@@ -296,13 +295,6 @@ export function startSyncer(options: SyncerOptions): Syncer {
       }
     }
     controllers.push(controller);
-    // A controller enqueues every cached virtual key when it starts, but the events of the host
-    // cache's first list arrive before its queue exists: host objects whose virtual object was
-    // deleted while no syncer ran would never be looked at. Enqueue them once started.
-    orphanSweeps.push(() => {
-      for (const obj of hostInformer.store.list())
-        for (const key of hostToVirtualKey(obj)) controller.enqueue(key);
-    });
   }
 
   const abort = new AbortController();
@@ -310,7 +302,6 @@ export function startSyncer(options: SyncerOptions): Syncer {
   const readyPromise = Promise.all(controllers.map((c) => c.start(abort.signal))).then((started) => {
     const all = started.every(Boolean) && !stopped;
     if (all) {
-      for (const sweep of orphanSweeps) sweep();
       ready = true;
       metrics.ready.set({ vcluster }, 1);
       logger.info({ kinds }, 'syncer caches synced; syncing');
