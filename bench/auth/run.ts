@@ -170,7 +170,10 @@ async function main(): Promise<void> {
     });
     createdAll = Date.now();
     await done;
-    const worst = late.sort((a, b) => b.ms - a.ms).slice(0, 5).map((l) => `${l.ms}ms@${l.deadline - createdAll}`);
+    const worst = late
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 5)
+      .map((l) => `${l.ms}ms@${l.deadline - createdAll}`);
     process.stdout.write(`worst (lateness@deadline relative to end of creation): ${worst.join(' ')}\n`);
     await watcher.stop();
     await operator.stop();
