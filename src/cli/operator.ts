@@ -5,6 +5,8 @@ import { Command, Option } from 'commander';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { CONTROLLER_NAMES, type ControllerName, controllerSetups } from '../controllers/index.ts';
+import { type Gateway, setupGateway } from '../gateway/index.ts';
+import type { GatewayServer } from '../gateway/server.ts';
 import { systemClock, systemRandom } from '../runtime/clock.ts';
 import { EventRecorder } from '../runtime/events.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
@@ -34,6 +36,13 @@ export interface OperatorOptions {
   webhookEndpoint: string;
   /** A directory with tls.crt, tls.key and ca.crt (cert-manager); self-managed certificates when absent. */
   webhookCertDir?: string;
+  /** Serve the management gateway (every replica, no leader needed). */
+  gateway?: boolean;
+  gatewayHost?: string;
+  /** 0 picks a free port. */
+  gatewayPort?: number;
+  /** A directory with tls.crt and tls.key: HTTPS; plain HTTP (behind an ingress) when absent. */
+  gatewayCertDir?: string;
 }
 
 const list = (value: string) =>
@@ -78,6 +87,13 @@ export function operatorCommand(): Command {
     .option(
       '--webhook-cert-dir <dir>',
       'mounted serving certificate (tls.crt, tls.key, ca.crt); default: self-managed',
+    )
+    .option('--no-gateway', 'do not serve the management gateway')
+    .option('--gateway-host <host>', 'address of the management gateway', '0.0.0.0')
+    .option('--gateway-port <port>', 'port of the management gateway (0: any free port)', Number, 8443)
+    .option(
+      '--gateway-cert-dir <dir>',
+      'serving certificate of the gateway (tls.crt, tls.key); plain HTTP behind an ingress when absent',
     )
     .action(async (options: OperatorOptions) => {
       const operator = await startOperator(options);
@@ -141,6 +157,8 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
 export interface RunningOperator {
   manager: Manager;
   webhooks: AdmissionWebhooks | undefined;
+  /** The management gateway and its server, when served. */
+  gateway?: { gateway: Gateway; server: GatewayServer } | undefined;
   /** Graceful: stop admitting (configurations stay, so writes fail closed), drain, release the lease. */
   stop(): Promise<void>;
 }
@@ -169,11 +187,28 @@ export async function startOperator(
     logger.info({ port: webhooks.server.port }, 'admission webhooks serving');
   }
   const manager = createOperator(options, logger);
+  const gateway = options.gateway
+    ? (() => {
+        const kubeConfig = loadKubeConfig(options.kubeconfig);
+        return setupGateway(manager, {
+          kubeConfig,
+          api: new KubeClient(kubeConfig),
+          platformNamespace: options.namespace,
+          host: options.gatewayHost ?? '0.0.0.0',
+          port: options.gatewayPort ?? 8443,
+          ...(options.gatewayCertDir ? { certDir: options.gatewayCertDir } : {}),
+          logger: logger.child({ component: 'gateway' }),
+        });
+      })()
+    : undefined;
   await manager.start();
+  const gatewayServer = await gateway?.start();
   return {
     manager,
     webhooks,
+    ...(gateway && gatewayServer ? { gateway: { gateway, server: gatewayServer } } : {}),
     stop: async () => {
+      await gateway?.stop();
       await webhooks?.stop();
       await manager.stop();
     },
@@ -217,6 +252,9 @@ export function defaultOperatorOptions(overrides: Partial<OperatorOptions> = {})
     webhookHost: '0.0.0.0',
     webhookPort: 9443,
     webhookEndpoint: 'local',
+    gateway: true,
+    gatewayHost: '0.0.0.0',
+    gatewayPort: 8443,
     ...overrides,
   };
 }

@@ -1,0 +1,169 @@
+import type https from 'node:https';
+import type { Readable } from 'node:stream';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { Pool } from 'undici';
+import type { AuthenticatedIdentity } from './auth/authenticate.ts';
+import { forbidden, type GatewayError } from './status.ts';
+
+/**
+ * The connection to kube-apiserver: one undici connection pool with the operator's TLS material
+ * and credentials (refreshed in the background, so rotating service-account tokens are picked
+ * up), and the impersonation headers that make every proxied call run as the key's identity, so
+ * that Kubernetes RBAC decides. The operator's identity needs only the `impersonate` verb on
+ * users, groups and `userextras/management.platform/access-key` for this.
+ */
+
+/** The extra (`user.extra`) naming the access key a request was made with. */
+export const ACCESS_KEY_EXTRA = 'management.platform/access-key';
+
+export type HeaderMap = Record<string, string | string[]>;
+
+export interface UpstreamRequest {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Absolute path on the apiserver, without query. */
+  readonly path: string;
+  /** The query string, with its leading `?`, or empty. */
+  readonly search?: string;
+  readonly headers?: HeaderMap;
+  readonly body?: string | Buffer;
+  readonly signal?: AbortSignal;
+  /** Streams (watch) have no body timeout. */
+  readonly stream?: boolean;
+}
+
+export interface UpstreamResponse {
+  readonly statusCode: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Readable & { text(): Promise<string>; dump(): Promise<void> };
+}
+
+export interface UpstreamOptions {
+  /** Sockets to the apiserver. Default 64. */
+  readonly connections?: number;
+  /** Time to the response headers (and between body chunks) for ordinary requests. Default 60 s. */
+  readonly timeoutMs?: number;
+  /** How often credentials are re-read from the kubeconfig. Default 60 s. */
+  readonly credentialRefreshMs?: number;
+}
+
+/** Header values must be visible ASCII; an identity that is not cannot be impersonated. */
+const HEADER_VALUE = /^[\x20-\x7e]*$/;
+
+/** The headers that make kube-apiserver act as `identity`. */
+export function impersonationHeaders(identity: AuthenticatedIdentity): HeaderMap | GatewayError {
+  const values = [identity.username, ...identity.groups, identity.accessKey.name];
+  if (!values.every((value) => HEADER_VALUE.test(value)) || identity.username === '') {
+    return forbidden('the access key identity cannot be represented in a request to the cluster');
+  }
+  return {
+    'impersonate-user': identity.username,
+    ...(identity.groups.length > 0 ? { 'impersonate-group': [...identity.groups] } : {}),
+    [`impersonate-extra-${encodeURIComponent(ACCESS_KEY_EXTRA)}`]: identity.accessKey.name,
+  };
+}
+
+export class Upstream {
+  private readonly pool: Pool;
+  private readonly prefix: string;
+  private authorization: string | undefined;
+  private refreshedAt = 0;
+  private refreshing: Promise<void> | undefined;
+  private readonly timeoutMs: number;
+  private readonly refreshMs: number;
+
+  private constructor(
+    private readonly kubeConfig: KubeConfig,
+    tls: https.RequestOptions,
+    authorization: string | undefined,
+    options: UpstreamOptions,
+  ) {
+    const server = new URL(kubeConfig.getCurrentCluster()?.server ?? '');
+    this.prefix = server.pathname.replace(/\/$/, '');
+    this.timeoutMs = options.timeoutMs ?? 60_000;
+    this.refreshMs = options.credentialRefreshMs ?? 60_000;
+    this.authorization = authorization;
+    this.refreshedAt = Date.now();
+    this.pool = new Pool(server.origin, {
+      connections: options.connections ?? 64,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      connect: {
+        ...(tls.ca ? { ca: tls.ca } : {}),
+        ...(tls.cert ? { cert: tls.cert } : {}),
+        ...(tls.key ? { key: tls.key } : {}),
+        ...(tls.rejectUnauthorized !== undefined ? { rejectUnauthorized: tls.rejectUnauthorized } : {}),
+        ...(tls.servername ? { servername: tls.servername } : {}),
+      },
+    });
+  }
+
+  static async create(kubeConfig: KubeConfig, options: UpstreamOptions = {}): Promise<Upstream> {
+    if (!kubeConfig.getCurrentCluster()) throw new Error('the kubeconfig has no current cluster');
+    const { tls, authorization } = await credentials(kubeConfig);
+    return new Upstream(kubeConfig, tls, authorization, options);
+  }
+
+  /** Sends a request as the operator (with impersonation headers when the caller adds them). */
+  async request(request: UpstreamRequest): Promise<UpstreamResponse> {
+    this.maybeRefresh();
+    const headers: HeaderMap = { ...request.headers };
+    if (this.authorization) headers.authorization = this.authorization;
+    const response = await this.pool.request({
+      method: request.method,
+      path: `${this.prefix}${request.path}${request.search ?? ''}`,
+      headers,
+      ...(request.body !== undefined ? { body: request.body } : {}),
+      ...(request.signal ? { signal: request.signal } : {}),
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: request.stream ? 0 : this.timeoutMs,
+    });
+    return response as unknown as UpstreamResponse;
+  }
+
+  /** A request whose whole answer is wanted as parsed JSON (errors keep their Status body). */
+  async json<T = unknown>(request: UpstreamRequest): Promise<{ statusCode: number; body: T; text: string }> {
+    const response = await this.request({
+      ...request,
+      headers: { accept: 'application/json', ...request.headers },
+    });
+    const text = await response.body.text();
+    let body: unknown;
+    try {
+      body = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    return { statusCode: response.statusCode, body: body as T, text };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+
+  private maybeRefresh(): void {
+    if (this.refreshing || Date.now() - this.refreshedAt < this.refreshMs) return;
+    this.refreshing = credentials(this.kubeConfig)
+      .then(({ authorization }) => {
+        this.authorization = authorization;
+      })
+      .catch(() => {
+        // Keep the previous credentials; the next refresh tries again.
+      })
+      .finally(() => {
+        this.refreshedAt = Date.now();
+        this.refreshing = undefined;
+      });
+  }
+}
+
+async function credentials(
+  kubeConfig: KubeConfig,
+): Promise<{ tls: https.RequestOptions; authorization: string | undefined }> {
+  const options: https.RequestOptions = {};
+  await kubeConfig.applyToHTTPSOptions(options);
+  (options.agent as https.Agent | undefined)?.destroy();
+  const headers = (options.headers ?? {}) as Record<string, string | undefined>;
+  const bearer = headers.Authorization ?? headers.authorization;
+  const basic = options.auth ? `Basic ${Buffer.from(options.auth).toString('base64')}` : undefined;
+  return { tls: options, authorization: bearer ?? basic };
+}

@@ -1,0 +1,225 @@
+import { API_GROUP, API_VERSION } from '../api/meta.ts';
+import { KINDS, type KindInfo } from '../api/registry.ts';
+import type { RequestAttributes } from './authz/request.ts';
+import { badRequest, type GatewayError, methodNotAllowed, notFound, sanitize } from './status.ts';
+
+/**
+ * Routing of the management API, pure: from method, path and query to what is asked, in
+ * Kubernetes' authorizer terms ({@link RequestAttributes}). Everything the gateway decides about a
+ * request (scope, audit, which handler) starts from here.
+ *
+ * Paths are relative to the gateway's base path (`/kubernetes/management`):
+ *
+ * - non-resource: `/api`, `/apis`, `/apis/management.platform`, `/apis/management.platform/v1`,
+ *   `/version`, `/openapi/v2`, `/openapi/v3`, `/openapi/v3/apis/management.platform/v1`,
+ *   `/healthz`, `/livez`, `/readyz`, `/metrics`;
+ * - resources: `/apis/management.platform/v1/[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`.
+ */
+
+export const BASE_PATH = '/kubernetes/management';
+export const GROUP_PATH = `/apis/${API_GROUP}`;
+export const GROUP_VERSION_PATH = `/apis/${API_GROUP}/${API_VERSION}`;
+
+export type NonResourceEndpoint =
+  | 'api'
+  | 'apis'
+  | 'group'
+  | 'groupVersion'
+  | 'version'
+  | 'openapiV2'
+  | 'openapiV3'
+  | 'openapiV3GroupVersion'
+  | 'healthz'
+  | 'readyz'
+  | 'metrics';
+
+export interface NonResourceRoute {
+  readonly kind: 'nonResource';
+  readonly endpoint: NonResourceEndpoint;
+  readonly attributes: RequestAttributes;
+}
+
+export interface ResourceRoute {
+  readonly kind: 'resource';
+  /** The kind served at the resource (for `projects/members`, ProjectMembers). */
+  readonly info: KindInfo | undefined;
+  /** The top-level resource's kind (for `projects/members`, Project). */
+  readonly parent: KindInfo;
+  readonly attributes: RequestAttributes;
+  /** The query, as sent. */
+  readonly query: URLSearchParams;
+}
+
+export type Route = NonResourceRoute | ResourceRoute;
+
+const NON_RESOURCE: Readonly<Record<string, NonResourceEndpoint>> = {
+  '/api': 'api',
+  '/apis': 'apis',
+  [GROUP_PATH]: 'group',
+  [GROUP_VERSION_PATH]: 'groupVersion',
+  '/version': 'version',
+  '/openapi/v2': 'openapiV2',
+  '/openapi/v3': 'openapiV3',
+  [`/openapi/v3${GROUP_VERSION_PATH}`]: 'openapiV3GroupVersion',
+  '/healthz': 'healthz',
+  '/livez': 'healthz',
+  '/readyz': 'readyz',
+  '/metrics': 'metrics',
+};
+
+/** Other spellings of resources in paths (the established product's docs say `config`). */
+const RESOURCE_ALIASES: Readonly<Record<string, string>> = { config: 'configs' };
+
+/** Subresources served per top-level resource, besides the CRD's `status`. */
+const VIRTUAL_SUBRESOURCES: Readonly<Record<string, readonly string[]>> = {
+  projects: ['members'],
+  virtualclusterinstances: ['kubeconfig'],
+  users: ['accesskeys'],
+  teams: ['accesskeys'],
+};
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Whether `text` is a valid namespace name (RFC 1123 label, at most 63 characters). */
+export const isNamespaceName = (text: string) => text.length <= 63 && DNS_LABEL.test(text);
+/** Whether `text` is a valid object name of our kinds (RFC 1123 subdomain, at most 253 characters). */
+export const isObjectName = (text: string) => text.length <= 253 && DNS_SUBDOMAIN.test(text);
+
+function isWatch(query: URLSearchParams): boolean {
+  const value = query.get('watch');
+  return value === 'true' || value === '1';
+}
+
+/** The Kubernetes verb of a resource request. */
+export function resourceVerb(method: string, hasName: boolean, query: URLSearchParams): string | undefined {
+  switch (method) {
+    case 'GET':
+    case 'HEAD':
+      if (isWatch(query)) return 'watch';
+      return hasName ? 'get' : 'list';
+    case 'POST':
+      return 'create';
+    case 'PUT':
+      return 'update';
+    case 'PATCH':
+      return 'patch';
+    case 'DELETE':
+      return hasName ? 'delete' : 'deletecollection';
+    default:
+      return undefined;
+  }
+}
+
+function decodeSegment(segment: string): string | GatewayError {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return badRequest('the request path is not valid percent-encoding');
+  }
+}
+
+function nonResourceAttributes(method: string, path: string): RequestAttributes {
+  return {
+    target: 'Management',
+    verb: method.toLowerCase(),
+    resourceRequest: false,
+    apiGroup: '',
+    resource: '',
+    subresource: '',
+    name: '',
+    namespace: '',
+    path,
+  };
+}
+
+/**
+ * Routes a request. `path` is relative to {@link BASE_PATH} and not yet percent-decoded; `query`
+ * is the parsed query. Returns a {@link GatewayError} (404, 400, 405) for what is not served.
+ */
+export function routeRequest(method: string, path: string, query: URLSearchParams): Route | GatewayError {
+  const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+  const endpoint = NON_RESOURCE[trimmed === '' ? '/' : trimmed];
+  if (endpoint) {
+    return { kind: 'nonResource', endpoint, attributes: nonResourceAttributes(method, trimmed) };
+  }
+  if (!trimmed.startsWith(`${GROUP_VERSION_PATH}/`)) return notFound();
+  const raw = trimmed.slice(GROUP_VERSION_PATH.length + 1).split('/');
+  const segments: string[] = [];
+  for (const part of raw) {
+    const decoded = decodeSegment(part);
+    if (typeof decoded !== 'string') return decoded;
+    if (decoded === '') return notFound();
+    segments.push(decoded);
+  }
+
+  let namespace = '';
+  let rest = segments;
+  if (segments[0] === 'namespaces') {
+    if (segments.length < 3) return notFound('namespaces are not served by the management API');
+    namespace = segments[1] ?? '';
+    if (!isNamespaceName(namespace)) {
+      return badRequest(`invalid namespace "${sanitize(namespace)}": must be a DNS-1123 label`);
+    }
+    rest = segments.slice(2);
+  }
+  if (rest.length === 0 || rest.length > 3) return notFound();
+  const [resourceSegment = '', name = '', subresource = ''] = rest;
+  const resource = RESOURCE_ALIASES[resourceSegment] ?? resourceSegment;
+  const parent = KINDS.find(
+    (kind) => kind.plural === resource && !('subresourceOf' in kind && kind.subresourceOf),
+  );
+  if (!parent) return notFound(`the server could not find the requested resource "${sanitize(resource)}"`);
+  const namespaced = parent.scope === 'Namespaced';
+  if (!namespaced && namespace !== '') return notFound(`${resource} is not namespaced`);
+  if (name !== '' && !isObjectName(name)) {
+    return badRequest(`invalid name "${sanitize(name)}": must be a lower case DNS-1123 subdomain`);
+  }
+  let info: KindInfo | undefined = parent;
+  if (subresource !== '') {
+    const virtual = VIRTUAL_SUBRESOURCES[resource] ?? [];
+    if (subresource === 'status' && parent.stored) info = parent;
+    else if (virtual.includes(subresource)) {
+      info = KINDS.find(
+        (kind) =>
+          'subresourceOf' in kind &&
+          kind.subresourceOf?.plural === resource &&
+          kind.subresourceOf.subresource === subresource,
+      );
+    } else
+      return notFound(
+        `the server could not find the requested resource "${sanitize(resource)}/${sanitize(subresource)}"`,
+      );
+  }
+  // A namespaced kind needs its namespace, except for the list (and watch) across namespaces.
+  const verb = resourceVerb(method, name !== '', query);
+  if (verb === undefined) return methodNotAllowed(`${sanitize(method)} is not supported`);
+  if (namespaced && namespace === '' && !(name === '' && (verb === 'list' || verb === 'watch'))) {
+    return notFound(`${resource} is namespaced: use /namespaces/<namespace>/${resource}`);
+  }
+  const attributes: RequestAttributes = {
+    target: 'Management',
+    verb,
+    resourceRequest: true,
+    apiGroup: API_GROUP,
+    resource,
+    subresource,
+    name,
+    namespace,
+    path: trimmed,
+    ...(resource === 'projects' && name !== '' ? { project: name } : {}),
+    ...(resource === 'clusters' && name !== '' ? { cluster: name } : {}),
+    ...(resource === 'virtualclusterinstances' && name !== '' ? { virtualCluster: { name, namespace } } : {}),
+  };
+  return { kind: 'resource', info, parent, attributes, query };
+}
+
+/** The path of the same request on kube-apiserver (resource names canonical, aliases resolved). */
+export function upstreamPath(attributes: RequestAttributes): string {
+  const parts = [GROUP_VERSION_PATH];
+  if (attributes.namespace) parts.push('namespaces', encodeURIComponent(attributes.namespace));
+  parts.push(attributes.resource);
+  if (attributes.name) parts.push(encodeURIComponent(attributes.name));
+  if (attributes.subresource) parts.push(attributes.subresource);
+  return parts.join('/');
+}

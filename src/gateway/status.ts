@@ -1,0 +1,187 @@
+/**
+ * Kubernetes `Status` bodies for every error the gateway answers itself (DESIGN.md section 5).
+ * Messages never quote a token, a key or a request body: they may hold secrets.
+ */
+
+export interface StatusCause {
+  readonly reason?: string;
+  readonly message?: string;
+  readonly field?: string;
+}
+
+export interface StatusDetails {
+  readonly name?: string;
+  readonly group?: string;
+  readonly kind?: string;
+  readonly causes?: readonly StatusCause[];
+  readonly retryAfterSeconds?: number;
+}
+
+export interface Status {
+  readonly kind: 'Status';
+  readonly apiVersion: 'v1';
+  readonly metadata: Record<string, never>;
+  readonly status: 'Success' | 'Failure';
+  readonly message: string;
+  readonly reason: string;
+  readonly details?: StatusDetails;
+  readonly code: number;
+}
+
+/** An error the gateway answers with a `Status` of its own. */
+export class GatewayError extends Error {
+  override readonly name = 'GatewayError';
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+    readonly details?: StatusDetails,
+    /** Extra response headers (Retry-After, WWW-Authenticate). */
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+  }
+
+  toStatus(): Status {
+    return failureStatus(this.code, this.reason, this.message, this.details);
+  }
+}
+
+export function failureStatus(
+  code: number,
+  reason: string,
+  message: string,
+  details?: StatusDetails,
+): Status {
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(details ? { details } : {}),
+    code,
+  };
+}
+
+/** One message for every 401 except expiry, so that the answer tells nothing about the key. */
+export const UNAUTHORIZED_MESSAGE =
+  'Unauthorized: a valid platform access key is required (Authorization: Bearer <access key>)';
+export const EXPIRED_MESSAGE = 'platform access key expired. Please login again';
+
+export const unauthorized = () =>
+  new GatewayError(401, 'Unauthorized', UNAUTHORIZED_MESSAGE, undefined, {
+    'WWW-Authenticate': 'Bearer realm="platform"',
+  });
+
+export const accessKeyExpired = () =>
+  new GatewayError(401, 'Unauthorized', EXPIRED_MESSAGE, undefined, {
+    'WWW-Authenticate': 'Bearer realm="platform", error="invalid_token"',
+  });
+
+export const forbidden = (message: string, details?: StatusDetails) =>
+  new GatewayError(403, 'Forbidden', message, details);
+
+export const notFound = (
+  message = 'the server could not find the requested resource',
+  details?: StatusDetails,
+) => new GatewayError(404, 'NotFound', message, details);
+
+export const badRequest = (message: string, causes?: readonly StatusCause[]) =>
+  new GatewayError(400, 'BadRequest', message, causes ? { causes } : undefined);
+
+export const methodNotAllowed = (message: string) => new GatewayError(405, 'MethodNotAllowed', message);
+
+export const notAcceptable = (message: string) => new GatewayError(406, 'NotAcceptable', message);
+
+export const conflict = (message: string, details?: StatusDetails) =>
+  new GatewayError(409, 'Conflict', message, details);
+
+export const alreadyExists = (message: string, details?: StatusDetails) =>
+  new GatewayError(409, 'AlreadyExists', message, details);
+
+export const requestEntityTooLarge = (limitBytes: number) =>
+  new GatewayError(413, 'RequestEntityTooLarge', `the request body exceeds the limit of ${limitBytes} bytes`);
+
+export const unsupportedMediaType = (contentType: string | undefined) =>
+  new GatewayError(
+    415,
+    'UnsupportedMediaType',
+    `the body of the request was in an unknown format: ${sanitize(contentType ?? '(none)')}`,
+  );
+
+export const invalid = (
+  kind: string,
+  name: string,
+  causes: readonly StatusCause[],
+  group = 'management.platform',
+) =>
+  new GatewayError(
+    422,
+    'Invalid',
+    `${kind}${group ? `.${group}` : ''} "${sanitize(name)}" is invalid: ${causes
+      .map((cause) => (cause.field ? `${cause.field}: ${cause.message ?? ''}` : (cause.message ?? '')))
+      .join(', ')}`,
+    { name, group, kind, causes },
+  );
+
+export const tooManyRequests = (retryAfterSeconds: number) =>
+  new GatewayError(
+    429,
+    'TooManyRequests',
+    'too many failed authentications; try again later',
+    { retryAfterSeconds },
+    { 'Retry-After': String(retryAfterSeconds) },
+  );
+
+export const serviceUnavailable = (message: string) =>
+  new GatewayError(503, 'ServiceUnavailable', message, { retryAfterSeconds: 1 }, { 'Retry-After': '1' });
+
+export const gatewayTimeout = (message: string) => new GatewayError(504, 'Timeout', message);
+
+export const internalError = () =>
+  new GatewayError(500, 'InternalError', 'an internal error occurred; it has been logged');
+
+/** Cuts user-supplied text quoted in a message to something short and printable. */
+export function sanitize(text: string, max = 100): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips control characters
+  const clean = text.replace(/[\u0000-\u001f\u007f]/g, '?');
+  return clean.length > max ? `${clean.slice(0, max)}...` : clean;
+}
+
+/** The HTTP reason phrase Kubernetes uses for a code it did not explain. */
+export function reasonForCode(code: number): string {
+  switch (code) {
+    case 400:
+      return 'BadRequest';
+    case 401:
+      return 'Unauthorized';
+    case 403:
+      return 'Forbidden';
+    case 404:
+      return 'NotFound';
+    case 405:
+      return 'MethodNotAllowed';
+    case 406:
+      return 'NotAcceptable';
+    case 409:
+      return 'Conflict';
+    case 410:
+      return 'Expired';
+    case 413:
+      return 'RequestEntityTooLarge';
+    case 415:
+      return 'UnsupportedMediaType';
+    case 422:
+      return 'Invalid';
+    case 429:
+      return 'TooManyRequests';
+    case 503:
+      return 'ServiceUnavailable';
+    case 504:
+      return 'Timeout';
+    default:
+      return code >= 500 ? 'InternalError' : 'Unknown';
+  }
+}

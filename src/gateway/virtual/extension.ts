@@ -1,0 +1,49 @@
+import type { AuthenticatedIdentity } from '../auth/authenticate.ts';
+import type { RequestAttributes } from '../authz/request.ts';
+import type { HeaderMap, Upstream } from '../proxy.ts';
+
+/**
+ * The extension point for virtual endpoints of later issues: `directclusterendpointtokens`
+ * (POST) and `virtualclusterinstances/<name>/kubeconfig` (POST). A handler receives the
+ * authenticated, scope-checked request with its decoded body and answers with a status code and
+ * an object; the gateway does routing, authentication, scope, audit (these requests are never
+ * logged beyond `Metadata`), encoding and metrics. An endpoint without a handler is not served
+ * (404) and is left out of discovery.
+ */
+
+export interface VirtualRequest {
+  readonly identity: AuthenticatedIdentity;
+  readonly attributes: RequestAttributes;
+  /** The decoded request object (POST bodies), if any. */
+  readonly body: Record<string, unknown> | undefined;
+  readonly query: URLSearchParams;
+  /** The apiserver, as the operator. */
+  readonly upstream: Upstream;
+  /** Headers that make an upstream call run as the caller (RBAC decides). */
+  readonly impersonation: HeaderMap;
+  readonly signal: AbortSignal;
+}
+
+export interface VirtualResponse {
+  readonly code: number;
+  readonly body: unknown;
+}
+
+export type VirtualHandler = (request: VirtualRequest) => Promise<VirtualResponse>;
+
+/** Handlers by resource path: `directclusterendpointtokens`, `virtualclusterinstances/kubeconfig`. */
+export interface VirtualEndpoints {
+  readonly directclusterendpointtokens?: VirtualHandler;
+  readonly 'virtualclusterinstances/kubeconfig'?: VirtualHandler;
+}
+
+export type VirtualEndpointName = keyof VirtualEndpoints;
+
+/** Which extension endpoint a resource request is, if any. */
+export function extensionEndpoint(attributes: RequestAttributes): VirtualEndpointName | undefined {
+  if (attributes.resource === 'directclusterendpointtokens' && attributes.subresource === '')
+    return 'directclusterendpointtokens';
+  if (attributes.resource === 'virtualclusterinstances' && attributes.subresource === 'kubeconfig')
+    return 'virtualclusterinstances/kubeconfig';
+  return undefined;
+}
