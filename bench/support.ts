@@ -48,3 +48,35 @@ export function quantile(values: readonly number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
 }
+
+/**
+ * Successful write requests the apiserver has served (its own `apiserver_request_total`), leaving
+ * out the resources in `exclude` (for example `events` and `leases`, which are not the work measured).
+ */
+export async function apiserverWrites(cluster: Cluster, exclude: readonly string[] = []): Promise<number> {
+  const { request } = await import('node:https');
+  const text = await new Promise<string>((resolve, reject) => {
+    const req = request(
+      `${cluster.server}/metrics`,
+      { ca: cluster.caPem, headers: { authorization: `Bearer ${cluster.adminToken}` } },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          body += c.toString();
+        });
+        res.on('end', () => resolve(body));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+  const excluded = (line: string) => exclude.some((resource) => line.includes(`resource="${resource}"`));
+  return text
+    .split('\n')
+    .filter(
+      (line) =>
+        line.startsWith('apiserver_request_total{') && /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line),
+    )
+    .filter((line) => /code="2\d\d"/.test(line) && !excluded(line))
+    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+}

@@ -20,7 +20,7 @@ import { freePort } from '../../src/dev/controlplane.ts';
 import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { collectionPath, KubeClient } from '../../src/runtime/kube-client.ts';
-import { pool, withBenchCluster } from '../support.ts';
+import { apiserverWrites, pool, withBenchCluster } from '../support.ts';
 
 const N = Number(process.argv[2] ?? 2000);
 const C = Number(process.argv[3] ?? 32);
@@ -132,7 +132,7 @@ async function main(): Promise<void> {
       const informers = [watch(resources.roles, 'roles'), watch(resources.roleBindings, 'bindings')];
       await Promise.all(informers.map((i) => i.waitForSync()));
 
-      const writesBefore = await apiserverWrites(cluster.server, cluster.adminToken, cluster.caPem);
+      const writesBefore = await apiserverWrites(cluster);
       const projectionStart = performance.now();
       await pool(N, C, (i) =>
         api.request({
@@ -143,7 +143,7 @@ async function main(): Promise<void> {
       );
       while (seen.roles < 2 * N || seen.bindings < 2 * N) await new Promise((r) => setTimeout(r, 20));
       const projectionMs = performance.now() - projectionStart;
-      const writesAfter = await apiserverWrites(cluster.server, cluster.adminToken, cluster.caPem);
+      const writesAfter = await apiserverWrites(cluster);
 
       // Content check: every projected object equals what the spec asks for.
       const roles = informers[0]!.store.list() as V1Role[];
@@ -174,30 +174,6 @@ async function main(): Promise<void> {
       operator?.kill('SIGKILL');
     }
   });
-}
-
-/** Successful write requests the apiserver has served (its own apiserver_request_total). */
-async function apiserverWrites(server: string, token: string, ca: string): Promise<number> {
-  const { request } = await import('node:https');
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = request(`${server}/metrics`, { ca, headers: { authorization: `Bearer ${token}` } }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => {
-        body += c.toString();
-      });
-      res.on('end', () => resolve(body));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-  return text
-    .split('\n')
-    .filter(
-      (line) =>
-        line.startsWith('apiserver_request_total{') && /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line),
-    )
-    .filter((line) => /code="2\d\d"/.test(line))
-    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
 
 await main();

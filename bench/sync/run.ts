@@ -34,7 +34,7 @@ import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../
 import { loadSyncConfig } from '../../src/sync/config.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import { type KubeObject, type SyncContext, translateToHost } from '../../src/sync/translate.ts';
-import { withBenchCluster } from '../support.ts';
+import { apiserverWrites, pool, quantile, withBenchCluster } from '../support.ts';
 
 const N = Number(process.argv[2] ?? 2000);
 const C = Number(process.argv[3] ?? 32);
@@ -73,15 +73,6 @@ function pair(i: number, generation = 0): { service: KubeObject; endpoints: Kube
   };
 }
 
-async function pool(count: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) await fn(next++);
-    }),
-  );
-}
-
 const quiet = pino({ level: 'silent' });
 
 /** Counts the objects of a host namespace (labelled managed-by) and reports changes. */
@@ -117,10 +108,6 @@ function watchHost(api: KubeClient, resource: ResourceRef, namespace: string) {
       });
     },
   };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 function spawnSyncer(virtual: Cluster, host: Cluster, namespace: string, configPath: string) {
@@ -174,35 +161,6 @@ async function waitFor(check: () => boolean): Promise<void> {
 function peakRssMiB(child: ChildProcess): number {
   const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
-}
-
-/** Successful write requests the apiserver has served (its own apiserver_request_total). */
-async function apiserverWrites(cluster: Cluster): Promise<number> {
-  const { request } = await import('node:https');
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = request(
-      `${cluster.server}/metrics`,
-      { ca: cluster.caPem, headers: { authorization: `Bearer ${cluster.adminToken}` } },
-      (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => {
-          body += c.toString();
-        });
-        res.on('end', () => resolve(body));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-  return text
-    .split('\n')
-    .filter(
-      (line) =>
-        line.startsWith('apiserver_request_total{') && /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line),
-    )
-    .filter((line) => /code="2\d\d"/.test(line))
-    .filter((line) => !/resource="(events|leases)"/.test(line))
-    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
 
 async function main(): Promise<void> {
@@ -261,7 +219,7 @@ async function main(): Promise<void> {
       const liveServices = watchHost(host, services, 'bench-sync');
       const liveEndpoints = watchHost(host, endpoints, 'bench-sync');
       await Promise.all([liveServices.informer.waitForSync(), liveEndpoints.informer.waitForSync()]);
-      const writesBefore = await apiserverWrites(hostCluster);
+      const writesBefore = await apiserverWrites(hostCluster, ['events', 'leases']);
       const liveStart = performance.now();
       await pool(2 * N, C, (j) => {
         const { service, endpoints: eps } = pair(j >> 1);
@@ -274,9 +232,10 @@ async function main(): Promise<void> {
       });
       await waitFor(() => liveServices.count() >= N && liveEndpoints.count() >= N);
       const liveMs = performance.now() - liveStart;
-      const syncWrites = (await apiserverWrites(hostCluster)) - writesBefore;
+      const syncWrites = (await apiserverWrites(hostCluster, ['events', 'leases'])) - writesBefore;
       await new Promise((r) => setTimeout(r, 5000));
-      const restWrites = (await apiserverWrites(hostCluster)) - writesBefore - syncWrites;
+      const restWrites =
+        (await apiserverWrites(hostCluster, ['events', 'leases'])) - writesBefore - syncWrites;
       const liveRss = peakRssMiB(live.child);
 
       // Latency at steady state: one address change at a time.
@@ -361,13 +320,13 @@ async function main(): Promise<void> {
       console.log(`  syncer peak RSS              ${liveRss.toFixed(0)} MiB (live run)`);
       console.log(`Endpoints change propagation, ${L} sequential changes at steady state:`);
       console.log(
-        `  direct host write -> watch   p50 ${m(percentile(baseline, 50))}  p99 ${m(percentile(baseline, 99))}`,
+        `  direct host write -> watch   p50 ${m(quantile(baseline, 0.5))}  p99 ${m(quantile(baseline, 0.99))}`,
       );
       console.log(
-        `  virtual write -> host watch  p50 ${m(percentile(samples, 50))}  p99 ${m(percentile(samples, 99))}`,
+        `  virtual write -> host watch  p50 ${m(quantile(samples, 0.5))}  p99 ${m(quantile(samples, 0.99))}`,
       );
       console.log(
-        `  ratio                        p50 ${(percentile(samples, 50) / percentile(baseline, 50)).toFixed(2)}x  p99 ${(percentile(samples, 99) / percentile(baseline, 99)).toFixed(2)}x`,
+        `  ratio                        p50 ${(quantile(samples, 0.5) / quantile(baseline, 0.5)).toFixed(2)}x  p99 ${(quantile(samples, 0.99) / quantile(baseline, 0.99)).toFixed(2)}x`,
       );
       host.close();
       virtual.close();
