@@ -48,7 +48,8 @@ const platformBin = fileURLToPath(new URL('../../bin/platform.js', import.meta.u
 export function spawnOperator(args: string[], logPath: string): ChildProcess {
   const log = createWriteStream(logPath, { flags: 'a' });
   // No webhooks: fail-closed configurations would outlive a killed process in the shared cluster;
-  // namespaced controllers only, as in useOperator.
+  // no gateway: two processes would compete for its port; namespaced controllers only, as in
+  // useOperator.
   const child = spawn(
     process.execPath,
     [
@@ -56,6 +57,7 @@ export function spawnOperator(args: string[], logPath: string): ChildProcess {
       platformBin,
       'operator',
       '--no-webhooks',
+      '--no-gateway',
       '--controllers',
       'sharedsecret,secretsync',
       ...args,

@@ -95,6 +95,8 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
         webhookHost: '127.0.0.1',
         webhookPort: 0,
         webhookEndpoint: 'local',
+        gatewayHost: '127.0.0.1',
+        gatewayPort: 0,
       }),
     );
     const kubectl = join(dirname(binary), 'kubectl');
@@ -102,7 +104,7 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     process.stdout.write(
       [
         '',
-        `The platform is running: Kubernetes at ${host.server}, the operator's metrics at http://127.0.0.1:${operator.manager.healthPort}/metrics, admission webhooks on port ${operator.webhooks?.server.port}.`,
+        `The platform is running: Kubernetes at ${host.server}, the operator's metrics at http://127.0.0.1:${operator.manager.healthPort}/metrics, admission webhooks on port ${operator.webhooks?.server.port}, the management gateway at ${operator.gateway?.server.url}/kubernetes/management.`,
         '',
         'Try:',
         `  kubectl --kubeconfig ${shown} get namespaces`,
