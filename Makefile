@@ -11,6 +11,11 @@ $(NODE_MODULES): package.json package-lock.json
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null
 
+## Install the pinned helm (the chart's tests use it; cached in .cache/helm/).
+.PHONY: helm
+helm:
+	@bash hack/helm/install.sh >/dev/null
+
 ## Run the platform locally on its embedded control plane (state in .platform/dev; `make dev ARGS=--reset`).
 dev: $(NODE_MODULES) controlplane
 	./bin/platform.js dev $(ARGS)

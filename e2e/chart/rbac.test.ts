@@ -1,0 +1,502 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { stringify } from 'yaml';
+import { defaultOperatorOptions, type RunningOperator, startOperator } from '../../src/cli/operator.ts';
+import { CONTROLLER_NAMES } from '../../src/controllers/index.ts';
+import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
+import { ManagedProcess } from '../../src/dev/processes.ts';
+import { PEPPER_SECRET_NAME } from '../../src/identity/pepper.ts';
+import { SERVING_SECRET_NAME } from '../../src/webhooks/certificates.ts';
+import {
+  MUTATING_CONFIGURATION_NAME,
+  VALIDATING_CONFIGURATION_NAME,
+} from '../../src/webhooks/configurations.ts';
+import { uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { find, HELM_INSTALL_TIMEOUT_MS, helmBinary, type Manifest, renderChart } from '../support/helm.ts';
+import { eventually } from '../support/wait.ts';
+import { PROBE_OF_ENTRY, PROBES, type Probe, type ProbeContext, type Setting, ssPath, V1 } from './probes.ts';
+import {
+  AuditLog,
+  accessAttributes,
+  auditPolicy,
+  describeEvent,
+  Http,
+  type PolicyRule,
+  type RuleEntry,
+  ruleEntries,
+  rulesWithout,
+} from './rbac-support.ts';
+import { installChartCrds, kubectlOk, NAMESPACE, RELEASE } from './support.ts';
+
+const SERVICE_ACCOUNT = RELEASE;
+const SA_USER = `system:serviceaccount:${NAMESPACE}:${SERVICE_ACCOUNT}`;
+const SA_GROUPS = ['system:serviceaccounts', `system:serviceaccounts:${NAMESPACE}`, 'system:authenticated'];
+const LEASE = 'platform-operator';
+const PROJECT_PREFIX = 'proj-';
+
+/** How long a step may take when it must work (generous: a shared, busy machine). */
+const PASS_TIMEOUT_MS = 60_000;
+/** Without a rule: a step fails once it has not held for this long after a request was denied, */
+const SETTLE_MS = 1_000;
+/** or after this long in any case. */
+const FAIL_TIMEOUT_MS = 20_000;
+
+class StepFailed extends Error {
+  override readonly name = 'StepFailed';
+  constructor(
+    readonly step: string,
+    cause: unknown,
+  ) {
+    super(`${step}: ${cause instanceof Error ? cause.message : String(cause ?? 'did not hold')}`, { cause });
+  }
+}
+
+/**
+ * The chart's RBAC, installed in a control plane, with the operator running out of cluster as
+ * the chart's ServiceAccount (a TokenRequest token: the requests really are the ServiceAccount's,
+ * as in a pod). The apiserver's audit log shows every request of it that RBAC denied.
+ *
+ * 1. With the chart's rules, every feature works and no request is denied (sufficient).
+ * 2. Without any one (verb, resource[, name]) entry of them, a feature fails, after the
+ *    apiserver denied the request that needed it (each entry necessary).
+ */
+describe("the chart's RBAC is what the operator needs, no more", () => {
+  const startCluster = useExtraClusters();
+  let workDir: string;
+  let host: Cluster;
+  let virtual: Cluster;
+  let admin: Http;
+  let sa: Http;
+  let virtualAdmin: Http;
+  let audit: AuditLog;
+  let saKubeconfig: string;
+  let webhookPort: number;
+  let rendered: Manifest[];
+  /** The Roles and ClusterRoles bound to the ServiceAccount, as rendered. */
+  let operatorRoles: Manifest[];
+  let setting: Setting;
+  let runs = 0;
+  let aggregation: ManagedProcess | undefined;
+
+  beforeAll(async () => {
+    await helmBinary();
+    workDir = mkdtempSync(join(tmpdir(), 'platform-chart-rbac-'));
+    const policy = join(workDir, 'audit-policy.json');
+    writeFileSync(policy, auditPolicy(SA_USER));
+    const auditLog = join(workDir, 'audit.log');
+    host = await startCluster({
+      name: uniqueName('chart-rbac'),
+      extraApiServerArgs: [
+        `--audit-policy-file=${policy}`,
+        `--audit-log-path=${auditLog}`,
+        '--audit-log-mode=blocking',
+        // As on clusters that enforce it (OpenShift, ...): blockOwnerDeletion needs update on
+        // the owner's finalizers.
+        '--enable-admission-plugins=OwnerReferencesPermissionEnforcement',
+      ],
+    });
+    // Only the cluster role aggregation of kube-controller-manager: the project roles get their
+    // rules as in any cluster (an empty aggregated role could be bound without `bind`).
+    aggregation = await ManagedProcess.start({
+      name: 'kube-controller-manager (clusterrole aggregation)',
+      command: inject('controlPlaneBinary'),
+      args: [
+        'kube-controller-manager',
+        `--kubeconfig=${host.kubeconfigPath}`,
+        '--controllers=clusterrole-aggregation-controller',
+        '--leader-elect=false',
+        '--secure-port=0',
+      ],
+      logPath: join(workDir, 'aggregation.log'),
+    });
+    virtual = await startCluster({ name: uniqueName('chart-vc') });
+    audit = new AuditLog(auditLog, SA_USER);
+    admin = new Http(host.server, host.caPem, host.adminToken);
+    virtualAdmin = new Http(virtual.server, virtual.caPem, virtual.adminToken);
+    webhookPort = await freePort();
+
+    // What `helm install` would create, minus the Deployment (no nodes here): the operator runs
+    // in this process instead, and the apiserver calls its webhooks by URL.
+    rendered = await renderChart({
+      release: RELEASE,
+      namespace: NAMESPACE,
+      values: {
+        webhook: { url: `https://127.0.0.1:${webhookPort}` },
+        config: { values: { projectNamespacePrefix: PROJECT_PREFIX } },
+      },
+    });
+    await installChartCrds(host.kubeconfigPath);
+    await kubectlOk(host.kubeconfigPath, ['create', 'namespace', NAMESPACE]);
+    const isWebhookConfiguration = (m: Manifest) => m.kind.endsWith('WebhookConfiguration');
+    const applied = rendered.filter((m) => m.kind !== 'Deployment');
+    await kubectlOk(
+      host.kubeconfigPath,
+      ['apply', '-f', '-'],
+      applied
+        .filter((m) => !isWebhookConfiguration(m))
+        .map((m) => stringify(m))
+        .join('---\n'),
+    );
+    setting = {
+      namespace: NAMESPACE,
+      leaseName: LEASE,
+      projectPrefix: PROJECT_PREFIX,
+      webhookServingSecret: SERVING_SECRET_NAME,
+      pepperSecret: PEPPER_SECRET_NAME,
+      webhookConfigurations: {
+        validating: VALIDATING_CONFIGURATION_NAME,
+        mutating: MUTATING_CONFIGURATION_NAME,
+      },
+      users: { alice: 'alice', bob: 'bob' },
+      team: 'devs',
+      virtual: { server: virtual.server, caPem: virtual.caPem, token: virtual.adminToken },
+    };
+    // Identities the probes name, before admission is registered (it would need the operator).
+    for (const name of ['alice', 'bob'])
+      await admin.create('/apis/management.platform/v1/users', {
+        apiVersion: V1,
+        kind: 'User',
+        metadata: { name },
+        spec: {},
+      });
+    await admin.create('/apis/management.platform/v1/teams', {
+      apiVersion: V1,
+      kind: 'Team',
+      metadata: { name: 'devs' },
+      spec: { users: ['bob'] },
+    });
+    await kubectlOk(
+      host.kubeconfigPath,
+      ['apply', '-f', '-'],
+      applied
+        .filter(isWebhookConfiguration)
+        .map((m) => stringify(m))
+        .join('---\n'),
+    );
+
+    operatorRoles = boundRoles(rendered);
+    const token = await admin.create(
+      `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/${SERVICE_ACCOUNT}/token`,
+      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 7200 } },
+    );
+    sa = new Http(host.server, host.caPem, token.status.token);
+    saKubeconfig = join(workDir, 'serviceaccount.kubeconfig');
+    writeFileSync(saKubeconfig, serviceAccountKubeconfig(host, token.status.token), { mode: 0o600 });
+  }, HELM_INSTALL_TIMEOUT_MS);
+
+  afterAll(async () => {
+    await aggregation?.stop();
+    admin?.close();
+    sa?.close();
+    virtualAdmin?.close();
+    if (workDir) rmSync(workDir, { recursive: true, force: true });
+  });
+
+  const newContext = (): ProbeContext => {
+    runs += 1;
+    return {
+      id: `r${runs}`,
+      identity: `probe-${runs}`,
+      admin,
+      sa,
+      virtual: virtualAdmin,
+      setting,
+      cleanup: [],
+      state: {},
+    };
+  };
+
+  const runOperator = (needs: NonNullable<Probe['needs']>, identity: string): Promise<RunningOperator> =>
+    startOperator(
+      defaultOperatorOptions({
+        kubeconfig: saKubeconfig,
+        namespace: NAMESPACE,
+        controllers: needs.controllers,
+        leaderElect: needs.leaderElect ?? false,
+        leaseName: LEASE,
+        identity,
+        healthPort: 0,
+        healthHost: '127.0.0.1',
+        logLevel: 'error',
+        webhookHost: '127.0.0.1',
+        webhookPort,
+        webhookEndpoint: `https://127.0.0.1:${webhookPort}`,
+        gateway: needs.gateway ?? false,
+        gatewayHost: '127.0.0.1',
+        gatewayPort: 0,
+      }),
+      pino({ level: 'silent' }),
+    );
+
+  /** Whether the apiserver calls the webhooks: a dry-run that only they refuse (422). */
+  const webhooksServe = async () =>
+    (
+      await admin.call('POST', `${ssPath('default')}?dryRun=All`, {
+        body: {
+          apiVersion: V1,
+          kind: 'SharedSecret',
+          metadata: { name: 'probe' },
+          spec: { access: [{ verbs: ['x'] }] },
+        },
+      })
+    ).status === 422;
+
+  /**
+   * Runs steps. `mustFail`: a step fails once it has not held SETTLE_MS after the first denied
+   * request since `mark` (or after FAIL_TIMEOUT_MS), and the failure is returned; otherwise a
+   * failure throws.
+   */
+  const runSteps = async (
+    steps: Array<{ what: string; run?: () => Promise<unknown>; until?: () => Promise<boolean> }>,
+    mode: { mustFail: boolean; mark: number },
+  ): Promise<void> => {
+    let firstDenial: number | undefined;
+    for (const step of steps) {
+      if (step.run) {
+        try {
+          await step.run();
+        } catch (err) {
+          throw new StepFailed(step.what, err);
+        }
+      }
+      if (!step.until) continue;
+      const until = step.until;
+      const deadline = Date.now() + (mode.mustFail ? FAIL_TIMEOUT_MS : PASS_TIMEOUT_MS);
+      let lastError: unknown;
+      for (;;) {
+        try {
+          if (await until()) break;
+        } catch (err) {
+          lastError = err;
+        }
+        if (mode.mustFail && firstDenial === undefined && audit.denialsSince(mode.mark).length > 0)
+          firstDenial = Date.now();
+        if (
+          Date.now() > deadline ||
+          (mode.mustFail && firstDenial !== undefined && Date.now() - firstDenial > SETTLE_MS)
+        )
+          throw new StepFailed(step.what, lastError);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  };
+
+  const boundSteps = (probe: Probe, ctx: ProbeContext) =>
+    probe.steps(ctx).map((step) => ({
+      what: `${probe.id}: ${step.what}`,
+      ...(step.run ? { run: () => step.run!(ctx) } : {}),
+      ...(step.until ? { until: () => step.until!(ctx) } : {}),
+    }));
+
+  /** Clean-ups as admin, with no admission registered (the next operator start registers it again). */
+  const cleanUp = async (contexts: ProbeContext[]) => {
+    await admin.delete(
+      `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${VALIDATING_CONFIGURATION_NAME}`,
+    );
+    await admin.delete(
+      `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${MUTATING_CONFIGURATION_NAME}`,
+    );
+    for (const ctx of contexts) for (const fn of ctx.cleanup.reverse()) await fn().catch(() => {});
+  };
+
+  /** One probe with its own operator, expected to fail: the failure (step, reason, denials), or undefined when it worked. */
+  const attemptToFail = async (probe: Probe) => {
+    const ctx = newContext();
+    await probe.before?.(ctx);
+    const mark = audit.mark();
+    let operator: RunningOperator | undefined;
+    try {
+      const steps = boundSteps(probe, ctx);
+      if (probe.needs) {
+        try {
+          operator = await runOperator(probe.needs, ctx.identity);
+          ctx.gatewayUrl = operator.gateway?.server.url;
+        } catch (err) {
+          throw new StepFailed('the operator starts', err);
+        }
+        steps.unshift({ what: 'the admission webhooks serve', until: webhooksServe });
+      }
+      await runSteps(steps, { mustFail: true, mark });
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof StepFailed)) throw err;
+      return { step: err.step, reason: err.message, denials: audit.denialsSince(mark) };
+    } finally {
+      await operator?.stop().catch(() => {});
+      await cleanUp([ctx]);
+    }
+  };
+
+  test('every feature works as the ServiceAccount, and none of its requests is denied', async () => {
+    const contexts = PROBES.map((probe) => ({ probe, ctx: newContext() }));
+    for (const { probe, ctx } of contexts) await probe.before?.(ctx);
+    const mark = audit.mark();
+    const operator = await runOperator(
+      { controllers: CONTROLLER_NAMES, leaderElect: true, gateway: PROBES.some((p) => p.needs?.gateway) },
+      'probe-all',
+    );
+    for (const { ctx } of contexts) {
+      // The lease's holder is the identity of this run (the leader election probe checks it).
+      ctx.identity = 'probe-all';
+      ctx.gatewayUrl = operator.gateway?.server.url;
+    }
+    try {
+      await runSteps([{ what: 'the admission webhooks serve', until: webhooksServe }], {
+        mustFail: false,
+        mark,
+      });
+      const results = await Promise.allSettled(
+        contexts.map(({ probe, ctx }) => runSteps(boundSteps(probe, ctx), { mustFail: false, mark })),
+      );
+      const failed = results.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
+      expect(failed).toEqual([]);
+      expect(audit.denialsSince(mark).map(describeEvent)).toEqual([]);
+      // Sanity: the audit log does see the operator's requests.
+      expect(audit.since(mark).length).toBeGreaterThan(50);
+    } finally {
+      await operator.stop();
+      await cleanUp(contexts.map(({ ctx }) => ctx));
+    }
+  }, 240_000);
+
+  test('without any one entry of its rules, a feature fails on a denied request', async () => {
+    const entries = ruleEntries(operatorRoles);
+    const keys = entries.map((e) => e.key);
+    expect(new Set(keys).size, 'each entry once').toBe(keys.length);
+    const unmapped = keys.filter((key) => !(key in PROBE_OF_ENTRY));
+    expect(unmapped, 'entries without a probe: add one to PROBE_OF_ENTRY').toEqual([]);
+    const stale = Object.keys(PROBE_OF_ENTRY).filter((key) => !keys.includes(key));
+    expect(stale, 'probes of entries the chart no longer has').toEqual([]);
+
+    const problems: string[] = [];
+    const proof: string[] = [];
+    for (const entry of entries) {
+      const probe = PROBES.find((p) => p.id === PROBE_OF_ENTRY[entry.key])!;
+      await setRules(entry.role, rulesWithout(entry.role.rules as PolicyRule[], entry));
+      await waitUntilAllowed(entry, false);
+      let failure: Awaited<ReturnType<typeof attemptToFail>>;
+      try {
+        failure = await attemptToFail(probe);
+      } finally {
+        await setRules(entry.role, entry.role.rules as PolicyRule[]);
+        await waitUntilAllowed(entry, true);
+      }
+      if (!failure) problems.push(`${entry.key}: ${probe.id} still works without it`);
+      else if (failure.denials.length === 0)
+        problems.push(`${entry.key}: ${failure.reason}, but no request was denied`);
+      else proof.push(`${entry.key} -> ${failure.step} (denied: ${describeEvent(failure.denials[0]!)})`);
+    }
+    console.info(`each rule entry and what fails without it:\n${proof.join('\n')}`);
+    expect(problems).toEqual([]);
+  }, 900_000);
+
+  test('the project roles aggregate admin, edit and view, with the platform kinds added', async () => {
+    const ns = uniqueName('roles');
+    await admin.create('/api/v1/namespaces', { metadata: { name: ns } });
+    for (const [user, role] of [
+      ['a', 'platform-project-admin'],
+      ['u', 'platform-project-user'],
+      ['v', 'platform-project-viewer'],
+    ] as const) {
+      await admin.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
+        metadata: { name: role },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      });
+    }
+    const may = async (user: string, verb: string, resource: string, group = 'management.platform') =>
+      (
+        await admin.create('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: { user, resourceAttributes: { namespace: ns, verb, group, resource } },
+        })
+      ).status.allowed === true;
+    const expected: Array<[string, string, string, string, boolean]> = [
+      ['v', 'list', 'virtualclusterinstances', 'management.platform', true],
+      ['v', 'list', 'pods', '', true],
+      ['v', 'get', 'sharedsecrets', 'management.platform', false],
+      ['v', 'create', 'virtualclusterinstances', 'management.platform', false],
+      ['u', 'create', 'sharedsecrets', 'management.platform', true],
+      ['u', 'delete', 'virtualclusterinstances', 'management.platform', true],
+      ['u', 'create', 'deployments', 'apps', true],
+      ['u', 'create', 'rolebindings', 'rbac.authorization.k8s.io', false],
+      ['a', 'create', 'rolebindings', 'rbac.authorization.k8s.io', true],
+      ['a', 'update', 'sharedsecrets', 'management.platform', true],
+      ['a', 'list', 'virtualclusterinstances', 'management.platform', true],
+      ['a', 'patch', 'sharedsecrets/status', 'management.platform', false],
+    ];
+    await eventually(
+      async () => {
+        for (const [user, verb, resource, group, allowed] of expected)
+          if ((await may(user, verb, resource, group)) !== allowed) return false;
+        return true;
+      },
+      60_000,
+      'the aggregated project roles',
+    );
+  });
+
+  /** Replaces a role's rules (admin; RBAC takes it up asynchronously). */
+  async function setRules(role: Manifest, rules: PolicyRule[]): Promise<void> {
+    const path =
+      role.kind === 'Role'
+        ? `/apis/rbac.authorization.k8s.io/v1/namespaces/${role.metadata.namespace}/roles/${role.metadata.name}`
+        : `/apis/rbac.authorization.k8s.io/v1/clusterroles/${role.metadata.name}`;
+    const current = await admin.ok('GET', path);
+    await admin.ok('PUT', path, { body: { ...current, rules } });
+  }
+
+  /** Waits until the authorizer answers for the entry as RBAC now says (its cache lags the write). */
+  async function waitUntilAllowed(entry: RuleEntry, allowed: boolean): Promise<void> {
+    await eventually(
+      async () =>
+        (
+          await admin.create('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+            apiVersion: 'authorization.k8s.io/v1',
+            kind: 'SubjectAccessReview',
+            spec: {
+              user: SA_USER,
+              groups: SA_GROUPS,
+              resourceAttributes: accessAttributes(entry, NAMESPACE),
+            },
+          })
+        ).status.allowed === allowed,
+      10_000,
+      `RBAC to ${allowed ? 'allow' : 'deny'} ${entry.key}`,
+    );
+  }
+});
+
+/** The Roles and ClusterRoles the chart binds to its ServiceAccount. */
+function boundRoles(manifests: Manifest[]): Manifest[] {
+  const isOurs = (binding: Manifest) =>
+    (binding.subjects as Array<{ kind: string; name: string; namespace?: string }>).some(
+      (s) => s.kind === 'ServiceAccount' && s.name === SERVICE_ACCOUNT && s.namespace === NAMESPACE,
+    );
+  return manifests
+    .filter((m) => (m.kind === 'ClusterRoleBinding' || m.kind === 'RoleBinding') && isOurs(m))
+    .map((binding) => find(manifests, binding.roleRef.kind, binding.roleRef.name as string));
+}
+
+function serviceAccountKubeconfig(cluster: Cluster, token: string): string {
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      {
+        name: 'host',
+        cluster: {
+          server: cluster.server,
+          'certificate-authority-data': Buffer.from(cluster.caPem).toString('base64'),
+        },
+      },
+    ],
+    users: [{ name: SERVICE_ACCOUNT, user: { token } }],
+    contexts: [{ name: 'sa', context: { cluster: 'host', user: SERVICE_ACCOUNT } }],
+    'current-context': 'sa',
+  });
+}
