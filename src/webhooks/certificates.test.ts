@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createCertificateAuthority, issueCertificate } from '../pki/certificates.ts';
 import {
   type CertificatePolicy,
+  decodeStoredCertificates,
+  encodeStoredCertificates,
   normalizePem,
   planCertificates,
   splitPemBundle,
@@ -75,5 +77,17 @@ describe('planCertificates', () => {
     const stored = await material(T0);
     const bundle = trustBundle(`${old.certPem}${stored.ca.certPem}`, T0 + DAY, [stored.ca.certPem]);
     expect(splitPemBundle(bundle)).toEqual([normalizePem(stored.ca.certPem)]);
+  });
+});
+
+describe('decodeStoredCertificates', () => {
+  it('reads back what was stored, and treats material that does not parse as absent', async () => {
+    const stored = await material(T0);
+    const data = encodeStoredCertificates(stored);
+    expect(decodeStoredCertificates({ data })?.serving.certPem).toBe(stored.serving.certPem);
+    const garbage = Buffer.from('not a certificate').toString('base64');
+    for (const key of ['ca.crt', 'ca.key', 'tls.crt', 'tls.key']) {
+      expect(decodeStoredCertificates({ data: { ...data, [key]: garbage } })).toBeUndefined();
+    }
   });
 });

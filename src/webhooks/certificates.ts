@@ -1,4 +1,4 @@
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { type FSWatcher, watch as watchDirectory } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -156,6 +156,16 @@ interface SecretObject {
   data?: Record<string, string>;
 }
 
+function parses(certPem: string, keyPem: string): boolean {
+  try {
+    new X509Certificate(certPem);
+    createPrivateKey(keyPem);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function decodeStoredCertificates(secret: SecretObject): StoredCertificates | undefined {
   const data = secret.data ?? {};
   const text = (key: string) =>
@@ -165,8 +175,14 @@ export function decodeStoredCertificates(secret: SecretObject): StoredCertificat
   const cert = text(KEYS.cert);
   const key = text(KEYS.key);
   if (!caCert || !caKey || !cert || !key) return undefined;
-  const nextCert = text(KEYS.nextCaCert);
-  const nextKey = text(KEYS.nextCaKey);
+  // Material that does not parse is as good as none: it is replaced, never served or crashed on.
+  if (!parses(caCert, caKey) || !parses(cert, key)) return undefined;
+  let nextCert = text(KEYS.nextCaCert);
+  let nextKey = text(KEYS.nextCaKey);
+  if (nextCert && nextKey && !parses(nextCert, nextKey)) {
+    nextCert = undefined;
+    nextKey = undefined;
+  }
   const stagedAt = Number(text(KEYS.nextCaStagedAt));
   return {
     ca: { certPem: caCert, keyPem: caKey },
