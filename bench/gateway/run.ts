@@ -1,23 +1,33 @@
 /**
  * Gateway throughput. In one run, against one apiserver of its own, at the same concurrency:
- *   direct:  GET (one SharedSecret) and LIST (a namespace of N SharedSecrets) straight to
- *            kube-apiserver with the admin token;
- *   gateway: the same requests through the management gateway (plain HTTP, in this process) with
- *            a platform admin's access key: authentication, scope check, audit decision,
- *            impersonation and the proxied call.
- * The load generator is autocannon (a worker thread, so it does not share the gateway's event
- * loop). Prints requests per second for both, the ratio (goal: gateway >= 0.8 x direct) and the
- * latency the gateway adds at p50 and p99.
+ *   direct:        GET (one SharedSecret) and LIST (a namespace of N SharedSecrets) straight to
+ *                  kube-apiserver with the admin token;
+ *   impersonated:  the same, straight to kube-apiserver with the admin token and the very
+ *                  impersonation headers the gateway sends for the key (kube-apiserver's own extra
+ *                  work for an impersonated request: authorizing the impersonation, then RBAC
+ *                  for the impersonated user; the gateway cannot avoid it);
+ *   gateway:       the same requests through the management gateway (plain HTTP) with a platform
+ *                  admin's access key: authentication, scope check, audit decision, impersonation
+ *                  and the proxied call.
+ * The gateway runs in a process of its own (`gateway.ts`), as it does in production, so it shares
+ * its event loop with neither the load generator nor this process. The load generator is
+ * autocannon (a worker thread). Prints requests per second for each, the ratios (goal: gateway >=
+ * 0.8 x direct; gateway vs impersonated is the gateway's own overhead) and the latency the
+ * gateway adds at p50 and p99 over the direct admin call.
  *
  *   bench/gateway/run.sh [SECONDS=10] [CONNECTIONS=16] [N=50]
+ *
+ * `GATEWAY_NODE_OPTIONS` adds Node flags to the gateway process (`--cpu-prof --cpu-prof-dir=DIR`
+ * to profile it).
  */
+import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import autocannon from 'autocannon';
-import pino from 'pino';
-import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import { generateAccessKey, hashAccessKey } from '../../src/gateway/auth/keys.ts';
-import { BASE_PATH, setupGateway } from '../../src/gateway/index.ts';
+import { BASE_PATH } from '../../src/gateway/index.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { withBenchCluster } from '../support.ts';
@@ -28,26 +38,113 @@ const N = Number(process.argv[4] ?? 50);
 const PLATFORM_NAMESPACE = 'platform-system';
 const GROUP = 'management.platform';
 
-async function load(url: string, token: string): Promise<autocannon.Result> {
-  return autocannon({
-    url,
-    connections: CONNECTIONS,
-    duration: SECONDS,
-    workers: 1,
-    headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-  });
+type Headers = Record<string, string>;
+
+/** CPU seconds (user + system, all threads) a process has used so far, from /proc (Linux). */
+function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second).
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
 }
 
-function row(name: string, direct: autocannon.Result, gateway: autocannon.Result): string {
-  const ratio = gateway.requests.average / direct.requests.average;
-  const errors = direct.non2xx + gateway.non2xx + direct.errors + gateway.errors;
+interface Measured {
+  readonly result: autocannon.Result;
+  /** CPU milliseconds per answered request, by process. */
+  readonly cpuMs: Record<string, number>;
+}
+
+let processes: Record<string, number | undefined> = {};
+
+async function load(url: string, headers: Headers, seconds = SECONDS): Promise<Measured> {
+  const before = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSeconds(pid)]));
+  const result = await autocannon({
+    url,
+    connections: CONNECTIONS,
+    duration: seconds,
+    workers: 1,
+    headers: { accept: 'application/json', ...headers },
+  });
+  const answered = Math.max(1, result.requests.total);
+  const cpuMs = Object.fromEntries(
+    Object.entries(processes).map(([name, pid]) => [
+      name,
+      ((cpuSeconds(pid) - (before[name] ?? Number.NaN)) * 1000) / answered,
+    ]),
+  );
+  return { result, cpuMs };
+}
+
+const bearer = (token: string): Headers => ({ authorization: `Bearer ${token}` });
+
+/**
+ * The gateway's impersonation headers as autocannon headers. autocannon writes each header as
+ * one `name: value` line, so a repeated header (one `Impersonate-Group` per group, as the gateway
+ * sends them: a comma would be part of the group name) is spelled as more lines in one value.
+ */
+function autocannonHeaders(impersonation: Record<string, string | string[]>): Headers {
+  const headers: Headers = {};
+  for (const [name, value] of Object.entries(impersonation)) {
+    headers[name] = Array.isArray(value) ? value.join(`\r\n${name}: `) : value;
+  }
+  return headers;
+}
+
+const rps = (result: autocannon.Result) => result.requests.average;
+const failures = (...results: autocannon.Result[]) =>
+  results.reduce((sum, result) => sum + result.non2xx + result.errors, 0);
+
+function rows(name: string, directRun: Measured, impersonatedRun: Measured, gatewayRun: Measured): string {
+  const [direct, impersonated, gateway] = [directRun.result, impersonatedRun.result, gatewayRun.result];
+  const cpu = (run: Measured) =>
+    Object.entries(run.cpuMs)
+      .map(([process, ms]) => `${process} ${ms.toFixed(2)}`)
+      .join(', ');
+  const figure = (label: string, run: Measured) =>
+    `  ${label.padEnd(20)} ${rps(run.result).toFixed(0).padStart(6)} req/s  p50 ${run.result.latency.p50.toFixed(1).padStart(5)} ms  p99 ${run.result.latency.p99.toFixed(1).padStart(5)} ms  CPU ms/request: ${cpu(run)}`;
   return [
-    `${name.padEnd(5)} direct ${direct.requests.average.toFixed(0).padStart(6)} req/s`,
-    `gateway ${gateway.requests.average.toFixed(0).padStart(6)} req/s`,
-    `ratio ${ratio.toFixed(2)} (goal >= 0.80)`,
-    `added latency p50 ${(gateway.latency.p50 - direct.latency.p50).toFixed(1)} ms, p99 ${(gateway.latency.p99 - direct.latency.p99).toFixed(1)} ms`,
-    `(non-2xx/errors: ${errors})`,
-  ].join('  ');
+    `${name}`,
+    figure('direct (admin)', directRun),
+    `${figure('direct impersonated', impersonatedRun)}  ratio to direct ${(rps(impersonated) / rps(direct)).toFixed(2)} (kube-apiserver's impersonation cost)`,
+    `${figure('gateway', gatewayRun)}  ratio to impersonated ${(rps(gateway) / rps(impersonated)).toFixed(2)} (the gateway's own overhead)`,
+    `  goal: gateway ${rps(gateway).toFixed(0)} / direct ${rps(direct).toFixed(0)} req/s = ratio ${(rps(gateway) / rps(direct)).toFixed(2)} (goal >= 0.80)  added latency p50 ${(gateway.latency.p50 - direct.latency.p50).toFixed(1)} ms, p99 ${(gateway.latency.p99 - direct.latency.p99).toFixed(1)} ms  (non-2xx/errors: ${failures(direct, impersonated, gateway)})`,
+  ].join('\n');
+}
+
+interface GatewayProcess {
+  readonly pid: number | undefined;
+  readonly url: string;
+  readonly impersonation: Record<string, string | string[]>;
+  stop(): Promise<void>;
+}
+
+/** Starts `gateway.ts` in a process of its own and waits until it serves the benchmark's key. */
+function startGatewayProcess(kubeconfig: string, key: string): Promise<GatewayProcess> {
+  const extra = (process.env.GATEWAY_NODE_OPTIONS ?? '').split(/\s+/).filter((flag) => flag !== '');
+  const child = fork(
+    fileURLToPath(new URL('./gateway.ts', import.meta.url)),
+    [kubeconfig, PLATFORM_NAMESPACE, key],
+    { execArgv: ['--no-node-snapshot', '--import', 'tsx', ...extra], stdio: 'inherit' },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.connected) child.send('stop');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  return new Promise((resolve, reject) => {
+    child.once('message', (message) => {
+      const { url, impersonation } = message as Pick<GatewayProcess, 'url' | 'impersonation'>;
+      resolve({ pid: child.pid, url, impersonation, stop });
+    });
+    child.once('exit', (code) => reject(new Error(`the gateway process exited (${code})`)));
+  });
 }
 
 async function main(): Promise<void> {
@@ -77,84 +174,60 @@ async function main(): Promise<void> {
         },
       });
     }
-    const logger = pino({ level: 'warn' });
-    const manager = createOperator(
-      defaultOperatorOptions({
-        kubeconfig: cluster.kubeconfigPath,
-        namespace: PLATFORM_NAMESPACE,
-        controllers: [],
-        leaderElect: false,
-        healthPort: 0,
-        healthHost: '127.0.0.1',
-        logLevel: 'warn',
-        webhooks: false,
-        gateway: false,
-      }),
-      logger,
-    );
-    const gateway = setupGateway(manager, {
-      kubeConfig: kc,
-      api: new KubeClient(kc),
-      platformNamespace: PLATFORM_NAMESPACE,
-      host: '127.0.0.1',
-      port: 0,
-      logger,
+    const pepper = await new PepperStore(new KubeClient(kc), PLATFORM_NAMESPACE, randomBytes).ensure();
+    await custom.createClusterCustomObject({
+      group: GROUP,
+      version: 'v1',
+      plural: 'users',
+      body: {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'User',
+        metadata: { name: 'bench' },
+        spec: { clusterRoles: [{ name: 'platform-admin' }] },
+      },
     });
-    await manager.start();
-    const server = await gateway.start();
+    const key = generateAccessKey((size) => randomBytes(size));
+    await custom.createClusterCustomObject({
+      group: GROUP,
+      version: 'v1',
+      plural: 'ownedaccesskeys',
+      body: {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'OwnedAccessKey',
+        metadata: { name: 'bench' },
+        spec: { user: 'bench', type: 'User', keyId: key.id, keyHash: hashAccessKey(key.key, pepper) },
+      },
+    });
+    const gateway = await startGatewayProcess(cluster.kubeconfigPath, key.key);
+    processes = { apiserver: cluster.apiServer.pid, gateway: gateway.pid, autocannon: process.pid };
     try {
-      const pepper = await new PepperStore(new KubeClient(kc), PLATFORM_NAMESPACE, randomBytes).ensure();
-      await custom.createClusterCustomObject({
-        group: GROUP,
-        version: 'v1',
-        plural: 'users',
-        body: {
-          apiVersion: `${GROUP}/v1`,
-          kind: 'User',
-          metadata: { name: 'bench' },
-          spec: { clusterRoles: [{ name: 'platform-admin' }] },
-        },
-      });
-      const key = generateAccessKey((size) => randomBytes(size));
-      await custom.createClusterCustomObject({
-        group: GROUP,
-        version: 'v1',
-        plural: 'ownedaccesskeys',
-        body: {
-          apiVersion: `${GROUP}/v1`,
-          kind: 'OwnedAccessKey',
-          metadata: { name: 'bench' },
-          spec: { user: 'bench', type: 'User', keyId: key.id, keyHash: hashAccessKey(key.key, pepper) },
-        },
-      });
       const path = `/apis/${GROUP}/v1/namespaces/bench/sharedsecrets`;
-      const gatewayBase = `${server.url}${BASE_PATH}`;
+      const gatewayBase = `${gateway.url}${BASE_PATH}`;
+      const admin = bearer(cluster.adminToken);
+      const impersonated = { ...admin, ...autocannonHeaders(gateway.impersonation) };
+      const user = bearer(key.key);
       for (;;) {
-        const probe = await fetch(`${gatewayBase}${path}/secret-0`, {
-          headers: { authorization: `Bearer ${key.key}` },
-        });
+        const probe = await fetch(`${gatewayBase}${path}/secret-0`, { headers: user });
         if (probe.status === 200) break;
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
-      // Warm both paths up (connections, JIT) before measuring.
-      await autocannon({
-        url: `${gatewayBase}${path}/secret-0`,
-        connections: CONNECTIONS,
-        duration: 2,
-        headers: { authorization: `Bearer ${key.key}` },
-      });
+      // Warm every path up (connections, JIT, the apiserver's caches) before measuring.
+      await load(`${cluster.server}${path}/secret-0`, impersonated, 2);
+      await load(`${gatewayBase}${path}/secret-0`, user, 2);
       console.log(
         `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets`,
       );
-      const getDirect = await load(`${cluster.server}${path}/secret-0`, cluster.adminToken);
-      const getGateway = await load(`${gatewayBase}${path}/secret-0`, key.key);
-      console.log(row('GET', getDirect, getGateway));
-      const listDirect = await load(`${cluster.server}${path}`, cluster.adminToken);
-      const listGateway = await load(`${gatewayBase}${path}`, key.key);
-      console.log(row('LIST', listDirect, listGateway));
+      for (const [name, url] of [
+        ['GET', `${path}/secret-0`],
+        ['LIST', path],
+      ] as const) {
+        const direct = await load(`${cluster.server}${url}`, admin);
+        const asUser = await load(`${cluster.server}${url}`, impersonated);
+        const through = await load(`${gatewayBase}${url}`, user);
+        console.log(rows(name, direct, asUser, through));
+      }
     } finally {
       await gateway.stop();
-      await manager.stop();
     }
   });
 }

@@ -15,11 +15,13 @@ import { Auditor } from './audit/auditor.ts';
 import { type AccessKeyAuthenticator, setupAccessKeyAuthenticator } from './auth/authenticator.ts';
 import type { RandomBytes } from './auth/keys.ts';
 import { GatewayMetrics } from './metrics.ts';
+import { BY_PROJECT_NAMESPACE, projectOfNamespace, recordedNamespace } from './projects.ts';
 import { Upstream } from './proxy.ts';
 import { AuthFailureLimiter, type AuthFailureLimits, DEFAULT_AUTH_FAILURE_LIMITS } from './ratelimit.ts';
 import { type GatewayServer, type GatewayServerDeps, startGatewayServer } from './server.ts';
 import type { VirtualEndpoints } from './virtual/extension.ts';
 
+export { BY_PROJECT_NAMESPACE } from './projects.ts';
 export { BASE_PATH } from './route.ts';
 export { TOKEN_REVIEW_BASE } from './tokenreview.ts';
 
@@ -69,8 +71,6 @@ export interface Gateway {
   ready(): boolean;
 }
 
-/** Index of Projects by the namespace they own. */
-export const BY_PROJECT_NAMESPACE = 'project-namespace';
 export const PLATFORM_VERSION = 'v0.1.0';
 
 export function setupGateway(manager: Manager, options: GatewayOptions): Gateway {
@@ -87,9 +87,7 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
   const projects = manager.informer<Stored<Project>>(
     resources.projects,
     {},
-    {
-      [BY_PROJECT_NAMESPACE]: (project) => [project.status?.namespace ?? `p-${project.metadata.name ?? ''}`],
-    },
+    { [BY_PROJECT_NAMESPACE]: recordedNamespace },
   );
   // The same shared informer the authenticator registered (same resource and selector).
   const configInformer = manager.informer<V1Secret>(resources.secrets, {
@@ -146,8 +144,13 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
       const deps: GatewayServerDeps = {
         upstream,
         authenticator,
+        // Projects without a recorded namespace own `<configured prefix><name>`.
         projectOfNamespace: (namespace) =>
-          projects.store.byIndex(BY_PROJECT_NAMESPACE, namespace)[0]?.metadata.name,
+          projectOfNamespace(namespace, {
+            byRecordedNamespace: (recorded) => projects.store.byIndex(BY_PROJECT_NAMESPACE, recorded),
+            byName: (name) => projects.store.get(name),
+            prefix: authenticator.config().projectNamespacePrefix,
+          }),
         configSecret,
         platformNamespace: options.platformNamespace,
         random,

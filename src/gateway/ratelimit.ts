@@ -34,13 +34,48 @@ const limiterFor = (limit: FailureLimit, keyPrefix: string) =>
     blockDuration: limit.blockSeconds,
   });
 
+/** How long after its last failure a source or key may still be blocked (or counted). */
+const horizonMs = (limit: FailureLimit) => (limit.windowSeconds + limit.blockSeconds) * 1000;
+
 export class AuthFailureLimiter {
   private readonly bySource: RateLimiterMemory;
   private readonly byKey: RateLimiterMemory;
+  /**
+   * Sources and key ids with a failure recent enough that the limiter may hold something on them
+   * (`s:<source>`/`k:<key id>` to the time after which it cannot), so that the common case (no
+   * failures) is decided without the limiter's asynchronous calls.
+   */
+  private readonly recent = new Map<string, number>();
+  private sweepAt = 0;
 
-  constructor(private readonly limits: AuthFailureLimits = DEFAULT_AUTH_FAILURE_LIMITS) {
+  constructor(
+    private readonly limits: AuthFailureLimits = DEFAULT_AUTH_FAILURE_LIMITS,
+    private readonly now: () => number = Date.now,
+  ) {
     this.bySource = limiterFor(limits.perSource, 'source');
     this.byKey = limiterFor(limits.perKey, 'key');
+  }
+
+  /** False when no failure of anyone is recent: nothing can be blocked, no key id is needed. */
+  watching(): boolean {
+    if (this.recent.size === 0) return false;
+    const now = this.now();
+    if (now >= this.sweepAt) {
+      for (const [entry, until] of this.recent) if (until <= now) this.recent.delete(entry);
+      this.sweepAt = now + 1000;
+    }
+    return this.recent.size > 0;
+  }
+
+  /**
+   * False when neither the source nor the key id failed recently, so that {@link blockedFor}
+   * would answer undefined; true when it must be asked.
+   */
+  mayBeBlocked(source: string, keyId: string | undefined): boolean {
+    if (this.recent.size === 0) return false;
+    const now = this.now();
+    const recent = (entry: string) => (this.recent.get(entry) ?? 0) > now;
+    return recent(`s:${source}`) || (keyId !== undefined && recent(`k:${keyId}`));
   }
 
   /** Seconds the caller must wait when the source or the key id is blocked; undefined when neither is. */
@@ -55,6 +90,9 @@ export class AuthFailureLimiter {
 
   /** Counts a failed authentication; returns the wait when this failure crossed a limit. */
   async failed(source: string, keyId: string | undefined): Promise<number | undefined> {
+    const now = this.now();
+    this.recent.set(`s:${source}`, now + horizonMs(this.limits.perSource));
+    if (keyId !== undefined) this.recent.set(`k:${keyId}`, now + horizonMs(this.limits.perKey));
     await Promise.all([
       this.count(this.bySource, source),
       keyId === undefined ? undefined : this.count(this.byKey, keyId),

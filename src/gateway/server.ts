@@ -180,6 +180,32 @@ interface Ctx {
 }
 
 const FORWARDED_QUERY = /^[\x21-\x7e]*$/;
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/** The public id of a well-formed access key, for rate limits; never the secret. */
+function keyIdOf(token: string | undefined): string | undefined {
+  const parsed = token === undefined ? undefined : parseAccessKey(token);
+  return parsed && !(parsed instanceof MalformedAccessKey) ? parsed.id : undefined;
+}
+
+/**
+ * Content negotiation per distinct Accept header (clients send a handful of spellings, over and
+ * over); errors are not kept, so each 406 is a fresh error.
+ */
+const NEGOTIATED = new Map<string, Negotiated>();
+const NEGOTIATED_MAX = 256;
+
+function negotiateCached(accept: string | undefined): Negotiated | GatewayError {
+  const key = accept ?? '';
+  const cached = NEGOTIATED.get(key);
+  if (cached) return cached;
+  const negotiated = negotiate(accept);
+  if (!(negotiated instanceof GatewayError)) {
+    if (NEGOTIATED.size >= NEGOTIATED_MAX) NEGOTIATED.clear();
+    NEGOTIATED.set(key, negotiated);
+  }
+  return negotiated;
+}
 const WRITE_VERBS = new Set(['create', 'update', 'patch']);
 
 export async function startGatewayServer(
@@ -273,10 +299,11 @@ export async function startGatewayServer(
       return tokenReview(request, reply, path.slice(TOKEN_REVIEW_BASE.length), started);
     }
 
-    const negotiated = negotiate(request.headers.accept);
+    const negotiated = negotiateCached(request.headers.accept);
     const format = negotiated instanceof GatewayError ? 'json' : negotiated.format;
     let attributes: RequestAttributes | undefined;
-    const requestReceivedTimestamp = formatMicroTime(Date.now());
+    // Formatted only when an audit event needs it.
+    const receivedAt = Date.now();
     const ctx: Ctx = {
       request,
       reply,
@@ -298,7 +325,7 @@ export async function startGatewayServer(
         user: ctx.identity ? auditUser(ctx.identity) : ANONYMOUS_USER,
         sourceIPs: [request.ip],
         ...(request.headers['user-agent'] ? { userAgent: request.headers['user-agent'] } : {}),
-        requestReceivedTimestamp,
+        requestReceivedTimestamp: formatMicroTime(receivedAt),
       }),
     };
     try {
@@ -322,7 +349,9 @@ export async function startGatewayServer(
       ) {
         return send(ctx, 200, versionInfo(deps.version), 'json');
       }
-      await authenticate(ctx);
+      // Synchronous unless a recent failure makes the rate limiter decide (or record) first.
+      const authenticating = authenticate(ctx);
+      if (authenticating) await authenticating;
       const identity = ctx.identity!;
       const scope = checkScope(identity.accessKey.scope, attributes);
       if (!scope.allowed) throw forbidden(`${describe(attributes, identity)}: ${scope.reason}`);
@@ -336,7 +365,8 @@ export async function startGatewayServer(
         body = decodeBody(request, attributes.verb);
         ctx.requestObject = attributes.verb === 'patch' ? (body as ParsedPatch).value : body;
       }
-      ctx.audit = deps.auditor.begin(ctx.auditInfo(), ctx.requestObject);
+      // The audit event's request info is built only when an audit log is being written.
+      ctx.audit = deps.auditor.enabled ? deps.auditor.begin(ctx.auditInfo(), ctx.requestObject) : undefined;
       if (route.kind === 'nonResource') return nonResource(ctx, route.endpoint);
       return await resource(ctx, route, body);
     } catch (error) {
@@ -357,15 +387,30 @@ export async function startGatewayServer(
 
   // ---------------------------------------------------------------------------------------------
 
-  async function authenticate(ctx: Ctx): Promise<void> {
+  /**
+   * Authenticates the request's bearer key into `ctx.identity` or throws its `Status`. Returns a
+   * promise only when the rate limiter has to be asked (a recent failure of this source or key)
+   * or a failure recorded: the common case is synchronous, without the limiter's promises.
+   */
+  function authenticate(ctx: Ctx): Promise<void> | undefined {
     const header = ctx.request.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    const match = typeof header === 'string' ? BEARER.exec(header) : null;
     const token = match?.[1];
-    const parsed = token === undefined ? undefined : parseAccessKey(token);
-    const keyId = parsed && !(parsed instanceof MalformedAccessKey) ? parsed.id : undefined;
     const source = ctx.request.ip;
-    const wait = await deps.limiter.blockedFor(source, keyId);
-    if (wait !== undefined) throw tooManyRequests(wait);
+    if (deps.limiter.watching()) {
+      const keyId = keyIdOf(token);
+      if (deps.limiter.mayBeBlocked(source, keyId)) {
+        return deps.limiter.blockedFor(source, keyId).then((wait) => {
+          if (wait !== undefined) throw tooManyRequests(wait);
+          return verify(ctx, token, source);
+        });
+      }
+    }
+    return verify(ctx, token, source);
+  }
+
+  /** The key check proper (after the rate limits): undefined on success, a rejected promise otherwise. */
+  function verify(ctx: Ctx, token: string | undefined, source: string): Promise<void> | undefined {
     if (!deps.authenticator.ready())
       throw serviceUnavailable('the gateway is starting: its caches are not synced yet');
     let result: AuthenticationResult;
@@ -379,9 +424,18 @@ export async function startGatewayServer(
     }
     if (result.ok) {
       ctx.identity = result.identity;
-      return;
+      return undefined;
     }
-    await deps.limiter.failed(source, result.keyId ?? keyId);
+    return refused(ctx, result, token, source);
+  }
+
+  async function refused(
+    ctx: Ctx,
+    result: Extract<AuthenticationResult, { ok: false }>,
+    token: string | undefined,
+    source: string,
+  ): Promise<void> {
+    await deps.limiter.failed(source, result.keyId ?? keyIdOf(token));
     const error = result.failure instanceof AccessKeyExpired ? accessKeyExpired() : unauthorized();
     deps.auditor.failedAuthentication(ctx.auditInfo(), {
       code: error.code,
