@@ -1,0 +1,122 @@
+import type { ConfigStatus } from '../../api/config.ts';
+import { DirectClusterEndpointTokenSchema } from '../../api/directclusterendpointtoken.ts';
+import { GROUP_VERSION } from '../../api/meta.ts';
+import {
+  directTokenScope,
+  directTokenTtlSeconds,
+  mintDirectClusterEndpointToken,
+  openIdConfiguration,
+  ScopeWidens,
+} from '../../identity/direct-token.ts';
+import {
+  currentSigningKey,
+  publicJwks,
+  type SigningKey,
+  type SigningKeyStore,
+} from '../../identity/signing-keys.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import { forbidden, invalid, serviceUnavailable } from '../status.ts';
+import type { VirtualHandler } from './extension.ts';
+
+/** Where the gateway publishes the JWKS its discovery document names. */
+export const JWKS_PATH = '/openid/v1/jwks';
+export const OPENID_CONFIGURATION_PATH = '/.well-known/openid-configuration';
+
+export interface DirectTokenDeps {
+  readonly keys: SigningKeyStore;
+  readonly clock: Clock;
+  /** The issuer URL (`iss`): the gateway's external base URL, serving the discovery document. */
+  readonly issuer: string;
+  readonly config: () => ConfigStatus;
+  /** How long a read of the key ring is reused. Default 30 s. */
+  readonly ringCacheMs?: number;
+}
+
+/**
+ * The key ring, read (and rotated when due) at most once per `ringCacheMs`, so that minting and
+ * JWKS requests cost no apiserver round trip in the common case.
+ */
+export class SigningKeyRing {
+  private cached: { ring: readonly SigningKey[]; readAt: number } | undefined;
+  private pending: Promise<readonly SigningKey[]> | undefined;
+
+  constructor(private readonly deps: Pick<DirectTokenDeps, 'keys' | 'clock' | 'ringCacheMs'>) {}
+
+  async current(): Promise<readonly SigningKey[]> {
+    const now = this.deps.clock.now();
+    if (this.cached && now - this.cached.readAt < (this.deps.ringCacheMs ?? 30_000)) return this.cached.ring;
+    this.pending ??= this.deps.keys
+      .ensure(now)
+      .then((ring) => {
+        this.cached = { ring, readAt: now };
+        return ring;
+      })
+      .finally(() => {
+        this.pending = undefined;
+      });
+    return this.pending;
+  }
+}
+
+/** `POST directclusterendpointtokens`: a JWT for the caller, narrowed by the requested scope. */
+export function directTokenHandler(deps: DirectTokenDeps, ring = new SigningKeyRing(deps)): VirtualHandler {
+  return async ({ identity, body }) => {
+    // apiVersion and kind may be left out (the path names them); wrong ones are refused.
+    const parsed = DirectClusterEndpointTokenSchema.safeParse({
+      apiVersion: GROUP_VERSION,
+      kind: 'DirectClusterEndpointToken',
+      ...body,
+    });
+    if (!parsed.success) {
+      throw invalid(
+        'DirectClusterEndpointToken',
+        '',
+        parsed.error.issues.map((issue) => ({
+          type: 'FieldValueInvalid',
+          field: issue.path.join('.'),
+          message: issue.message,
+        })),
+      );
+    }
+    const spec = parsed.data.spec ?? {};
+    let scope: ReturnType<typeof directTokenScope>;
+    try {
+      scope = directTokenScope(identity.accessKey.scope, spec.scope);
+    } catch (err) {
+      if (err instanceof ScopeWidens) throw forbidden(err.message);
+      throw err;
+    }
+    const now = deps.clock.now();
+    const key = currentSigningKey(await ring.current(), now);
+    if (!key) throw serviceUnavailable('no token signing key is available yet; retry shortly');
+    const token = await mintDirectClusterEndpointToken({
+      subject: identity,
+      scope,
+      ttlSeconds: directTokenTtlSeconds(spec.ttl, deps.config().auth.accessKeyMaxTTLSeconds),
+      issuer: deps.issuer,
+      key,
+      now,
+    });
+    return {
+      code: 201,
+      body: {
+        apiVersion: GROUP_VERSION,
+        kind: 'DirectClusterEndpointToken',
+        metadata: { creationTimestamp: new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z') },
+        spec,
+        status: { token },
+      },
+    };
+  };
+}
+
+/** The public documents a cluster's JWT authenticator reads: discovery and JWKS (no authentication). */
+export async function oidcDocument(
+  path: string,
+  issuer: string,
+  ring: SigningKeyRing,
+): Promise<Record<string, unknown> | undefined> {
+  if (path === OPENID_CONFIGURATION_PATH) return openIdConfiguration(issuer, `${issuer}${JWKS_PATH}`);
+  if (path === JWKS_PATH) return publicJwks(await ring.current());
+  return undefined;
+}
