@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { CONTROLLER_NAMES, type ControllerName, controllerSetups } from '../controllers/index.ts';
@@ -24,6 +24,10 @@ export interface OperatorOptions {
   leaderElect: boolean;
   leaseName: string;
   identity: string;
+  /** Leader election timings in ms (`--lease-duration`, `--renew-deadline`, `--retry-period`); 15 s, 10 s, 2 s when absent. */
+  leaseDuration?: number;
+  renewDeadline?: number;
+  retryPeriod?: number;
   healthPort: number;
   healthHost: string;
   maxConcurrentReconciles?: number;
@@ -43,6 +47,16 @@ export interface OperatorOptions {
   gatewayPort?: number;
   /** A directory with tls.crt and tls.key: HTTPS; plain HTTP (behind an ingress) when absent. */
   gatewayCertDir?: string;
+  /** The external URL of the gateway, the issuer of direct cluster endpoint tokens; default: the URL it listens on. */
+  issuerUrl?: string;
+}
+
+/** `15s`, `500ms`, `1m` or a plain number of seconds, as milliseconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
+  if (!match) throw new InvalidArgumentError(`not a duration: ${JSON.stringify(text)} (e.g. 15s, 500ms)`);
+  const unit = match[2] ?? 's';
+  return Math.round(Number(match[1]) * (unit === 'ms' ? 1 : unit === 'm' ? 60_000 : 1000));
 }
 
 const list = (value: string) =>
@@ -68,6 +82,17 @@ export function operatorCommand(): Command {
     .option('--no-leader-elect', 'run without leader election (a single replica only)')
     .option('--lease-name <name>', 'name of the leader election Lease', 'platform-operator')
     .option('--identity <id>', 'leader election identity', `${hostname()}-${randomBytes(3).toString('hex')}`)
+    .option(
+      '--lease-duration <duration>',
+      'how long an unrenewed lease blocks other candidates (15s)',
+      parseDuration,
+    )
+    .option(
+      '--renew-deadline <duration>',
+      'a leader that could not renew for this long stops leading (10s)',
+      parseDuration,
+    )
+    .option('--retry-period <duration>', 'time between lease renewals and attempts (2s)', parseDuration)
     .option('--health-port <port>', 'port of /metrics, /healthz and /readyz (0: any free port)', Number, 8081)
     .option('--health-host <host>', 'address of /metrics, /healthz and /readyz', '0.0.0.0')
     .option('--max-concurrent-reconciles <n>', 'workers per controller', Number)
@@ -94,6 +119,10 @@ export function operatorCommand(): Command {
     .option(
       '--gateway-cert-dir <dir>',
       'serving certificate of the gateway (tls.crt, tls.key); plain HTTP behind an ingress when absent',
+    )
+    .option(
+      '--issuer-url <url>',
+      "the gateway's external URL: issuer of direct cluster endpoint tokens, serving /.well-known/openid-configuration (default: the URL it listens on)",
     )
     .action(async (options: OperatorOptions) => {
       const operator = await startOperator(options);
@@ -124,12 +153,18 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
             namespace: options.namespace,
             name: options.leaseName,
             identity: options.identity,
+            ...(options.leaseDuration !== undefined ? { leaseDurationMs: options.leaseDuration } : {}),
+            ...(options.renewDeadline !== undefined ? { renewDeadlineMs: options.renewDeadline } : {}),
+            ...(options.retryPeriod !== undefined ? { retryPeriodMs: options.retryPeriod } : {}),
           },
         }
       : {}),
   });
+  // Controllers, their Events and the syncers they run write through the leader fence: nothing
+  // is sent, and nothing in flight completes, once this replica stopped leading.
+  const writer = manager.leaderApi(api);
   const events = new EventRecorder({
-    api,
+    api: writer,
     clock: systemClock,
     logger,
     reportingController: 'management.platform/operator',
@@ -140,7 +175,7 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
   );
   for (const name of enabled) {
     controllerSetups[name](manager, {
-      api,
+      api: writer,
       clock: systemClock,
       events,
       platformNamespace: options.namespace,
@@ -197,6 +232,7 @@ export async function startOperator(
           host: options.gatewayHost ?? '0.0.0.0',
           port: options.gatewayPort ?? 8443,
           ...(options.gatewayCertDir ? { certDir: options.gatewayCertDir } : {}),
+          ...(options.issuerUrl ? { issuer: options.issuerUrl } : {}),
           logger: logger.child({ component: 'gateway' }),
         });
       })()

@@ -8,6 +8,7 @@ import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '..
 import type { Project } from '../api/project.ts';
 import { resources, type Stored } from '../controllers/resources.ts';
 import { PepperStore } from '../identity/pepper.ts';
+import { SigningKeyStore } from '../identity/signing-keys.ts';
 import { type Clock, systemClock } from '../runtime/clock.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
@@ -19,7 +20,9 @@ import { BY_PROJECT_NAMESPACE, projectOfNamespace, recordedNamespace } from './p
 import { Upstream } from './proxy.ts';
 import { AuthFailureLimiter, type AuthFailureLimits, DEFAULT_AUTH_FAILURE_LIMITS } from './ratelimit.ts';
 import { type GatewayServer, type GatewayServerDeps, startGatewayServer } from './server.ts';
+import { directTokenHandler, oidcDocument, SigningKeyRing } from './virtual/direct-tokens.ts';
 import type { VirtualEndpoints } from './virtual/extension.ts';
+import { kubeConfigHandler } from './virtual/kubeconfig.ts';
 
 export { BY_PROJECT_NAMESPACE } from './projects.ts';
 export { BASE_PATH } from './route.ts';
@@ -51,7 +54,15 @@ export interface GatewayOptions {
   readonly registry?: Registry;
   readonly trustProxy?: boolean;
   readonly authFailureLimits?: AuthFailureLimits;
+  /** Replaces the virtual endpoints (tests); by default direct tokens and kubeconfigs are served. */
   readonly virtualEndpoints?: VirtualEndpoints;
+  /**
+   * The issuer (`iss`) of DirectClusterEndpointTokens: the gateway's external URL, where other
+   * clusters read `/.well-known/openid-configuration` and the JWKS. Default: the URL it listens on.
+   */
+  readonly issuer?: string;
+  /** How long a kubeconfig request waits for a virtual cluster's certificate signer (default 30 s). */
+  readonly signingTimeoutMs?: number;
   /** Reported at `/version`. */
   readonly version?: string;
   /** Audit rotation size override in bytes (tests). */
@@ -124,6 +135,23 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
 
   let server: GatewayServer | undefined;
   let upstream: Upstream | undefined;
+  const issuer = () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, '');
+  const signingKeys = new SigningKeyRing({
+    keys: new SigningKeyStore(options.api, options.platformNamespace),
+    clock,
+  });
+  const virtualEndpoints: VirtualEndpoints = options.virtualEndpoints ?? {
+    directclusterendpointtokens: directTokenHandler({
+      ring: signingKeys,
+      issuer,
+      clock,
+      config: () => authenticator.config(),
+    }),
+    'virtualclusterinstances/kubeconfig': kubeConfigHandler({
+      clock,
+      ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
+    }),
+  };
   const ready = () => authenticator.ready() && projects.hasSynced();
   return {
     authenticator,
@@ -135,6 +163,10 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
         .start()
         .catch((err: unknown) => logger.error({ err }, 'authenticator failed to start'));
       upstream = await Upstream.create(options.kubeConfig);
+      // The signing keys exist (and rotate when due) before the first token or JWKS request.
+      void signingKeys
+        .current()
+        .catch((err: unknown) => logger.warn({ err }, 'token signing keys not ready yet'));
       const tls = options.certDir
         ? {
             cert: readFileSync(join(options.certDir, 'tls.crt')),
@@ -159,7 +191,14 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
         limiter: new AuthFailureLimiter(options.authFailureLimits ?? DEFAULT_AUTH_FAILURE_LIMITS),
         auditor,
         version: options.version ?? PLATFORM_VERSION,
-        virtualEndpoints: options.virtualEndpoints ?? {},
+        virtualEndpoints,
+        publicDocument: (path) => {
+          // Served under the issuer URL's path (the root by default).
+          const prefix = new URL(issuer()).pathname.replace(/\/+$/, '');
+          return path.startsWith(`${prefix}/`)
+            ? oidcDocument(path.slice(prefix.length), issuer(), signingKeys)
+            : Promise.resolve(undefined);
+        },
         readiness: () => {
           const notReady: string[] = [];
           if (!authenticator.ready()) notReady.push('access key authenticator (caches or pepper)');

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Pool } from 'undici';
 import type { AuthenticatedIdentity } from './auth/authenticate.ts';
-import { forbidden, type GatewayError } from './status.ts';
+import { forbidden, GatewayError, serviceUnavailable } from './status.ts';
 
 /**
  * The connection to kube-apiserver: one undici connection pool with the operator's TLS material
@@ -166,4 +166,15 @@ async function credentials(
   const bearer = headers.Authorization ?? headers.authorization;
   const basic = options.auth ? `Basic ${Buffer.from(options.auth).toString('base64')}` : undefined;
   return { tls: options, authorization: bearer ?? basic };
+}
+
+/** A failed apiserver call as the answer to the client: 499 when the client left, 504 on a timeout, 503 otherwise. */
+export function upstreamFailure(error: unknown, signal: AbortSignal): GatewayError {
+  if (error instanceof GatewayError) return error;
+  if (signal.aborted) return new GatewayError(499, 'ClientClosedRequest', 'the client closed the request');
+  const name = error instanceof Error ? ((error as { code?: string }).code ?? error.name) : 'error';
+  if (name === 'UND_ERR_HEADERS_TIMEOUT' || name === 'UND_ERR_BODY_TIMEOUT') {
+    return new GatewayError(504, 'Timeout', 'the cluster did not answer in time');
+  }
+  return serviceUnavailable('the cluster could not be reached');
 }

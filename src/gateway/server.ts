@@ -28,6 +28,7 @@ import type { AuthenticatedIdentity, AuthenticationResult } from './auth/authent
 import { AccessKeyExpired } from './auth/authenticate.ts';
 import { MalformedAccessKey, parseAccessKey, type RandomBytes } from './auth/keys.ts';
 import type { RequestAttributes } from './authz/request.ts';
+import { type ReviewedAttributes, subjectAccessAllowed } from './authz/sar.ts';
 import { checkScope } from './authz/scope.ts';
 import {
   encodeBody,
@@ -49,6 +50,7 @@ import {
   impersonationHeaders,
   type Upstream,
   type UpstreamResponse,
+  upstreamFailure,
 } from './proxy.ts';
 import type { AuthFailureLimiter } from './ratelimit.ts';
 import {
@@ -87,10 +89,11 @@ import {
   ownerAccessKeys,
   ownerFieldSelector,
   ownsKey,
+  type PreparedKeyCreate,
   prepareKeyCreate,
   sanitizeKeys,
 } from './virtual/accesskeys.ts';
-import { extensionEndpoint, type VirtualEndpoints } from './virtual/extension.ts';
+import { extensionEndpoint, type IssuedKey, type VirtualEndpoints } from './virtual/extension.ts';
 
 /**
  * The management gateway's HTTP server (fastify): authenticates every request's access key from
@@ -124,6 +127,11 @@ export interface GatewayServerDeps {
   readonly version: string;
   readonly virtualEndpoints: VirtualEndpoints;
   readonly readiness: () => { ready: boolean; notReady: string[] };
+  /**
+   * Public documents served without authentication (OIDC discovery and JWKS): the document for a
+   * path, or undefined when the path is not one.
+   */
+  readonly publicDocument?: (path: string) => Promise<unknown>;
 }
 
 export interface GatewayServerOptions {
@@ -297,6 +305,19 @@ export async function startGatewayServer(
     }
     if (path.startsWith(`${TOKEN_REVIEW_BASE}/`)) {
       return tokenReview(request, reply, path.slice(TOKEN_REVIEW_BASE.length), started);
+    }
+    if (request.method === 'GET' && deps.publicDocument && !path.startsWith(`${BASE_PATH}/`)) {
+      const document = await deps.publicDocument(path).catch((error: unknown) => {
+        log.error({ err: error }, 'public document could not be built');
+        return serviceUnavailable('the document is not available yet; retry shortly');
+      });
+      if (document instanceof GatewayError) return sendStatus(reply, document);
+      if (document !== undefined) {
+        return void reply
+          .type('application/json')
+          .header('cache-control', 'public, max-age=60')
+          .send(JSON.stringify(document));
+      }
     }
 
     const negotiated = negotiateCached(request.headers.accept);
@@ -541,6 +562,9 @@ export async function startGatewayServer(
         upstream: deps.upstream,
         impersonation,
         signal: ctx.signal,
+        authorize: (reviewed) => allowedBySar(identity, reviewed, ctx.signal),
+        projectOfNamespace: deps.projectOfNamespace,
+        issueKey: (keyBody) => issueKey(identity, keyBody, ctx.signal),
       });
       return send(ctx, answer.code, answer.body);
     }
@@ -679,45 +703,11 @@ export async function startGatewayServer(
     });
   }
 
-  async function allowedBySar(
+  const allowedBySar = (
     identity: AuthenticatedIdentity,
-    attributes: Pick<RequestAttributes, 'verb' | 'resource' | 'subresource' | 'name' | 'namespace'>,
+    attributes: ReviewedAttributes,
     signal: AbortSignal,
-  ): Promise<boolean> {
-    const answer = await deps.upstream
-      .json<{ status?: { allowed?: boolean } }>({
-        method: 'POST',
-        path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SubjectAccessReview',
-          spec: {
-            user: identity.username,
-            groups: [...identity.groups],
-            ...(identity.uid ? { uid: identity.uid } : {}),
-            extra: { [ACCESS_KEY_EXTRA]: [identity.accessKey.name] },
-            resourceAttributes: {
-              group: 'management.platform',
-              version: 'v1',
-              resource: attributes.resource,
-              ...(attributes.subresource ? { subresource: attributes.subresource } : {}),
-              ...(attributes.name ? { name: attributes.name } : {}),
-              ...(attributes.namespace ? { namespace: attributes.namespace } : {}),
-              verb: attributes.verb,
-            },
-          },
-        }),
-        signal,
-      })
-      .catch((error: unknown) => {
-        throw upstreamFailure(error, signal);
-      });
-    if (answer.statusCode !== 201 && answer.statusCode !== 200) {
-      throw serviceUnavailable('the authorization check could not be made');
-    }
-    return answer.body?.status?.allowed === true;
-  }
+  ) => subjectAccessAllowed(deps.upstream, identity, attributes, signal);
 
   function rbacForbidden(identity: AuthenticatedIdentity, attributes: RequestAttributes): GatewayError {
     const resource = attributes.subresource
@@ -935,7 +925,22 @@ export async function startGatewayServer(
       const refusal = checkOwnKeyWrite(identity, prepared.object);
       if (refusal) throw refusal;
     }
-    const search = forwardedSearch(ctx.request.raw.url ?? '');
+    const answer = await insertKey(prepared, headers, forwardedSearch(ctx.request.raw.url ?? ''), ctx.signal);
+    if (answer.statusCode !== 201 && answer.statusCode !== 200) {
+      return send(ctx, answer.statusCode, answer.body ?? keyCreateFailure(answer.statusCode));
+    }
+    const created = sanitizeKeys(answer.body) as { spec?: Record<string, unknown> };
+    // The plaintext, this once.
+    return send(ctx, answer.statusCode, { ...created, spec: { ...created.spec, key: prepared.plaintext } });
+  }
+
+  /** Creates a prepared key (a generated name retried on collisions, as kube-apiserver does). */
+  async function insertKey(
+    prepared: PreparedKeyCreate,
+    headers: HeaderMap,
+    search: string,
+    signal: AbortSignal,
+  ): Promise<{ statusCode: number; body: Record<string, unknown> | undefined }> {
     const post = async (name: string | undefined) => {
       const object =
         name === undefined
@@ -944,14 +949,14 @@ export async function startGatewayServer(
       const answer = await deps.upstream
         .json<Record<string, unknown>>({
           method: 'POST',
-          path: upstreamPath({ ...ctx.attributes!, name: '' }),
+          path: `/apis/${GROUP_VERSION}/ownedaccesskeys`,
           search,
           headers: { ...headers, 'content-type': 'application/json' },
           body: JSON.stringify(object),
-          signal: ctx.signal,
+          signal,
         })
         .catch((error: unknown) => {
-          throw upstreamFailure(error, ctx.signal);
+          throw upstreamFailure(error, signal);
         });
       if (
         answer.statusCode === 409 &&
@@ -962,9 +967,8 @@ export async function startGatewayServer(
       }
       return answer;
     };
-    let answer: { statusCode: number; body: Record<string, unknown> | undefined };
     try {
-      answer = prepared.generateName
+      return prepared.generateName
         ? await createWithGeneratedName(prepared.generateName, post, {
             random: deps.random,
             isNameTaken: (error) => error instanceof NameTaken,
@@ -976,21 +980,29 @@ export async function startGatewayServer(
       }
       throw error;
     }
+  }
+
+  /**
+   * A key the platform issues to the caller for one of its own endpoints (a kubeconfig), created
+   * as the operator: the endpoint's own authorization decided; the body's owner is the caller.
+   */
+  async function issueKey(
+    identity: AuthenticatedIdentity,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<IssuedKey> {
+    const prepared = prepareKeyCreate(body, identity, deps.random);
+    if (prepared instanceof GatewayError) throw prepared;
+    const answer = await insertKey(prepared, {}, '', signal);
     if (answer.statusCode !== 201 && answer.statusCode !== 200) {
-      return send(
-        ctx,
-        answer.statusCode,
-        answer.body ??
-          failureStatus(
-            answer.statusCode,
-            reasonForCode(answer.statusCode),
-            'the access key could not be created',
-          ),
+      const status = (answer.body ?? keyCreateFailure(answer.statusCode)) as { message?: string };
+      throw new GatewayError(
+        answer.statusCode >= 500 ? 503 : answer.statusCode,
+        reasonForCode(answer.statusCode >= 500 ? 503 : answer.statusCode),
+        `the access key could not be created: ${status.message ?? 'unknown error'}`,
       );
     }
-    const created = sanitizeKeys(answer.body) as { spec?: Record<string, unknown> };
-    // The plaintext, this once.
-    return send(ctx, answer.statusCode, { ...created, spec: { ...created.spec, key: prepared.plaintext } });
+    return { object: sanitizeKeys(answer.body) as Record<string, unknown>, plaintext: prepared.plaintext };
   }
 
   async function tokenReview(
@@ -1078,6 +1090,9 @@ class NameTaken extends Error {
     super('name taken');
   }
 }
+
+const keyCreateFailure = (code: number) =>
+  failureStatus(code, reasonForCode(code), 'the access key could not be created');
 
 function auditUser(identity: AuthenticatedIdentity): AuditUser {
   return {
@@ -1184,16 +1199,6 @@ function forwardedSearch(url: string): string {
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-function upstreamFailure(error: unknown, signal: AbortSignal): GatewayError {
-  if (error instanceof GatewayError) return error;
-  if (signal.aborted) return new GatewayError(499, 'ClientClosedRequest', 'the client closed the request');
-  const name = error instanceof Error ? ((error as { code?: string }).code ?? error.name) : 'error';
-  if (name === 'UND_ERR_HEADERS_TIMEOUT' || name === 'UND_ERR_BODY_TIMEOUT') {
-    return new GatewayError(504, 'Timeout', 'the cluster did not answer in time');
-  }
-  return serviceUnavailable('the cluster could not be reached');
 }
 
 function toGatewayError(error: unknown, log: Logger): GatewayError {

@@ -126,6 +126,22 @@ export const invalid = (
     { name, group, kind, causes },
   );
 
+/** A 422 from a schema's issues, each a cause with its field path (`spec.ttl`). */
+export const invalidFromIssues = (
+  kind: string,
+  name: string,
+  issues: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[],
+) =>
+  invalid(
+    kind,
+    name,
+    issues.map((issue) => ({
+      reason: 'FieldValueInvalid',
+      field: issue.path.map(String).join('.'),
+      message: issue.message,
+    })),
+  );
+
 export const tooManyRequests = (retryAfterSeconds: number) =>
   new GatewayError(
     429,

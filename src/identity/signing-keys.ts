@@ -159,10 +159,13 @@ export class SigningKeyStore {
       };
       try {
         if (secret) {
+          // A merge patch carrying the resourceVersion read: optimistic concurrency as with an
+          // update, within the `patch` the operator holds on Secrets anyway.
           await this.api.request({
-            method: 'PUT',
+            method: 'PATCH',
             path: secretPath(this.namespace, SIGNING_KEYS_SECRET),
-            body,
+            contentType: 'application/merge-patch+json',
+            body: { metadata: { resourceVersion: body.metadata.resourceVersion }, data: body.data },
           });
         } else {
           await this.api.request({ method: 'POST', path: secretPath(this.namespace), body });

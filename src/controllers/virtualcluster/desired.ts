@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { parse as parseYaml } from 'yaml';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import type { Connection } from '../../clusters/connection.ts';
+import type { Reachability } from '../../clusters/reachability.ts';
 import type { ConditionInput } from '../../runtime/conditions.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
 
@@ -10,6 +11,7 @@ import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
  */
 
 export const SYNCING_CONDITION = 'Syncing';
+export const READY_CONDITION = 'Ready';
 
 /** Where the syncer writes and what it calls the virtual cluster. */
 export function placementOf(vci: Pick<VirtualClusterInstance, 'metadata' | 'spec'>): {
@@ -19,141 +21,6 @@ export function placementOf(vci: Pick<VirtualClusterInstance, 'metadata' | 'spec
   return {
     hostNamespace: vci.spec.clusterRef?.namespace ?? vci.metadata.namespace ?? '',
     vclusterName: vci.spec.clusterRef?.virtualCluster ?? vci.metadata.name ?? '',
-  };
-}
-
-/** Why a virtual cluster cannot be connected to; the class name is the condition reason. */
-export class CredentialsMissing extends Error {
-  override readonly name = 'CredentialsMissing';
-}
-export class InvalidCredentials extends Error {
-  override readonly name = 'InvalidCredentials';
-}
-
-/**
- * A connection as plain data (what `KubeConfig.loadFromOptions` takes): one cluster, one user
- * with inline credentials only.
- */
-export interface Connection {
-  server: string;
-  /** Base64 PEM. */
-  caData?: string;
-  tlsServerName?: string;
-  skipTLSVerify?: boolean;
-  token?: string;
-  certData?: string;
-  keyData?: string;
-  username?: string;
-  password?: string;
-}
-
-/**
- * Fields of a kubeconfig user or cluster that make the client read a local file or run a
- * program: never from a Secret a tenant may write. (`token-file` would send any file of the
- * operator's, its own service account token for one, to the tenant's server as a bearer token;
- * `exec` would run a command of the tenant's choosing.)
- */
-const FORBIDDEN_USER_FIELDS = [
-  'exec',
-  'auth-provider',
-  'token-file',
-  'tokenFile',
-  'client-certificate',
-  'client-key',
-  'as',
-  'as-groups',
-  'as-user-extra',
-];
-const FORBIDDEN_CLUSTER_FIELDS = ['certificate-authority', 'proxy-url'];
-
-type Named = { name?: unknown; cluster?: unknown; user?: unknown; context?: unknown };
-
-function findNamed(list: unknown, name: unknown, field: 'cluster' | 'user' | 'context') {
-  if (!Array.isArray(list)) return undefined;
-  const entry = (list as Named[]).find((e) => e && typeof e === 'object' && e.name === name);
-  const value = entry?.[field];
-  return value && typeof value === 'object' ? (value as Record<string, unknown>) : undefined;
-}
-
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
-
-/**
- * The current context of a kubeconfig from a credentials Secret, reduced to inline credentials.
- * Throws {@link InvalidCredentials} (never quoting the credentials) for anything else.
- */
-export function connectionFromKubeconfig(text: string): Connection {
-  let doc: Record<string, unknown>;
-  try {
-    doc = parseYaml(text) as Record<string, unknown>;
-  } catch {
-    throw new InvalidCredentials('the kubeconfig is not valid YAML');
-  }
-  if (!doc || typeof doc !== 'object') throw new InvalidCredentials('the kubeconfig is empty');
-  const current = doc['current-context'];
-  const context = findNamed(doc.contexts, current, 'context');
-  if (!context) throw new InvalidCredentials('the kubeconfig has no current context');
-  const cluster = findNamed(doc.clusters, context.cluster, 'cluster');
-  const user = findNamed(doc.users, context.user, 'user') ?? {};
-  if (!cluster || !str(cluster.server)) {
-    throw new InvalidCredentials("the kubeconfig's current context has no cluster server");
-  }
-  const forbidden = [
-    ...FORBIDDEN_USER_FIELDS.filter((f) => user[f] !== undefined).map((f) => `users[].user.${f}`),
-    ...FORBIDDEN_CLUSTER_FIELDS.filter((f) => cluster[f] !== undefined).map((f) => `clusters[].cluster.${f}`),
-  ];
-  if (forbidden.length > 0) {
-    throw new InvalidCredentials(
-      `the kubeconfig may hold inline credentials only; not allowed: ${forbidden.join(', ')}`,
-    );
-  }
-  const connection: Connection = { server: str(cluster.server)! };
-  const set = <K extends keyof Connection>(key: K, value: Connection[K] | undefined) => {
-    if (value !== undefined) connection[key] = value;
-  };
-  set('caData', str(cluster['certificate-authority-data']));
-  set('tlsServerName', str(cluster['tls-server-name']));
-  if (cluster['insecure-skip-tls-verify'] === true) connection.skipTLSVerify = true;
-  set('token', str(user.token));
-  set('certData', str(user['client-certificate-data']));
-  set('keyData', str(user['client-key-data']));
-  set('username', str(user.username));
-  set('password', str(user.password));
-  return connection;
-}
-
-/**
- * How to reach the virtual cluster: the Secret's `kubeconfig` key as it is (inline credentials
- * only), else its `token` with `spec.endpoint` and `spec.caData`. `secretData` is the Secret's
- * `data` (base64 values), or null when the Secret does not exist.
- */
-export function connectionFor(
-  vci: Pick<VirtualClusterInstance, 'spec'>,
-  secretName: string,
-  secretData: Record<string, string> | null,
-): Connection {
-  if (secretData === null) throw new CredentialsMissing(`Secret ${secretName} does not exist`);
-  const decode = (key: string) => {
-    const value = secretData[key];
-    return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
-  };
-  const kubeconfig = decode('kubeconfig');
-  if (kubeconfig !== undefined && kubeconfig.trim() !== '') return connectionFromKubeconfig(kubeconfig);
-  const token = decode('token')?.trim();
-  if (token === undefined || token === '') {
-    throw new CredentialsMissing(`Secret ${secretName} has neither a kubeconfig nor a token key`);
-  }
-  if (!vci.spec.endpoint) throw new CredentialsMissing('spec.endpoint is required with a token');
-  return { server: vci.spec.endpoint, token, ...(vci.spec.caData ? { caData: vci.spec.caData } : {}) };
-}
-
-/** `KubeConfig.loadFromOptions` input for a connection. */
-export function kubeConfigOptions(connection: Connection) {
-  const { server, caData, tlsServerName, skipTLSVerify, ...user } = connection;
-  return {
-    clusters: [{ name: 'virtual', server, caData, tlsServerName, skipTLSVerify: skipTLSVerify ?? false }],
-    users: [{ name: 'platform', ...user }],
-    contexts: [{ name: 'virtual', cluster: 'virtual', user: 'platform' }],
-    currentContext: 'virtual',
   };
 }
 
@@ -232,4 +99,44 @@ export function syncingCondition(state: SyncerState, generation: number | undefi
       };
     }
   }
+}
+
+/** How the platform reaches the instance: no usable credentials, or the probe's answer. */
+export type Access =
+  | { readonly phase: 'noCredentials'; readonly reason: string; readonly message: string }
+  | { readonly phase: 'probed'; readonly reachability: Reachability };
+
+/**
+ * The `Ready` condition, the one GitOps tools read: True when the platform reaches the virtual
+ * cluster's API with its credentials and, where a syncer is configured, it syncs without errors.
+ */
+export function readyCondition(
+  access: Access,
+  syncing: ConditionInput | null,
+  generation: number | undefined,
+): ConditionInput {
+  const base = {
+    type: READY_CONDITION,
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
+  if (access.phase === 'noCredentials')
+    return { ...base, status: 'False', reason: access.reason, message: access.message };
+  const { reachability } = access;
+  if (!reachability.reachable)
+    return { ...base, status: 'False', reason: reachability.reason, message: reachability.message };
+  if (syncing && syncing.status !== 'True') {
+    return {
+      ...base,
+      status: syncing.status,
+      reason: syncing.reason,
+      message: `reachable, but not syncing: ${syncing.message}`,
+    };
+  }
+  const who = reachability.username ? ` as ${reachability.username}` : '';
+  return {
+    ...base,
+    status: 'True',
+    reason: 'Reachable',
+    message: `the platform reaches the virtual cluster's API${who}${syncing ? '; syncing' : ''}`,
+  };
 }

@@ -2,11 +2,19 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import {
+  type Connection,
+  CredentialsMissing,
+  connectionFor,
+  InvalidCredentials,
+  kubeConfigOptions,
+} from '../../clusters/connection.ts';
+import { probeCluster } from '../../clusters/reachability.ts';
 import { patchStatus } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { type Condition, removeCondition, setCondition } from '../../runtime/conditions.ts';
 import type { ReconcileContext, ReconcileResult } from '../../runtime/controller.ts';
-import { errorReason, isNotFound } from '../../runtime/errors.ts';
+import { isNotFound } from '../../runtime/errors.ts';
 import { type KubeApi, KubeClient, objectPath } from '../../runtime/kube-client.ts';
 import type { RuntimeMetrics } from '../../runtime/metrics.ts';
 import type { Store } from '../../runtime/store.ts';
@@ -14,12 +22,9 @@ import { validateSyncConfig } from '../../sync/config.ts';
 import { type Syncer, type SyncerOptions, startSyncer } from '../../sync/controllers/syncer.ts';
 import { resources, type Stored } from '../resources.ts';
 import {
-  type Connection,
-  CredentialsMissing,
-  connectionFor,
-  InvalidCredentials,
-  kubeConfigOptions,
+  type Access,
   placementOf,
+  readyCondition,
   SYNCING_CONDITION,
   type SyncerState,
   syncerFingerprint,
@@ -121,7 +126,9 @@ export function syncerFactory(options: {
 }
 
 /**
- * Runs one syncer per VirtualClusterInstance that has `spec.credentialsSecretRef` and
+ * Reports whether the platform reaches each VirtualClusterInstance (`Ready`: a SelfSubjectReview
+ * with the credentials of `spec.credentialsSecretRef`, repeated every minute, every 10 s while it
+ * fails) and runs one syncer per instance that has `spec.credentialsSecretRef` and
  * `spec.config`, restarts it when anything it was started from changes (configuration,
  * credentials, endpoint, placement), stops it when the instance goes, and reports how it does in
  * the `Syncing` condition. Nothing is written to the virtual cluster or the host here; that is
@@ -144,14 +151,21 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     }
   }
 
-  async function writeCondition(vci: Stored<VirtualClusterInstance>, state: SyncerState): Promise<void> {
-    const condition = syncingCondition(state, vci.metadata.generation);
-    const current = (vci.status?.conditions ?? []) as Condition[];
-    if (condition === null && !current.some((c) => c.type === SYNCING_CONDITION)) return;
-    const conditions =
-      condition === null
-        ? removeCondition(current, SYNCING_CONDITION)
-        : setCondition(current, condition, new Date(deps.clock.now()));
+  /** Writes `Ready` and `Syncing` at once (nothing when both are unchanged). */
+  async function writeConditions(
+    vci: Stored<VirtualClusterInstance>,
+    access: Access,
+    state: SyncerState,
+  ): Promise<void> {
+    const generation = vci.metadata.generation;
+    const syncing = syncingCondition(state, generation);
+    const now = new Date(deps.clock.now());
+    let conditions = (vci.status?.conditions ?? []) as Condition[];
+    conditions =
+      syncing === null
+        ? removeCondition(conditions, SYNCING_CONDITION)
+        : setCondition(conditions, syncing, now);
+    conditions = setCondition(conditions, readyCondition(access, syncing, generation), now);
     // patchStatus writes nothing when the status is unchanged.
     await patchStatus(api, resources.virtualClusterInstances, vci, { ...vci.status, conditions });
   }
@@ -163,65 +177,91 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
       return undefined;
     }
     const { spec } = vci;
-    if (!spec.credentialsSecretRef || spec.config === undefined) {
-      await supervisor.stop(key);
-      await writeCondition(vci, { phase: 'notConfigured' });
-      return undefined;
-    }
-    const { config, errors } = validateSyncConfig(spec.config);
-    if (config === null) {
-      // Admission rejects such configurations; this covers objects written without it.
-      await supervisor.stop(key);
-      await writeCondition(vci, { phase: 'invalidConfig', errors });
-      return undefined;
-    }
     const namespace = vci.metadata.namespace ?? '';
-    const secretName = spec.credentialsSecretRef.name;
-    let connection: Connection;
-    try {
-      connection = connectionFor(vci, secretName, await readSecretData(namespace, secretName));
-    } catch (err) {
-      if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
-      await supervisor.stop(key);
-      await writeCondition(vci, { phase: 'noConnection', reason: err.name, message: err.message });
-      return { requeueAfter: RETRY_CONNECTION_MS };
-    }
-    const { hostNamespace, vclusterName } = placementOf(vci);
-    const fingerprint = syncerFingerprint({ connection, config: spec.config, hostNamespace, vclusterName });
 
-    let running = supervisor.get(key);
-    if (running?.fingerprint !== fingerprint) {
-      await supervisor.stop(key);
-      const kubeConfig = new KubeConfig();
-      kubeConfig.loadFromOptions(kubeConfigOptions(connection));
-      const client = new KubeClient(kubeConfig);
+    let connection: Connection | undefined;
+    let access: Access;
+    if (!spec.credentialsSecretRef) {
+      access = {
+        phase: 'noCredentials',
+        reason: 'CredentialsMissing',
+        message: 'spec.credentialsSecretRef is not set, so the platform cannot reach the virtual cluster',
+      };
+    } else {
+      const secretName = spec.credentialsSecretRef.name;
       try {
-        await client.request({ method: 'GET', path: '/version', timeoutMs: deps.probeTimeoutMs ?? 5_000 });
+        connection = connectionFor(spec, secretName, await readSecretData(namespace, secretName));
+        access = { phase: 'probed', reachability: { reachable: true, username: '' } };
       } catch (err) {
-        client.close();
-        const reason = errorReason(err);
-        await writeCondition(vci, {
-          phase: 'noConnection',
-          reason: 'Unreachable',
-          message: `cannot reach the virtual cluster at ${connection.server}: ${reason}${
-            err instanceof Error && reason !== err.message ? ` (${err.message})` : ''
-          }`,
-        });
-        return { requeueAfter: RETRY_CONNECTION_MS };
+        if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
+        access = { phase: 'noCredentials', reason: err.name, message: err.message };
       }
-      ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
-      running = supervisor.start({
-        key,
-        fingerprint,
-        client,
-        hostNamespace,
-        vclusterName,
-        config,
-        logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
-        onStatusChange: () => deps.enqueue(key),
-      });
     }
-    await writeCondition(vci, { phase: 'running', status: running.syncer.status() });
-    return { requeueAfter: RECHECK_MS };
+
+    // The syncer's side: what it would be started from, and whether the running one still fits.
+    const validated = spec.config === undefined ? undefined : validateSyncConfig(spec.config);
+    const { hostNamespace, vclusterName } = placementOf(vci);
+    const fingerprint =
+      connection && spec.config !== undefined
+        ? syncerFingerprint({ connection, config: spec.config, hostNamespace, vclusterName })
+        : undefined;
+    let running = supervisor.get(key);
+    if (running && (fingerprint === undefined || running.fingerprint !== fingerprint || !validated?.config)) {
+      await supervisor.stop(key);
+      running = undefined;
+    }
+
+    // Reachability, with the running syncer's client when there is one.
+    let probeClient: KubeClient | undefined;
+    if (connection) {
+      probeClient = running?.client ?? clientFor(connection);
+      access = {
+        phase: 'probed',
+        reachability: await probeCluster(probeClient, connection.server, deps.probeTimeoutMs),
+      };
+    }
+    const reachable = access.phase === 'probed' && access.reachability.reachable;
+
+    let state: SyncerState;
+    if (spec.config === undefined || !spec.credentialsSecretRef) state = { phase: 'notConfigured' };
+    else if (!validated?.config)
+      // Admission rejects such configurations; this covers objects written without it.
+      state = { phase: 'invalidConfig', errors: validated?.errors ?? [] };
+    else if (access.phase === 'noCredentials')
+      state = { phase: 'noConnection', reason: access.reason, message: access.message };
+    else if (!access.reachability.reachable)
+      state = {
+        phase: 'noConnection',
+        reason: 'Unreachable',
+        message: access.reachability.message,
+      };
+    else {
+      if (!running && connection && probeClient && fingerprint) {
+        ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
+        running = supervisor.start({
+          key,
+          fingerprint,
+          client: probeClient,
+          hostNamespace,
+          vclusterName,
+          config: validated.config,
+          logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
+          onStatusChange: () => deps.enqueue(key),
+        });
+      }
+      state = running ? { phase: 'running', status: running.syncer.status() } : { phase: 'notConfigured' };
+    }
+    // A probe client the syncer did not take over is closed.
+    if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
+
+    await writeConditions(vci, access, state);
+    if (access.phase === 'noCredentials' && !spec.credentialsSecretRef) return undefined;
+    return { requeueAfter: reachable ? RECHECK_MS : RETRY_CONNECTION_MS };
   };
+}
+
+function clientFor(connection: Connection): KubeClient {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions(kubeConfigOptions(connection));
+  return new KubeClient(kubeConfig);
 }

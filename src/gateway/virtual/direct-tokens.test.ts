@@ -32,10 +32,12 @@ async function setup(scope?: AuthenticatedIdentity['accessKey']['scope']) {
     },
   } as unknown as SigningKeyStore;
   const keyRing = new SigningKeyRing({ keys, clock, ringCacheMs: 30_000 });
-  const handler = directTokenHandler(
-    { keys, clock, issuer: ISSUER, config: () => parseConfig('auth:\n  accessKeyMaxTTLSeconds: 600\n') },
-    keyRing,
-  );
+  const handler = directTokenHandler({
+    ring: keyRing,
+    clock,
+    issuer: () => ISSUER,
+    config: () => parseConfig('auth:\n  accessKeyMaxTTLSeconds: 600\n'),
+  });
   const identity: AuthenticatedIdentity = {
     kind: 'User',
     name: 'alice',

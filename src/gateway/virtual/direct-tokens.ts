@@ -15,7 +15,7 @@ import {
   type SigningKeyStore,
 } from '../../identity/signing-keys.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { forbidden, invalid, serviceUnavailable } from '../status.ts';
+import { forbidden, invalidFromIssues, serviceUnavailable } from '../status.ts';
 import type { VirtualHandler } from './extension.ts';
 
 /** Where the gateway publishes the JWKS its discovery document names. */
@@ -23,13 +23,14 @@ export const JWKS_PATH = '/openid/v1/jwks';
 export const OPENID_CONFIGURATION_PATH = '/.well-known/openid-configuration';
 
 export interface DirectTokenDeps {
-  readonly keys: SigningKeyStore;
+  readonly ring: SigningKeyRing;
   readonly clock: Clock;
-  /** The issuer URL (`iss`): the gateway's external base URL, serving the discovery document. */
-  readonly issuer: string;
+  /**
+   * The issuer URL (`iss`), where the discovery document is served: the gateway's external URL
+   * (read per token, since a gateway on port 0 knows its URL only once it listens).
+   */
+  readonly issuer: () => string;
   readonly config: () => ConfigStatus;
-  /** How long a read of the key ring is reused. Default 30 s. */
-  readonly ringCacheMs?: number;
 }
 
 /**
@@ -40,7 +41,14 @@ export class SigningKeyRing {
   private cached: { ring: readonly SigningKey[]; readAt: number } | undefined;
   private pending: Promise<readonly SigningKey[]> | undefined;
 
-  constructor(private readonly deps: Pick<DirectTokenDeps, 'keys' | 'clock' | 'ringCacheMs'>) {}
+  constructor(
+    private readonly deps: {
+      readonly keys: SigningKeyStore;
+      readonly clock: Clock;
+      /** How long a read of the key ring is reused. Default 30 s. */
+      readonly ringCacheMs?: number;
+    },
+  ) {}
 
   async current(): Promise<readonly SigningKey[]> {
     const now = this.deps.clock.now();
@@ -59,7 +67,7 @@ export class SigningKeyRing {
 }
 
 /** `POST directclusterendpointtokens`: a JWT for the caller, narrowed by the requested scope. */
-export function directTokenHandler(deps: DirectTokenDeps, ring = new SigningKeyRing(deps)): VirtualHandler {
+export function directTokenHandler(deps: DirectTokenDeps): VirtualHandler {
   return async ({ identity, body }) => {
     // apiVersion and kind may be left out (the path names them); wrong ones are refused.
     const parsed = DirectClusterEndpointTokenSchema.safeParse({
@@ -68,15 +76,7 @@ export function directTokenHandler(deps: DirectTokenDeps, ring = new SigningKeyR
       ...body,
     });
     if (!parsed.success) {
-      throw invalid(
-        'DirectClusterEndpointToken',
-        '',
-        parsed.error.issues.map((issue) => ({
-          type: 'FieldValueInvalid',
-          field: issue.path.join('.'),
-          message: issue.message,
-        })),
-      );
+      throw invalidFromIssues('DirectClusterEndpointToken', '', parsed.error.issues);
     }
     const spec = parsed.data.spec ?? {};
     let scope: ReturnType<typeof directTokenScope>;
@@ -87,13 +87,13 @@ export function directTokenHandler(deps: DirectTokenDeps, ring = new SigningKeyR
       throw err;
     }
     const now = deps.clock.now();
-    const key = currentSigningKey(await ring.current(), now);
+    const key = currentSigningKey(await deps.ring.current(), now);
     if (!key) throw serviceUnavailable('no token signing key is available yet; retry shortly');
     const token = await mintDirectClusterEndpointToken({
       subject: identity,
       scope,
       ttlSeconds: directTokenTtlSeconds(spec.ttl, deps.config().auth.accessKeyMaxTTLSeconds),
-      issuer: deps.issuer,
+      issuer: deps.issuer(),
       key,
       now,
     });

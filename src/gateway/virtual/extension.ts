@@ -1,5 +1,6 @@
 import type { AuthenticatedIdentity } from '../auth/authenticate.ts';
 import type { RequestAttributes } from '../authz/request.ts';
+import type { ReviewedAttributes } from '../authz/sar.ts';
 import type { HeaderMap, Upstream } from '../proxy.ts';
 
 /**
@@ -22,6 +23,22 @@ export interface VirtualRequest {
   /** Headers that make an upstream call run as the caller (RBAC decides). */
   readonly impersonation: HeaderMap;
   readonly signal: AbortSignal;
+  /** Whether Kubernetes RBAC allows the caller this (a SubjectAccessReview). */
+  authorize(attributes: ReviewedAttributes): Promise<boolean>;
+  /** The Project whose namespace `namespace` is, if any. */
+  projectOfNamespace(namespace: string): string | undefined;
+  /**
+   * Creates an access key owned by the caller from an `OwnedAccessKey` body (the key is
+   * generated), as the operator; throws a GatewayError when it cannot be created.
+   */
+  issueKey(body: Record<string, unknown>): Promise<IssuedKey>;
+}
+
+export interface IssuedKey {
+  /** The created object, without its secret. */
+  readonly object: Record<string, unknown>;
+  /** The plaintext key: goes to the caller only, never stored or logged. */
+  readonly plaintext: string;
 }
 
 export interface VirtualResponse {

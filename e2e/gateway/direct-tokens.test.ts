@@ -1,0 +1,176 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
+import { beforeAll, describe, expect, test } from 'vitest';
+import type { Cluster } from '../../src/dev/controlplane.ts';
+import { kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
+import { call, useGatewayEnv } from './support.ts';
+
+/**
+ * DirectClusterEndpointTokens through the gateway: `POST directclusterendpointtokens` mints a JWT
+ * that a real kube-apiserver, configured with a structured JWT authenticator whose issuer is the
+ * gateway, verifies on its own from the gateway's discovery document and JWKS.
+ */
+describe('gateway: directclusterendpointtokens', () => {
+  const env = useGatewayEnv({ https: true, controllers: [] });
+  const startCluster = useExtraClusters();
+  let east: Cluster;
+  let alice: string;
+  let auditDir: string;
+
+  const mint = (body: unknown, token = alice) =>
+    call(`${env().api}/directclusterendpointtokens`, {
+      method: 'POST',
+      token,
+      dispatcher: env().dispatcher,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+
+  const whoami = (jwt: string) => {
+    const path = join(east.kubeconfigPath, '..', `${uniqueName('jwt')}.kubeconfig`);
+    writeFileSync(
+      path,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [
+          {
+            name: 'east',
+            cluster: {
+              server: east.server,
+              'certificate-authority-data': Buffer.from(east.caPem).toString('base64'),
+            },
+          },
+        ],
+        users: [{ name: 'u', user: { token: jwt } }],
+        contexts: [{ name: 'east', context: { cluster: 'east', user: 'u' } }],
+        'current-context': 'east',
+      }),
+      { mode: 0o600 },
+    );
+    return kubectl(['auth', 'whoami', '-o', 'json'], { kubeconfig: path });
+  };
+
+  beforeAll(async () => {
+    alice = await env().user('alice', { teams: ['ops'] });
+    // Every request audited with bodies: tokens must still never reach the log.
+    auditDir = join(env().cluster!.kubeconfigPath, '..', 'audit');
+    const configured = await call(`${env().api}/configs`, {
+      method: 'POST',
+      token: await env().user('root', { admin: true }),
+      dispatcher: env().dispatcher,
+      headers: { 'Content-Type': 'application/yaml' },
+      body: `kind: Config\nmetadata:\n  name: config\nspec:\n  raw: |\n    audit:\n      enabled: true\n      level: RequestResponse\n      path: ${auditDir}/audit.log\n`,
+    });
+    expect(configured.status, configured.text).toBe(201);
+    const indent = (pem: string) => pem.trim().replace(/\n/g, '\n        ');
+    east = await startCluster({
+      name: uniqueName('east'),
+      authenticationConfig: `apiVersion: apiserver.config.k8s.io/v1
+kind: AuthenticationConfiguration
+jwt:
+  - issuer:
+      url: ${env().server.url}
+      audiences: [east]
+      certificateAuthority: |
+        ${indent(env().caPem!)}
+    claimMappings:
+      username: {claim: sub, prefix: ""}
+      groups: {claim: groups, prefix: ""}
+`,
+    });
+  });
+
+  test('discovery and JWKS are public and name the issuer and the signing key', async () => {
+    const discovery = await call(`${env().server.url}/.well-known/openid-configuration`, {
+      dispatcher: env().dispatcher,
+    });
+    expect(discovery.status).toBe(200);
+    expect(discovery.json).toMatchObject({
+      issuer: env().server.url,
+      jwks_uri: `${env().server.url}/openid/v1/jwks`,
+    });
+    const jwks = await call(discovery.json.jwks_uri, { dispatcher: env().dispatcher });
+    expect(jwks.status).toBe(200);
+    expect(jwks.json.keys.length).toBeGreaterThan(0);
+    expect(jwks.json.keys[0]).toMatchObject({ kty: 'EC', crv: 'P-256', use: 'sig', alg: 'ES256' });
+    expect(jwks.json.keys[0]).not.toHaveProperty('d');
+  });
+
+  test('a token for cluster east authenticates there as the caller, with the platform groups', async () => {
+    const answer = await mint({ spec: { ttl: 600, scope: { clusters: [{ cluster: 'east' }] } } });
+    expect(answer.status, answer.text).toBe(201);
+    expect(answer.json).toMatchObject({ kind: 'DirectClusterEndpointToken', spec: { ttl: 600 } });
+    const jwt: string = answer.json.status.token;
+    const claims = decodeJwt(jwt);
+    expect(claims).toMatchObject({ iss: env().server.url, sub: 'alice', aud: ['east'] });
+    expect(claims.exp! - claims.iat!).toBe(600);
+    expect(claims.groups).toEqual(expect.arrayContaining(['platform:user:alice', 'platform:team:ops']));
+    expect(claims['management.platform']).toMatchObject({ name: 'alice', kind: 'User' });
+    expect(decodeProtectedHeader(jwt)).toMatchObject({ alg: 'ES256', kid: expect.any(String) });
+
+    // The authenticator reads the discovery document in the background after its start.
+    await eventually(async () => (await whoami(jwt)).code === 0, 60_000, 'east to accept the token');
+    const review = JSON.parse((await whoami(jwt)).stdout);
+    expect(review.status.userInfo.username).toBe('alice');
+    expect(review.status.userInfo.groups).toEqual(expect.arrayContaining(['platform:team:ops']));
+  });
+
+  test('a token without a cluster scope has the platform audience, which east refuses', async () => {
+    const answer = await mint({ spec: {} });
+    expect(answer.status, answer.text).toBe(201);
+    const jwt: string = answer.json.status.token;
+    const claims = decodeJwt(jwt);
+    // ttl 0 or unset: the default of one hour.
+    expect(claims.exp! - claims.iat!).toBe(3600);
+    expect(claims.aud).not.toContain('east');
+    const refused = await whoami(jwt);
+    expect(refused.code).not.toBe(0);
+  });
+
+  test('a scope may only narrow the caller key; bad bodies are 422', async () => {
+    const westOnly = await env().key({ user: 'alice', scope: { clusters: [{ cluster: 'west' }] } });
+    await env().accepted(westOnly);
+    const widened = await mint({ spec: { scope: { clusters: [{ cluster: 'east' }] } } }, westOnly);
+    expect(widened.status).toBe(403);
+    expect(widened.json.message).toContain('east');
+    const narrowed = await mint({ spec: { scope: { clusters: [{ cluster: 'west' }] } } }, westOnly);
+    expect(narrowed.status, narrowed.text).toBe(201);
+
+    const negative = await mint({ spec: { ttl: -1 } });
+    expect(negative.status).toBe(422);
+    expect(negative.json.details.causes[0]).toMatchObject({ field: 'spec.ttl', reason: 'FieldValueInvalid' });
+    const listed = await call(`${env().api}/directclusterendpointtokens`, {
+      token: alice,
+      dispatcher: env().dispatcher,
+    });
+    expect(listed.status).toBe(404);
+  });
+
+  test('the audit log records the calls but never a token', async () => {
+    const answer = await mint({ spec: { ttl: 600 } });
+    expect(answer.status).toBe(201);
+    const jwt: string = answer.json.status.token;
+    const signature = jwt.split('.')[2]!;
+    let lines: string[] = [];
+    await eventually(
+      () => {
+        lines = readdirSync(auditDir)
+          .filter((file) => file.startsWith('audit'))
+          .flatMap((file) => readFileSync(join(auditDir, file), 'utf8').split('\n'))
+          .filter((line) => line.includes('directclusterendpointtokens'));
+        return lines.length >= 4;
+      },
+      10_000,
+      'audit lines for the token requests',
+    );
+    const all = readdirSync(auditDir)
+      .map((file) => readFileSync(join(auditDir, file), 'utf8'))
+      .join('\n');
+    expect(all).not.toContain(signature);
+    expect(all).not.toContain(alice);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ kind: 'Event', level: 'Metadata' });
+  });
+});
