@@ -1,0 +1,279 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, test } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { tokenOfKubeconfig } from '../../src/dev/bootstrap.ts';
+import { kubectl, uniqueName } from '../support/cluster.ts';
+
+/**
+ * `platform dev` as a user runs it: the real command in a child process, on a control plane of
+ * its own (not the test run's shared one), driven with the real kubectl. One state directory
+ * goes through a first start, a restart and a `--reset`; each run is stopped with SIGINT and
+ * must leave no process behind.
+ */
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+const RUN_TIMEOUT_MS = 300_000;
+
+interface DevRun {
+  readonly child: ChildProcess;
+  readonly output: { stdout: string; stderr: string };
+  readonly exited: Promise<number | null>;
+}
+
+function startDev(stateDir: string, extraArgs: string[] = []): DevRun {
+  const child = spawn(
+    process.execPath,
+    [
+      '--no-node-snapshot',
+      join(repoRoot, 'bin', 'platform.js'),
+      'dev',
+      '--state-dir',
+      stateDir,
+      ...extraArgs,
+    ],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const output = { stdout: '', stderr: '' };
+  child.stdout?.on('data', (chunk: Buffer) => {
+    output.stdout += chunk.toString();
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    output.stderr += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output, exited };
+}
+
+/** Resolves once the summary is printed; fails with the progress output when the command exits first. */
+async function untilRunning(run: DevRun, timeoutMs = 240_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exitCode: number | null | undefined;
+  void run.exited.then((code) => {
+    exitCode = code;
+  });
+  while (!run.output.stdout.includes('Press Ctrl-C to stop')) {
+    if (exitCode !== undefined)
+      throw new Error(`platform dev exited with ${exitCode} before running:\n${run.output.stderr}`);
+    if (Date.now() > deadline)
+      throw new Error(`platform dev did not report running in time:\n${run.output.stderr}`);
+    await sleep(200);
+  }
+}
+
+/** Parent pid of `pid` from /proc (the command name may contain spaces or parentheses). */
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+function descendantsOf(root: number): number[] {
+  const pids = readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number);
+  const found: number[] = [];
+  let frontier = [root];
+  while (frontier.length > 0) {
+    const children = pids.filter((pid) => frontier.includes(parentOf(pid) ?? -1));
+    found.push(...children);
+    frontier = children;
+  }
+  return found;
+}
+
+/** Alive and not a zombie. */
+function alive(pid: number): boolean {
+  try {
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+function processesMentioning(marker: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry) && Number(entry) !== process.pid)
+    .filter((entry) => {
+      try {
+        return readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker) && alive(Number(entry));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1' });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** The port of the server a kubeconfig's first cluster names. */
+function serverPort(kubeconfigPath: string): number {
+  const document = parseYaml(readFileSync(kubeconfigPath, 'utf8'));
+  return Number(new URL(document.clusters[0].cluster.server).port);
+}
+
+describe('platform dev', () => {
+  const stateDir = mkdtempSync(join(tmpdir(), 'platform-dev-e2e-'));
+  const adminConfig = join(stateDir, 'admin.kubeconfig');
+  const hostConfig = join(stateDir, 'host.kubeconfig');
+  const cacheDir = join(stateDir, 'kubectl-cache');
+  const namespace = uniqueName('dev');
+  const secretName = 'dev-e2e-secret';
+  let current: DevRun | undefined;
+
+  afterAll(async () => {
+    if (current && current.child.exitCode === null && current.child.signalCode === null) {
+      current.child.kill('SIGKILL'); // its control plane dies with it (parent-death signal)
+      await current.exited;
+    }
+    for (let i = 0; i < 40 && processesMentioning(stateDir).length > 0; i++) await sleep(250);
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  const run = (kubeconfig: string, args: string[], stdin?: string) =>
+    kubectl(['--cache-dir', cacheDir, ...args], { kubeconfig, ...(stdin !== undefined ? { stdin } : {}) });
+  const ok = async (kubeconfig: string, args: string[], stdin?: string) => {
+    const result = await run(kubeconfig, args, stdin);
+    expect(result.code, `kubectl ${args.join(' ')}: ${result.stderr}`).toBe(0);
+    return result.stdout;
+  };
+
+  /** SIGINT: exit 0, and none of its processes (found via /proc while running) nor its ports survive. */
+  const stopAndCheckNothingLeft = async (devRun: DevRun) => {
+    const children = descendantsOf(devRun.child.pid!);
+    // etcd, kube-apiserver and kube-controller-manager at least.
+    expect(children.length).toBeGreaterThanOrEqual(3);
+    const ports = [serverPort(adminConfig), serverPort(hostConfig)];
+    for (const port of ports) expect(await listening(port)).toBe(true);
+
+    devRun.child.kill('SIGINT');
+    expect(await devRun.exited).toBe(0);
+    expect(devRun.output.stderr).toContain('platform dev: stopped');
+    for (let i = 0; i < 40 && children.some(alive); i++) await sleep(250);
+    expect(children.filter(alive)).toEqual([]);
+    expect(processesMentioning(stateDir)).toEqual([]);
+    for (const port of ports) expect(await listening(port)).toBe(false);
+  };
+
+  test(
+    'first start: the whole platform with a bootstrap admin whose kubeconfig works at once',
+    async () => {
+      current = startDev(stateDir);
+      await untilRunning(current);
+      const { stdout, stderr } = current.output;
+      expect(stdout).toContain('The platform is running.');
+      expect(stdout).toMatch(/management gateway {2}https:\/\/127\.0\.0\.1:\d+\/kubernetes\/management/);
+      expect(stdout).toContain(
+        `kubectl --kubeconfig ${adminConfig} get sharedsecrets.management.platform -A`,
+      );
+      expect(stderr).toContain('platform dev: installing the CRDs');
+      expect(stderr).toMatch(/platform dev: starting the operator: controllers .*virtualcluster/);
+      expect(stderr).toContain('platform dev: created the User admin');
+
+      expect(statSync(adminConfig).mode & 0o777).toBe(0o600);
+      const key = tokenOfKubeconfig(readFileSync(adminConfig, 'utf8'));
+      expect(key).toMatch(/^pak_/);
+      // The key exists only in admin.kubeconfig: not in any output, nor in the operator's log.
+      expect(stdout).not.toContain(key);
+      expect(stderr).not.toContain(key);
+      expect(readFileSync(join(stateDir, 'operator.log'), 'utf8')).not.toContain(key);
+
+      // The brief's command, right after "running", through the gateway.
+      await ok(adminConfig, ['get', 'sharedsecrets.management.platform', '-A']);
+      await ok(hostConfig, ['create', 'namespace', namespace]);
+      expect(await ok(hostConfig, ['get', 'ns'])).toContain(namespace);
+      const created = await ok(
+        adminConfig,
+        ['create', '-f', '-'],
+        `apiVersion: management.platform/v1
+kind: SharedSecret
+metadata:
+  name: ${secretName}
+  namespace: ${namespace}
+spec:
+  description: made through the gateway
+  data:
+    token: c2VjcmV0
+`,
+      );
+      expect(created).toContain(`sharedsecret.management.platform/${secretName} created`);
+      expect(
+        await ok(adminConfig, [
+          'get',
+          'sharedsecret',
+          secretName,
+          '-n',
+          namespace,
+          '-o',
+          'jsonpath={.spec.data.token}',
+        ]),
+      ).toBe('c2VjcmV0');
+      expect(await ok(adminConfig, ['get', 'sharedsecrets.management.platform', '-A'])).toContain(secretName);
+
+      await stopAndCheckNothingLeft(current);
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  test(
+    'restart: the state is kept and the same admin.kubeconfig still works',
+    async () => {
+      const adminBefore = readFileSync(adminConfig, 'utf8');
+      const hostBefore = readFileSync(hostConfig, 'utf8');
+      current = startDev(stateDir);
+      await untilRunning(current);
+      expect(readFileSync(adminConfig, 'utf8')).toBe(adminBefore);
+      expect(readFileSync(hostConfig, 'utf8')).toBe(hostBefore);
+      expect(current.output.stderr).toContain('(its key is still valid)');
+      expect(current.output.stderr).not.toContain('created the admin access key');
+
+      expect(
+        await ok(adminConfig, ['get', 'sharedsecret', secretName, '-n', namespace, '-o', 'name']),
+      ).toContain(secretName);
+      expect(await ok(hostConfig, ['get', 'ns'])).toContain(namespace);
+
+      await stopAndCheckNothingLeft(current);
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  test(
+    '--reset: starts from nothing, with a new admin key that works',
+    async () => {
+      const adminBefore = readFileSync(adminConfig, 'utf8');
+      current = startDev(stateDir, ['--reset']);
+      await untilRunning(current);
+      expect(current.output.stderr).toContain('platform dev: resetting');
+      const adminAfter = readFileSync(adminConfig, 'utf8');
+      expect(adminAfter).not.toBe(adminBefore);
+      expect(tokenOfKubeconfig(adminAfter)).not.toBe(tokenOfKubeconfig(adminBefore));
+
+      expect(await ok(adminConfig, ['get', 'sharedsecrets.management.platform', '-A'])).not.toContain(
+        secretName,
+      );
+      const gone = await run(hostConfig, ['get', 'namespace', namespace]);
+      expect(gone.code).not.toBe(0);
+      expect(gone.stderr).toContain('NotFound');
+
+      await stopAndCheckNothingLeft(current);
+    },
+    RUN_TIMEOUT_MS,
+  );
+});
