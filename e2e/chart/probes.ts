@@ -731,6 +731,31 @@ const gatewayOwnKeysProbe: Probe = {
   },
 };
 
+/** The gateway's kubeconfig endpoint reads the instance as itself (after a SubjectAccessReview). */
+const gatewayKubeconfigProbe: Probe = {
+  id: 'gateway-kubeconfig',
+  needs: { controllers: [] },
+  steps: (ctx) => {
+    const ns = `kc-${ctx.id}`;
+    const path = `${MP}/namespaces/${ns}/virtualclusterinstances/vc`;
+    return [
+      {
+        what: 'an instance exists',
+        run: async () => {
+          await createNamespace(ctx, ns);
+          await ctx.admin.create(`${MP}/namespaces/${ns}/virtualclusterinstances`, {
+            apiVersion: V1,
+            kind: 'VirtualClusterInstance',
+            metadata: { name: 'vc' },
+            spec: { accessPoint: { ingress: { enabled: true } }, endpoint: ctx.setting.virtual.server },
+          });
+        },
+      },
+      { what: 'get', run: () => ctx.sa.ok('GET', path) },
+    ];
+  },
+};
+
 export const PROBES: Probe[] = [
   sharedSecretProbe,
   admissionIdentitiesProbe,
@@ -746,6 +771,7 @@ export const PROBES: Probe[] = [
   webhookConfigurationsProbe,
   gatewayImpersonationProbe,
   gatewayOwnKeysProbe,
+  gatewayKubeconfigProbe,
 ];
 
 /**
@@ -777,6 +803,7 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'management.platform/virtualclusterinstances:list': 'virtual-cluster',
   'management.platform/virtualclusterinstances:watch': 'virtual-cluster',
   'management.platform/virtualclusterinstances/status:patch': 'virtual-cluster',
+  'management.platform/virtualclusterinstances:get': 'gateway-kubeconfig',
   ...Object.fromEntries(
     ['roles', 'rolebindings'].flatMap((resource) =>
       ['list', 'watch', 'create', 'patch', 'delete'].map((verb) => [

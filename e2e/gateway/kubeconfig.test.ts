@@ -71,7 +71,20 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
   beforeAll(async () => {
     alice = await env().user('alice');
     bob = await env().user('bob');
-    // The project makes p-web; alice administers it, bob is nobody there.
+    // As the chart's project roles do (aggregated there): project admins may retrieve kubeconfigs.
+    await env().rbac.createClusterRole({
+      body: {
+        metadata: { name: 'platform-project-admin' },
+        rules: [
+          {
+            apiGroups: ['management.platform'],
+            resources: ['virtualclusterinstances/kubeconfig'],
+            verbs: ['create'],
+          },
+        ],
+      },
+    });
+    // The project makes p-web; alice owns it (so administers it), bob is nobody there.
     await env().custom.createClusterCustomObject({
       group: 'management.platform',
       version: 'v1',
@@ -114,10 +127,16 @@ current-context: platform
     dir = join(virtual.kubeconfigPath, '..');
     // In the virtual cluster, alice's platform group may list namespaces.
     const rbac = kubeConfigFor(virtual).makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createClusterRole({
+      body: {
+        metadata: { name: 'namespace-reader' },
+        rules: [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list'] }],
+      },
+    });
     await rbac.createClusterRoleBinding({
       body: {
-        metadata: { name: 'alice-views' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+        metadata: { name: 'alice-reads-namespaces' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'namespace-reader' },
         subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'platform:user:alice' }],
       },
     });
@@ -202,11 +221,28 @@ current-context: platform
     const answer = await retrieve('other', '{}', alice, 'application/json');
     expect(answer.status, answer.text).toBe(201);
     const path = write('alice-other', answer.json.status.kubeConfig);
-    // Wait until the gateway knows the key, then ask the virtual cluster `dev` with it.
+    // Once the gateway knows the key (its review for `other` says so), `dev` must refuse it.
     const token: string = parseYaml(answer.json.status.kubeConfig).users[0].user.token;
-    await env()
-      .accepted(token)
-      .catch(() => {});
+    await eventually(
+      async () => {
+        const review = await call(
+          `${env().server.url}/kubernetes/tokenreview/project/${PROJECT}/virtualcluster/other`,
+          {
+            method: 'POST',
+            dispatcher: env().dispatcher,
+            headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify({
+              apiVersion: 'authentication.k8s.io/v1',
+              kind: 'TokenReview',
+              spec: { token },
+            }),
+          },
+        );
+        return review.json?.status?.authenticated === true;
+      },
+      30_000,
+      'the gateway to know the key',
+    );
     const refused = await kubectl(['get', 'ns'], { kubeconfig: path });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/Unauthorized|must be logged in/);

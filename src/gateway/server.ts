@@ -93,7 +93,12 @@ import {
   prepareKeyCreate,
   sanitizeKeys,
 } from './virtual/accesskeys.ts';
-import { extensionEndpoint, type IssuedKey, type VirtualEndpoints } from './virtual/extension.ts';
+import {
+  extensionEndpoint,
+  type IssuedKey,
+  SCOPE_CHECKED_BY_HANDLER,
+  type VirtualEndpoints,
+} from './virtual/extension.ts';
 
 /**
  * The management gateway's HTTP server (fastify): authenticates every request's access key from
@@ -374,7 +379,11 @@ export async function startGatewayServer(
       const authenticating = authenticate(ctx);
       if (authenticating) await authenticating;
       const identity = ctx.identity!;
-      const scope = checkScope(identity.accessKey.scope, attributes);
+      const extension = extensionEndpoint(attributes);
+      const scope =
+        extension !== undefined && SCOPE_CHECKED_BY_HANDLER.has(extension)
+          ? { allowed: true as const }
+          : checkScope(identity.accessKey.scope, attributes);
       if (!scope.allowed) throw forbidden(`${describe(attributes, identity)}: ${scope.reason}`);
       if (negotiated instanceof GatewayError) throw negotiated;
 

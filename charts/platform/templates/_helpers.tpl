@@ -102,3 +102,15 @@ service:
   path: {{ $path }}
 {{- end }}
 {{- end }}
+
+{{/*
+The gateway's external URL (issuer of direct cluster endpoint tokens): `gateway.externalURL`, else
+the ingress host over HTTPS, else empty (the operator then uses the URL it listens on).
+*/}}
+{{- define "platform.gatewayExternalURL" -}}
+{{- if .Values.gateway.externalURL -}}
+{{- trimSuffix "/" .Values.gateway.externalURL -}}
+{{- else if .Values.gateway.ingress.enabled -}}
+https://{{ .Values.gateway.ingress.host }}
+{{- end -}}
+{{- end }}

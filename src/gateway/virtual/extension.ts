@@ -56,6 +56,16 @@ export interface VirtualEndpoints {
 
 export type VirtualEndpointName = keyof VirtualEndpoints;
 
+/**
+ * Endpoints whose handler checks the key scope itself, instead of the gateway's request check:
+ * minting a direct token concerns the clusters the token will name, which only the body says;
+ * the handler allows a token only within the key's scope (a cluster-scoped key may mint tokens
+ * for its clusters, never wider).
+ */
+export const SCOPE_CHECKED_BY_HANDLER: ReadonlySet<VirtualEndpointName> = new Set([
+  'directclusterendpointtokens',
+]);
+
 /** Which extension endpoint a resource request is, if any. */
 export function extensionEndpoint(attributes: RequestAttributes): VirtualEndpointName | undefined {
   if (attributes.resource === 'directclusterendpointtokens' && attributes.subresource === '')
