@@ -587,7 +587,11 @@ ${extra}`;
     });
     expect(byName.ownedaccesskeys).toMatchObject({ namespaced: false, kind: 'OwnedAccessKey' });
     expect(byName['projects/members']).toMatchObject({ kind: 'ProjectMembers', verbs: ['get'] });
-    expect(byName['virtualclusterinstances/kubeconfig']).toBeUndefined();
+    expect(byName['virtualclusterinstances/kubeconfig']).toMatchObject({
+      kind: 'VirtualClusterInstanceKubeConfig',
+      verbs: ['create'],
+    });
+    expect(byName.directclusterendpointtokens).toMatchObject({ namespaced: false, verbs: ['create'] });
     const version = await call(`${env().base}/version`);
     expect(version.status).toBe(200);
     expect(version.json.gitVersion).toMatch(/^v/);

@@ -19,6 +19,14 @@ describe('bodies', () => {
     expect(code(parseObjectBody(bytes(''), 'application/json'))).toBe(400);
     expect(code(parseObjectBody(bytes('a'), 'text/plain'))).toBe(415);
     expect(code(parseObjectBody(new Uint8Array([0xff, 0xfe]), 'application/json'))).toBe(400);
+    // A recursive alias (found by the gateway fuzz test): 400, not a value that contains itself.
+    expect(code(parseObjectBody(bytes('a: &a [*a]'), 'application/yaml'))).toBe(400);
+    // Aliases that do not recurse are fine, also when one value is used twice.
+    expect(parseObjectBody(bytes('a: &x [1]\nb: *x\nc: *x\n'), 'application/yaml')).toEqual({
+      a: [1],
+      b: [1],
+      c: [1],
+    });
   });
 
   test('patches by media type', () => {

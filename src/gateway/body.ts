@@ -46,7 +46,11 @@ function parseJsonText(text: string): unknown {
 
 function parseYamlText(text: string): unknown {
   try {
-    return parseYaml(text, { prettyErrors: false, uniqueKeys: true, maxAliasCount: 100 }) as unknown;
+    const value = parseYaml(text, { prettyErrors: false, uniqueKeys: true, maxAliasCount: 100 }) as unknown;
+    // `a: &a [*a]` parses to a value that contains itself; like go-yaml, refuse it.
+    if (containsItself(value))
+      return badRequest('the request body is not valid YAML: an anchor contains itself');
+    return value;
   } catch (err) {
     const position =
       typeof err === 'object' && err !== null && 'linePos' in err
@@ -55,6 +59,16 @@ function parseYamlText(text: string): unknown {
     const where = position ? ` at line ${position.line}, column ${position.col}` : '';
     return badRequest(`the request body is not valid YAML${where}`);
   }
+}
+
+function containsItself(value: unknown, ancestors = new Set<object>()): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (ancestors.has(value)) return true;
+  ancestors.add(value);
+  const children = Array.isArray(value) ? value : Object.values(value);
+  const found = children.some((child) => containsItself(child, ancestors));
+  ancestors.delete(value);
+  return found;
 }
 
 /** Decodes a JSON or YAML document (JSON is read as JSON, everything else as YAML). */
