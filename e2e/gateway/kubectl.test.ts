@@ -164,6 +164,32 @@ spec: {nonsense: true}
     ).toContain('deleted');
   });
 
+  test('a key scoped to a project works with kubectl there (discovery included), and only there', async () => {
+    await env().custom.createClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'projects',
+      body: { apiVersion: 'management.platform/v1', kind: 'Project', metadata: { name: 'shop' }, spec: {} },
+    });
+    await env().core.createNamespace({ body: { metadata: { name: 'p-shop' } } });
+    const scoped = kubeconfig(
+      'scoped',
+      await env().key({ user: 'kadmin', scope: { projects: [{ project: 'shop' }] } }),
+    );
+    // No platform-cli role: discovery is readable all the same.
+    await eventually(
+      async () => (await run(scoped, ['get', 'sharedsecrets', '-n', 'p-shop'])).code === 0,
+      30_000,
+      'the scoped key to list in its project',
+    );
+    expect(await ok(scoped, ['api-resources', '--api-group', 'management.platform', '-o', 'name'])).toContain(
+      'sharedsecrets.management.platform',
+    );
+    const elsewhere = await run(scoped, ['get', 'sharedsecrets', '-n', namespace]);
+    expect(elsewhere.code).not.toBe(0);
+    expect(elsewhere.stderr).toMatch(/forbidden/i);
+  });
+
   test('explain from the OpenAPI documents', async () => {
     const explain = await ok(adminConfig, ['explain', 'sharedsecrets.spec.access']);
     expect(explain).toContain('Access rights for users and teams');

@@ -29,7 +29,7 @@ import { AccessKeyExpired } from './auth/authenticate.ts';
 import { MalformedAccessKey, parseAccessKey, type RandomBytes } from './auth/keys.ts';
 import type { RequestAttributes } from './authz/request.ts';
 import { type ReviewedAttributes, subjectAccessAllowed } from './authz/sar.ts';
-import { checkScope } from './authz/scope.ts';
+import { checkScope, PLATFORM_CLI_NON_RESOURCE_PATHS } from './authz/scope.ts';
 import {
   encodeBody,
   MAX_BODY_BYTES,
@@ -380,8 +380,14 @@ export async function startGatewayServer(
       if (authenticating) await authenticating;
       const identity = ctx.identity!;
       const extension = extensionEndpoint(attributes);
+      // Discovery and OpenAPI are the same for every caller and name no project: every key may
+      // read them (kubectl cannot work without), whatever its scope narrows.
+      const discovery =
+        route.kind === 'nonResource' &&
+        attributes.verb === 'get' &&
+        PLATFORM_CLI_NON_RESOURCE_PATHS.includes(attributes.path);
       const scope =
-        extension !== undefined && SCOPE_CHECKED_BY_HANDLER.has(extension)
+        discovery || (extension !== undefined && SCOPE_CHECKED_BY_HANDLER.has(extension))
           ? { allowed: true as const }
           : checkScope(identity.accessKey.scope, attributes);
       if (!scope.allowed) throw forbidden(`${describe(attributes, identity)}: ${scope.reason}`);
