@@ -1,9 +1,9 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { kubectl, tokenKubeconfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { call, useGatewayEnv } from './support.ts';
 
@@ -28,30 +28,8 @@ describe('gateway: directclusterendpointtokens', () => {
       body: JSON.stringify(body),
     });
 
-  const whoami = (jwt: string) => {
-    const path = join(east.kubeconfigPath, '..', `${uniqueName('jwt')}.kubeconfig`);
-    writeFileSync(
-      path,
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [
-          {
-            name: 'east',
-            cluster: {
-              server: east.server,
-              'certificate-authority-data': Buffer.from(east.caPem).toString('base64'),
-            },
-          },
-        ],
-        users: [{ name: 'u', user: { token: jwt } }],
-        contexts: [{ name: 'east', context: { cluster: 'east', user: 'u' } }],
-        'current-context': 'east',
-      }),
-      { mode: 0o600 },
-    );
-    return kubectl(['auth', 'whoami', '-o', 'json'], { kubeconfig: path });
-  };
+  const whoami = (jwt: string) =>
+    kubectl(['auth', 'whoami', '-o', 'json'], { kubeconfig: tokenKubeconfig(east, jwt) });
 
   beforeAll(async () => {
     await env().custom.createClusterCustomObject({

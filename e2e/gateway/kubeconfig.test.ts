@@ -6,7 +6,13 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { kubeConfigFor, kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import {
+  kubeConfigFor,
+  kubectl,
+  tokenWebhookConfig,
+  uniqueName,
+  useExtraClusters,
+} from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { call, GROUP_VERSION, useGatewayEnv } from './support.ts';
 
@@ -104,25 +110,13 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
       30_000,
       'the project namespace',
     );
-    const caData = b64(env().caPem!);
     virtual = await startCluster({
       name: uniqueName('vc'),
       controllerManager: true,
-      tokenWebhookConfig: `apiVersion: v1
-kind: Config
-clusters:
-- name: platform
-  cluster:
-    server: ${env().server.url}/kubernetes/tokenreview/project/${PROJECT}/virtualcluster/dev
-    certificate-authority-data: ${caData}
-users:
-- name: apiserver
-  user: {}
-contexts:
-- name: platform
-  context: {cluster: platform, user: apiserver}
-current-context: platform
-`,
+      tokenWebhookConfig: tokenWebhookConfig(
+        `${env().server.url}/kubernetes/tokenreview/project/${PROJECT}/virtualcluster/dev`,
+        env().caPem,
+      ),
     });
     dir = join(virtual.kubeconfigPath, '..');
     // In the virtual cluster, alice's platform group may list namespaces.

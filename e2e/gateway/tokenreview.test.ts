@@ -1,7 +1,7 @@
 import { Agent } from 'undici';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { tokenWebhookConfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { call, useGatewayEnv } from './support.ts';
 
@@ -25,20 +25,7 @@ describe('gateway: TokenReview', () => {
     const reviewUrl = `${env().server.url}/kubernetes/tokenreview/cluster/edge`;
     edge = await startCluster({
       name: uniqueName('edge'),
-      tokenWebhookConfig: `apiVersion: v1
-kind: Config
-clusters:
-- name: platform
-  cluster:
-    server: ${reviewUrl}
-users:
-- name: apiserver
-  user: {}
-contexts:
-- name: platform
-  context: {cluster: platform, user: apiserver}
-current-context: platform
-`,
+      tokenWebhookConfig: tokenWebhookConfig(reviewUrl),
     });
     dispatcher = new Agent({ connect: { ca: edge.caPem } });
   });

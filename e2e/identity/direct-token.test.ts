@@ -1,6 +1,4 @@
-import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
-import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Scope } from '../../src/api/scope.ts';
@@ -17,7 +15,7 @@ import {
 } from '../../src/identity/signing-keys.ts';
 import { createCertificateAuthority, issueCertificate } from '../../src/pki/certificates.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { kubeConfigFor, kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { kubeConfigFor, kubectl, tokenKubeconfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
 const PLATFORM_NAMESPACE = 'platform-system';
@@ -100,30 +98,8 @@ jwt:
     });
 
   /** `kubectl auth whoami` with nothing but the token (no admin credentials in the kubeconfig). */
-  const whoami = (token: string) => {
-    const path = join(cluster.kubeconfigPath, '..', `${uniqueName('token')}.kubeconfig`);
-    writeFileSync(
-      path,
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [
-          {
-            name: 'c',
-            cluster: {
-              server: cluster.server,
-              'certificate-authority-data': Buffer.from(cluster.caPem).toString('base64'),
-            },
-          },
-        ],
-        users: [{ name: 'u', user: { token } }],
-        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-        'current-context': 'x',
-      }),
-      { mode: 0o600 },
-    );
-    return kubectl(['auth', 'whoami', '-o', 'json'], { kubeconfig: path });
-  };
+  const whoami = (token: string) =>
+    kubectl(['auth', 'whoami', '-o', 'json'], { kubeconfig: tokenKubeconfig(cluster, token) });
 
   test('a valid token authenticates with the right user and groups', async () => {
     const token = await mint();

@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, inject } from 'vitest';
+import { stringify as stringifyYaml } from 'yaml';
+import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
 import { type Cluster, type ClusterOptions, ControlPlane } from '../../src/dev/controlplane.ts';
 
 /** Admin kubeconfig path of the test run's host cluster. */
@@ -105,4 +107,43 @@ export function kubeConfigFor(cluster: Cluster): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(cluster.kubeconfigPath);
   return kc;
+}
+
+/**
+ * The kubeconfig of a token webhook (`--authentication-token-webhook-config-file`) that sends
+ * TokenReviews to `url`, trusting `caPem` when given.
+ */
+export function tokenWebhookConfig(url: string, caPem?: string): string {
+  return stringifyYaml({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      {
+        name: 'platform',
+        cluster: {
+          server: url,
+          ...(caPem ? { 'certificate-authority-data': Buffer.from(caPem).toString('base64') } : {}),
+        },
+      },
+    ],
+    users: [{ name: 'apiserver', user: {} }],
+    contexts: [{ name: 'platform', context: { cluster: 'platform', user: 'apiserver' } }],
+    'current-context': 'platform',
+  });
+}
+
+/** Writes a kubeconfig for `cluster` whose only credential is `token`; returns its path. */
+export function tokenKubeconfig(cluster: Cluster, token: string): string {
+  const path = join(dirname(cluster.kubeconfigPath), `${uniqueName('token')}.kubeconfig`);
+  writeFileSync(
+    path,
+    kubeConfigYaml({
+      name: cluster.name,
+      server: cluster.server,
+      caPem: cluster.caPem,
+      credentials: { token },
+    }),
+    { mode: 0o600 },
+  );
+  return path;
 }
