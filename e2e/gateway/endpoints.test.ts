@@ -62,15 +62,21 @@ ${extra}`;
     expect(created.json.metadata.name).toBe('my-global-secret');
     expect(created.json.spec.data.password).toBe('cGFzc3dvcmQ=');
 
-    // The controller writes the status once it projected the access rules; then the object rests.
+    // The controller writes the status once it projected the access rules; then the object rests
+    // (the same resourceVersion a second later: a busy machine may still be reconciling).
     let read = await call(`${url}/my-global-secret`, { token: admin });
     await eventually(
       async () => {
+        const before = await call(`${url}/my-global-secret`, { token: admin });
+        await new Promise((resolve) => setTimeout(resolve, 1000));
         read = await call(`${url}/my-global-secret`, { token: admin });
-        return (read.json.status?.conditions ?? []).length > 0;
+        return (
+          (read.json.status?.conditions ?? []).length > 0 &&
+          read.json.metadata.resourceVersion === before.json.metadata.resourceVersion
+        );
       },
       30_000,
-      'the SharedSecret status',
+      'the SharedSecret status, then rest',
     );
     expect(read.status).toBe(200);
     expect(read.json.metadata.uid).toBe(created.json.metadata.uid);

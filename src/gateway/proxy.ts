@@ -34,7 +34,11 @@ export interface UpstreamRequest {
 export interface UpstreamResponse {
   readonly statusCode: number;
   readonly headers: Record<string, string | string[] | undefined>;
-  readonly body: Readable & { text(): Promise<string>; dump(): Promise<void> };
+  readonly body: Readable & {
+    text(): Promise<string>;
+    arrayBuffer(): Promise<ArrayBuffer>;
+    dump(): Promise<void>;
+  };
 }
 
 export interface UpstreamOptions {

@@ -671,8 +671,13 @@ export async function startGatewayServer(
       return;
     }
     if (!transform && ctx.negotiated.format === 'json' && !wantsResponse) {
-      finish(ctx, statusCode, statusCode >= 400 ? undefined : undefined, () => {
-        ctx.reply.code(statusCode).headers(passHeaders).send(response.body);
+      // Small answers (most GETs) are read whole and sent with their length in one write: a
+      // piped stream would go out chunked, in more writes, at a higher CPU cost per request.
+      const length = Number(headerValue(response.headers['content-length']) ?? Number.NaN);
+      const body =
+        length <= BUFFERED_RESPONSE_BYTES ? Buffer.from(await response.body.arrayBuffer()) : response.body;
+      finish(ctx, statusCode, undefined, () => {
+        ctx.reply.code(statusCode).headers(passHeaders).send(body);
       });
       return;
     }
@@ -1105,6 +1110,9 @@ class NameTaken extends Error {
     super('name taken');
   }
 }
+
+/** Apiserver answers up to this size are relayed as one buffer; larger ones are streamed. */
+const BUFFERED_RESPONSE_BYTES = 256 * 1024;
 
 const keyCreateFailure = (code: number) =>
   failureStatus(code, reasonForCode(code), 'the access key could not be created');
