@@ -72,6 +72,25 @@ describe('OwnedAccessKey', () => {
     expect(stored.code).toBe(404);
   });
 
+  it('kubectl apply: the last-applied annotation keeps no plaintext key', async () => {
+    const e = env();
+    const { key, id } = generateAccessKey(randomBytes);
+    const name = uniqueName('applied');
+    const manifest = JSON.stringify(keyBody(name, { user: 'alice', type: 'User', key }));
+    const run = await kubectlOn(e, ['apply', '-f', '-'], manifest);
+    expect(run.code, run.stderr).toBe(0);
+    const stored = (await e.custom.getClusterCustomObject({ ...GV, plural: 'ownedaccesskeys', name })) as {
+      metadata: { annotations?: Record<string, string> };
+      spec: Record<string, unknown>;
+    };
+    expect(JSON.stringify(stored)).not.toContain(key);
+    expect(stored.spec.keyId).toBe(id);
+    const applied = JSON.parse(
+      stored.metadata.annotations?.['kubectl.kubernetes.io/last-applied-configuration'] ?? '{}',
+    );
+    expect(applied.spec).toEqual({ user: 'alice', type: 'User' });
+  });
+
   it('stores only the keyed hash (HMAC-SHA-256 under the pepper Secret) and the key id', async () => {
     const e = env();
     const { key, id } = generateAccessKey(randomBytes);

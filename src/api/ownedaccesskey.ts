@@ -174,3 +174,24 @@ export const OwnedAccessKeySchema = z
 export type OwnedAccessKey = z.infer<typeof OwnedAccessKeySchema>;
 export type OwnedAccessKeySpec = z.infer<typeof OwnedAccessKeySpecSchema>;
 export type SsoIdentity = z.infer<typeof SsoIdentitySchema>;
+
+/** Where `kubectl apply` keeps the object as applied: a plaintext `spec.key` included. */
+export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/**
+ * A last-applied annotation value without its plaintext key: the same value when it holds none,
+ * the value rewritten without `spec.key`, or undefined (remove it) when it cannot be read.
+ */
+export function lastAppliedWithoutKey(applied: string): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(applied);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const { spec } = parsed as { spec?: unknown };
+  if (typeof spec !== 'object' || spec === null || !('key' in spec)) return applied;
+  const { key: _key, ...rest } = spec as Record<string, unknown>;
+  return JSON.stringify({ ...parsed, spec: rest });
+}

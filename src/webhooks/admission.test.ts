@@ -88,6 +88,29 @@ describe('OwnedAccessKey mutation', () => {
     expect(applyJsonPatch(once, again.patches)).toEqual(once);
   });
 
+  it("takes the plaintext key out of kubectl apply's last-applied annotation", () => {
+    const { key } = generateAccessKey(randomBytes);
+    const applied = JSON.stringify({ kind: 'OwnedAccessKey', spec: { user: 'alice', key } });
+    const object = {
+      metadata: { name: 'k', annotations: { 'kubectl.kubernetes.io/last-applied-configuration': applied } },
+      spec: { user: 'alice', key },
+    };
+    const mutated = applyJsonPatch(object, mutateOwnedAccessKey(object, PEPPER).patches);
+    expect(JSON.stringify(mutated)).not.toContain(key);
+    expect(
+      JSON.parse(mutated.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']),
+    ).toEqual({ kind: 'OwnedAccessKey', spec: { user: 'alice' } });
+    // An annotation that cannot be read is removed rather than kept with a possible key in it.
+    const unreadable = {
+      ...object,
+      metadata: { annotations: { 'kubectl.kubernetes.io/last-applied-configuration': `{${key}` } },
+    };
+    const cleaned = applyJsonPatch(unreadable, mutateOwnedAccessKey(unreadable, PEPPER).patches);
+    expect(cleaned.metadata.annotations).toEqual({});
+    // Already clean: nothing to do.
+    expect(mutateOwnedAccessKey(mutated, PEPPER).patches).toEqual([]);
+  });
+
   it('refuses a key whose supplied hash does not match', () => {
     const { key } = generateAccessKey(randomBytes);
     const decision = mutateOwnedAccessKey({ spec: { key, keyHash: 'f'.repeat(64) } }, PEPPER);

@@ -7,6 +7,7 @@ import {
   ownerFieldSelector,
   ownsKey,
   prepareKeyCreate,
+  sanitizeKey,
   sanitizeKeys,
 } from './accesskeys.ts';
 
@@ -71,6 +72,25 @@ describe('owned access keys', () => {
     expect(sanitizeKeys({ type: 'ADDED', object: key })).toEqual({
       type: 'ADDED',
       object: { kind: 'OwnedAccessKey', spec: { identity: { connector: 'c' } } },
+    });
+  });
+});
+
+describe('sanitizeKey and the last-applied annotation', () => {
+  test('drops a plaintext key kept by kubectl apply before admission cleaned it', () => {
+    const applied = JSON.stringify({ spec: { user: 'alice', key: 'pak_secret' } });
+    const sanitized = sanitizeKey({
+      kind: 'OwnedAccessKey',
+      metadata: {
+        name: 'k',
+        annotations: { 'kubectl.kubernetes.io/last-applied-configuration': applied, a: 'b' },
+      },
+      spec: { user: 'alice', keyHash: 'h' },
+    });
+    expect(JSON.stringify(sanitized)).not.toContain('pak_secret');
+    expect(sanitized.metadata.annotations).toEqual({
+      'kubectl.kubernetes.io/last-applied-configuration': JSON.stringify({ spec: { user: 'alice' } }),
+      a: 'b',
     });
   });
 });

@@ -1,5 +1,9 @@
 import { GROUP_VERSION } from '../../api/meta.ts';
-import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import {
+  LAST_APPLIED_ANNOTATION,
+  lastAppliedWithoutKey,
+  type OwnedAccessKey,
+} from '../../api/ownedaccesskey.ts';
 import { type AuthenticatedIdentity, GROUP_ADMINS } from '../auth/authenticate.ts';
 import { generateAccessKey, MalformedAccessKey, parseAccessKey, type RandomBytes } from '../auth/keys.ts';
 import { badRequest, forbidden, type GatewayError, invalid, type StatusCause } from '../status.ts';
@@ -166,7 +170,24 @@ export function sanitizeKey<T>(key: T): T {
     const { connectorData: _data, ...identity } = spec.identity;
     spec.identity = identity;
   }
-  return { ...key, spec } as T;
+  return { ...key, ...withoutAppliedKey(key.metadata), spec } as T;
+}
+
+/** Objects applied before admission cleaned the annotation may still hold a key in it. */
+function withoutAppliedKey(metadata: unknown): { metadata?: Record<string, unknown> } {
+  if (!isObject(metadata) || !isObject(metadata.annotations)) return {};
+  const applied = metadata.annotations[LAST_APPLIED_ANNOTATION];
+  if (typeof applied !== 'string') return {};
+  const cleaned = lastAppliedWithoutKey(applied);
+  if (cleaned === applied) return {};
+  const { [LAST_APPLIED_ANNOTATION]: _applied, ...annotations } = metadata.annotations;
+  return {
+    metadata: {
+      ...metadata,
+      annotations:
+        cleaned === undefined ? annotations : { ...annotations, [LAST_APPLIED_ANNOTATION]: cleaned },
+    },
+  };
 }
 
 /** {@link sanitizeKey} over whatever an apiserver answer holds: an object, a list, a table, a watch event. */

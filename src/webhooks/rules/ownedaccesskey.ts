@@ -1,4 +1,9 @@
-import { KEY_HASH_PATTERN, KEY_ID_PATTERN } from '../../api/ownedaccesskey.ts';
+import {
+  KEY_HASH_PATTERN,
+  KEY_ID_PATTERN,
+  LAST_APPLIED_ANNOTATION,
+  lastAppliedWithoutKey,
+} from '../../api/ownedaccesskey.ts';
 import { hashAccessKey, MalformedAccessKey, parseAccessKey } from '../../gateway/auth/keys.ts';
 import {
   type AdmissionDecision,
@@ -44,9 +49,25 @@ export function subjectOf(object: AdmittedObject | null | undefined, kind: strin
  * The mutation of a key object on CREATE, given the pepper. Idempotent: an object without
  * `spec.key` (for example this mutation's own output) yields no patch.
  */
+/**
+ * The patch that takes a plaintext key out of `kubectl apply`'s last-applied annotation (which
+ * would otherwise store it in etcd beside its hash). None when it holds no key.
+ */
+export function lastAppliedKeyPatch(object: AdmittedObject): JsonPatchOperation[] {
+  const annotations = (object as { metadata?: { annotations?: Record<string, unknown> } }).metadata
+    ?.annotations;
+  const applied = annotations?.[LAST_APPLIED_ANNOTATION];
+  if (typeof applied !== 'string') return [];
+  const path = `/metadata/annotations/${LAST_APPLIED_ANNOTATION.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+  const cleaned = lastAppliedWithoutKey(applied);
+  if (cleaned === applied) return [];
+  return [cleaned === undefined ? { op: 'remove', path } : { op: 'replace', path, value: cleaned }];
+}
+
 export function mutateOwnedAccessKey(object: AdmittedObject, pepper: Uint8Array): AdmissionDecision {
   const subject = subjectOf(object, 'OwnedAccessKey');
   const spec = specOf(object);
+  const annotationPatch = lastAppliedKeyPatch(object);
   if (spec.key === undefined) {
     if (spec.keyHash === undefined) {
       return invalid(subject, [
@@ -57,7 +78,7 @@ export function mutateOwnedAccessKey(object: AdmittedObject, pepper: Uint8Array)
         },
       ]);
     }
-    return allow();
+    return annotationPatch.length > 0 ? allow({ patches: annotationPatch }) : allow();
   }
   if (typeof spec.key !== 'string') {
     return invalid(subject, [
@@ -92,6 +113,7 @@ export function mutateOwnedAccessKey(object: AdmittedObject, pepper: Uint8Array)
     { op: 'remove', path: '/spec/key' },
     { op: spec.keyHash === undefined ? 'add' : 'replace', path: '/spec/keyHash', value: keyHash },
     { op: spec.keyId === undefined ? 'add' : 'replace', path: '/spec/keyId', value: parsed.id },
+    ...annotationPatch,
   ];
   return allow({ patches });
 }
