@@ -5,6 +5,7 @@ export * from './conditions.ts';
 export * from './controller.ts';
 export * from './errors.ts';
 export * from './events.ts';
+export * from './fencing.ts';
 export * from './finalizers.ts';
 export * from './health-server.ts';
 export * from './informer.ts';

@@ -94,7 +94,11 @@ export interface LeaderElectionConfig {
   leaseDurationMs?: number;
   /** A leader that could not renew for this long stops leading (default 10 s; must be < leaseDuration). */
   renewDeadlineMs?: number;
-  /** Time between attempts (default 2 s). */
+  /**
+   * Time between renewals of the leader (default 2 s). A candidate looks at the lease at least
+   * this often (every 0.5 to 0.8 of it, jittered) and again at the moment the lease it saw
+   * expires, so it takes over within leaseDuration + retryPeriod of the holder's last renewal.
+   */
   retryPeriodMs?: number;
   /** Clear the holder on graceful stop so another candidate takes over at once (default true). */
   releaseOnCancel?: boolean;
@@ -119,6 +123,14 @@ export interface LeaderElectorOptions extends LeaderElectionConfig {
  * Other candidates only take over `leaseDuration` after they observed that renewal, which is
  * later; renewDeadline < leaseDuration leaves the margin for clock rate differences.
  * Writes use the lease's resourceVersion (optimistic concurrency): two candidates cannot both win.
+ * `leadingUntil()` tells a write fence (see fencing.ts) the end of the current term, so writes can
+ * be refused on the clock even before the deadline timer has run.
+ *
+ * Unlike client-go (a candidate retries every retryPeriod jittered up to 2.2x, so a takeover can
+ * take up to leaseDuration + 4.4 retryPeriods after the last renewal), a candidate polls every
+ * 0.5-0.8 retryPeriod and wakes exactly when the lease it observed expires: the takeover comes
+ * within leaseDuration + retryPeriod of the holder's last renewal. Safety does not change: the
+ * expiry is still judged from our own observation time.
  */
 export class LeaderElector {
   private readonly leaseDurationMs: number;
@@ -126,6 +138,10 @@ export class LeaderElector {
   private readonly retryPeriodMs: number;
   private observed: { key: string; at: number; lease: Lease } | undefined;
   private leading = false;
+  /** While leading: renewDeadline after the start of the last successful acquire/renew attempt. */
+  private validUntil = 0;
+  /** When the last attempt saw another holder: the moment that holder's lease expires. */
+  private waitUntil: number | undefined;
   private deadlineTimer: Timer | undefined;
   private renewAbort: AbortController | undefined;
 
@@ -143,6 +159,14 @@ export class LeaderElector {
     return this.leading;
   }
 
+  /**
+   * While leading, the time (clock ms) until which this replica may act as the leader:
+   * renewDeadline after the start of its last successful acquire or renew attempt. 0 otherwise.
+   */
+  leadingUntil(): number {
+    return this.leading ? this.validUntil : 0;
+  }
+
   /** The holder identity last read from the lease. */
   observedHolder(): string | undefined {
     return this.observed?.lease.spec?.holderIdentity ?? undefined;
@@ -152,12 +176,16 @@ export class LeaderElector {
   async run(signal: AbortSignal): Promise<void> {
     const { clock, random, logger } = this.options;
     while (!signal.aborted) {
+      // Measured before the request is sent: others observe our write later than that.
+      const attemptStartedAt = clock.now();
       const acquired = await this.tryAcquireOrRenew(signal, this.retryPeriodMs);
       if (!acquired) {
-        await sleep(clock, jitter(this.retryPeriodMs, 1.2, random), signal);
+        let delay = jitter(this.retryPeriodMs / 2, 0.6, random);
+        if (this.waitUntil !== undefined) delay = Math.min(delay, Math.max(0, this.waitUntil - clock.now()));
+        await sleep(clock, delay, signal);
         continue;
       }
-      this.startLeading();
+      this.startLeading(attemptStartedAt);
       while (this.leading && !signal.aborted) {
         await sleep(clock, this.retryPeriodMs, signal);
         if (!this.leading || signal.aborted) break;
@@ -177,9 +205,9 @@ export class LeaderElector {
     }
   }
 
-  private startLeading(): void {
+  private startLeading(acquiredAt: number): void {
     this.leading = true;
-    this.armDeadline(this.options.clock.now());
+    this.armDeadline(acquiredAt);
     this.options.metrics?.leaderStatus.set({ name: this.options.name }, 1);
     this.options.logger.info({ lease: this.options.name, identity: this.options.identity }, 'became leader');
     this.options.onStartedLeading();
@@ -188,7 +216,8 @@ export class LeaderElector {
   /** Stops leading `renewDeadline` after `renewedAt` unless a later renewal re-arms it. */
   private armDeadline(renewedAt: number): void {
     this.deadlineTimer?.cancel();
-    const remaining = renewedAt + this.renewDeadlineMs - this.options.clock.now();
+    this.validUntil = renewedAt + this.renewDeadlineMs;
+    const remaining = this.validUntil - this.options.clock.now();
     this.deadlineTimer = this.options.clock.setTimer(remaining, () => {
       this.renewAbort?.abort();
       this.stopLeading('renew deadline exceeded');
@@ -198,6 +227,7 @@ export class LeaderElector {
   private stopLeading(why: string): void {
     if (!this.leading) return;
     this.leading = false;
+    this.validUntil = 0;
     this.deadlineTimer?.cancel();
     this.deadlineTimer = undefined;
     this.options.metrics?.leaderStatus.set({ name: this.options.name }, 0);
@@ -211,6 +241,7 @@ export class LeaderElector {
   /** One attempt; false on any failure (logged), including conflicts and timeouts. */
   private async tryAcquireOrRenew(signal: AbortSignal, timeoutMs: number): Promise<boolean> {
     const { api, namespace, name, identity, clock, logger } = this.options;
+    this.waitUntil = undefined;
     try {
       let current: Lease | undefined;
       try {
@@ -231,7 +262,10 @@ export class LeaderElector {
         leaseDurationMs: this.leaseDurationMs,
         observedAt: this.observed?.at ?? now,
       });
-      if (decision.action === 'wait') return false;
+      if (decision.action === 'wait') {
+        this.waitUntil = decision.expiresAt;
+        return false;
+      }
       const body: Lease = {
         apiVersion: 'coordination.k8s.io/v1',
         kind: 'Lease',

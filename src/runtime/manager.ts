@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Clock, Random } from './clock.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
+import { LeaderElectionLostError } from './errors.ts';
+import { FencedKubeApi, type WriteFence } from './fencing.ts';
 import { type HealthServer, type ReadinessReport, startHealthServer } from './health-server.ts';
 import { Informer, type InformerOptions, type InformerSelector } from './informer.ts';
 import { groupVersion, type KubeApi, type ResourceRef } from './kube-client.ts';
@@ -43,6 +45,10 @@ export class Manager {
   private electionDone: Promise<void> | undefined;
   private healthServer: HealthServer | undefined;
   private readonly stopController = new AbortController();
+  /** The current leadership term: aborted the moment leadership ends (see `leaderApi`). */
+  private term: AbortController | undefined;
+  /** Without leader election there is one term that never ends. */
+  private readonly openTerm = new AbortController();
   private leaderTransition: Promise<void> = Promise.resolve();
   private started = false;
   private stopping: Promise<void> | undefined;
@@ -116,6 +122,31 @@ export class Manager {
   isLeader(): boolean {
     return this.elector?.isLeader() ?? true;
   }
+
+  /**
+   * A client for leader-only work (the controllers, their Events, the syncers' host writes): its
+   * writes go out only while this replica leads and its renew deadline has not passed on the
+   * clock, and writes in flight are aborted the moment leadership ends (see FencedKubeApi). Reads
+   * and watches pass through. Without leader election it writes freely.
+   */
+  leaderApi(api: KubeApi = this.options.api): KubeApi {
+    return new FencedKubeApi(api, this.fence);
+  }
+
+  private readonly fence: WriteFence = {
+    term: () => {
+      const election = this.options.leaderElection;
+      if (!election) return this.openTerm.signal;
+      const term = this.term;
+      const until = this.elector?.leadingUntil() ?? 0;
+      if (!term || term.signal.aborted || this.options.clock.now() >= until) {
+        throw new LeaderElectionLostError(
+          `not the leader of lease ${election.namespace}/${election.name}: write refused`,
+        );
+      }
+      return term.signal;
+    },
+  };
 
   get healthPort(): number | undefined {
     return this.healthServer?.port;
@@ -193,6 +224,10 @@ export class Manager {
 
   /** Serialized so a quick lose/regain cannot interleave stops and starts. */
   private onLeadership(leading: boolean): void {
+    // The fence moves at once, not in the serialized chain: from here on, no write of the old
+    // term goes out and the ones in flight are aborted.
+    this.term?.abort(new LeaderElectionLostError('leadership lost: write aborted'));
+    this.term = leading ? new AbortController() : undefined;
     this.leaderTransition = this.leaderTransition.then(async () => {
       const leaderControllers = this.controllers.filter((controller) => controller.needLeaderElection);
       if (leading && !this.stopController.signal.aborted) {
