@@ -4,7 +4,7 @@ import { stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { generateAccessKey } from '../../src/gateway/auth/keys.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
-import type { Http } from './rbac-support.ts';
+import { type Http, HttpError } from './rbac-support.ts';
 
 /**
  * Fast checks of each feature of the operator, as the e2e tests of each component make them,
@@ -566,6 +566,48 @@ const virtualClusterProbe: Probe = {
   },
 };
 
+/**
+ * A connected Cluster (the virtual cluster's apiserver, reached with its admin token): its
+ * credentials Secret read and the Ready condition written for the current generation.
+ */
+const clusterProbe: Probe = {
+  id: 'cluster',
+  needs: { controllers: ['cluster'] },
+  before: async (ctx) => {
+    const ns = `cl-${ctx.id}`;
+    await createNamespace(ctx, ns);
+    await ctx.admin.create(corePath(ns, 'secrets'), {
+      metadata: { name: 'creds' },
+      data: { token: b64(ctx.setting.virtual.token) },
+    });
+  },
+  steps: (ctx) => {
+    const name = `cl-${ctx.id}`;
+    const path = clusterPath('clusters', name);
+    ctx.cleanup.push(() => ctx.admin.delete(path));
+    return [
+      {
+        what: 'a Cluster the platform reaches is Ready for its generation',
+        run: () =>
+          ctx.admin.create(clusterPath('clusters'), {
+            apiVersion: V1,
+            kind: 'Cluster',
+            metadata: { name },
+            spec: {
+              endpoint: ctx.setting.virtual.server,
+              caData: b64(ctx.setting.virtual.caPem),
+              credentialsSecretRef: { name: 'creds', namespace: `cl-${ctx.id}` },
+            },
+          }),
+        until: async () => {
+          const cluster = await ctx.admin.get(path);
+          return isTrueAndCurrent(cluster, 'Ready') && conditionOf(cluster, 'Ready').reason === 'Reachable';
+        },
+      },
+    ];
+  },
+};
+
 /** Leader election: the Lease is created, held and renewed. */
 const leaderElectionProbe: Probe = {
   id: 'leader-election',
@@ -721,10 +763,20 @@ const gatewayOwnKeysProbe: Probe = {
       { what: 'get', run: async () => (ctx.state.key = await ctx.sa.ok('GET', path)) },
       {
         what: 'update',
-        run: () =>
-          ctx.sa.ok('PUT', path, {
-            body: { ...ctx.state.key, spec: { ...ctx.state.key.spec, description: 'u' } },
-          }),
+        // Read-modify-write: the access key controller writes the new key's status (its expiry
+        // and Ready condition) meanwhile, and a stale resourceVersion is answered with 409.
+        run: async () => {
+          for (let attempt = 1; ; attempt++) {
+            try {
+              return await ctx.sa.ok('PUT', path, {
+                body: { ...ctx.state.key, spec: { ...ctx.state.key.spec, description: 'u' } },
+              });
+            } catch (err) {
+              if (!(err instanceof HttpError && err.status === 409) || attempt === 5) throw err;
+              ctx.state.key = await ctx.sa.ok('GET', path);
+            }
+          }
+        },
       },
       { what: 'patch', run: () => ctx.sa.merge(path, { spec: { displayName: 'p' } }) },
     ];
@@ -766,6 +818,7 @@ export const PROBES: Probe[] = [
   projectsProbe,
   projectConflictProbe,
   virtualClusterProbe,
+  clusterProbe,
   leaderElectionProbe,
   webhookCertificatesProbe,
   webhookConfigurationsProbe,
@@ -804,6 +857,9 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'management.platform/virtualclusterinstances:watch': 'virtual-cluster',
   'management.platform/virtualclusterinstances/status:patch': 'virtual-cluster',
   'management.platform/virtualclusterinstances:get': 'gateway-kubeconfig',
+  'management.platform/clusters:list': 'cluster',
+  'management.platform/clusters:watch': 'cluster',
+  'management.platform/clusters/status:patch': 'cluster',
   ...Object.fromEntries(
     ['roles', 'rolebindings'].flatMap((resource) =>
       ['list', 'watch', 'create', 'patch', 'delete'].map((verb) => [

@@ -170,6 +170,94 @@ describe('access key lifecycle', () => {
     expect(lateness).toBeGreaterThanOrEqual(0);
   });
 
+  const readyOf = async (name: string) =>
+    (await getKey(name)).status?.conditions?.find((condition) => condition.type === 'Ready');
+  const setDisabled = (name: string, disabled: boolean) =>
+    custom().patchClusterCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: PLURAL,
+      name,
+      body: [{ op: 'add', path: '/spec/disabled', value: disabled }],
+    });
+  /** Polls until the key's Ready condition matches; returns it. */
+  const waitReady = async (
+    name: string,
+    expected: { status: string; reason: string; observedGeneration: number },
+  ) => {
+    let last: Awaited<ReturnType<typeof readyOf>>;
+    await eventually(
+      async () => {
+        last = await readyOf(name);
+        return (
+          last?.status === expected.status &&
+          last.reason === expected.reason &&
+          last.observedGeneration === expected.observedGeneration
+        );
+      },
+      30_000,
+      `${name}: Ready ${expected.status}/${expected.reason} for generation ${expected.observedGeneration}`,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; last: ${JSON.stringify(last)}`);
+    });
+    return last!;
+  };
+
+  test('Ready: Active until its expiry (or without one), Disabled while spec.disabled, for the current generation', async () => {
+    await createKey('ready-ttl', { ttl: 3600 });
+    const expiring = await waitReady('ready-ttl', {
+      status: 'True',
+      reason: 'Active',
+      observedGeneration: 1,
+    });
+    const { expirationTimestamp } = (await getKey('ready-ttl')).status ?? {};
+    expect(expirationTimestamp).toBeDefined();
+    expect(expiring.message).toBe(`the key is active until ${expirationTimestamp}`);
+
+    await createKey('ready-forever', {});
+    const forever = await waitReady('ready-forever', {
+      status: 'True',
+      reason: 'Active',
+      observedGeneration: 1,
+    });
+    expect(forever.message).toBe('the key is active and does not expire');
+    expect((await getKey('ready-forever')).status?.expirationTimestamp).toBeUndefined();
+
+    await setDisabled('ready-forever', true);
+    const disabled = await waitReady('ready-forever', {
+      status: 'False',
+      reason: 'Disabled',
+      observedGeneration: 2,
+    });
+    expect(disabled.message).toContain('spec.disabled');
+    // Steady: reconciling an unchanged key writes nothing (no timestamps in the message). A
+    // fresh operator reconciles every key once; this one keeps its resourceVersion.
+    const steady = (await getKey('ready-forever')).metadata.resourceVersion;
+    await operator?.stop();
+    await startOperator();
+    const keyCount = (
+      (await custom().listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as {
+        items: unknown[];
+      }
+    ).items.length;
+    const reconciles = async () =>
+      (await operator!.registry.getSingleMetric('controller_runtime_reconcile_total')!.get()).values
+        .filter((v) => v.labels.controller === 'accesskey')
+        .reduce((sum, v) => sum + v.value, 0);
+    await eventually(async () => (await reconciles()) >= keyCount, 30_000, 'every key reconciled');
+    expect((await getKey('ready-forever')).metadata.resourceVersion).toBe(steady);
+
+    await setDisabled('ready-forever', false);
+    const enabled = await waitReady('ready-forever', {
+      status: 'True',
+      reason: 'Active',
+      observedGeneration: 3,
+    });
+    expect(Date.parse(enabled.lastTransitionTime)).toBeGreaterThanOrEqual(
+      Date.parse(disabled.lastTransitionTime),
+    );
+  });
+
   test('the platform config caps every key at accessKeyMaxTTLSeconds; a disabled key is kept', async () => {
     await kc.makeApiClient(CoreV1Api).createNamespacedSecret({
       namespace: PLATFORM_NAMESPACE,

@@ -1,5 +1,6 @@
 import type { Manager } from '../runtime/manager.ts';
 import { setupAccessKeyController } from './accesskey/setup.ts';
+import { setupClusterController } from './cluster/setup.ts';
 import { setupProjectController } from './project/setup.ts';
 import { setupSecretSyncController } from './secretsync/setup.ts';
 import { type ControllerDeps, setupSharedSecretController } from './sharedsecret/setup.ts';
@@ -14,6 +15,7 @@ export const controllerSetups = {
   project: setupProjectController,
   teammembership: setupTeamMembershipController,
   virtualcluster: setupVirtualClusterController,
+  cluster: setupClusterController,
 } satisfies Record<string, (manager: Manager, deps: ControllerDeps) => unknown>;
 
 export type ControllerName = keyof typeof controllerSetups;

@@ -16,6 +16,7 @@ export const resources = {
   users: { group: API_GROUP, version: API_VERSION, plural: 'users', namespaced: false },
   teams: { group: API_GROUP, version: API_VERSION, plural: 'teams', namespaced: false },
   projects: { group: API_GROUP, version: API_VERSION, plural: 'projects', namespaced: false },
+  clusters: { group: API_GROUP, version: API_VERSION, plural: 'clusters', namespaced: false },
   roles: { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', namespaced: true },
   roleBindings: {
     group: 'rbac.authorization.k8s.io',

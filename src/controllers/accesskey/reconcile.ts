@@ -7,8 +7,9 @@ import {
 } from '../../identity/expiry.ts';
 import { patchStatus } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
+import { type Condition, type ConditionInput, setCondition } from '../../runtime/conditions.ts';
 import type { ReconcileResult } from '../../runtime/controller.ts';
-import { isNotFound } from '../../runtime/errors.ts';
+import { isConflict, isNotFound } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import { isBeingDeleted } from '../../runtime/finalizers.ts';
 import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
@@ -41,6 +42,44 @@ export function decideKeyLifecycle(
   return { action: 'keep', expiry, recheckInMs: remaining };
 }
 
+export const READY_CONDITION = 'Ready';
+
+/**
+ * The key's `Ready` condition for a lifecycle decision: True `Active` (until when, or that it
+ * does not expire), False `Disabled` when `spec.disabled`, False `Expired` once its deadline has
+ * passed (the key is being deleted). The message depends on the object alone, never on `now`,
+ * so reconciling an unchanged key writes nothing.
+ */
+export function keyReadyCondition(key: OwnedAccessKey, decision: KeyLifecycleDecision): ConditionInput {
+  const base = {
+    type: READY_CONDITION,
+    ...(key.metadata.generation !== undefined ? { observedGeneration: key.metadata.generation } : {}),
+  };
+  const expiry = decision.expiry?.toISOString();
+  if (key.spec.disabled)
+    return {
+      ...base,
+      status: 'False',
+      reason: 'Disabled',
+      message: 'the key is disabled (spec.disabled) and authenticates nothing',
+    };
+  if (decision.action === 'delete')
+    return {
+      ...base,
+      status: 'False',
+      reason: 'Expired',
+      message: expiry
+        ? `the key expired at ${expiry} and is being deleted`
+        : 'the key has a lifetime limit but no creation time, so it counts as expired and is being deleted',
+    };
+  return {
+    ...base,
+    status: 'True',
+    reason: 'Active',
+    message: expiry ? `the key is active until ${expiry}` : 'the key is active and does not expire',
+  };
+}
+
 export interface AccessKeyReconcilerDeps {
   api: KubeApi;
   clock: Clock;
@@ -53,7 +92,8 @@ export interface AccessKeyReconcilerDeps {
 /**
  * Deletes each OwnedAccessKey at its deadline, with a delayed requeue at the exact time (no
  * polling; a restart recomputes every deadline from the objects), and records the computed expiry
- * in `status.expirationTimestamp`.
+ * in `status.expirationTimestamp` and the key's state in the `Ready` condition, in one status
+ * write (none when both are unchanged).
  */
 export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
   return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
@@ -74,8 +114,11 @@ export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
           },
         });
       } catch (err) {
-        if (!isNotFound(err)) throw err;
-        return undefined;
+        if (isNotFound(err)) return undefined;
+        // The deletion failed (and is retried): until it succeeds, the key says it has expired.
+        // Not on a conflict: the key changed since we looked and may have been extended.
+        if (!isConflict(err)) await writeStatus(key, decision, now).catch(() => {});
+        throw err;
       }
       const owner = key.spec.user ?? key.spec.team;
       if (owner) {
@@ -91,14 +134,24 @@ export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
       }
       return undefined;
     }
-    const expirationTimestamp = decision.expiry?.toISOString();
-    if (key.status?.expirationTimestamp !== expirationTimestamp) {
-      const { expirationTimestamp: _old, ...rest } = key.status ?? {};
-      await patchStatus(deps.api, resources.ownedAccessKeys, key, {
-        ...rest,
-        ...(expirationTimestamp ? { expirationTimestamp } : { expirationTimestamp: null }),
-      });
-    }
+    await writeStatus(key, decision, now);
     return decision.recheckInMs !== undefined ? { requeueAfter: decision.recheckInMs } : undefined;
   };
+
+  /** `status.expirationTimestamp` and `Ready` at once; patchStatus writes nothing when both are unchanged. */
+  async function writeStatus(key: Stored<OwnedAccessKey>, decision: KeyLifecycleDecision, now: Date) {
+    const expirationTimestamp = decision.expiry?.toISOString();
+    const { expirationTimestamp: _old, ...rest } = key.status ?? {};
+    const conditions = setCondition(
+      (key.status?.conditions ?? []) as Condition[],
+      keyReadyCondition(key, decision),
+      now,
+    );
+    // An omitted expirationTimestamp is removed (null in the merge patch).
+    await patchStatus(deps.api, resources.ownedAccessKeys, key, {
+      ...rest,
+      ...(expirationTimestamp ? { expirationTimestamp } : {}),
+      conditions,
+    });
+  }
 }

@@ -1,0 +1,21 @@
+import type { Cluster } from '../../api/cluster.ts';
+import type { Manager } from '../../runtime/manager.ts';
+import { resources, type Stored } from '../resources.ts';
+import type { ControllerDeps } from '../sharedsecret/setup.ts';
+import { clusterReconciler } from './reconcile.ts';
+
+/**
+ * The connected-cluster controller: primary Clusters (cluster-scoped), nothing else watched.
+ * Credentials Secrets are read per reconcile, not watched (no cache of every Secret): a changed
+ * Secret is found by the next probe, within 10 s while the cluster is not Ready.
+ */
+export function setupClusterController(manager: Manager, deps: ControllerDeps) {
+  const clusters = manager.informer<Stored<Cluster>>(resources.clusters);
+  const controller = manager.controller({
+    name: 'cluster',
+    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
+    reconcile: clusterReconciler({ api: deps.api, clock: deps.clock, clusters: clusters.store }),
+  });
+  controller.watchPrimary(clusters);
+  return { controller, clusters };
+}
