@@ -1,6 +1,6 @@
 # The commands a newcomer needs. `make dev` and `make test` work on a fresh clone: they install
 # the npm packages and build the control plane (cached) on first use.
-.PHONY: dev test unit e2e lint format build controlplane crds
+.PHONY: dev test unit e2e lint format build controlplane crds soak
 
 NODE_MODULES := node_modules/.package-lock.json
 
@@ -29,6 +29,10 @@ unit: $(NODE_MODULES)
 
 e2e: $(NODE_MODULES) controlplane
 	npx vitest run --project e2e
+
+## The reliability soak in full: 10 minutes of load on the whole platform (`make test` runs a short form).
+soak: $(NODE_MODULES) controlplane
+	SOAK_SECONDS=600 npx vitest run --project e2e e2e/reliability/soak.test.ts
 
 lint: $(NODE_MODULES)
 	npx biome check .

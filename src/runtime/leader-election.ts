@@ -96,7 +96,7 @@ export interface LeaderElectionConfig {
   renewDeadlineMs?: number;
   /**
    * Time between renewals of the leader (default 2 s). A candidate looks at the lease at least
-   * this often (every 0.5 to 0.8 of it, jittered) and again at the moment the lease it saw
+   * this often (every 0.4 to 0.6 of it, jittered) and again at the moment the lease it saw
    * expires, so it takes over within leaseDuration + retryPeriod of the holder's last renewal.
    */
   retryPeriodMs?: number;
@@ -128,7 +128,7 @@ export interface LeaderElectorOptions extends LeaderElectionConfig {
  *
  * Unlike client-go (a candidate retries every retryPeriod jittered up to 2.2x, so a takeover can
  * take up to leaseDuration + 4.4 retryPeriods after the last renewal), a candidate polls every
- * 0.5-0.8 retryPeriod and wakes exactly when the lease it observed expires: the takeover comes
+ * 0.4-0.6 retryPeriod and wakes exactly when the lease it observed expires: the takeover comes
  * within leaseDuration + retryPeriod of the holder's last renewal. Safety does not change: the
  * expiry is still judged from our own observation time.
  */
@@ -180,7 +180,7 @@ export class LeaderElector {
       const attemptStartedAt = clock.now();
       const acquired = await this.tryAcquireOrRenew(signal, this.retryPeriodMs);
       if (!acquired) {
-        let delay = jitter(this.retryPeriodMs / 2, 0.6, random);
+        let delay = jitter(this.retryPeriodMs * 0.4, 0.5, random);
         if (this.waitUntil !== undefined) delay = Math.min(delay, Math.max(0, this.waitUntil - clock.now()));
         await sleep(clock, delay, signal);
         continue;

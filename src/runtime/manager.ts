@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -48,7 +49,7 @@ export class Manager {
   /** The current leadership term: aborted the moment leadership ends (see `leaderApi`). */
   private term: AbortController | undefined;
   /** Without leader election there is one term that never ends. */
-  private readonly openTerm = new AbortController();
+  private readonly openTerm = termController();
   private leaderTransition: Promise<void> = Promise.resolve();
   private started = false;
   private stopping: Promise<void> | undefined;
@@ -227,7 +228,7 @@ export class Manager {
     // The fence moves at once, not in the serialized chain: from here on, no write of the old
     // term goes out and the ones in flight are aborted.
     this.term?.abort(new LeaderElectionLostError('leadership lost: write aborted'));
-    this.term = leading ? new AbortController() : undefined;
+    this.term = leading ? termController() : undefined;
     this.leaderTransition = this.leaderTransition.then(async () => {
       const leaderControllers = this.controllers.filter((controller) => controller.needLeaderElection);
       if (leading && !this.stopController.signal.aborted) {
@@ -240,4 +241,14 @@ export class Manager {
       }
     });
   }
+}
+
+/**
+ * A leadership term's controller: every write in flight listens on its signal (and stops
+ * listening when it completes), so many concurrent writes are expected, not a leak.
+ */
+function termController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
 }

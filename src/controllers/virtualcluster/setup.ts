@@ -16,13 +16,16 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     resources.virtualClusterInstances,
     scope,
   );
-  const supervisor = new SyncerSupervisor(
-    syncerFactory({
-      host: deps.api,
-      clock: deps.clock,
-      runtimeMetrics: manager.metrics,
-      registry: manager.registry,
-    }),
+  const startSyncer = syncerFactory({
+    host: deps.api,
+    clock: deps.clock,
+    runtimeMetrics: manager.metrics,
+    registry: manager.registry,
+  });
+  // The syncer's writes into the virtual cluster are fenced like the host's (deps.api): none
+  // goes out once this replica stopped leading.
+  const supervisor = new SyncerSupervisor((input) =>
+    startSyncer({ ...input, virtual: manager.leaderApi(input.virtual) }),
   );
   let enqueue: (key: string) => void = () => {};
   const controller = manager.controller({
