@@ -1,19 +1,17 @@
-import { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster } from '../../api/cluster.ts';
+import { clientForConnection, readCredentialsSecret } from '../../clusters/access.ts';
 import {
   type Connection,
   CredentialsMissing,
   connectionFor,
   InvalidCredentials,
-  kubeConfigOptions,
 } from '../../clusters/connection.ts';
 import { probeCluster } from '../../clusters/reachability.ts';
 import { patchStatus } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { type Condition, setCondition } from '../../runtime/conditions.ts';
 import type { ReconcileResult } from '../../runtime/controller.ts';
-import { isNotFound } from '../../runtime/errors.ts';
-import { type KubeApi, KubeClient, objectPath } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-client.ts';
 import type { Store } from '../../runtime/store.ts';
 import { resources, type Stored } from '../resources.ts';
 import { type ClusterAccess, readyCondition, recheckAfter } from './desired.ts';
@@ -40,20 +38,7 @@ export interface ClusterReconcilerDeps {
  */
 export function clusterReconciler(deps: ClusterReconcilerDeps) {
   const { api, clusters } = deps;
-  const clientFor = deps.clientFor ?? defaultClientFor;
-
-  async function readSecretData(namespace: string, name: string): Promise<Record<string, string> | null> {
-    try {
-      const secret = await api.request<{ data?: Record<string, string> }>({
-        method: 'GET',
-        path: objectPath(resources.secrets, namespace, name),
-      });
-      return secret.data ?? {};
-    } catch (err) {
-      if (isNotFound(err)) return null;
-      throw err;
-    }
-  }
+  const clientFor = deps.clientFor ?? clientForConnection;
 
   /** Reads the credentials and probes the cluster with them. */
   async function accessOf(cluster: Stored<Cluster>): Promise<ClusterAccess> {
@@ -68,7 +53,11 @@ export function clusterReconciler(deps: ClusterReconcilerDeps) {
     let connection: Connection;
     try {
       const secretName = `${ref.namespace}/${ref.name}`;
-      connection = connectionFor(cluster.spec, secretName, await readSecretData(ref.namespace, ref.name));
+      connection = connectionFor(
+        cluster.spec,
+        secretName,
+        await readCredentialsSecret(api, ref.namespace, ref.name),
+      );
     } catch (err) {
       if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
       return { phase: 'noCredentials', reason: err.name, message: err.message };
@@ -99,10 +88,4 @@ export function clusterReconciler(deps: ClusterReconcilerDeps) {
     const after = recheckAfter(access, cluster.spec.credentialsSecretRef !== undefined);
     return after === undefined ? undefined : { requeueAfter: after };
   };
-}
-
-function defaultClientFor(connection: Connection): KubeClient {
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions(kubeConfigOptions(connection));
-  return new KubeClient(kubeConfig);
 }

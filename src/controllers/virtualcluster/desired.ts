@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import { type ClusterAccess, reachabilityCondition } from '../../clusters/access.ts';
 import type { Connection } from '../../clusters/connection.ts';
-import type { Reachability } from '../../clusters/reachability.ts';
 import type { ConditionInput } from '../../runtime/conditions.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
 
@@ -11,7 +11,6 @@ import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
  */
 
 export const SYNCING_CONDITION = 'Syncing';
-export const READY_CONDITION = 'Ready';
 
 /** Where the syncer writes and what it calls the virtual cluster. */
 export function placementOf(vci: Pick<VirtualClusterInstance, 'metadata' | 'spec'>): {
@@ -101,42 +100,24 @@ export function syncingCondition(state: SyncerState, generation: number | undefi
   }
 }
 
-/** How the platform reaches the instance: no usable credentials, or the probe's answer. */
-export type Access =
-  | { readonly phase: 'noCredentials'; readonly reason: string; readonly message: string }
-  | { readonly phase: 'probed'; readonly reachability: Reachability };
-
 /**
  * The `Ready` condition, the one GitOps tools read: True when the platform reaches the virtual
  * cluster's API with its credentials and, where a syncer is configured, it syncs without errors.
  */
 export function readyCondition(
-  access: Access,
+  access: ClusterAccess,
   syncing: ConditionInput | null,
   generation: number | undefined,
 ): ConditionInput {
-  const base = {
-    type: READY_CONDITION,
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-  };
-  if (access.phase === 'noCredentials')
-    return { ...base, status: 'False', reason: access.reason, message: access.message };
-  const { reachability } = access;
-  if (!reachability.reachable)
-    return { ...base, status: 'False', reason: reachability.reason, message: reachability.message };
-  if (syncing && syncing.status !== 'True') {
+  const reachable = reachabilityCondition(access, "the virtual cluster's API", generation);
+  if (reachable.status !== 'True' || !syncing) return reachable;
+  if (syncing.status !== 'True') {
     return {
-      ...base,
+      ...reachable,
       status: syncing.status,
       reason: syncing.reason,
       message: `reachable, but not syncing: ${syncing.message}`,
     };
   }
-  const who = reachability.username ? ` as ${reachability.username}` : '';
-  return {
-    ...base,
-    status: 'True',
-    reason: 'Reachable',
-    message: `the platform reaches the virtual cluster's API${who}${syncing ? '; syncing' : ''}`,
-  };
+  return { ...reachable, message: `${reachable.message}; syncing` };
 }

@@ -1,28 +1,31 @@
-import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import {
+  type ClusterAccess,
+  clientForConnection,
+  RECHECK_MS,
+  RETRY_CONNECTION_MS,
+  readCredentialsSecret,
+} from '../../clusters/access.ts';
 import {
   type Connection,
   CredentialsMissing,
   connectionFor,
   InvalidCredentials,
-  kubeConfigOptions,
 } from '../../clusters/connection.ts';
 import { probeCluster } from '../../clusters/reachability.ts';
 import { patchStatus } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { type Condition, removeCondition, setCondition } from '../../runtime/conditions.ts';
 import type { ReconcileContext, ReconcileResult } from '../../runtime/controller.ts';
-import { isNotFound } from '../../runtime/errors.ts';
-import { type KubeApi, KubeClient, objectPath } from '../../runtime/kube-client.ts';
+import type { KubeApi, KubeClient } from '../../runtime/kube-client.ts';
 import type { RuntimeMetrics } from '../../runtime/metrics.ts';
 import type { Store } from '../../runtime/store.ts';
 import { validateSyncConfig } from '../../sync/config.ts';
 import { type Syncer, type SyncerOptions, startSyncer } from '../../sync/controllers/syncer.ts';
 import { resources, type Stored } from '../resources.ts';
 import {
-  type Access,
   placementOf,
   readyCondition,
   SYNCING_CONDITION,
@@ -30,11 +33,6 @@ import {
   syncerFingerprint,
   syncingCondition,
 } from './desired.ts';
-
-/** How long to wait before looking again at missing credentials or an unreachable cluster. */
-export const RETRY_CONNECTION_MS = 10_000;
-/** Credentials are read on every reconcile; this makes a rotation effective within a minute. */
-export const RECHECK_MS = 60_000;
 
 interface Running {
   fingerprint: string;
@@ -138,23 +136,10 @@ export function syncerFactory(options: {
 export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
   const { api, instances, supervisor } = deps;
 
-  async function readSecretData(namespace: string, name: string): Promise<Record<string, string> | null> {
-    try {
-      const secret = await api.request<{ data?: Record<string, string> }>({
-        method: 'GET',
-        path: objectPath(resources.secrets, namespace, name),
-      });
-      return secret.data ?? {};
-    } catch (err) {
-      if (isNotFound(err)) return null;
-      throw err;
-    }
-  }
-
   /** Writes `Ready` and `Syncing` at once (nothing when both are unchanged). */
   async function writeConditions(
     vci: Stored<VirtualClusterInstance>,
-    access: Access,
+    access: ClusterAccess,
     state: SyncerState,
   ): Promise<void> {
     const generation = vci.metadata.generation;
@@ -180,7 +165,7 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     const namespace = vci.metadata.namespace ?? '';
 
     let connection: Connection | undefined;
-    let access: Access;
+    let access: ClusterAccess;
     if (!spec.credentialsSecretRef) {
       access = {
         phase: 'noCredentials',
@@ -190,7 +175,7 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     } else {
       const secretName = spec.credentialsSecretRef.name;
       try {
-        connection = connectionFor(spec, secretName, await readSecretData(namespace, secretName));
+        connection = connectionFor(spec, secretName, await readCredentialsSecret(api, namespace, secretName));
         access = { phase: 'probed', reachability: { reachable: true, username: '' } };
       } catch (err) {
         if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
@@ -214,7 +199,7 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     // Reachability, with the running syncer's client when there is one.
     let probeClient: KubeClient | undefined;
     if (connection) {
-      probeClient = running?.client ?? clientFor(connection);
+      probeClient = running?.client ?? clientForConnection(connection);
       access = {
         phase: 'probed',
         reachability: await probeCluster(probeClient, connection.server, deps.probeTimeoutMs),
@@ -258,10 +243,4 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     if (access.phase === 'noCredentials' && !spec.credentialsSecretRef) return undefined;
     return { requeueAfter: reachable ? RECHECK_MS : RETRY_CONNECTION_MS };
   };
-}
-
-function clientFor(connection: Connection): KubeClient {
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions(kubeConfigOptions(connection));
-  return new KubeClient(kubeConfig);
 }

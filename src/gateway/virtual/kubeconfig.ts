@@ -1,9 +1,10 @@
-import { ApiException, KubeConfig } from '@kubernetes/client-node';
+import { ApiException } from '@kubernetes/client-node';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import {
   type VirtualClusterInstance,
   VirtualClusterInstanceKubeConfigSchema,
 } from '../../api/virtualclusterinstance.ts';
+import { clientForConnection } from '../../clusters/access.ts';
 import {
   CertificateSigningFailed,
   CertificateSigningTimeout,
@@ -15,12 +16,10 @@ import {
   CredentialsMissing,
   connectionFor,
   InvalidCredentials,
-  kubeConfigOptions,
 } from '../../clusters/connection.ts';
 import { type KubeConfigCredentials, kubeConfigYaml } from '../../clusters/kubeconfig.ts';
 import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
-import { KubeClient } from '../../runtime/kube-client.ts';
 import { type Upstream, upstreamFailure } from '../proxy.ts';
 import {
   badRequest,
@@ -215,9 +214,7 @@ async function clientCertificate(
       );
     throw err;
   }
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions(kubeConfigOptions(connection));
-  const client = new KubeClient(kubeConfig);
+  const client = clientForConnection(connection);
   try {
     const issued = await requestClientCertificate(client, deps.clock, {
       username: request.identity.username,
