@@ -19,8 +19,14 @@
  *
  * `GATEWAY_NODE_OPTIONS` adds Node flags to the gateway process (`--cpu-prof --cpu-prof-dir=DIR`
  * to profile it).
+ *
+ * `GATEWAY_CPUS=1` (with `PLATFORM_CPUS=0`, the default) runs the gateway on CPUs of its own
+ * (Linux `taskset`), as in production, where it runs in pods of its own on other nodes than the
+ * apiserver: kube-apiserver, etcd and the load generator share `PLATFORM_CPUS` in every
+ * configuration, so the direct figures and the gateway's are limited by the same apiserver budget
+ * and the ratio shows what the gateway costs the apiserver, not what it takes from its CPUs.
  */
-import { fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -147,7 +153,16 @@ function startGatewayProcess(kubeconfig: string, key: string): Promise<GatewayPr
   });
 }
 
+const GATEWAY_CPUS = process.env.GATEWAY_CPUS;
+const PLATFORM_CPUS = process.env.PLATFORM_CPUS ?? '0';
+
+/** Pins a process and all its threads (children started later inherit it). */
+function pin(pid: number, cpus: string): void {
+  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+}
+
 async function main(): Promise<void> {
+  if (GATEWAY_CPUS) pin(process.pid, PLATFORM_CPUS);
   await withBenchCluster('gateway', async (cluster, kc) => {
     const core = kc.makeApiClient(CoreV1Api);
     const custom = kc.makeApiClient(CustomObjectsApi);
@@ -199,6 +214,7 @@ async function main(): Promise<void> {
       },
     });
     const gateway = await startGatewayProcess(cluster.kubeconfigPath, key.key);
+    if (GATEWAY_CPUS && gateway.pid) pin(gateway.pid, GATEWAY_CPUS);
     processes = { apiserver: cluster.apiServer.pid, gateway: gateway.pid, autocannon: process.pid };
     try {
       const path = `/apis/${GROUP}/v1/namespaces/bench/sharedsecrets`;
@@ -215,7 +231,11 @@ async function main(): Promise<void> {
       await load(`${cluster.server}${path}/secret-0`, impersonated, 2);
       await load(`${gatewayBase}${path}/secret-0`, user, 2);
       console.log(
-        `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets`,
+        `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets${
+          GATEWAY_CPUS
+            ? `; gateway on CPU ${GATEWAY_CPUS}, apiserver, etcd and load generator on CPU ${PLATFORM_CPUS}`
+            : '; every process on every CPU'
+        }`,
       );
       for (const [name, url] of [
         ['GET', `${path}/secret-0`],
