@@ -313,6 +313,9 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     expect(malformed.status).toBe(400);
     const wrongKind = await retrieve('dev', 'kind: Secret\n');
     expect(wrongKind.status).toBe(422);
+    const badServer = await retrieve('dev', 'spec:\n  server: not a url\n');
+    expect(badServer.status).toBe(422);
+    expect(badServer.json.details.causes[0]).toMatchObject({ field: 'spec.server' });
 
     const timeout = await retrieve('silent', 'spec:\n  clientCert: true\n');
     expect(timeout.status, timeout.text).toBe(504);

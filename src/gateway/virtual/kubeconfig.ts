@@ -1,4 +1,5 @@
 import { ApiException } from '@kubernetes/client-node';
+import { HTTP_URL_PATTERN } from '../../api/common.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import {
   type VirtualClusterInstance,
@@ -26,8 +27,10 @@ import {
   forbidden,
   GatewayError,
   gatewayTimeout,
+  invalid,
   invalidFromIssues,
   notFound,
+  sanitize,
   serviceUnavailable,
 } from '../status.ts';
 import type { VirtualHandler, VirtualRequest } from './extension.ts';
@@ -60,7 +63,7 @@ export function kubeConfigHandler(deps: KubeConfigDeps): VirtualHandler {
     } as const;
     if (!(await request.authorize(reviewed))) {
       throw forbidden(
-        `virtualclusterinstances.management.platform "${name}" is forbidden: User "${request.identity.username}" cannot create resource "virtualclusterinstances/kubeconfig" in API group "management.platform" in the namespace "${namespace}"`,
+        `virtualclusterinstances.management.platform "${name}" is forbidden: User "${sanitize(request.identity.username)}" cannot create resource "virtualclusterinstances/kubeconfig" in API group "management.platform" in the namespace "${namespace}"`,
         { name, group: 'management.platform', kind: 'virtualclusterinstances' },
       );
     }
@@ -72,6 +75,11 @@ export function kubeConfigHandler(deps: KubeConfigDeps): VirtualHandler {
     if (!parsed.success)
       throw invalidFromIssues('VirtualClusterInstanceKubeConfig', name, parsed.error.issues);
     const spec = parsed.data.spec ?? {};
+    if (spec.server && !HTTP_URL_PATTERN.test(spec.server)) {
+      throw invalid('VirtualClusterInstanceKubeConfig', name, [
+        { field: 'spec.server', reason: 'FieldValueInvalid', message: 'must be an http(s) URL' },
+      ]);
+    }
 
     const instance = await readInstance(request.upstream, namespace, name, request.signal);
     const endpoint = ingressEndpoint(instance);
