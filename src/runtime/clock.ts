@@ -15,10 +15,27 @@ export interface Timer {
 /** A source of uniformly distributed numbers in [0, 1), like `Math.random`. */
 export type Random = () => number;
 
+/** The longest delay `setTimeout` honours (a 32-bit signed int); longer ones fire after 1 ms. */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimer(delayMs, fn) {
-    const handle = setTimeout(fn, Math.max(0, delayMs));
+    // Deadlines beyond ~24.8 days (a 30-day key expiry) are reached in steps: one `setTimeout`
+    // of such a length would fire at once and make a busy loop of whoever re-arms it.
+    const due = Date.now() + Math.max(0, delayMs);
+    let handle: ReturnType<typeof setTimeout>;
+    const arm = (ms: number) => {
+      handle = setTimeout(
+        () => {
+          const left = due - Date.now();
+          if (left > 0) arm(left);
+          else fn();
+        },
+        Math.min(ms, MAX_TIMEOUT_MS),
+      );
+    };
+    arm(Math.max(0, delayMs));
     return { cancel: () => clearTimeout(handle) };
   },
 };
