@@ -129,10 +129,28 @@ export interface MintInput {
 }
 
 /** Signs the token. */
+/**
+ * Imported private keys by ring entry: importing a JWK costs more than the signature itself, and
+ * a key signs every token of its period. Entries go with their ring objects (a rotation or re-read
+ * makes new ones), so nothing outlives the ring that holds it.
+ */
+const importedKeys = new WeakMap<SigningKey, ReturnType<typeof importJWK>>();
+
+function privateKeyOf(key: SigningKey): ReturnType<typeof importJWK> {
+  let imported = importedKeys.get(key);
+  if (!imported) {
+    imported = importJWK(key.privateJwk, SIGNING_ALGORITHM);
+    // A failed import is not remembered.
+    imported.catch(() => importedKeys.delete(key));
+    importedKeys.set(key, imported);
+  }
+  return imported;
+}
+
 export async function mintDirectClusterEndpointToken(input: MintInput): Promise<string> {
   const { subject, scope, ttlSeconds, issuer, key, now } = input;
   const iat = Math.floor(now / 1000);
-  const privateKey = await importJWK(key.privateJwk, SIGNING_ALGORITHM);
+  const privateKey = await privateKeyOf(key);
   return new SignJWT({
     groups: [...subject.groups],
     [PLATFORM_CLAIM]: {
