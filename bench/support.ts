@@ -2,9 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { createOperator, defaultOperatorOptions } from '../src/cli/operator.ts';
 import { ensureControlPlaneBinary } from '../src/dev/binaries.ts';
 import { type Cluster, ControlPlane } from '../src/dev/controlplane.ts';
 import { installCrds } from '../src/dev/install-crds.ts';
+import { type Gateway, setupGateway } from '../src/gateway/index.ts';
+import { KubeClient } from '../src/runtime/kube-client.ts';
+import type { Manager } from '../src/runtime/manager.ts';
 
 /**
  * Runs `body` against a control plane of its own (so no test or other benchmark disturbs the
@@ -79,4 +84,41 @@ export async function apiserverWrites(cluster: Cluster, exclude: readonly string
     )
     .filter((line) => /code="2\d\d"/.test(line) && !excluded(line))
     .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+}
+
+/**
+ * The gateway as `platform operator` serves it (its informers on a manager), without controllers,
+ * webhooks or leader election, on loopback over plain HTTP. Not started: `manager.start()`, then
+ * `gateway.start()`.
+ */
+export function gatewayOnly(
+  kubeconfig: string,
+  namespace: string,
+  logger: Logger,
+): { manager: Manager; gateway: Gateway } {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const manager = createOperator(
+    defaultOperatorOptions({
+      kubeconfig,
+      namespace,
+      controllers: [],
+      leaderElect: false,
+      healthPort: 0,
+      healthHost: '127.0.0.1',
+      logLevel: 'warn',
+      webhooks: false,
+      gateway: false,
+    }),
+    logger,
+  );
+  const gateway = setupGateway(manager, {
+    kubeConfig: kc,
+    api: new KubeClient(kc),
+    platformNamespace: namespace,
+    host: '127.0.0.1',
+    port: 0,
+    logger,
+  });
+  return { manager, gateway };
 }

@@ -8,42 +8,16 @@
  *
  *   argv: KUBECONFIG PLATFORM_NAMESPACE ACCESS_KEY
  */
-import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
-import { setupGateway } from '../../src/gateway/index.ts';
 import { impersonationHeaders } from '../../src/gateway/proxy.ts';
 import { GatewayError } from '../../src/gateway/status.ts';
-import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { gatewayOnly } from '../support.ts';
 
 const [kubeconfig = '', namespace = 'platform-system', accessKey = ''] = process.argv.slice(2);
 
 async function main(): Promise<void> {
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfig);
   const logger = pino({ level: 'warn' });
-  const manager = createOperator(
-    defaultOperatorOptions({
-      kubeconfig,
-      namespace,
-      controllers: [],
-      leaderElect: false,
-      healthPort: 0,
-      healthHost: '127.0.0.1',
-      logLevel: 'warn',
-      webhooks: false,
-      gateway: false,
-    }),
-    logger,
-  );
-  const gateway = setupGateway(manager, {
-    kubeConfig: kc,
-    api: new KubeClient(kc),
-    platformNamespace: namespace,
-    host: '127.0.0.1',
-    port: 0,
-    logger,
-  });
+  const { manager, gateway } = gatewayOnly(kubeconfig, namespace, logger);
   await manager.start();
   const server = await gateway.start();
   let stopping = false;

@@ -37,7 +37,6 @@ import pino from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { waitUntilWebhooksServe } from '../../e2e/support/webhooks-ready.ts';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import {
   DEFAULT_CERTIFICATE_TTL_SECONDS,
   requestClientCertificate,
@@ -46,13 +45,13 @@ import { ensureControlPlaneBinary } from '../../src/dev/binaries.ts';
 import { ControlPlane } from '../../src/dev/controlplane.ts';
 import { installCrds } from '../../src/dev/install-crds.ts';
 import { generateAccessKey } from '../../src/gateway/auth/keys.ts';
-import { BASE_PATH, type Gateway, setupGateway } from '../../src/gateway/index.ts';
+import { BASE_PATH, type Gateway } from '../../src/gateway/index.ts';
 import { generateSigningKey, SIGNING_ALGORITHM } from '../../src/identity/signing-keys.ts';
 import { systemClock } from '../../src/runtime/clock.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import type { Manager } from '../../src/runtime/manager.ts';
 import { type AdmissionWebhooks, startAdmissionWebhooks } from '../../src/webhooks/index.ts';
-import { pool, quantile } from '../support.ts';
+import { gatewayOnly, pool, quantile } from '../support.ts';
 
 const KEYS = Number(process.argv[2] ?? 100);
 const CERTIFICATES = Number(process.argv[3] ?? 40);
@@ -232,28 +231,7 @@ async function main(): Promise<void> {
       },
     });
 
-    manager = createOperator(
-      defaultOperatorOptions({
-        kubeconfig: host.kubeconfigPath,
-        namespace: PLATFORM_NAMESPACE,
-        controllers: [],
-        leaderElect: false,
-        healthPort: 0,
-        healthHost: '127.0.0.1',
-        logLevel: 'warn',
-        webhooks: false,
-        gateway: false,
-      }),
-      logger,
-    );
-    gateway = setupGateway(manager, {
-      kubeConfig: kc,
-      api,
-      platformNamespace: PLATFORM_NAMESPACE,
-      host: '127.0.0.1',
-      port: 0,
-      logger,
-    });
+    ({ manager, gateway } = gatewayOnly(host.kubeconfigPath, PLATFORM_NAMESPACE, logger));
     await manager.start();
     const server = await gateway.start();
     const base = `${server.url}${BASE_PATH}`;

@@ -6,6 +6,7 @@ import { operatorCommand } from '../../src/cli/operator.ts';
 import { repoRoot } from '../../src/dev/binaries.ts';
 import { buildWebhookConfigurations, type WebhookEndpoint } from '../../src/webhooks/configurations.ts';
 import { uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { kindOnlyCrd } from '../support/crds.ts';
 import {
   CHART_DIR,
   find,
@@ -189,9 +190,9 @@ describe('the Helm chart', () => {
         kubeconfig,
         ['apply', '-f', '-'],
         [
-          permissiveCrd('monitoring.coreos.com', 'ServiceMonitor', 'servicemonitors'),
-          permissiveCrd('cert-manager.io', 'Certificate', 'certificates'),
-          permissiveCrd('cert-manager.io', 'Issuer', 'issuers'),
+          kindOnlyCrd('monitoring.coreos.com', 'ServiceMonitor', 'servicemonitors'),
+          kindOnlyCrd('cert-manager.io', 'Certificate', 'certificates'),
+          kindOnlyCrd('cert-manager.io', 'Issuer', 'issuers'),
         ]
           .map((crd) => stringify(crd))
           .join('---\n'),
@@ -211,24 +212,3 @@ describe('the Helm chart', () => {
     });
   });
 });
-
-function permissiveCrd(group: string, kind: string, plural: string) {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.${group}` },
-    spec: {
-      group,
-      scope: 'Namespaced',
-      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-      versions: [
-        {
-          name: 'v1',
-          served: true,
-          storage: true,
-          schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-        },
-      ],
-    },
-  };
-}

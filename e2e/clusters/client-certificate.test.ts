@@ -1,7 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, test } from 'vitest';
 import {
   CertificateSigningTimeout,
@@ -12,7 +11,13 @@ import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { systemClock } from '../../src/runtime/clock.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { kubeConfigFor, kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import {
+  grantNamespaceRead,
+  kubeConfigFor,
+  kubectl,
+  uniqueName,
+  useExtraClusters,
+} from '../support/cluster.ts';
 
 const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 
@@ -25,20 +30,7 @@ describe('client certificates through a CertificateSigningRequest', () => {
     signing = await startCluster({ name: uniqueName('csr'), controllerManager: true });
     const kc = kubeConfigFor(signing);
     api = new KubeClient(kc);
-    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-    await rbac.createClusterRole({
-      body: {
-        metadata: { name: 'namespace-reader' },
-        rules: [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list'] }],
-      },
-    });
-    await rbac.createClusterRoleBinding({
-      body: {
-        metadata: { name: 'platform-users-read-namespaces' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'namespace-reader' },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'platform:user:alice' }],
-      },
-    });
+    await grantNamespaceRead(signing, 'platform:user:alice');
   });
 
   // kube-controller-manager's signer backdates notBefore by 5 minutes. A short-lived certificate

@@ -4,6 +4,7 @@ import { stringify } from 'yaml';
 import { repoRoot } from '../../src/dev/binaries.ts';
 import { kubectlOk } from '../chart/support.ts';
 import { uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { kindOnlyCrd } from '../support/crds.ts';
 import { HELM_INSTALL_TIMEOUT_MS, helmBinary } from '../support/helm.ts';
 import { runDocExamples } from './runner.ts';
 
@@ -65,25 +66,3 @@ runDocExamples('install-helm.md', {
     },
   },
 });
-
-/** A CRD that knows only the kind: the apiserver checks kind, scope and metadata of such objects. */
-function kindOnlyCrd(group: string, kind: string, plural: string) {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.${group}` },
-    spec: {
-      group,
-      scope: 'Namespaced',
-      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-      versions: [
-        {
-          name: 'v1',
-          served: true,
-          storage: true,
-          schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-        },
-      ],
-    },
-  };
-}

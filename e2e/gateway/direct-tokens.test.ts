@@ -3,7 +3,13 @@ import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { kubectl, tokenKubeconfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import {
+  jwtAuthenticationConfig,
+  kubectl,
+  tokenKubeconfig,
+  uniqueName,
+  useExtraClusters,
+} from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { call, useGatewayEnv } from './support.ts';
 
@@ -50,21 +56,9 @@ describe('gateway: directclusterendpointtokens', () => {
       body: `kind: Config\nmetadata:\n  name: config\nspec:\n  raw: |\n    audit:\n      enabled: true\n      path: ${auditDir}/audit.log\n      policy:\n        rules:\n        - level: RequestResponse\n`,
     });
     expect(configured.status, configured.text).toBe(201);
-    const indent = (pem: string) => pem.trim().replace(/\n/g, '\n        ');
     east = await startCluster({
       name: uniqueName('east'),
-      authenticationConfig: `apiVersion: apiserver.config.k8s.io/v1
-kind: AuthenticationConfiguration
-jwt:
-  - issuer:
-      url: ${env().server.url}
-      audiences: [east]
-      certificateAuthority: |
-        ${indent(env().caPem!)}
-    claimMappings:
-      username: {claim: sub, prefix: ""}
-      groups: {claim: groups, prefix: ""}
-`,
+      authenticationConfig: jwtAuthenticationConfig(env().server.url, 'east', env().caPem!),
     });
   });
 

@@ -1,12 +1,12 @@
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import {
+  grantNamespaceRead,
   kubeConfigFor,
   kubectl,
   tokenWebhookConfig,
@@ -120,20 +120,7 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     });
     dir = join(virtual.kubeconfigPath, '..');
     // In the virtual cluster, alice's platform group may list namespaces.
-    const rbac = kubeConfigFor(virtual).makeApiClient(RbacAuthorizationV1Api);
-    await rbac.createClusterRole({
-      body: {
-        metadata: { name: 'namespace-reader' },
-        rules: [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list'] }],
-      },
-    });
-    await rbac.createClusterRoleBinding({
-      body: {
-        metadata: { name: 'alice-reads-namespaces' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'namespace-reader' },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'platform:user:alice' }],
-      },
-    });
+    await grantNamespaceRead(virtual, 'platform:user:alice');
     await env().core.createNamespacedSecret({
       namespace: NAMESPACE,
       body: {

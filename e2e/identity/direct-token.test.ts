@@ -15,7 +15,14 @@ import {
 } from '../../src/identity/signing-keys.ts';
 import { createCertificateAuthority, issueCertificate } from '../../src/pki/certificates.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { kubeConfigFor, kubectl, tokenKubeconfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import {
+  jwtAuthenticationConfig,
+  kubeConfigFor,
+  kubectl,
+  tokenKubeconfig,
+  uniqueName,
+  useExtraClusters,
+} from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
 const PLATFORM_NAMESPACE = 'platform-system';
@@ -62,21 +69,9 @@ describe('direct cluster endpoint tokens verified by a real apiserver', () => {
     });
     await new Promise<void>((resolve) => issuerServer.listen(port, '127.0.0.1', resolve));
 
-    const indent = (pem: string) => pem.trim().replace(/\n/g, '\n        ');
     cluster = await startCluster({
       name: uniqueName('jwt'),
-      authenticationConfig: `apiVersion: apiserver.config.k8s.io/v1
-kind: AuthenticationConfiguration
-jwt:
-  - issuer:
-      url: ${issuer}
-      audiences: [east]
-      certificateAuthority: |
-        ${indent(ca.certPem)}
-    claimMappings:
-      username: {claim: sub, prefix: ""}
-      groups: {claim: groups, prefix: ""}
-`,
+      authenticationConfig: jwtAuthenticationConfig(issuer, 'east', ca.certPem),
     });
     const kc = kubeConfigFor(cluster);
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } });

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { stringify as stringifyYaml } from 'yaml';
 import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
@@ -146,4 +146,39 @@ export function tokenKubeconfig(cluster: Cluster, token: string): string {
     { mode: 0o600 },
   );
   return path;
+}
+
+/** Lets `group` get and list namespaces in `cluster` (what `kubectl get ns` needs). */
+export async function grantNamespaceRead(cluster: Cluster, group: string): Promise<void> {
+  const rbac = kubeConfigFor(cluster).makeApiClient(RbacAuthorizationV1Api);
+  await rbac.createClusterRole({
+    body: {
+      metadata: { name: 'namespace-reader' },
+      rules: [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list'] }],
+    },
+  });
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: 'namespace-readers' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'namespace-reader' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }],
+    },
+  });
+}
+
+/**
+ * A structured `AuthenticationConfiguration` with one JWT authenticator: tokens of `issuer` (its
+ * TLS trusted through `caPem`) for `audience`, username from `sub`, groups from `groups`.
+ */
+export function jwtAuthenticationConfig(issuer: string, audience: string, caPem: string): string {
+  return stringifyYaml({
+    apiVersion: 'apiserver.config.k8s.io/v1',
+    kind: 'AuthenticationConfiguration',
+    jwt: [
+      {
+        issuer: { url: issuer, audiences: [audience], certificateAuthority: caPem },
+        claimMappings: { username: { claim: 'sub', prefix: '' }, groups: { claim: 'groups', prefix: '' } },
+      },
+    ],
+  });
 }

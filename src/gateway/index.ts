@@ -148,6 +148,7 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
       config: () => authenticator.config(),
     }),
     'virtualclusterinstances/kubeconfig': kubeConfigHandler({
+      api: options.api,
       clock,
       ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
     }),
@@ -173,6 +174,9 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
             key: readFileSync(join(options.certDir, 'tls.key')),
           }
         : undefined;
+      // The documents are served under the issuer URL's path (the root by default); the issuer is
+      // known from here on (the listening URL comes later only when it is the default, at the root).
+      const issuerPath = options.issuer ? new URL(options.issuer).pathname.replace(/\/+$/, '') : '';
       const deps: GatewayServerDeps = {
         upstream,
         authenticator,
@@ -192,13 +196,10 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
         auditor,
         version: options.version ?? PLATFORM_VERSION,
         virtualEndpoints,
-        publicDocument: (path) => {
-          // Served under the issuer URL's path (the root by default).
-          const prefix = new URL(issuer()).pathname.replace(/\/+$/, '');
-          return path.startsWith(`${prefix}/`)
-            ? oidcDocument(path.slice(prefix.length), issuer(), signingKeys)
-            : Promise.resolve(undefined);
-        },
+        publicDocument: (path) =>
+          path.startsWith(`${issuerPath}/`)
+            ? oidcDocument(path.slice(issuerPath.length), issuer(), signingKeys)
+            : Promise.resolve(undefined),
         readiness: () => {
           const notReady: string[] = [];
           if (!authenticator.ready()) notReady.push('access key authenticator (caches or pepper)');

@@ -5,7 +5,7 @@ import {
   type VirtualClusterInstance,
   VirtualClusterInstanceKubeConfigSchema,
 } from '../../api/virtualclusterinstance.ts';
-import { clientForConnection } from '../../clusters/access.ts';
+import { clientForConnection, readCredentialsSecret } from '../../clusters/access.ts';
 import {
   CertificateSigningFailed,
   CertificateSigningTimeout,
@@ -21,6 +21,7 @@ import {
 import { type KubeConfigCredentials, kubeConfigYaml } from '../../clusters/kubeconfig.ts';
 import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
+import type { KubeApi } from '../../runtime/kube-client.ts';
 import { type Upstream, upstreamFailure } from '../proxy.ts';
 import {
   badRequest,
@@ -44,6 +45,8 @@ import type { VirtualHandler, VirtualRequest } from './extension.ts';
  */
 
 export interface KubeConfigDeps {
+  /** The host apiserver as the operator (reads the instance's credentials Secret). */
+  readonly api: KubeApi;
   readonly clock: Clock;
   /** How long to wait for the virtual cluster's signer. Default 30 s. */
   readonly signingTimeoutMs?: number;
@@ -199,22 +202,15 @@ async function clientCertificate(
       `virtual cluster ${namespace}/${name} has no spec.credentialsSecretRef, so the platform cannot have a client certificate signed there`,
     );
   }
-  const secret = await request.upstream
-    .json<{ data?: Record<string, string> }>({
-      method: 'GET',
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secretName)}`,
-      signal: request.signal,
-    })
-    .catch((error: unknown) => {
-      throw upstreamFailure(error, request.signal);
-    });
+  let secretData: Record<string, string> | null;
+  try {
+    secretData = await readCredentialsSecret(deps.api, namespace, secretName);
+  } catch {
+    throw serviceUnavailable(`the credentials of virtual cluster ${namespace}/${name} could not be read`);
+  }
   let connection: Connection;
   try {
-    connection = connectionFor(
-      instance.spec,
-      secretName,
-      secret.statusCode === 200 ? (secret.body.data ?? {}) : null,
-    );
+    connection = connectionFor(instance.spec, secretName, secretData);
   } catch (err) {
     if (err instanceof CredentialsMissing || err instanceof InvalidCredentials)
       throw badRequest(
