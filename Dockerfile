@@ -1,14 +1,15 @@
 # syntax=docker/dockerfile:1
-# The platform image: `platform operator` (and the other subcommands) on Node 20.
+# The platform image: `platform operator` (and the other subcommands) on Node 24 LTS.
 #
 #   docker build -t ghcr.io/cluster-platform/platform:0.1.0 .
 #
 # The name and tag are what the Helm chart runs by default (charts/platform: image.repository,
 # and the chart's appVersion, which is package.json's version).
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
-# Production dependencies only. isolated-vm (the syncer's patch sandbox) is a native addon built
-# by node-gyp here, so the compiler never reaches the final image.
+# Production dependencies only. isolated-vm (the syncer's patch sandbox) is a native addon: its
+# package ships prebuilt binaries for Node 24; should none fit, node-gyp builds it here, so the
+# compiler never reaches the final image.
 FROM ${NODE_IMAGE} AS deps
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \

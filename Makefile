@@ -2,6 +2,17 @@
 # the npm packages and build the control plane (cached) on first use.
 .PHONY: dev test unit e2e lint format build controlplane crds soak
 
+# The project's runtime is Node 24 (docs/adr/0010-node-24-runtime.md): the machine's own when it is
+# 24.x, else a pinned release from the npm registry, cached in .cache/node/. Every recipe below
+# (npm, npx, node, bin/platform.js) runs on it.
+NODE_BIN := $(shell bash hack/node/install.sh)
+ifeq ($(NODE_BIN),)
+$(error could not find or fetch Node 24: see the message above)
+endif
+export PATH := $(NODE_BIN):$(PATH)
+# node-gyp (a native addon without a prebuilt binary) builds against these headers, offline.
+export npm_config_nodedir := $(abspath $(NODE_BIN)/..)
+
 NODE_MODULES := node_modules/.package-lock.json
 
 $(NODE_MODULES): package.json package-lock.json

@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    reporters: ['default', './e2e/support/summary-reporter.ts'],
+    reporters: ['default', './hack/vitest/summary-reporter.ts'],
     // isolated-vm needs `--no-node-snapshot` in every process that loads it, and a process of
     // its own (worker threads would share one V8 platform), hence forks with that flag.
     pool: 'forks',
@@ -12,7 +12,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['src/**/*.test.ts', 'bin/**/*.test.ts'],
+          include: ['src/**/*.test.ts', 'bin/**/*.test.ts', 'hack/**/*.test.ts'],
         },
       },
       {

@@ -39,10 +39,13 @@ export const SharedSecretSpecSchema = z
       .optional()
       .meta({
         maxProperties: MAX_SECRET_DATA_KEYS,
+        // `__proto__` is refused by the apiserver: every JavaScript reader of the object (zod,
+        // the controllers) would drop that key silently and lose its value.
         'x-kubernetes-validations': [
           {
-            rule: `self.all(k, size(k) <= ${MAX_SECRET_DATA_KEY_LENGTH} && k.matches('^[-._a-zA-Z0-9]+$'))`,
-            message: "each key must consist of alphanumeric characters, '-', '_' or '.'",
+            rule: `self.all(k, size(k) <= ${MAX_SECRET_DATA_KEY_LENGTH} && k.matches('^[-._a-zA-Z0-9]+$') && k != '__proto__')`,
+            message:
+              "each key must consist of alphanumeric characters, '-', '_' or '.' (and not be `__proto__`)",
             reason: 'FieldValueInvalid',
           },
         ],

@@ -1,0 +1,51 @@
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { startVitest } from 'vitest/node';
+import SummaryReporter, { type RunSummary } from './summary-reporter.ts';
+
+const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+
+/** Runs real vitest on fixture files with the reporter and returns the line it printed. */
+async function run(files: string[]): Promise<{ line: string; output: string }> {
+  let output = '';
+  const vitest = await startVitest('test', files, {
+    root: fixtures,
+    config: false,
+    include: ['**/*.fixture.ts'],
+    reporters: [new SummaryReporter({ write: (text) => (output += text) })],
+    watch: false,
+  });
+  await vitest.close();
+  const line = output.split('\n').find((l) => l.startsWith('tests: ')) ?? '';
+  return { line, output };
+}
+
+const line = (s: Pick<RunSummary, 'passed' | 'failed' | 'skipped'>) =>
+  `tests: ${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`;
+
+describe('summary reporter', () => {
+  it('counts the tests of a suite whose beforeAll throws as failed, not skipped', async () => {
+    const { line: printed } = await run(['before-all-throws.fixture.ts']);
+    expect(printed).toBe(line({ passed: 1, failed: 2, skipped: 1 }));
+  });
+
+  it('counts a file-level beforeAll failure against the file tests', async () => {
+    const { line: printed } = await run(['file-hook-throws.fixture.ts']);
+    expect(printed).toBe(line({ passed: 0, failed: 1, skipped: 0 }));
+  });
+
+  it('counts a failing afterAll once, beside the tests that passed', async () => {
+    const { line: printed } = await run(['after-all-throws.fixture.ts']);
+    expect(printed).toBe(line({ passed: 1, failed: 1, skipped: 0 }));
+  });
+
+  it('counts a file that fails to load', async () => {
+    const { line: printed } = await run(['does-not-load.fixture.ts']);
+    expect(printed).toBe(line({ passed: 0, failed: 1, skipped: 0 }));
+  });
+
+  it('lists the slowest files above the line', async () => {
+    const { output } = await run(['before-all-throws.fixture.ts', 'after-all-throws.fixture.ts']);
+    expect(output).toMatch(/slowest 2 test files:\n +\d+\.\d s {2}(before|after)-all-throws\.fixture\.ts\n/);
+  });
+});

@@ -1,0 +1,81 @@
+import type { Reporter, TestCase, TestModule, TestSuite } from 'vitest/node';
+
+export interface RunSummary {
+  passed: number;
+  failed: number;
+  skipped: number;
+  /** Test files by wall-clock duration, slowest first. */
+  slowest: { file: string; durationMs: number }[];
+}
+
+type Node = TestModule | TestSuite | TestCase;
+
+/**
+ * Counts a run's tests. A test that never ran because a hook of its suite or file failed
+ * (`beforeAll` throwing, a file that did not load) counts as failed, not skipped; a suite whose
+ * hook failed after all its tests passed (`afterAll`) adds one failure. Only tests skipped on
+ * purpose (`it.skip`, `todo`, `ctx.skip()` in a healthy suite) count as skipped.
+ */
+export function summarize(modules: ReadonlyArray<TestModule>): RunSummary {
+  const summary: RunSummary = { passed: 0, failed: 0, skipped: 0, slowest: [] };
+  const visit = (node: Node, ancestorErrored: boolean): number => {
+    if (node.type === 'test') {
+      const state = node.result().state;
+      if (state === 'passed') summary.passed++;
+      else if (state === 'failed') summary.failed++;
+      else if (ancestorErrored && node.options.mode !== 'skip' && node.options.mode !== 'todo') {
+        summary.failed++;
+      } else {
+        summary.skipped++;
+        return 0;
+      }
+      return state === 'passed' ? 0 : 1;
+    }
+    const errored = node.errors().length > 0;
+    let failuresBelow = 0;
+    for (const child of node.children) failuresBelow += visit(child, ancestorErrored || errored);
+    // The hook failed but nothing below was counted for it (no tests, or all had passed).
+    if (errored && failuresBelow === 0) {
+      summary.failed++;
+      failuresBelow = 1;
+    }
+    return failuresBelow;
+  };
+  for (const module of modules) {
+    visit(module, false);
+    summary.slowest.push({ file: module.relativeModuleId, durationMs: module.diagnostic().duration });
+  }
+  summary.slowest.sort((a, b) => b.durationMs - a.durationMs);
+  return summary;
+}
+
+export function formatSummary(summary: RunSummary, slowestCount = 10): string {
+  const lines = [''];
+  const slowest = summary.slowest.slice(0, slowestCount).filter((f) => f.durationMs > 0);
+  if (slowest.length > 0) {
+    lines.push(`slowest ${slowest.length} test files:`);
+    for (const { file, durationMs } of slowest) {
+      lines.push(`  ${(durationMs / 1000).toFixed(1).padStart(7)} s  ${file}`);
+    }
+  }
+  lines.push(`tests: ${summary.passed} passed, ${summary.failed} failed, ${summary.skipped} skipped`);
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * Ends every run with the ten slowest test files and one plain line,
+ * `tests: N passed, N failed, N skipped`, which CI tools that do not know vitest's own summary
+ * can read.
+ */
+export default class SummaryReporter implements Reporter {
+  private readonly write: (text: string) => void;
+
+  /** vitest constructs reporters named in the config with their options object (or none). */
+  constructor(options: { write?: (text: string) => void } = {}) {
+    this.write = options.write ?? ((text) => process.stdout.write(text));
+  }
+
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
+    this.write(formatSummary(summarize(testModules)));
+  }
+}
