@@ -89,7 +89,7 @@ async function main(): Promise<void> {
     }
     let failures = 0;
     const authNs = nsPerCall(ITERATIONS, (i) => {
-      if (!authenticator.authenticate(tokens[(i * 7919) % KEYS]!).ok) failures++;
+      if (!authenticator.authenticateCached(tokens[(i * 7919) % KEYS]!).ok) failures++;
     });
     const hmacNs = nsPerCall(ITERATIONS, (i) => {
       createHmac('sha256', pepper)

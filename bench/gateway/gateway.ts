@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop());
   for (;;) {
     if (gateway.ready()) {
-      const result = gateway.authenticator.authenticate(accessKey);
+      const result = gateway.authenticator.authenticateCached(accessKey);
       if (result.ok) {
         const impersonation = impersonationHeaders(result.identity);
         if (impersonation instanceof GatewayError) throw impersonation;

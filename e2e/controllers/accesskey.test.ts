@@ -128,7 +128,7 @@ describe('access key lifecycle', () => {
       10_000,
       `${name} cached`,
     );
-    return authentication!.authenticator.authenticate(token);
+    return authentication!.authenticator.authenticateCached(token);
   };
   const exists = (name: string) =>
     custom()
@@ -311,7 +311,7 @@ describe('access key lifecycle', () => {
       setTimeout(resolve, Date.parse(key.metadata.creationTimestamp as string) + 3000 - Date.now()),
     );
     expect(await exists('disabled-usable')).toBe(true);
-    const later = authentication!.authenticator.authenticate(token);
+    const later = authentication!.authenticator.authenticateCached(token);
     expect(!later.ok && later.failure).toBeInstanceOf(AccessKeyDisabled);
   });
 });

@@ -59,7 +59,7 @@ function world(
   const baseUser = adminUserObject() as User;
   const user = overrides.user ? overrides.user(baseUser) : baseUser;
   const context: AuthenticationContext = {
-    lookupKey: (id) => (key?.spec.keyId === id ? key : undefined),
+    lookupKey: (id) => (key?.spec.keyId === id ? [key] : []),
     lookupUser: (name) => (name === ADMIN_USER_NAME ? user : undefined),
     lookupTeam: (name) => overrides.teams?.find((team) => team.metadata.name === name),
     pepper: overrides.pepper ?? pepper,

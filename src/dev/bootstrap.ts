@@ -289,7 +289,7 @@ async function authenticationContextFromApi(
     objectPath(resources.secrets, platformNamespace, PLATFORM_CONFIG_SECRET),
   );
   return {
-    lookupKey: (id) => keys.find((key) => key.spec.keyId === id),
+    lookupKey: (id) => keys.filter((key) => key.spec.keyId === id),
     lookupUser: (name) => users.get(name),
     lookupTeam: (name) => teams.get(name),
     pepper,
@@ -416,7 +416,7 @@ export async function bootstrapAdmin(options: BootstrapAdminOptions): Promise<Bo
 
 function emptyContext(pepper: Uint8Array, now: () => Date): AuthenticationContext {
   return {
-    lookupKey: () => undefined,
+    lookupKey: () => [],
     lookupUser: () => undefined,
     lookupTeam: () => undefined,
     pepper,
@@ -465,7 +465,7 @@ export async function waitUntilGatewayAccepts(options: GatewayAcceptsOptions): P
   for (;;) {
     if (authenticator.ready()) {
       const verdict = storedKeyVerdict(options.accessKey, {
-        lookupKey: (id) => authenticator.keys.byIndex(BY_KEY_ID, id)[0],
+        lookupKey: (id) => authenticator.keys.byIndex(BY_KEY_ID, id),
         lookupUser: (name) => authenticator.users.get(name),
         lookupTeam: (name) => authenticator.teams.get(name),
         pepper: options.pepper,

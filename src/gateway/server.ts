@@ -26,6 +26,7 @@ import type { AuditOutcome, AuditRequestInfo, AuditUser } from './audit/event.ts
 import { ANONYMOUS_USER } from './audit/event.ts';
 import type { AuthenticatedIdentity, AuthenticationResult } from './auth/authenticate.ts';
 import { AccessKeyExpired } from './auth/authenticate.ts';
+import { AuthenticatorNotReady } from './auth/authenticator.ts';
 import { MalformedAccessKey, parseAccessKey, type RandomBytes } from './auth/keys.ts';
 import type { RequestAttributes } from './authz/request.ts';
 import { type ReviewedAttributes, subjectAccessAllowed } from './authz/sar.ts';
@@ -109,7 +110,10 @@ import {
  */
 
 export interface GatewayAuthenticator {
-  authenticate(token: string): AuthenticationResult;
+  /** From the caches, or a read past them for a key they do not know yet. */
+  authenticate(token: string): AuthenticationResult | Promise<AuthenticationResult>;
+  /** From the caches alone: for callers whose recent failures keep them off the apiserver. */
+  authenticateCached(token: string): AuthenticationResult;
   ready(): boolean;
   readonly users: Store<Stored<User>>;
   readonly teams: Store<Stored<Team>>;
@@ -424,40 +428,42 @@ export async function startGatewayServer(
   // ---------------------------------------------------------------------------------------------
 
   /**
-   * Authenticates the request's bearer key into `ctx.identity` or throws its `Status`. Returns a
-   * promise only when the rate limiter has to be asked (a recent failure of this source or key)
-   * or a failure recorded: the common case is synchronous, without the limiter's promises.
+   * Authenticates the request's bearer key into `ctx.identity` or throws its `Status`. A key whose
+   * secret verifies is accepted whatever failures others made with its id or from its source:
+   * only failing attempts are throttled (429 once a source or key id is over its limit).
+   * Returns a promise only when something asynchronous is needed (a read past the caches for a
+   * key they do not know yet, the rate limiter after a failure): the common case is synchronous.
    */
   function authenticate(ctx: Ctx): Promise<void> | undefined {
     const header = ctx.request.headers.authorization;
     const match = typeof header === 'string' ? BEARER.exec(header) : null;
-    const token = match?.[1];
+    const token = match?.[1] ?? '';
     const source = ctx.request.ip;
-    if (deps.limiter.watching()) {
-      const keyId = keyIdOf(token);
-      if (deps.limiter.mayBeBlocked(source, keyId)) {
-        return deps.limiter.blockedFor(source, keyId).then((wait) => {
-          if (wait !== undefined) throw tooManyRequests(wait);
-          return verify(ctx, token, source);
-        });
-      }
-    }
-    return verify(ctx, token, source);
-  }
-
-  /** The key check proper (after the rate limits): undefined on success, a rejected promise otherwise. */
-  function verify(ctx: Ctx, token: string | undefined, source: string): Promise<void> | undefined {
     if (!deps.authenticator.ready())
       throw serviceUnavailable('the gateway is starting: its caches are not synced yet');
-    let result: AuthenticationResult;
+    // Callers that failed recently are judged on the caches alone: no apiserver reads for them.
+    const suspect = deps.limiter.watching() && deps.limiter.mayBeBlocked(source, keyIdOf(token));
+    let result: AuthenticationResult | Promise<AuthenticationResult>;
     try {
-      result = deps.authenticator.authenticate(token ?? '');
+      result = suspect
+        ? deps.authenticator.authenticateCached(token)
+        : deps.authenticator.authenticate(token);
     } catch (error) {
-      if (error instanceof Error && error.name === 'AuthenticatorNotReady') {
+      if (error instanceof AuthenticatorNotReady) {
         throw serviceUnavailable('the gateway is starting: its caches are not synced yet');
       }
       throw error;
     }
+    if (result instanceof Promise) return result.then((settled) => conclude(ctx, settled, token, source));
+    return conclude(ctx, result, token, source);
+  }
+
+  function conclude(
+    ctx: Ctx,
+    result: AuthenticationResult,
+    token: string,
+    source: string,
+  ): Promise<void> | undefined {
     if (result.ok) {
       ctx.identity = result.identity;
       return undefined;
@@ -471,7 +477,8 @@ export async function startGatewayServer(
     token: string | undefined,
     source: string,
   ): Promise<void> {
-    await deps.limiter.failed(source, result.keyId ?? keyIdOf(token));
+    const wait = await deps.limiter.failed(source, result.keyId ?? keyIdOf(token));
+    if (wait !== undefined) throw tooManyRequests(wait);
     const error = result.failure instanceof AccessKeyExpired ? accessKeyExpired() : unauthorized();
     deps.auditor.failedAuthentication(ctx.auditInfo(), {
       code: error.code,
@@ -1061,14 +1068,18 @@ export async function startGatewayServer(
         throw serviceUnavailable('the gateway is starting: its caches are not synced yet');
       const parsed = parseAccessKey(review.token);
       const keyId = parsed instanceof MalformedAccessKey ? undefined : parsed.id;
-      // Per key only: the source is the reviewing apiserver, which speaks for many clients.
-      const blocked = keyId === undefined ? undefined : await deps.limiter.blockedFor('', keyId);
-      let identity: AuthenticatedIdentity | undefined;
-      if (blocked === undefined) {
-        const result = deps.authenticator.authenticate(review.token);
-        identity = reviewDecision(result, target, config.current().status?.projectNamespacePrefix ?? 'p-');
-        if (!result.ok) await deps.limiter.failed('', result.keyId ?? keyId);
-      }
+      // Per key only: the source is the reviewing apiserver, which speaks for many clients. A
+      // key whose secret verifies is accepted whatever failures others made with its id.
+      const suspect = keyId !== undefined && deps.limiter.mayBeBlocked('', keyId);
+      const result = suspect
+        ? deps.authenticator.authenticateCached(review.token)
+        : await deps.authenticator.authenticate(review.token);
+      const identity = reviewDecision(
+        result,
+        target,
+        config.current().status?.projectNamespacePrefix ?? 'p-',
+      );
+      if (!result.ok) await deps.limiter.failed('', result.keyId ?? keyId);
       const info: AuditRequestInfo = {
         auditID: randomUUID(),
         requestURI: request.raw.url ?? '',

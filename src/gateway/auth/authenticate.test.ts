@@ -57,7 +57,7 @@ function contextWith(
   return {
     lookupKey: (id) => {
       lookups.push(id);
-      return keys.find((key) => key.spec.keyId === id);
+      return keys.filter((key) => key.spec.keyId === id);
     },
     lookupUser: (name) => options.users?.find((u) => u.metadata.name === name),
     lookupTeam: (name) => options.teams?.find((t) => t.metadata.name === name),
@@ -170,9 +170,29 @@ describe('authenticateAccessKey', () => {
     const { token, object } = accessKey({ user: 'alice' });
     const context = {
       ...contextWith([], { users: [alice] }),
-      lookupKey: () => ({ ...object, spec: { ...object.spec, keyId: 'other' } }),
+      lookupKey: () => [{ ...object, spec: { ...object.spec, keyId: 'other' } }],
     };
     expect(failureOf(authenticateAccessKey(token, context))).toBeInstanceOf(InvalidAccessKey);
+  });
+
+  it('finds the key whose hash matches, whatever the order of objects sharing its id', () => {
+    const { token, object } = accessKey({ user: 'alice' });
+    // Someone else's object carrying alice's public id with a secret of their own.
+    const impostor = {
+      ...object,
+      metadata: { ...object.metadata, name: 'impostor' },
+      spec: { ...object.spec, user: 'mallory', keyHash: 'f'.repeat(64) },
+    };
+    for (const order of [
+      [impostor, object],
+      [object, impostor],
+    ]) {
+      const result = authenticateAccessKey(token, {
+        ...contextWith([], { users: [alice] }),
+        lookupKey: () => order,
+      });
+      expect(result.ok && result.identity.name).toBe('alice');
+    }
   });
 
   it('refuses a disabled key and a key being deleted', () => {

@@ -7,7 +7,13 @@ import {
   AccessKeyWithoutCreationTimestamp,
   accessKeyExpiry,
 } from '../../identity/expiry.ts';
-import { MalformedAccessKey, parseAccessKey, UNMATCHABLE_ACCESS_KEY_HASH, verifyAccessKey } from './keys.ts';
+import {
+  accessKeyDigest,
+  digestMatches,
+  MalformedAccessKey,
+  parseAccessKey,
+  UNMATCHABLE_ACCESS_KEY_HASH,
+} from './keys.ts';
 
 /**
  * The authentication decision for a bearer access key, free of HTTP and Kubernetes calls: the
@@ -15,10 +21,12 @@ import { MalformedAccessKey, parseAccessKey, UNMATCHABLE_ACCESS_KEY_HASH, verify
  *
  * Order (each step only runs when the previous ones passed):
  * 1. parse the token ({@link MalformedAccessKey}: no lookup at all);
- * 2. find the key by id and verify the secret against its `spec.keyHash`. An unknown id is
- *    verified against a dummy hash, so it costs the same work as a wrong secret, and both give
- *    the same {@link InvalidAccessKey}. Nothing about a key's state is revealed before this step
- *    succeeds;
+ * 2. find the keys with that id and verify the secret against their `spec.keyHash`: the key is
+ *    the one whose hash matches, whatever order the objects come in (ids are unique at
+ *    admission, but a copy of someone's id with another secret must not shadow their key). An
+ *    unknown id is verified against a dummy hash, so it costs the same work as a wrong secret,
+ *    and both give the same {@link InvalidAccessKey}. Nothing about a key's state is revealed
+ *    before this step succeeds;
  * 3. {@link AccessKeyDisabled} (also while the key is being deleted);
  * 4. {@link AccessKeyExpired} when `now >= accessKeyExpiry(...)` (the gateway answers "the access
  *    key expired, log in again");
@@ -124,8 +132,8 @@ export type AuthenticationResult =
     };
 
 export interface AuthenticationContext {
-  /** The key object whose `spec.keyId` is `id` (an informer-cache index). */
-  readonly lookupKey: (id: string) => OwnedAccessKey | undefined;
+  /** The key objects whose `spec.keyId` is `id` (an informer-cache index): normally one or none. */
+  readonly lookupKey: (id: string) => readonly OwnedAccessKey[];
   readonly lookupUser: (name: string) => User | undefined;
   readonly lookupTeam: (name: string) => Team | undefined;
   /** The HMAC key of `spec.keyHash`. */
@@ -220,16 +228,15 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
   if (parsed instanceof MalformedAccessKey) return fail(parsed);
   const { id } = parsed;
 
-  const found = context.lookupKey(id);
-  const candidate = found !== undefined && found.spec.keyId === id ? found : undefined;
-  // Always one HMAC and one constant-time comparison, found or not.
-  const verified = verifyAccessKey(
-    token,
-    candidate?.spec.keyHash ?? UNMATCHABLE_ACCESS_KEY_HASH,
-    context.pepper,
-  );
-  if (!candidate || !verified) return fail(new InvalidAccessKey(), id);
-  const key = candidate;
+  const candidates = context.lookupKey(id).filter((found) => found.spec.keyId === id);
+  // Always one HMAC and at least one constant-time comparison, found or not.
+  const digest = accessKeyDigest(token, context.pepper);
+  let key: OwnedAccessKey | undefined;
+  if (candidates.length === 0) digestMatches(digest, UNMATCHABLE_ACCESS_KEY_HASH);
+  for (const candidate of candidates) {
+    if (digestMatches(digest, candidate.spec.keyHash ?? UNMATCHABLE_ACCESS_KEY_HASH)) key = candidate;
+  }
+  if (!key) return fail(new InvalidAccessKey(), id);
 
   if (key.spec.disabled === true || key.metadata.deletionTimestamp) return fail(new AccessKeyDisabled(), id);
 

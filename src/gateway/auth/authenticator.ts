@@ -8,11 +8,18 @@ import type { PepperStore } from '../../identity/pepper.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { isConflict, isNotFound } from '../../runtime/errors.ts';
 import type { Informer } from '../../runtime/informer.ts';
-import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import { collectionPath, type KubeApi, type ObjectList, objectPath } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import type { Store } from '../../runtime/store.ts';
 import { ActivityRecorder, type ActivityRecorderOptions, type ActivityWrite } from './activity.ts';
-import { type AuthenticationResult, authenticateAccessKey } from './authenticate.ts';
+import {
+  AccessKeyOwnerInvalid,
+  type AuthenticationContext,
+  type AuthenticationResult,
+  authenticateAccessKey,
+  InvalidAccessKey,
+} from './authenticate.ts';
+import { MalformedAccessKey, parseAccessKey } from './keys.ts';
 
 /** Index of OwnedAccessKeys by `spec.keyId`, the public part of a bearer key. */
 export const BY_KEY_ID = 'key-id';
@@ -24,6 +31,15 @@ export interface AccessKeyAuthenticatorDeps {
   platformNamespace: string;
   /** Overrides of the activity recorder's timing (tests). */
   activity?: Pick<ActivityRecorderOptions, 'minWriteIntervalMs' | 'tickMs' | 'onWriteError'>;
+}
+
+/** How long a read past the caches may take before the key is judged on the caches alone. */
+const LIVE_LOOKUP_TIMEOUT_MS = 5000;
+
+/** Objects a caller's key needs that the caches did not have, read from the apiserver. */
+interface LiveObjects {
+  keys: OwnedAccessKey[];
+  user: User | undefined;
 }
 
 /** The pepper is not loaded yet (the caller answers 503, not 401: the key may well be valid). */
@@ -39,6 +55,14 @@ export class AuthenticatorNotReady extends Error {
  * The informers run in every replica (they are not leader-elected), so every gateway replica
  * answers alone. Successful authentications feed the {@link ActivityRecorder}, which writes
  * `status.lastActivity` in batches.
+ *
+ * A key created a moment ago may not have reached the caches yet (a CI job creates a key and
+ * uses it at once). When the caches know no key with the presented id, or not the key's user,
+ * {@link authenticate} reads exactly those objects from the apiserver (a list by the selectable
+ * field `spec.keyId`, a get of the user) and decides on them: a fresh key works on its first
+ * use, never a 401 that the caller would have to retry through. Concurrent misses for one id
+ * share one read; callers that failed recently are kept on the caches alone
+ * ({@link authenticateCached}), so bogus ids cannot turn into apiserver load.
  */
 export class AccessKeyAuthenticator {
   readonly keys: Store<Stored<OwnedAccessKey>>;
@@ -49,6 +73,8 @@ export class AccessKeyAuthenticator {
   readonly config: () => ConfigStatus;
   private readonly activity: ActivityRecorder;
   private pepper: Uint8Array | undefined;
+  /** Reads past the caches in flight, by key id: concurrent misses share one. */
+  private readonly liveReads = new Map<string, Promise<LiveObjects | undefined>>();
 
   constructor(
     manager: Manager,
@@ -99,29 +125,112 @@ export class AccessKeyAuthenticator {
     return this.pepper !== undefined && this.informers.every((informer) => informer.hasSynced());
   }
 
-  /** Who the token is, from the caches only; records the key's activity when it authenticates. */
-  authenticate(token: string): AuthenticationResult {
+  /** Who the token is, from the caches alone; records the key's activity when it authenticates. */
+  authenticateCached(token: string): AuthenticationResult {
     const pepper = this.pepper;
     if (!pepper) throw new AuthenticatorNotReady();
-    const limits = this.config().auth;
-    const result = authenticateAccessKey(token, {
-      lookupKey: (id) => this.keys.byIndex(BY_KEY_ID, id)[0],
-      lookupUser: (name) => this.users.get(name),
+    return this.accepted(this.decide(token, pepper, undefined, { key: false, user: false }));
+  }
+
+  /**
+   * Who the token is. From the caches when they know the key; otherwise (see the class comment)
+   * a promise that reads the missing objects from the apiserver first. Records the key's
+   * activity when it authenticates.
+   */
+  authenticate(token: string): AuthenticationResult | Promise<AuthenticationResult> {
+    const pepper = this.pepper;
+    if (!pepper) throw new AuthenticatorNotReady();
+    const misses = { key: false, user: false };
+    const result = this.decide(token, pepper, undefined, misses);
+    if (result.ok || !(misses.key || misses.user)) return this.accepted(result);
+    if (!(result.failure instanceof InvalidAccessKey || result.failure instanceof AccessKeyOwnerInvalid)) {
+      return result;
+    }
+    const parsed = parseAccessKey(token);
+    if (parsed instanceof MalformedAccessKey) return result;
+    return this.readLive(parsed.id).then((live) =>
+      live ? this.accepted(this.decide(token, pepper, live, misses)) : result,
+    );
+  }
+
+  private decide(
+    token: string,
+    pepper: Uint8Array,
+    live: LiveObjects | undefined,
+    misses: { key: boolean; user: boolean },
+  ): AuthenticationResult {
+    const context: AuthenticationContext = {
+      lookupKey: (id) => {
+        const cached = this.keys.byIndex(BY_KEY_ID, id);
+        if (cached.length === 0) misses.key = true;
+        return cached.length > 0 || !live ? cached : live.keys;
+      },
+      lookupUser: (name) => {
+        const cached = this.users.get(name);
+        if (!cached) misses.user = true;
+        return cached ?? (live?.user?.metadata.name === name ? live.user : undefined);
+      },
       lookupTeam: (name) => this.teams.get(name),
       pepper,
       now: () => new Date(this.deps.clock.now()),
-      limits,
+      limits: this.config().auth,
       recentActivity: (keyName) => this.activity.lastActivityOf(keyName),
-    });
+    };
+    return authenticateAccessKey(token, context);
+  }
+
+  private accepted(result: AuthenticationResult): AuthenticationResult {
     if (result.ok) {
       const keyName = result.identity.accessKey.name;
-      const key = this.keys.get(keyName);
+      const key =
+        this.keys.get(keyName) ?? ({ spec: { ttlAfterLastActivity: false } } as unknown as OwnedAccessKey); // not cached yet
       // For a key whose life counts from its activity, the deadline others see is the stored one.
       const storedDeadline =
-        key?.spec.ttlAfterLastActivity === true ? (accessKeyExpiry(key, limits) ?? undefined) : undefined;
+        key.spec.ttlAfterLastActivity === true
+          ? (accessKeyExpiry(key, this.config().auth) ?? undefined)
+          : undefined;
       this.activity.record(keyName, new Date(this.deps.clock.now()), storedDeadline);
     }
     return result;
+  }
+
+  /** The keys with this id and their user, from the apiserver; undefined when that read failed. */
+  private readLive(id: string): Promise<LiveObjects | undefined> {
+    const inFlight = this.liveReads.get(id);
+    if (inFlight) return inFlight;
+    const read = (async (): Promise<LiveObjects | undefined> => {
+      try {
+        const list = await this.deps.api.request<ObjectList<OwnedAccessKey>>({
+          method: 'GET',
+          path: collectionPath(resources.ownedAccessKeys),
+          query: { fieldSelector: `spec.keyId=${id}` },
+          timeoutMs: LIVE_LOOKUP_TIMEOUT_MS,
+        });
+        const keys = list.items;
+        const userName = keys.find((key) => key.spec.user)?.spec.user;
+        const cachedUser = userName ? this.users.get(userName) : undefined;
+        const user =
+          userName && !cachedUser
+            ? await this.deps.api
+                .request<User>({
+                  method: 'GET',
+                  path: objectPath(resources.users, undefined, userName),
+                  timeoutMs: LIVE_LOOKUP_TIMEOUT_MS,
+                })
+                .catch((error: unknown) => {
+                  if (isNotFound(error)) return undefined;
+                  throw error;
+                })
+            : cachedUser;
+        return { keys, user };
+      } catch {
+        return undefined; // judged on the caches alone
+      } finally {
+        this.liveReads.delete(id);
+      }
+    })();
+    this.liveReads.set(id, read);
+    return read;
   }
 
   /**

@@ -137,8 +137,13 @@ function checksumOf(body: string): string {
 export function generateAccessKey(random: RandomBytes): GeneratedAccessKey {
   const id = base32(randomExactly(random, ID_RANDOM_BYTES));
   const secret = base62(bytesToBigInt(randomExactly(random, SECRET_RANDOM_BYTES)), ACCESS_KEY_SECRET_LENGTH);
+  return { id, secret, key: composeAccessKey(id, secret) };
+}
+
+/** The key text for an id and a secret, checksum included (the format is public: see above). */
+export function composeAccessKey(id: string, secret: string): string {
   const body = `${ACCESS_KEY_PREFIX}_${id}_${secret}`;
-  return { id, secret, key: body + checksumOf(body) };
+  return body + checksumOf(body);
 }
 
 /**
@@ -191,9 +196,18 @@ export const UNMATCHABLE_ACCESS_KEY_HASH = '0'.repeat(64);
  * {@link UNMATCHABLE_ACCESS_KEY_HASH} to spend the same work.
  */
 export function verifyAccessKey(key: string, storedHash: string, pepper: Uint8Array | string): boolean {
-  const expected = hmac(key, pepper);
+  return digestMatches(accessKeyDigest(key, pepper), storedHash);
+}
+
+/** The HMAC of `key` under `pepper`, to compare with several stored hashes ({@link digestMatches}). */
+export function accessKeyDigest(key: string, pepper: Uint8Array | string): Buffer {
+  return hmac(key, pepper);
+}
+
+/** {@link verifyAccessKey} for a digest computed once: the same constant-time comparison. */
+export function digestMatches(digest: Buffer, storedHash: string): boolean {
   const wellFormed = KEY_HASH_PATTERN.test(storedHash);
-  const stored = wellFormed ? Buffer.from(storedHash, 'hex') : Buffer.alloc(expected.length);
-  const equal = timingSafeEqual(expected, stored);
+  const stored = wellFormed ? Buffer.from(storedHash, 'hex') : Buffer.alloc(digest.length);
+  const equal = timingSafeEqual(digest, stored);
   return wellFormed && equal;
 }
