@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -226,11 +226,98 @@ spec:
         ]),
       ).toBe('c2VjcmV0');
       expect(await ok(adminConfig, ['get', 'sharedsecrets.management.platform', '-A'])).toContain(secretName);
-
-      await stopAndCheckNothingLeft(current);
     },
     RUN_TIMEOUT_MS,
   );
+
+  test(
+    "a project owner can do what the chart lets owners do: retrieve a kubeconfig for the project's virtual cluster",
+    async () => {
+      expect(current?.child.exitCode).toBeNull();
+      try {
+        await ownerRetrievesKubeconfig();
+      } finally {
+        await stopAndCheckNothingLeft(current!);
+      }
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  const ownerRetrievesKubeconfig = async () => {
+    // As a host admin: an owner, an outsider, a project and a virtual cluster in it.
+    await ok(
+      hostConfig,
+      ['apply', '-f', '-'],
+      ['owner', 'outsider']
+        .map(
+          (name) =>
+            `apiVersion: management.platform/v1\nkind: User\nmetadata:\n  name: ${name}\nspec:\n  username: ${name}\n`,
+        )
+        .join('---\n') +
+        `---\napiVersion: management.platform/v1\nkind: Project\nmetadata:\n  name: web\nspec:\n  owner:\n    user: owner\n`,
+    );
+    for (let i = 0; i < 150 && (await run(hostConfig, ['get', 'namespace', 'p-web'])).code !== 0; i++)
+      await sleep(200);
+    await ok(
+      hostConfig,
+      ['apply', '-f', '-'],
+      `apiVersion: management.platform/v1
+kind: VirtualClusterInstance
+metadata:
+  name: dev
+  namespace: p-web
+spec:
+  endpoint: https://dev.vcluster.example:6443
+  accessPoint:
+    ingress:
+      enabled: true
+`,
+    );
+    // Keys for both, minted by the admin through the gateway; kubeconfigs that use them.
+    const kubeconfigOf = async (user: string) => {
+      const created = JSON.parse(
+        await ok(
+          adminConfig,
+          ['create', '-o', 'json', '-f', '-'],
+          `apiVersion: management.platform/v1\nkind: OwnedAccessKey\nmetadata:\n  generateName: ${user}-\nspec:\n  user: ${user}\n  ttl: 3600\n`,
+        ),
+      );
+      const path = join(stateDir, `${user}.kubeconfig`);
+      const adminText = readFileSync(adminConfig, 'utf8');
+      writeFileSync(path, adminText.replace(tokenOfKubeconfig(adminText) ?? '', created.spec.key), {
+        mode: 0o600,
+      });
+      return path;
+    };
+    const retrieve = (kubeconfig: string) =>
+      run(
+        kubeconfig,
+        [
+          'create',
+          '--raw',
+          '/apis/management.platform/v1/namespaces/p-web/virtualclusterinstances/dev/kubeconfig',
+          '-f',
+          '-',
+        ],
+        '{"apiVersion":"management.platform/v1","kind":"VirtualClusterInstanceKubeConfig","spec":{}}',
+      );
+    const owner = await kubeconfigOf('owner');
+    const outsider = await kubeconfigOf('outsider');
+
+    // The owner's RoleBinding names platform-project-admin, which platform dev installs as
+    // the chart does (aggregated from admin, with the platform's edit rules).
+    let answer = await retrieve(owner);
+    for (let i = 0; i < 50 && answer.code !== 0; i++) {
+      await sleep(200); // the project controller binds the owner shortly after the namespace
+      answer = await retrieve(owner);
+    }
+    expect(answer.code, answer.stderr).toBe(0);
+    const kubeConfig = parseYaml(JSON.parse(answer.stdout).status.kubeConfig);
+    expect(kubeConfig.clusters[0].cluster.server).toBe('https://dev.vcluster.example:6443');
+    const refused = await retrieve(outsider);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/Forbidden|forbidden/);
+  };
 
   test(
     'restart: the state is kept and the same admin.kubeconfig still works',

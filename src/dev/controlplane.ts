@@ -297,8 +297,9 @@ export class ControlPlane {
         `--root-ca-file=${join(pki, 'ca.crt')}`,
         `--cluster-signing-cert-file=${join(pki, 'ca.crt')}`,
         `--cluster-signing-key-file=${join(pki, 'ca.key')}`,
-        // Only what a control plane without nodes needs: GC, namespace deletion, CSRs, service accounts.
-        '--controllers=garbage-collector-controller,namespace-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller',
+        // Only what a control plane without nodes needs: GC, namespace deletion, CSRs, service
+        // accounts, and ClusterRole aggregation (admin/edit/view and the roles built on them).
+        '--controllers=garbage-collector-controller,namespace-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller',
       ],
       logPath: join(this.options.stateDir, 'logs', `${name}-controller-manager.log`),
     });

@@ -18,6 +18,9 @@ describe('bodies', () => {
     expect(code(parseObjectBody(bytes('[1]'), 'application/json'))).toBe(400);
     expect(code(parseObjectBody(bytes(''), 'application/json'))).toBe(400);
     expect(code(parseObjectBody(bytes('a'), 'text/plain'))).toBe(415);
+    // Without a content type the body is JSON, as kube-apiserver reads it.
+    expect(parseObjectBody(bytes('{"kind":"X"}'), undefined)).toEqual({ kind: 'X' });
+    expect(code(parseObjectBody(bytes('kind: X'), undefined))).toBe(400);
     expect(code(parseObjectBody(new Uint8Array([0xff, 0xfe]), 'application/json'))).toBe(400);
     // A recursive alias (found by the gateway fuzz test): 400, not a value that contains itself.
     expect(code(parseObjectBody(bytes('a: &a [*a]'), 'application/yaml'))).toBe(400);

@@ -91,7 +91,9 @@ export function parseObjectBody(
   contentType: string | undefined,
 ): Record<string, unknown> | GatewayError {
   const type = mediaType(contentType);
-  const format = JSON_TYPES.has(type) ? 'json' : YAML_TYPES.has(type) ? 'yaml' : undefined;
+  // No content type at all reads as JSON, as kube-apiserver reads it (its first media type):
+  // `kubectl create --raw -f` sends none.
+  const format = type === '' || JSON_TYPES.has(type) ? 'json' : YAML_TYPES.has(type) ? 'yaml' : undefined;
   if (!format) return unsupportedMediaType(contentType);
   const value = decodeDocument(body, format);
   if (value instanceof GatewayError) return value;

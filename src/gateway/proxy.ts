@@ -90,6 +90,10 @@ export class Upstream {
     this.pool = new Pool(server.origin, {
       connections: options.connections ?? 64,
       pipelining: 1,
+      // HTTP/1.1 only. undici 8 offers HTTP/2 by default, and its HTTP/2 client joins the values
+      // of a repeated header with ", ": kube-apiserver would read one group named
+      // "platform:admins, platform:authenticated" instead of several `Impersonate-Group`s.
+      allowH2: false,
       keepAliveTimeout: 30_000,
       connect: {
         ...(tls.ca ? { ca: tls.ca } : {}),
