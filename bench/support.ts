@@ -122,3 +122,43 @@ export function gatewayOnly(
   });
   return { manager, gateway };
 }
+
+/**
+ * How a benchmark runs: `full` (the figures we report) or `smoke` (`BENCH_SMOKE=1`: small N,
+ * a few seconds, run by `make test` so a benchmark cannot rot; no figure is judged in it).
+ */
+export type BenchMode = 'full' | 'smoke';
+export const benchMode = (): BenchMode => (process.env.BENCH_SMOKE === '1' ? 'smoke' : 'full');
+
+/** One measured figure beside its baseline from the same run, for `make bench`'s table. */
+export interface Figure {
+  /** What was measured, e.g. `projection time, 2000 SharedSecrets`. */
+  readonly name: string;
+  readonly value: number;
+  readonly unit: string;
+  /** The baseline measured in the same run (for example the raw write rate of the same apiserver). */
+  readonly baseline?: { readonly name: string; readonly value: number; readonly unit: string };
+  /** value ÷ baseline (or the inverse where smaller is better: say so in `goal`). */
+  readonly ratio?: number;
+  /** The goal for the ratio or the value, as text, e.g. `<= 1.5x` or `>= 0.9`. */
+  readonly goal?: string;
+}
+
+/** The prefix of the machine-readable line each figure is printed as (read by bench/all.ts). */
+export const FIGURE_LINE_PREFIX = 'BENCH-FIGURE ';
+
+/** Prints a figure: one human line and one `BENCH-FIGURE {json}` line for the table. */
+export function reportFigure(figure: Figure): void {
+  const baseline = figure.baseline
+    ? `  vs ${figure.baseline.name} ${formatNumber(figure.baseline.value)} ${figure.baseline.unit}`
+    : '';
+  const ratio = figure.ratio !== undefined ? `  ratio ${figure.ratio.toFixed(3)}` : '';
+  const goal = figure.goal ? `  (goal ${figure.goal})` : '';
+  process.stdout.write(
+    `  ${figure.name}: ${formatNumber(figure.value)} ${figure.unit}${baseline}${ratio}${goal}\n${FIGURE_LINE_PREFIX}${JSON.stringify(figure)}\n`,
+  );
+}
+
+function formatNumber(value: number): string {
+  return Math.abs(value) >= 100 ? value.toFixed(0) : value.toPrecision(3);
+}
