@@ -87,7 +87,7 @@ function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-async function run(direction: Direction, input: SyncInput): Promise<SyncResult> {
+function run(direction: Direction, input: SyncInput): SyncResult {
   const { kind, source, previousSource, existingTarget, ctx } = input;
   assertSyncedKind(kind);
   const translate = (obj: KubeObject) =>
@@ -109,7 +109,7 @@ async function run(direction: Direction, input: SyncInput): Promise<SyncResult> 
   let references: ObjectReference[];
   if (existingTarget === null) {
     object = translate(source);
-    references = await applyPatches({
+    references = applyPatches({
       ...common,
       document: object,
       isMergePatch: false,
@@ -120,7 +120,7 @@ async function run(direction: Direction, input: SyncInput): Promise<SyncResult> 
     const after = comparable(translate(source), keepStatus);
     const before = comparable(previousSource ? translate(previousSource) : existingTarget, keepStatus);
     const delta = mergePatchDiff(before, after);
-    references = await applyPatches({
+    references = applyPatches({
       ...common,
       document: delta,
       isMergePatch: true,
@@ -176,11 +176,11 @@ function reassertIdentity(
 }
 
 /** The host object to write for a virtual object (translation, then `expression` patches). */
-export function syncToHost(input: SyncInput): Promise<SyncResult> {
+export function syncToHost(input: SyncInput): SyncResult {
   return run('toHost', input);
 }
 
 /** The virtual object to write for a host object (back-translation, then `reverseExpression`). */
-export function syncToVirtual(input: SyncInput): Promise<SyncResult> {
+export function syncToVirtual(input: SyncInput): SyncResult {
   return run('toVirtual', input);
 }
