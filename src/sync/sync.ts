@@ -6,7 +6,13 @@ import {
   type HostToVirtualLookup,
   type ObjectReference,
 } from './patches/apply.ts';
-import { applyMergePatch, isJsonObject, type JsonObject, mergePatchDiff } from './patches/merge-patch.ts';
+import {
+  applyMergePatch,
+  cloneJson,
+  isJsonObject,
+  type JsonObject,
+  mergePatchDiff,
+} from './patches/merge-patch.ts';
 import { Sandbox, type SandboxOptions } from './patches/sandbox.ts';
 import {
   assertSyncedKind,
@@ -78,8 +84,8 @@ function comparable(obj: KubeObject, keepStatus: boolean): JsonObject {
   const reduced: JsonObject = {};
   if (m.labels !== undefined) reduced.labels = m.labels;
   if (m.annotations !== undefined) reduced.annotations = m.annotations;
-  const out: JsonObject = { ...structuredClone(rest), metadata: structuredClone(reduced) };
-  if (keepStatus && status !== undefined) out.status = structuredClone(status);
+  const out: JsonObject = { ...cloneJson(rest), metadata: cloneJson(reduced) };
+  if (keepStatus && status !== undefined) out.status = cloneJson(status);
   return out;
 }
 

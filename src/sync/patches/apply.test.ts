@@ -4,7 +4,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadSyncConfig, type PatchConfig } from '../config.ts';
 import { createSandbox } from '../sync.ts';
 import type { SyncContext } from '../translate.ts';
-import { applyPatches, type PatchRun, RestrictedFieldPatched, WholeObjectPatchInvalid } from './apply.ts';
+import {
+  applyPatches,
+  mayReadObjects,
+  type PatchRun,
+  RestrictedFieldPatched,
+  WholeObjectPatchInvalid,
+} from './apply.ts';
 import type { JsonObject } from './merge-patch.ts';
 
 const ctx: SyncContext = { vclusterName: 'vc', hostNamespace: 'vc-ns', config: loadSyncConfig('') };
@@ -214,5 +220,37 @@ describe('fields no patch may change', () => {
     applyPatches(run([{ path: '', expression: '({ ...value, data: { k: btoa("w") } })' }], doc));
     expect(doc.data).toEqual({ k: 'dw==' });
     expect(doc.type).toBe('Opaque');
+  });
+});
+
+describe('the host and virtual objects are sent only to expressions that may read them', () => {
+  it.each<[string, boolean]>([
+    ['value + "-x-" + context.vcluster.name', false],
+    ['`${value}-${context.path}`', false],
+    ['btoa(value)', false],
+    ['context.hostObject.metadata.name', true],
+    ['context.virtualObject?.spec', true],
+    ['context["hostObject"]', true],
+    ['(({ hostObject }) => hostObject)(context)', true],
+    ['context .vcluster.name + context.hostObject', true],
+    ['arguments[2].hostObject', true],
+    ['eval("context.hostObject")', true],
+    ['\\u0063ontext.hostObject', true],
+  ])('%s: %s', (expression, expected) => {
+    expect(mayReadObjects(expression)).toBe(expected);
+  });
+
+  it('an expression that does read them gets them', () => {
+    const doc = service();
+    applyPatches(
+      run(
+        [{ path: 'metadata.annotations.owner', expression: 'arguments[2].hostObject.metadata.name' }],
+        doc,
+        {
+          hostObject: { metadata: { name: 'host-name' } },
+        },
+      ),
+    );
+    expect((doc.metadata as any).annotations.owner).toBe('host-name');
   });
 });

@@ -14,7 +14,7 @@ import {
   namespaceRules,
   type SyncContext,
 } from '../translate.ts';
-import { isJsonObject, type Json, type JsonObject } from './merge-patch.ts';
+import { cloneJson, isJsonObject, type Json, type JsonObject } from './merge-patch.ts';
 import {
   type ConcretePath,
   expandPath,
@@ -124,11 +124,25 @@ function isPrefix(a: ConcretePath, b: readonly (string | number)[]): boolean {
   return a.length <= b.length && a.every((s, i) => String(s) === String(b[i]));
 }
 
+const RESTRICTED_ROOTS = new Set(RESTRICTED_FIELDS.map((f) => f[0]!));
+const RESTRICTED_IN_METADATA = new Set(
+  RESTRICTED_FIELDS.filter((f) => f[0] === 'metadata').map((f) => f[1]!),
+);
+
+/** Whether writing at the path can change a restricted field (it is one, inside one, or holds one). */
+function mayTouchRestricted(path: ConcretePath): boolean {
+  if (path.length === 0) return true;
+  if (!RESTRICTED_ROOTS.has(String(path[0]))) return false;
+  return path[0] !== 'metadata' || path.length === 1 || RESTRICTED_IN_METADATA.has(String(path[1]));
+}
+
 /** The restricted fields a set of results may touch, with their current text. */
 function restrictedBefore(doc: JsonObject, paths: readonly ConcretePath[]) {
-  return RESTRICTED_FIELDS.filter((field) => paths.some((p) => isPrefix(p, field) || isPrefix(field, p))).map(
-    (field) => ({ field, text: JSON.stringify(getAt(doc, field) ?? null) }),
-  );
+  const touching = paths.filter(mayTouchRestricted);
+  if (touching.length === 0) return [];
+  return RESTRICTED_FIELDS.filter((field) =>
+    touching.some((p) => isPrefix(p, field) || isPrefix(field, p)),
+  ).map((field) => ({ field, text: JSON.stringify(getAt(doc, field) ?? null) }));
 }
 
 interface PatchResult {
@@ -213,7 +227,7 @@ function translateReference(
     translated = found;
   }
   if (!isObject) return translated.name;
-  const result = structuredClone(value);
+  const result = cloneJson(value);
   const write = (path: string | undefined, v: string) => {
     if (path === undefined || path.trim() === '') return;
     const [match] = expandPath(result, parsePath(path));
@@ -246,6 +260,48 @@ function translateSelector(run: PatchRun, value: Json): Json {
     : virtualServiceSelector(labels, vc);
 }
 
+const NO_OBJECTS: EvaluationObjects = { hostJson: null, virtualJson: null };
+
+/**
+ * Whether an expression may read `context.hostObject` or `context.virtualObject`. Its function
+ * reaches `context` only through that name, `arguments`, a direct `eval` or an escaped identifier;
+ * with none of those beyond `context.vcluster` and `context.path`, the objects need not be sent
+ * (serializing them is most of the cost of a small object's call).
+ */
+export function mayReadObjects(expression: string): boolean {
+  const rest = expression.replace(/\bcontext\s*\.\s*(vcluster|path)\b/g, '');
+  return /context|arguments|eval|\\/.test(rest);
+}
+
+/** Whether an expression may read its `context` at all (else `context.path` need not be printed). */
+export function mayReadContext(expression: string): boolean {
+  return /context|arguments|eval|\\/.test(expression);
+}
+
+/** What an expression may read, decided once per expression text. */
+const readsByExpression = new Map<string, { objects: boolean; context: boolean }>();
+function readsOf(expression: string): { objects: boolean; context: boolean } {
+  let reads = readsByExpression.get(expression);
+  if (reads === undefined) {
+    reads = { objects: mayReadObjects(expression), context: mayReadContext(expression) };
+    if (readsByExpression.size > 10_000) readsByExpression.clear();
+    readsByExpression.set(expression, reads);
+  }
+  return reads;
+}
+
+const parsedPaths = new Map<string, PathSegment[]>();
+/** Paths come from configurations, a few per virtual cluster: parsed once. */
+function parsedPath(path: string): PathSegment[] {
+  let segments = parsedPaths.get(path);
+  if (segments === undefined) {
+    segments = parsePath(path);
+    if (parsedPaths.size > 10_000) parsedPaths.clear();
+    parsedPaths.set(path, segments);
+  }
+  return segments;
+}
+
 /** An expression patch whose matches wait for the object's next call into the sandbox. */
 interface PendingPatch {
   name: string;
@@ -273,11 +329,14 @@ interface PendingPatch {
 export function applyPatches(run: PatchRun): ObjectReference[] {
   const references: ObjectReference[] = [];
   let objects: EvaluationObjects | undefined;
-  const objectsJson = (): EvaluationObjects =>
-    (objects ??= {
+  const objectsFor = (batch: readonly PendingPatch[]): EvaluationObjects => {
+    if (!batch.some((p) => readsOf(p.expression).objects)) return NO_OBJECTS;
+    objects ??= {
       hostJson: run.hostObject === null ? null : JSON.stringify(run.hostObject),
       virtualJson: run.virtualObject === null ? null : JSON.stringify(run.virtualObject),
-    });
+    };
+    return objects;
+  };
   let pending: PendingPatch[] = [];
   const flush = () => {
     if (pending.length === 0) return;
@@ -285,16 +344,19 @@ export function applyPatches(run: PatchRun): ObjectReference[] {
     pending = [];
     const evaluations: Evaluation[] = [];
     for (const p of batch) {
+      const patch = `${p.name}.${p.field}`;
+      const readsContext = readsOf(p.expression).context;
       for (const path of p.matches) {
         evaluations.push({
-          patch: `${p.name}.${p.field}`,
+          patch,
           expression: p.expression,
           value: getAt(run.document, path) as Json,
-          path: printConcretePath(path),
+          // Unread, so not printed (the expression never names its context).
+          path: readsContext ? printConcretePath(path) : '',
         });
       }
     }
-    const outcomes = run.sandbox.evaluateAll(evaluations, objectsJson());
+    const outcomes = run.sandbox.evaluateAll(evaluations, objectsFor(batch));
     let next = 0;
     for (const p of batch) {
       const results = p.matches.map((path) => {
@@ -310,7 +372,7 @@ export function applyPatches(run: PatchRun): ObjectReference[] {
     const expression = run.direction === 'toHost' ? patch.expression : patch.reverseExpression;
     const isExpression = patch.expression !== undefined || patch.reverseExpression !== undefined;
     if (isExpression && expression === undefined) continue;
-    const segments = parsePath(patch.path);
+    const segments = parsedPath(patch.path);
     if (pending.some((p) => !pathsIndependent(p.segments, segments))) flush();
     const matches = expandPath(run.document, segments).filter(
       (p) => !(run.isMergePatch && getAt(run.document, p) === null),

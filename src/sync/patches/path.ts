@@ -156,15 +156,20 @@ export function expandPath(root: unknown, segments: readonly PathSegment[]): Con
     for (const { value, path } of frontier) {
       if (Array.isArray(value)) {
         if (segment.type === 'wildcard') {
-          for (const [i, v] of value.entries()) next.push({ value: v, path: [...path, i] });
-        } else if (segment.type === 'index' && segment.index < value.length)
-          next.push({ value: value[segment.index], path: [...path, segment.index] });
+          for (let i = 0; i < value.length; i++) next.push({ value: value[i], path: [...path, i] });
+        } else if (segment.type === 'index' && segment.index < value.length) {
+          path.push(segment.index);
+          next.push({ value: value[segment.index], path });
+        }
       } else if (isMap(value)) {
         if (segment.type === 'wildcard') {
-          for (const [k, v] of Object.entries(value)) next.push({ value: v, path: [...path, k] });
+          for (const k of Object.keys(value)) next.push({ value: value[k], path: [...path, k] });
         } else {
           const key = segment.type === 'index' ? String(segment.index) : segment.key;
-          if (Object.hasOwn(value, key)) next.push({ value: value[key], path: [...path, key] });
+          if (Object.hasOwn(value, key)) {
+            path.push(key);
+            next.push({ value: value[key], path });
+          }
         }
       }
     }

@@ -228,7 +228,6 @@ const PRELUDE = String.raw`
   const vcluster = settings.vcluster;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
-  const defineProperty = Object.defineProperty;
   const now = Date.now;
   const maxOutputChars = settings.maxOutputChars;
   const ErrorClass = Error;
@@ -237,15 +236,30 @@ const PRELUDE = String.raw`
   // cut short (time limit, memory limit); nothing in the isolate but this runner can reach it.
   const progress = new Float64Array(progressBuffer);
 
-  /** A value parsed from JSON text on first read, per evaluation (each gets its own copy). */
-  function lazyJson(target, key, text) {
-    const settle = (value) => defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
-    defineProperty(target, key, {
-      get() { const value = text === null ? null : parse(text); settle(value); return value; },
-      set(value) { settle(value); },
-      enumerable: true,
-      configurable: true,
-    });
+  /**
+   * The context variable of one evaluation. hostObject and virtualObject are parsed from their
+   * JSON text on first read, for this evaluation alone (each gets its own copy).
+   */
+  function makeContext(path, hostJson, virtualJson) {
+    if (hostJson === null && virtualJson === null) return { vcluster, hostObject: null, virtualObject: null, path };
+    let host;
+    let hostRead = false;
+    let virtual;
+    let virtualRead = false;
+    return {
+      vcluster,
+      get hostObject() {
+        if (!hostRead) { host = hostJson === null ? null : parse(hostJson); hostRead = true; }
+        return host;
+      },
+      set hostObject(value) { host = value; hostRead = true; },
+      get virtualObject() {
+        if (!virtualRead) { virtual = virtualJson === null ? null : parse(virtualJson); virtualRead = true; }
+        return virtual;
+      },
+      set virtualObject(value) { virtual = value; virtualRead = true; },
+      path,
+    };
   }
 
   function describe(error) {
@@ -280,14 +294,11 @@ const PRELUDE = String.raw`
     const batch = parse(evaluations);
     const count = batch.length;
     const parts = new Array(count);
+    let startedAt = now();
     for (let i = 0; i < count; i++) {
       const entry = batch[i];
-      const context = { vcluster };
-      lazyJson(context, 'hostObject', hostJson);
-      lazyJson(context, 'virtualObject', virtualJson);
-      context.path = entry[1];
+      const context = makeContext(entry[1], hostJson, virtualJson);
       randomState = SEED;
-      const startedAt = now();
       progress[0] = i;
       progress[1] = startedAt;
       // A plain call: "this" is undefined inside the expression, never the registry.
@@ -298,8 +309,9 @@ const PRELUDE = String.raw`
       } catch (error) {
         return '!' + stringify([i, 'error', describe(error).slice(0, 2000)]);
       }
-      const took = now() - startedAt;
-      if (took > limitMs) return '!' + stringify([i, 'timeout', took]);
+      const returnedAt = now();
+      if (returnedAt - startedAt > limitMs) return '!' + stringify([i, 'timeout', returnedAt - startedAt]);
+      startedAt = returnedAt;
       if (json === undefined) json = 'null';
       else if (json.length > maxOutputChars) return '!' + stringify([i, 'tooLarge', json.length]);
       parts[i] = json;

@@ -29,6 +29,9 @@ import { type PreludeSettings, preludeSource } from './prelude.ts';
  * - `cpuBudget` (default 2 s per 10 s): isolate CPU time of this sandbox over a sliding window;
  *   checked before each call, so one call can overrun it by at most its own limit.
  * - the process-wide memory budget (`memoryBudget`): see memory-budget.ts.
+ * The time limits are wall clock (what isolated-vm offers). A call that reached one while its
+ * isolate had used less than half of it in CPU time was starved by a busy machine, not slowed by
+ * its expressions: it is made again, at most twice, before the timeout is reported.
  * After a call was interrupted (time or memory) its isolate is disposed, so nothing it left
  * behind (queued promise jobs) runs in a later call.
  *
@@ -82,6 +85,14 @@ export class SandboxDisposed extends ExpressionFailure {
   override readonly name = 'SandboxDisposed';
 }
 
+/** A time limit passed while the isolate was starved of CPU (see `evaluateAll`); internal. */
+class Starved extends Error {
+  constructor(readonly failure: ExpressionTimeout) {
+    super(failure.message);
+  }
+}
+const MAX_STARVED_RETRIES = 2;
+
 /** One evaluation of one expression on one matched value. */
 export interface Evaluation {
   /** Names the expression in errors: `sync.toHost.services.patches[2].expression`. */
@@ -119,6 +130,8 @@ interface Live {
   progress: Float64Array;
   /** MiB reserved from the memory budget for this isolate. */
   reservedMiB: number;
+  /** The isolate's CPU time after its last call (nothing runs in it between calls). */
+  cpuTime: bigint;
 }
 
 export class Sandbox {
@@ -168,13 +181,18 @@ export class Sandbox {
     return this.cpuSum;
   }
 
-  /** The call's CPU time (its wall time if V8 disposed the isolate during the call). */
-  private recordCpu(live: Live, cpuBefore: bigint, startedAt: number): void {
-    const ms = live.isolate.isDisposed
-      ? Date.now() - startedAt
-      : Number(live.isolate.cpuTime - cpuBefore) / 1e6;
+  /** Records and returns the call's CPU time (its wall time if V8 disposed the isolate). */
+  private recordCpu(live: Live, startedAt: number): number {
+    let ms: number;
+    if (live.isolate.isDisposed) ms = Date.now() - startedAt;
+    else {
+      const cpuTime = live.isolate.cpuTime;
+      ms = Number(cpuTime - live.cpuTime) / 1e6;
+      live.cpuTime = cpuTime;
+    }
     this.cpuSamples.push({ at: this.now(), ms });
     this.cpuSum += ms;
+    return ms;
   }
 
   /** One evaluation (a call of its own); see {@link evaluateAll}. */
@@ -195,6 +213,19 @@ export class Sandbox {
    * and nothing else of the call is returned.
    */
   evaluateAll(evaluations: readonly Evaluation[], objects: EvaluationObjects): EvaluationResult[] {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return this.call(evaluations, objects);
+      } catch (err) {
+        // A time limit passed while the isolate got too little of the CPU to have used it up:
+        // the machine was busy, the expressions were not slow. Tried again, twice at most.
+        if (err instanceof Starved && attempt <= MAX_STARVED_RETRIES) continue;
+        throw err instanceof Starved ? err.failure : err;
+      }
+    }
+  }
+
+  private call(evaluations: readonly Evaluation[], objects: EvaluationObjects): EvaluationResult[] {
     const first = evaluations[0];
     if (first === undefined) return [];
     if (this.disposed) throw new SandboxDisposed(first.patch, 'sandbox is disposed');
@@ -208,24 +239,32 @@ export class Sandbox {
     const input = JSON.stringify(
       evaluations.map((e) => [this.compile(live, e.patch, e.expression), e.path, e.value]),
     );
-    const callTimeout = Math.min(evaluations.length * this.timeoutMs, this.objectTimeoutMs);
-    const cpuBefore = live.isolate.cpuTime;
+    const callTimeout = Math.max(
+      this.timeoutMs,
+      Math.min(evaluations.length * this.timeoutMs, this.objectTimeoutMs),
+    );
     const startedAt = Date.now();
     this.callsMade++;
     let output: string;
     try {
       output = live.run.applySync(undefined, [input, objects.hostJson, objects.virtualJson, this.timeoutMs], {
-        timeout: Math.max(this.timeoutMs, callTimeout),
+        timeout: callTimeout,
       });
     } catch (err) {
-      this.recordCpu(live, cpuBefore, startedAt);
-      throw this.interrupted(live, evaluations, objects, err, callTimeout);
+      const cpuMs = this.recordCpu(live, startedAt);
+      const failure = this.interrupted(live, evaluations, objects, err, callTimeout);
+      if (failure instanceof ExpressionTimeout && cpuMs < callTimeout / 2) throw new Starved(failure);
+      throw failure;
     }
-    this.recordCpu(live, cpuBefore, startedAt);
+    const cpuMs = this.recordCpu(live, startedAt);
     if (output.startsWith('!')) {
       const [index, kind, detail] = JSON.parse(output.slice(1)) as [number, string, string | number];
       const patch = evaluations[index]?.patch ?? first.patch;
-      if (kind === 'timeout') throw new ExpressionTimeout(patch, `took longer than ${this.timeoutMs}ms`);
+      if (kind === 'timeout') {
+        const failure = new ExpressionTimeout(patch, `took longer than ${this.timeoutMs}ms`);
+        if (cpuMs < this.timeoutMs / 2) throw new Starved(failure);
+        throw failure;
+      }
       if (kind === 'tooLarge') {
         throw new ExpressionOutputTooLarge(
           patch,
@@ -352,10 +391,12 @@ export class Sandbox {
         compiled: new Map(),
         progress: new Float64Array(progressBuffer),
         reservedMiB,
+        cpuTime: 0n,
       };
       runtime.release();
       // A first, empty call compiles the runner, so that no object's call pays for it.
       live.run.applySync(undefined, ['[]', null, null, this.timeoutMs], { timeout: 5000 });
+      live.cpuTime = isolate.cpuTime;
       this.isolatesBuilt++;
       this.live = live;
       return live;
