@@ -117,35 +117,40 @@ auth:
     await refused(Buffer.from(signed.replace(`>${name}<`, '>admin<'), 'utf8').toString('base64'));
     await refused(await saml.issue({ inResponseTo, account: name, expired: true }));
     await refused(await saml.issue({ inResponseTo, account: name, audience: 'https://other-sp.example' }));
-    await refused(await saml.issue({ inResponseTo, account: name, destination: 'https://other-sp.example/acs' }));
+    await refused(
+      await saml.issue({ inResponseTo, account: name, destination: 'https://other-sp.example/acs' }),
+    );
     await refused(await saml.issue({ inResponseTo: '_someone-elses-request', account: name }));
     // The same response, well formed, is accepted: the refusals above are for their defect alone.
-    expect((await connector.finish(await saml.issue({ inResponseTo, account: name }), transaction)).userId).toBe(name);
+    expect(
+      (await connector.finish(await saml.issue({ inResponseTo, account: name }), transaction)).userId,
+    ).toBe(name);
     expect(await env().loginKeys(name)).toEqual([]);
   });
 });
 
 describe('password guessing', () => {
   it('is throttled per user and per source without locking the real user out of its device', async () => {
-    const { service, gateway } = env();
+    const { service } = env();
     env().configure('');
-    const name = uniqueName('target');
-    await gateway.custom.createClusterCustomObject({
-      group: 'management.platform',
-      version: 'v1',
-      plural: 'users',
-      body: { apiVersion: 'management.platform/v1', kind: 'User', metadata: { name }, spec: {} },
+    const name = await env().userWithPassword('target', 'the real password');
+    const real = await service.passwordLogin({
+      username: name,
+      password: 'the real password',
+      source: '192.0.2.1',
     });
-    await service.setPassword(name, 'the real password');
-    const real = await service.passwordLogin({ username: name, password: 'the real password', source: '192.0.2.1' });
     const keysBefore = (await env().loginKeys(name)).length;
 
     for (const guess of ['123456', 'password', 'qwerty']) {
-      await expect(service.passwordLogin({ username: name, password: guess, source: '198.51.100.7' })).rejects.toBeInstanceOf(InvalidCredentials);
+      await expect(
+        service.passwordLogin({ username: name, password: guess, source: '198.51.100.7' }),
+      ).rejects.toBeInstanceOf(InvalidCredentials);
     }
     // Blocked now, even with the right password, from the attacker's source and from a fresh one.
     for (const source of ['198.51.100.7', '203.0.113.9']) {
-      await expect(service.passwordLogin({ username: name, password: 'the real password', source })).rejects.toBeInstanceOf(LoginThrottled);
+      await expect(
+        service.passwordLogin({ username: name, password: 'the real password', source }),
+      ).rejects.toBeInstanceOf(LoginThrottled);
     }
     // The real user, with the device token of its earlier sign-in, still gets in.
     const again = await service.passwordLogin({
@@ -159,8 +164,12 @@ describe('password guessing', () => {
 
     // One source guessing many users is stopped too.
     for (let i = 0; i < 6; i++) {
-      await service.passwordLogin({ username: `nobody-${i}`, password: 'guess-guess', source: '198.51.100.99' }).catch(() => {});
+      await service
+        .passwordLogin({ username: `nobody-${i}`, password: 'guess-guess', source: '198.51.100.99' })
+        .catch(() => {});
     }
-    await expect(service.passwordLogin({ username: name, password: 'the real password', source: '198.51.100.99' })).rejects.toBeInstanceOf(LoginThrottled);
+    await expect(
+      service.passwordLogin({ username: name, password: 'the real password', source: '198.51.100.99' }),
+    ).rejects.toBeInstanceOf(LoginThrottled);
   });
 });

@@ -37,7 +37,7 @@ describe('password hashes', () => {
       undefined,
       '',
       'plaintext',
-      '$scrypt$ln=30,r=8,p=1$AAAAAAAAAAAAAAAAAAAAAA$' + 'A'.repeat(43),
+      `$scrypt$ln=30,r=8,p=1$AAAAAAAAAAAAAAAAAAAAAA$${'A'.repeat(43)}`,
     ]) {
       expect((await verifyPassword('anything at all', stored)).ok).toBe(false);
     }

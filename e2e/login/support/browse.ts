@@ -44,16 +44,23 @@ export class ScriptedAgent {
   }
 
   /** Follows redirects from `url` until one leads to `stopAt`'s origin and path; returns that URL. */
-  async followUntil(url: string, stopAt: string, form?: { path: RegExp; fields: Record<string, string> }): Promise<string> {
+  async followUntil(
+    url: string,
+    stopAt: string,
+    form?: { path: RegExp; fields: Record<string, string> },
+  ): Promise<string> {
     let next = url;
     const stop = new URL(stopAt);
     for (let hop = 0; hop < 20; hop++) {
       const target = new URL(next);
       if (target.origin === stop.origin && target.pathname === stop.pathname) return next;
-      const answer = form && form.path.test(target.pathname)
+      const answer = form?.path.test(target.pathname)
         ? await this.request(next, { method: 'POST', form: form.fields })
         : await this.request(next);
-      if (!answer.location) throw new Error(`no redirect from ${target.pathname} (status ${answer.status}): ${answer.text.slice(0, 200)}`);
+      if (!answer.location)
+        throw new Error(
+          `no redirect from ${target.pathname} (status ${answer.status}): ${answer.text.slice(0, 200)}`,
+        );
       next = answer.location;
     }
     throw new Error('too many redirects');

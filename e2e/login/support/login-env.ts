@@ -7,9 +7,14 @@ import { type ConfigStatus, parseConfig } from '../../../src/api/config.ts';
 import { PepperStore } from '../../../src/identity/pepper.ts';
 import { loginSecrets } from '../../../src/login/secrets.ts';
 import { LoginService } from '../../../src/login/service.ts';
-import { DEFAULT_LOGIN_THROTTLE_LIMITS, LoginThrottle, type LoginThrottleLimits } from '../../../src/login/throttle.ts';
+import {
+  DEFAULT_LOGIN_THROTTLE_LIMITS,
+  LoginThrottle,
+  type LoginThrottleLimits,
+} from '../../../src/login/throttle.ts';
 import { KubeClient } from '../../../src/runtime/kube-client.ts';
-import { call, type GatewayEnv, useGatewayEnv } from '../../gateway/support.ts';
+import { type Answer, call, type GatewayEnv, useGatewayEnv } from '../../gateway/support.ts';
+import { uniqueName } from '../../support/cluster.ts';
 import { startTestOidcProvider, type TestOidcProvider } from './oidc-provider.ts';
 import { startTestSamlIdp, type TestSamlIdp } from './saml-idp.ts';
 
@@ -23,6 +28,10 @@ export const PLATFORM_URL = 'https://platform.test';
 export const OIDC_CALLBACK = `${PLATFORM_URL}/auth/oidc/callback`;
 export const SAML_CALLBACK = `${PLATFORM_URL}/auth/saml/callback`;
 
+/** A stored key as the tests read it. */
+// biome-ignore lint/suspicious/noExplicitAny: test convenience
+export type StoredKey = { metadata: { name: string }; spec: Record<string, any> };
+
 export interface LoginEnv {
   gateway: GatewayEnv;
   oidc: TestOidcProvider;
@@ -32,10 +41,12 @@ export interface LoginEnv {
   /** Replace the configuration (YAML) the login reads. */
   configure(yaml: string): void;
   config(): ConfigStatus;
+  /** Creates a User named `prefix-<unique>` with this password; returns its name. */
+  userWithPassword(prefix: string, password: string): Promise<string>;
   /** Login keys of a user, as stored. */
-  loginKeys(user: string): Promise<Array<{ metadata: { name: string }; spec: Record<string, any> }>>;
+  loginKeys(user: string): Promise<StoredKey[]>;
   /** A GET through the gateway with `key`. */
-  use(key: string, path: string): Promise<{ status: number; json: any }>;
+  use(key: string, path: string): Promise<{ status: number; json: Answer['json'] }>;
 }
 
 export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): () => LoginEnv {
@@ -48,7 +59,10 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
     const saml = await startTestSamlIdp();
     const api = new KubeClient(g.kc);
     const pepper = await new PepperStore(api, g.platformNamespace, randomBytes).ensure();
-    const throttle = new LoginThrottle(loginSecrets(pepper).deviceKey, options.throttle ?? DEFAULT_LOGIN_THROTTLE_LIMITS);
+    const throttle = new LoginThrottle(
+      loginSecrets(pepper).deviceKey,
+      options.throttle ?? DEFAULT_LOGIN_THROTTLE_LIMITS,
+    );
     let config = parseConfig('');
     const service = new LoginService({
       api,
@@ -67,8 +81,24 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
         config = parseConfig(yaml);
       },
       config: () => config,
+      userWithPassword: async (prefix, password) => {
+        const name = uniqueName(prefix);
+        await g.custom.createClusterCustomObject({
+          group: 'management.platform',
+          version: 'v1',
+          plural: 'users',
+          body: {
+            apiVersion: 'management.platform/v1',
+            kind: 'User',
+            metadata: { name },
+            spec: { username: name },
+          },
+        });
+        await service.setPassword(name, password);
+        return name;
+      },
       loginKeys: async (user) => {
-        const list = await api.request<{ items: Array<{ metadata: { name: string }; spec: Record<string, any> }> }>({
+        const list = await api.request<{ items: StoredKey[] }>({
           method: 'GET',
           path: '/apis/management.platform/v1/ownedaccesskeys',
           query: { fieldSelector: `spec.user=${user}` },

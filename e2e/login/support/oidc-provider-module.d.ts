@@ -27,7 +27,10 @@ declare module 'oidc-provider' {
       result: Record<string, unknown>,
       options?: Record<string, unknown>,
     ): Promise<void>;
-    Grant: new (fields: { accountId: string; clientId: string }) => GrantInstance;
+    Grant: new (fields: {
+      accountId: string;
+      clientId: string;
+    }) => GrantInstance;
     proxy: boolean;
   }
 }

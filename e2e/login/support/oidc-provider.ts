@@ -106,10 +106,23 @@ export async function startTestOidcProvider(options: {
       if (!account) return undefined;
       return { accountId: id, claims: async () => ({ sub: id, ...account.claims }) };
     },
-    async loadExistingGrant(ctx: { oidc: { client: { clientId: string }; session: { accountId: string }; params: { scope: string } } }) {
-      const grant = new provider.Grant({ accountId: ctx.oidc.session.accountId, clientId: ctx.oidc.client.clientId });
+    async loadExistingGrant(ctx: {
+      oidc: { client: { clientId: string }; session: { accountId: string }; params: { scope: string } };
+    }) {
+      const grant = new provider.Grant({
+        accountId: ctx.oidc.session.accountId,
+        clientId: ctx.oidc.client.clientId,
+      });
       grant.addOIDCScope(ctx.oidc.params.scope);
-      grant.addOIDCClaims(['preferred_username', 'email', 'email_verified', 'groups', 'department', 'employee_id', 'name']);
+      grant.addOIDCClaims([
+        'preferred_username',
+        'email',
+        'email_verified',
+        'groups',
+        'department',
+        'employee_id',
+        'name',
+      ]);
       await grant.save();
       return grant;
     },
@@ -162,10 +175,18 @@ export async function startTestOidcProvider(options: {
         const form = await readForm(req);
         const username = form.get('username') ?? '';
         if (!accounts.has(username)) {
-          await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'unknown account' });
+          await provider.interactionFinished(req, res, {
+            error: 'access_denied',
+            error_description: 'unknown account',
+          });
           return;
         }
-        await provider.interactionFinished(req, res, { login: { accountId: username } }, { mergeWithLastSubmission: false });
+        await provider.interactionFinished(
+          req,
+          res,
+          { login: { accountId: username } },
+          { mergeWithLastSubmission: false },
+        );
       } catch (err) {
         res.writeHead(400).end(String((err as Error).message));
       }

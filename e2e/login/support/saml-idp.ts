@@ -43,7 +43,10 @@ export interface TestSamlIdp {
 }
 
 const escapeXml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] ?? c);
+  text.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] ?? c,
+  );
 
 // The test IdP parses only AuthnRequests the platform itself built; schema validation (an XSD
 // engine) is the IdP's concern, not the platform's, so it is not run here.
@@ -51,7 +54,11 @@ samlify.setSchemaValidator({ validate: async () => 'skipped' });
 
 export async function startTestSamlIdp(): Promise<TestSamlIdp> {
   const ca = await createCertificateAuthority('test-saml-ca', 3600);
-  const signing = await issueCertificate(ca, { commonName: 'saml-idp', usage: 'server', validForSeconds: 3600 });
+  const signing = await issueCertificate(ca, {
+    commonName: 'saml-idp',
+    usage: 'server',
+    validForSeconds: 3600,
+  });
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -60,7 +67,9 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
     entityID: entityId,
     signingCert: signing.certPem,
     privateKey: signing.keyPem,
-    singleSignOnService: [{ Binding: 'urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect', Location: `${base}/sso` }],
+    singleSignOnService: [
+      { Binding: 'urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect', Location: `${base}/sso` },
+    ],
   });
   const accounts = new Map<string, SamlAccount>();
   let sp: ReturnType<typeof samlify.ServiceProvider> | undefined;
@@ -104,9 +113,14 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
           NameID: escapeXml(account.nameID),
           InResponseTo: escapeXml(options.inResponseTo),
           AuthnStatement: `<saml:AuthnStatement AuthnInstant="${at(now)}" SessionIndex="_s1"><saml:AuthnContext><saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:unspecified</saml:AuthnContextClassRef></saml:AuthnContext></saml:AuthnStatement>`,
-          AttributeStatement: attributes ? `<saml:AttributeStatement>${attributes}</saml:AttributeStatement>` : '',
+          AttributeStatement: attributes
+            ? `<saml:AttributeStatement>${attributes}</saml:AttributeStatement>`
+            : '',
         };
-        return { id: values.ID ?? '', context: template.replace(/\{(\w+)\}/g, (_m, tag: string) => values[tag] ?? '') };
+        return {
+          id: values.ID ?? '',
+          context: template.replace(/\{(\w+)\}/g, (_m, tag: string) => values[tag] ?? ''),
+        };
       },
     )) as { context: string };
     if (!options.unsigned) return context;
@@ -138,8 +152,13 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
             });
             req.on('end', () => resolve(new URLSearchParams(body)));
           });
-          const response = await issue({ inResponseTo: form.get('request') ?? '', account: form.get('username') ?? '' });
-          const acs = sp?.entityMeta.getAssertionConsumerService(samlify.Constants.namespace.binding.post) as string;
+          const response = await issue({
+            inResponseTo: form.get('request') ?? '',
+            account: form.get('username') ?? '',
+          });
+          const acs = sp?.entityMeta.getAssertionConsumerService(
+            samlify.Constants.namespace.binding.post,
+          ) as string;
           res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(
             `<!doctype html><title>Signing in</title><body onload="document.forms[0].submit()">
 <form method="post" action="${escapeXml(acs)}"><input type="hidden" name="SAMLResponse" value="${response}"><noscript><button>Continue</button></noscript></form></body>`,
