@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import {
   type ClusterAccess,
@@ -20,7 +19,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import { type Condition, removeCondition, setCondition } from '../../runtime/conditions.ts';
 import type { ReconcileContext, ReconcileResult } from '../../runtime/controller.ts';
 import type { KubeApi, KubeClient } from '../../runtime/kube-client.ts';
-import type { RuntimeMetrics } from '../../runtime/metrics.ts';
+import type { Manager } from '../../runtime/manager.ts';
 import type { Store } from '../../runtime/store.ts';
 import { validateSyncConfig } from '../../sync/config.ts';
 import { type Syncer, type SyncerOptions, startSyncer } from '../../sync/controllers/syncer.ts';
@@ -100,24 +99,20 @@ export interface VirtualClusterReconcilerDeps {
   probeTimeoutMs?: number;
 }
 
-/** The default syncer factory: the host is `host`, metrics go to the operator's registry. */
+/** The default syncer factory: the syncers run on the operator's manager, the host is `host`. */
 export function syncerFactory(options: {
+  manager: Manager;
   host: KubeApi;
-  registry?: Registry;
-  runtimeMetrics?: RuntimeMetrics;
-  clock: Clock;
 }): (input: SyncerFactoryInput) => Syncer {
   return (input) =>
     startSyncer({
+      manager: options.manager,
       virtual: input.virtual,
       host: options.host,
       hostNamespace: input.hostNamespace,
       name: input.vclusterName,
       config: input.config,
       logger: input.logger,
-      clock: options.clock,
-      ...(options.registry ? { registry: options.registry } : {}),
-      ...(options.runtimeMetrics ? { runtimeMetrics: options.runtimeMetrics } : {}),
       controllerPrefix: `syncer:${input.key}:`,
       onStatusChange: input.onStatusChange,
     });

@@ -16,12 +16,7 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     resources.virtualClusterInstances,
     scope,
   );
-  const startSyncer = syncerFactory({
-    host: deps.api,
-    clock: deps.clock,
-    runtimeMetrics: manager.metrics,
-    registry: manager.registry,
-  });
+  const startSyncer = syncerFactory({ manager, host: deps.api });
   // The syncer's writes into the virtual cluster are fenced like the host's (deps.api): none
   // goes out once this replica stopped leading.
   const supervisor = new SyncerSupervisor((input) =>
