@@ -26,7 +26,8 @@ export async function serveLogin(
     chunks.push(chunk as Buffer);
   }
   const headers: Record<string, string | undefined> = {};
-  for (const [name, value] of Object.entries(req.headers)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  for (const [name, value] of Object.entries(req.headers))
+    headers[name] = Array.isArray(value) ? value.join(', ') : value;
   const answer = await endpoints.handle({
     method: req.method ?? 'GET',
     url: req.url ?? '/',
