@@ -55,16 +55,20 @@ export function syncerUsername(hostNamespace: string, vci: InstanceRef): string 
   return `system:serviceaccount:${hostNamespace}:${syncerServiceAccountName(vci)}`;
 }
 
-/** The ServiceAccount and RoleBindings of an instance's syncer that syncs `kinds` into `hostNamespace`. */
+/**
+ * The ServiceAccount (in `hostNamespace`) and RoleBindings of an instance's syncer that syncs
+ * `kinds` into `namespaces` (the host namespace, and those its namespace mappings name).
+ */
 export function desiredSyncerIdentity(
   vci: InstanceRef,
   hostNamespace: string,
   kinds: readonly SyncedKind[],
+  namespaces: readonly string[] = [hostNamespace],
 ): SyncerIdentity {
   const serviceAccountName = syncerServiceAccountName(vci);
-  const metadata = (name: string) => ({
+  const metadata = (name: string, namespace = hostNamespace) => ({
     name,
-    namespace: hostNamespace,
+    namespace,
     labels: {
       [INSTANCE_UID_LABEL]: vci.metadata.uid ?? '',
       [MANAGED_BY_LABEL]: MANAGED_BY,
@@ -72,23 +76,26 @@ export function desiredSyncerIdentity(
     },
     annotations: { [INSTANCE_ANNOTATION]: identityOf(vci) },
   });
-  const roleBindings = [...new Set(kinds)].sort().map(
-    (kind): V1RoleBinding => ({
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: metadata(
-        hashedChildName(
-          `${SYNCER_SERVICE_ACCOUNT_PREFIX}${vci.metadata.name ?? ''}-${kind}`,
-          `${identityOf(vci)}/${kind}`,
+  const roleBindings = [...new Set(namespaces)].flatMap((namespace) =>
+    [...new Set(kinds)].sort().map(
+      (kind): V1RoleBinding => ({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: metadata(
+          hashedChildName(
+            `${SYNCER_SERVICE_ACCOUNT_PREFIX}${vci.metadata.name ?? ''}-${kind}`,
+            `${identityOf(vci)}/${kind}`,
+          ),
+          namespace,
         ),
-      ),
-      roleRef: {
-        apiGroup: 'rbac.authorization.k8s.io',
-        kind: 'ClusterRole',
-        name: SYNCER_CLUSTER_ROLES[kind],
-      },
-      subjects: [{ kind: 'ServiceAccount', name: serviceAccountName, namespace: hostNamespace }],
-    }),
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'ClusterRole',
+          name: SYNCER_CLUSTER_ROLES[kind],
+        },
+        subjects: [{ kind: 'ServiceAccount', name: serviceAccountName, namespace: hostNamespace }],
+      }),
+    ),
   );
   return {
     serviceAccount: {

@@ -1,6 +1,5 @@
 import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import {
   type ClusterAccess,
@@ -23,10 +22,16 @@ import type { ReconcileContext, ReconcileResult } from '../../runtime/controller
 import { isApiError, isNotFound } from '../../runtime/errors.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../../runtime/finalizers.ts';
 import { type KubeApi, type KubeClient, objectPath, type ResourceRef } from '../../runtime/kube-client.ts';
-import type { RuntimeMetrics } from '../../runtime/metrics.ts';
+import type { Manager } from '../../runtime/manager.ts';
 import type { Store } from '../../runtime/store.ts';
 import { validateSyncConfig } from '../../sync/config.ts';
-import { type Syncer, type SyncerOptions, startSyncer, syncedKinds } from '../../sync/controllers/syncer.ts';
+import {
+  hostNamespacesOf,
+  type Syncer,
+  type SyncerOptions,
+  startSyncer,
+  syncedKinds,
+} from '../../sync/controllers/syncer.ts';
 import { fieldManagers, resources, type Stored } from '../resources.ts';
 import {
   placementOf,
@@ -141,23 +146,17 @@ export interface VirtualClusterReconcilerDeps {
   probeTimeoutMs?: number;
 }
 
-/** The default syncer factory: metrics go to the operator's registry. */
-export function syncerFactory(options: {
-  registry?: Registry;
-  runtimeMetrics?: RuntimeMetrics;
-  clock: Clock;
-}): (input: SyncerFactoryInput) => Syncer {
+/** The default syncer factory: the syncers run on the operator's manager, each with its own host client. */
+export function syncerFactory(options: { manager: Manager }): (input: SyncerFactoryInput) => Syncer {
   return (input) =>
     startSyncer({
+      manager: options.manager,
       virtual: input.virtual,
       host: input.host,
       hostNamespace: input.hostNamespace,
       name: input.vclusterName,
       config: input.config,
       logger: input.logger,
-      clock: options.clock,
-      ...(options.registry ? { registry: options.registry } : {}),
-      ...(options.runtimeMetrics ? { runtimeMetrics: options.runtimeMetrics } : {}),
       controllerPrefix: `syncer:${input.key}:`,
       onStatusChange: input.onStatusChange,
     });
@@ -313,7 +312,11 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     if (syncConfig) {
       await addFinalizer(api, resources.virtualClusterInstances, vci, CLEANUP_FINALIZER);
       try {
-        await ensureIdentity(vci, desiredSyncerIdentity(vci, hostNamespace, syncedKinds(syncConfig)));
+        const namespaces = hostNamespacesOf({ vclusterName, hostNamespace, config: syncConfig }) ?? [];
+        await ensureIdentity(
+          vci,
+          desiredSyncerIdentity(vci, hostNamespace, syncedKinds(syncConfig), namespaces),
+        );
       } catch (err) {
         // The host refused (RBAC, a namespace being deleted): reported, retried on the next recheck.
         if (!isApiError(err)) throw err;

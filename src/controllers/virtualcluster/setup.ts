@@ -50,11 +50,7 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
   // Which project each namespace belongs to (the label the project controller sets), so no syncer
   // runs outside its project even if admission was bypassed.
   const namespaces = manager.informer<V1Namespace>(resources.namespaces, {});
-  const startSyncer = syncerFactory({
-    clock: deps.clock,
-    runtimeMetrics: manager.metrics,
-    registry: manager.registry,
-  });
+  const startSyncer = syncerFactory({ manager });
   // The syncer's writes are fenced like the controller's: none goes out, to the virtual cluster
   // or to the host, once this replica stopped leading.
   const supervisor = new SyncerSupervisor((input) =>
