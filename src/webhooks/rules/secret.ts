@@ -1,4 +1,5 @@
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../../api/config.ts';
+import { configWarnings } from '../../api/config-warnings.ts';
 import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../controllers/secretsync/desired.ts';
 import { SYNCER_SERVICE_ACCOUNT_PREFIX } from '../../controllers/virtualcluster/identity.ts';
 import { type AdmissionDecision, allow, type Cause, forbidden, invalid } from '../decision.ts';
@@ -86,7 +87,7 @@ export function validatePlatformConfigSecret(object: AdmittedObject): AdmissionD
     ]);
   }
   const result = safeParseConfig(text);
-  if (result.ok) return allow();
+  if (result.ok) return allow({ warnings: configWarnings(text) });
   const causes: Cause[] = result.error.issues.map((issue) => ({
     field: issue.path ? `data[${PLATFORM_CONFIG_KEY}].${issue.path}` : `data[${PLATFORM_CONFIG_KEY}]`,
     reason: 'FieldValueInvalid',
