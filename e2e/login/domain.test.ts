@@ -6,7 +6,7 @@ import { SamlConnector } from '../../src/login/saml.ts';
 import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { ScriptedAgent } from './support/browse.ts';
-import { OIDC_CALLBACK, SAML_CALLBACK, useLoginEnv } from './support/login-env.ts';
+import { useLoginEnv } from './support/login-env.ts';
 
 /**
  * What a sign-in does, against a real apiserver with the platform's admission and gateway, a
@@ -26,7 +26,7 @@ ${authExtra}
     issuerUrl: ${oidc.issuer}
     clientId: ${oidc.clientId}
     clientSecret: ${oidc.clientSecret}
-    redirectURI: ${OIDC_CALLBACK}
+    redirectURI: ${env().oidcCallback}
     caFile: ${oidc.caFile}
     scopes: [email, profile, groups, extra, offline_access]
     allowedExtraClaims: [department]
@@ -37,7 +37,7 @@ async function oidcSignIn(account: string) {
   const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
   const { url, transaction } = await connector.start();
   const agent = new ScriptedAgent([env().oidc.caPem]);
-  const callback = await agent.followUntil(url.toString(), OIDC_CALLBACK, {
+  const callback = await agent.followUntil(url.toString(), env().oidcCallback, {
     path: /^\/interaction\//,
     fields: { username: account },
   });
@@ -195,7 +195,7 @@ describe('SAML sign-in', () => {
     env().configure(`
 auth:
   saml:
-    redirectURI: ${SAML_CALLBACK}
+    redirectURI: ${env().samlCallback}
     ssoURL: ${saml.ssoUrl}
     caData: ${saml.caData}
     ssoIssuer: ${saml.entityId}

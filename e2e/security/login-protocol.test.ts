@@ -3,7 +3,7 @@ import { OidcConnector, ProviderLoginFailed } from '../../src/login/oidc.ts';
 import { SamlConnector } from '../../src/login/saml.ts';
 import { InvalidCredentials, LoginThrottled } from '../../src/login/service.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
-import { OIDC_CALLBACK, SAML_CALLBACK, useLoginEnv } from '../login/support/login-env.ts';
+import { useLoginEnv } from '../login/support/login-env.ts';
 import { uniqueName } from '../support/cluster.ts';
 
 /**
@@ -27,7 +27,7 @@ auth:
     issuerUrl: ${oidc.issuer}
     clientId: ${oidc.clientId}
     clientSecret: ${oidc.clientSecret}
-    redirectURI: ${OIDC_CALLBACK}
+    redirectURI: ${env().oidcCallback}
     caFile: ${oidc.caFile}
 `);
   return new OidcConnector('oidc', env().config().auth.oidc as never);
@@ -35,10 +35,14 @@ auth:
 
 async function authorize(connector: OidcConnector, account: string) {
   const { url, transaction } = await connector.start();
-  const callback = await new ScriptedAgent([env().oidc.caPem]).followUntil(url.toString(), OIDC_CALLBACK, {
-    path: /^\/interaction\//,
-    fields: { username: account },
-  });
+  const callback = await new ScriptedAgent([env().oidc.caPem]).followUntil(
+    url.toString(),
+    env().oidcCallback,
+    {
+      path: /^\/interaction\//,
+      fields: { username: account },
+    },
+  );
   return { callback: new URL(callback), transaction };
 }
 
@@ -99,7 +103,7 @@ describe('SAML attacks', () => {
     env().configure(`
 auth:
   saml:
-    redirectURI: ${SAML_CALLBACK}
+    redirectURI: ${env().samlCallback}
     ssoURL: ${saml.ssoUrl}
     caData: ${saml.caData}
     insecureSkipSignatureValidation: true

@@ -1,10 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { type ConfigStatus, parseConfig } from '../../../src/api/config.ts';
 import { PepperStore } from '../../../src/identity/pepper.ts';
+import { LoginEndpoints } from '../../../src/login/endpoints.ts';
+import { serveLogin } from '../../../src/login/node-http.ts';
 import { loginSecrets } from '../../../src/login/secrets.ts';
 import { LoginService } from '../../../src/login/service.ts';
 import {
@@ -24,16 +28,16 @@ import { startTestSamlIdp, type TestSamlIdp } from './saml-idp.ts';
  * gateway's identity. `config` is the platform configuration the login reads; tests change it.
  */
 
-export const PLATFORM_URL = 'https://platform.test';
-export const OIDC_CALLBACK = `${PLATFORM_URL}/auth/oidc/callback`;
-export const SAML_CALLBACK = `${PLATFORM_URL}/auth/saml/callback`;
-
 /** A stored key as the tests read it. */
 // biome-ignore lint/suspicious/noExplicitAny: test convenience
 export type StoredKey = { metadata: { name: string }; spec: Record<string, any> };
 
 export interface LoginEnv {
   gateway: GatewayEnv;
+  /** The login endpoints, served on loopback by the node:http adapter. */
+  platformUrl: string;
+  oidcCallback: string;
+  samlCallback: string;
   oidc: TestOidcProvider;
   saml: TestSamlIdp;
   service: LoginService;
@@ -52,10 +56,23 @@ export interface LoginEnv {
 export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): () => LoginEnv {
   const gateway = useGatewayEnv({ controllers: ['sharedsecret', 'accesskey'] });
   let env: LoginEnv | undefined;
+  let platform: Server | undefined;
   beforeAll(async () => {
     const g = gateway();
     const caDir = mkdtempSync(join(tmpdir(), 'login-test-'));
-    const oidc = await startTestOidcProvider({ redirectUris: [OIDC_CALLBACK], caDir });
+    let endpoints: LoginEndpoints | undefined;
+    platform = createServer((req, res) => {
+      if (!endpoints) return void res.writeHead(503).end();
+      void serveLogin(endpoints, req, res, { source: req.socket.remoteAddress ?? '', secure: false }).then(
+        (served) => served || res.writeHead(404).end(),
+        () => res.writeHead(500).end(),
+      );
+    });
+    await new Promise<void>((resolve) => platform?.listen(0, '127.0.0.1', resolve));
+    const platformUrl = `http://127.0.0.1:${(platform.address() as AddressInfo).port}`;
+    const oidcCallback = `${platformUrl}/auth/oidc/callback`;
+    const samlCallback = `${platformUrl}/auth/saml/callback`;
+    const oidc = await startTestOidcProvider({ redirectUris: [oidcCallback], caDir });
     const saml = await startTestSamlIdp();
     const api = new KubeClient(g.kc);
     const pepper = await new PepperStore(api, g.platformNamespace, randomBytes).ensure();
@@ -71,8 +88,18 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
       config: () => config,
       throttle,
     });
+    const secrets = loginSecrets(pepper);
+    endpoints = new LoginEndpoints({
+      service,
+      config: () => config,
+      secrets: async () => secrets,
+      serverUrl: () => g.base,
+    });
     env = {
       gateway: g,
+      platformUrl,
+      oidcCallback,
+      samlCallback,
       oidc,
       saml,
       service,
@@ -115,6 +142,7 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
   afterAll(async () => {
     await env?.oidc.close();
     await env?.saml.close();
+    await new Promise((resolve) => platform?.close(resolve));
   });
   return () => {
     if (!env) throw new Error('the login environment is not started');
