@@ -1,4 +1,5 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests walk loosely typed JSON objects
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: template-literal expressions under test
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSyncConfig, type PatchConfig } from '../config.ts';
