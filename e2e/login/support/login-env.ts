@@ -9,6 +9,7 @@ import { type ConfigStatus, parseConfig } from '../../../src/api/config.ts';
 import { PepperStore } from '../../../src/identity/pepper.ts';
 import { LoginEndpoints } from '../../../src/login/endpoints.ts';
 import { serveLogin } from '../../../src/login/node-http.ts';
+import { ConnectorRegistry } from '../../../src/login/registry.ts';
 import { loginSecrets } from '../../../src/login/secrets.ts';
 import { LoginService } from '../../../src/login/service.ts';
 import {
@@ -91,6 +92,7 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
     const secrets = loginSecrets(pepper);
     endpoints = new LoginEndpoints({
       service,
+      connectors: new ConnectorRegistry({ throttle }),
       config: () => config,
       secrets: async () => secrets,
       serverUrl: () => g.base,
