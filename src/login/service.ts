@@ -229,12 +229,7 @@ export class LoginService {
             path: objectPath(resources.users, undefined, name),
             contentType: PatchStrategy.MergePatch,
             body: {
-              metadata: {
-                resourceVersion: existing?.metadata.resourceVersion,
-                ...(Object.keys(plan.update.annotations).length > 0
-                  ? { annotations: plan.update.annotations }
-                  : {}),
-              },
+              metadata: { resourceVersion: existing?.metadata.resourceVersion },
               spec: plan.update.spec,
             },
           });
