@@ -2,7 +2,7 @@ import { crc32 } from 'node:zlib';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { EXPIRED_MESSAGE, UNAUTHORIZED_MESSAGE } from '../../src/gateway/status.ts';
+import { EXPIRED_MESSAGE, UNAUTHORIZED_MESSAGE } from '../../src/api/status.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { call, GROUP_VERSION, useGatewayEnv } from './support.ts';
@@ -181,7 +181,7 @@ ${extra}`;
     const disabled = await env().key({ user: 'alice', disabled: true });
     const expired = await env().key({ user: 'alice', ttl: 1 });
     const wrong = withChecksum(`${alice.slice(0, 21)}${'0'.repeat(43)}`);
-    const unknown = (await import('../../src/gateway/auth/keys.ts')).generateAccessKey((n) =>
+    const unknown = (await import('../../src/identity/keys.ts')).generateAccessKey((n) =>
       new Uint8Array(n).fill(7),
     ).key;
     const bodies = new Set<string>();

@@ -1,8 +1,8 @@
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { generateAccessKey } from '../../src/gateway/auth/keys.ts';
 import { MAX_PREFIX_LENGTH, SUFFIX_ALPHABET } from '../../src/gateway/names.ts';
+import { generateAccessKey } from '../../src/identity/keys.ts';
 import {
   type CertificatePlan,
   type SelfManagedCertificates,

@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
+import { StatusError } from '../api/status.ts';
 import { checkJsonPatch, negotiate, parseObjectBody, parsePatchBody } from './body.ts';
-import { GatewayError } from './status.ts';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
-const code = (value: unknown) => (value instanceof GatewayError ? value.code : 0);
+const code = (value: unknown) => (value instanceof StatusError ? value.code : 0);
 
 describe('bodies', () => {
   test('YAML and JSON objects', () => {
@@ -80,7 +80,7 @@ describe('bodies', () => {
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {
         const result = checkJsonPatch(value);
-        expect(result === undefined || result instanceof GatewayError).toBe(true);
+        expect(result === undefined || result instanceof StatusError).toBe(true);
       }),
     );
   });

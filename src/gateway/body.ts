@@ -1,5 +1,5 @@
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { badRequest, GatewayError, notAcceptable, unsupportedMediaType } from './status.ts';
+import { badRequest, notAcceptable, StatusError, unsupportedMediaType } from '../api/status.ts';
 
 /**
  * Request and response bodies, pure: media types, YAML and JSON decoding, JSON patch checks,
@@ -27,7 +27,7 @@ export const PATCH_TYPES: Readonly<Record<string, PatchType>> = {
   'application/apply-patch+yaml': 'apply',
 };
 
-function decodeUtf8(body: Uint8Array): string | GatewayError {
+function decodeUtf8(body: Uint8Array): string | StatusError {
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(body);
   } catch {
@@ -74,7 +74,7 @@ function containsItself(value: unknown, ancestors = new Set<object>()): boolean 
 /** Decodes a JSON or YAML document (JSON is read as JSON, everything else as YAML). */
 export function decodeDocument(body: Uint8Array, type: 'json' | 'yaml'): unknown {
   const text = decodeUtf8(body);
-  if (text instanceof GatewayError) return text;
+  if (text instanceof StatusError) return text;
   if (text.trim() === '') return badRequest('the request body is empty');
   return type === 'json' ? parseJsonText(text) : parseYamlText(text);
 }
@@ -89,14 +89,14 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
 export function parseObjectBody(
   body: Uint8Array,
   contentType: string | undefined,
-): Record<string, unknown> | GatewayError {
+): Record<string, unknown> | StatusError {
   const type = mediaType(contentType);
   // No content type at all reads as JSON, as kube-apiserver reads it (its first media type):
   // `kubectl create --raw -f` sends none.
   const format = type === '' || JSON_TYPES.has(type) ? 'json' : YAML_TYPES.has(type) ? 'yaml' : undefined;
   if (!format) return unsupportedMediaType(contentType);
   const value = decodeDocument(body, format);
-  if (value instanceof GatewayError) return value;
+  if (value instanceof StatusError) return value;
   if (!isPlainObject(value)) return badRequest('the request body must be one object');
   return value;
 }
@@ -104,10 +104,10 @@ export function parseObjectBody(
 const PATCH_OPS = new Set(['add', 'remove', 'replace', 'move', 'copy', 'test']);
 
 /** Checks an RFC 6902 document: an array of operations with valid `op`, `path`, `from` and `value`. */
-export function checkJsonPatch(value: unknown): GatewayError | undefined {
+export function checkJsonPatch(value: unknown): StatusError | undefined {
   if (!Array.isArray(value)) return badRequest('a JSON patch must be an array of operations');
   if (value.length > MAX_PATCH_OPERATIONS) {
-    return new GatewayError(
+    return new StatusError(
       413,
       'RequestEntityTooLarge',
       `a JSON patch may have at most ${MAX_PATCH_OPERATIONS} operations`,
@@ -148,14 +148,11 @@ export interface ParsedPatch {
 }
 
 /** Decodes and checks a PATCH body by its media type. */
-export function parsePatchBody(
-  body: Uint8Array,
-  contentType: string | undefined,
-): ParsedPatch | GatewayError {
+export function parsePatchBody(body: Uint8Array, contentType: string | undefined): ParsedPatch | StatusError {
   const type = PATCH_TYPES[mediaType(contentType)];
   if (!type) return unsupportedMediaType(contentType);
   const value = decodeDocument(body, type === 'apply' ? 'yaml' : 'json');
-  if (value instanceof GatewayError) return value;
+  if (value instanceof StatusError) return value;
   if (type === 'json') {
     const problem = checkJsonPatch(value);
     return problem ?? { type, value };
@@ -203,7 +200,7 @@ function parseAccept(header: string): AcceptEntry[] {
  * (`application/yaml`); 406 when the client accepts neither. A JSON entry with parameters (a
  * `Table` request) is passed upstream as is, with plain JSON after it as a fallback.
  */
-export function negotiate(accept: string | undefined): Negotiated | GatewayError {
+export function negotiate(accept: string | undefined): Negotiated | StatusError {
   if (accept === undefined || accept.trim() === '')
     return { format: 'json', upstreamAccept: 'application/json' };
   const entries = parseAccept(accept);

@@ -1,5 +1,5 @@
 import { ApiException } from '@kubernetes/client-node';
-import type { RandomBytes } from './auth/keys.ts';
+import type { RandomBytes } from '../identity/keys.ts';
 
 /**
  * Names generated from a prefix, exactly as kube-apiserver does for `metadata.generateName`

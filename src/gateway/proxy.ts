@@ -2,8 +2,8 @@ import type https from 'node:https';
 import type { Readable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Pool } from 'undici';
-import type { AuthenticatedIdentity } from './auth/authenticate.ts';
-import { forbidden, GatewayError, serviceUnavailable } from './status.ts';
+import { forbidden, StatusError, serviceUnavailable } from '../api/status.ts';
+import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
 
 /**
  * The connection to kube-apiserver: one undici connection pool with the operator's TLS material
@@ -54,7 +54,7 @@ export interface UpstreamOptions {
 const HEADER_VALUE = /^[\x20-\x7e]*$/;
 
 /** The headers that make kube-apiserver act as `identity`. */
-export function impersonationHeaders(identity: AuthenticatedIdentity): HeaderMap | GatewayError {
+export function impersonationHeaders(identity: AuthenticatedIdentity): HeaderMap | StatusError {
   const values = [identity.username, ...identity.groups, identity.accessKey.name];
   if (!values.every((value) => HEADER_VALUE.test(value)) || identity.username === '') {
     return forbidden('the access key identity cannot be represented in a request to the cluster');
@@ -177,12 +177,12 @@ async function credentials(
 }
 
 /** A failed apiserver call as the answer to the client: 499 when the client left, 504 on a timeout, 503 otherwise. */
-export function upstreamFailure(error: unknown, signal: AbortSignal): GatewayError {
-  if (error instanceof GatewayError) return error;
-  if (signal.aborted) return new GatewayError(499, 'ClientClosedRequest', 'the client closed the request');
+export function upstreamFailure(error: unknown, signal: AbortSignal): StatusError {
+  if (error instanceof StatusError) return error;
+  if (signal.aborted) return new StatusError(499, 'ClientClosedRequest', 'the client closed the request');
   const name = error instanceof Error ? ((error as { code?: string }).code ?? error.name) : 'error';
   if (name === 'UND_ERR_HEADERS_TIMEOUT' || name === 'UND_ERR_BODY_TIMEOUT') {
-    return new GatewayError(504, 'Timeout', 'the cluster did not answer in time');
+    return new StatusError(504, 'Timeout', 'the cluster did not answer in time');
   }
   return serviceUnavailable('the cluster could not be reached');
 }

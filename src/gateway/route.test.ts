@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
+import { StatusError } from '../api/status.ts';
 import { routeRequest, upstreamPath } from './route.ts';
-import { GatewayError } from './status.ts';
 
 const q = (text = '') => new URLSearchParams(text);
 const api = '/apis/management.platform/v1';
@@ -40,7 +40,7 @@ describe('routing', () => {
     ['GET', `${api}/users/alice/accesskeys`, '', 'get', 'users', 'accesskeys', '', 'alice'],
   ])('%s %s?%s', (method, path, query, verb, resource, subresource, namespace, name) => {
     const route = routeRequest(method, path, q(query));
-    if (route instanceof GatewayError || route.kind !== 'resource') throw new Error('not a resource route');
+    if (route instanceof StatusError || route.kind !== 'resource') throw new Error('not a resource route');
     expect(route.attributes).toMatchObject({
       verb,
       resource,
@@ -55,9 +55,9 @@ describe('routing', () => {
 
   test('projects and virtual clusters are known from the path', () => {
     const members = routeRequest('GET', `${api}/projects/web/members`, q());
-    expect(!(members instanceof GatewayError) && members.attributes.project).toBe('web');
+    expect(!(members instanceof StatusError) && members.attributes.project).toBe('web');
     const vci = routeRequest('POST', `${api}/namespaces/p-web/virtualclusterinstances/dev/kubeconfig`, q());
-    expect(!(vci instanceof GatewayError) && vci.attributes.virtualCluster).toEqual({
+    expect(!(vci instanceof StatusError) && vci.attributes.virtualCluster).toEqual({
       name: 'dev',
       namespace: 'p-web',
     });
@@ -74,7 +74,7 @@ describe('routing', () => {
     `/openapi/v3${api}`,
   ])('non-resource %s', (path) => {
     const route = routeRequest('GET', path, q());
-    expect(!(route instanceof GatewayError) && route.kind).toBe('nonResource');
+    expect(!(route instanceof StatusError) && route.kind).toBe('nonResource');
   });
 
   test.each([
@@ -92,7 +92,7 @@ describe('routing', () => {
     ['OPTIONS', `${api}/namespaces/ns/sharedsecrets`, 405],
   ])('%s %s is %d', (method, path, code) => {
     const route = routeRequest(method, path, q());
-    expect(route).toBeInstanceOf(GatewayError);
-    expect((route as GatewayError).code).toBe(code);
+    expect(route).toBeInstanceOf(StatusError);
+    expect((route as StatusError).code).toBe(code);
   });
 });

@@ -1,7 +1,7 @@
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
 import { KINDS, type KindInfo } from '../api/registry.ts';
-import type { RequestAttributes } from './authz/request.ts';
-import { badRequest, type GatewayError, methodNotAllowed, notFound, sanitize } from './status.ts';
+import { badRequest, methodNotAllowed, notFound, type StatusError, sanitize } from '../api/status.ts';
+import type { RequestAttributes } from '../authz/attributes.ts';
 
 /**
  * Routing of the management API, pure: from method, path and query to what is asked, in
@@ -111,7 +111,7 @@ export function resourceVerb(method: string, hasName: boolean, query: URLSearchP
   }
 }
 
-function decodeSegment(segment: string): string | GatewayError {
+function decodeSegment(segment: string): string | StatusError {
   try {
     return decodeURIComponent(segment);
   } catch {
@@ -135,9 +135,9 @@ function nonResourceAttributes(method: string, path: string): RequestAttributes 
 
 /**
  * Routes a request. `path` is relative to {@link BASE_PATH} and not yet percent-decoded; `query`
- * is the parsed query. Returns a {@link GatewayError} (404, 400, 405) for what is not served.
+ * is the parsed query. Returns a {@link StatusError} (404, 400, 405) for what is not served.
  */
-export function routeRequest(method: string, path: string, query: URLSearchParams): Route | GatewayError {
+export function routeRequest(method: string, path: string, query: URLSearchParams): Route | StatusError {
   const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
   const endpoint = NON_RESOURCE[trimmed === '' ? '/' : trimmed];
   if (endpoint) {

@@ -17,20 +17,36 @@ import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Project } from '../api/project.ts';
 import type { KindInfo } from '../api/registry.ts';
+import {
+  accessKeyExpired,
+  badRequest,
+  failureStatus,
+  forbidden,
+  internalError,
+  invalid,
+  notAcceptable,
+  notFound,
+  reasonForCode,
+  requestEntityTooLarge,
+  StatusError,
+  serviceUnavailable,
+  tooManyRequests,
+  unauthorized,
+} from '../api/status.ts';
+import type { RequestAttributes } from '../authz/attributes.ts';
+import { checkScope, PLATFORM_CLI_NON_RESOURCE_PATHS } from '../authz/scope.ts';
 import type { Stored } from '../controllers/resources.ts';
+import type { AuthenticatedIdentity, AuthenticationResult } from '../identity/authenticate.ts';
+import { AccessKeyExpired } from '../identity/authenticate.ts';
+import { AuthenticatorNotReady } from '../identity/authenticator.ts';
+import { MalformedAccessKey, parseAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { projectMembers } from '../identity/members.ts';
 import { formatMicroTime } from '../runtime/clock.ts';
 import type { Store } from '../runtime/store.ts';
 import type { Auditor, AuditRecord } from './audit/auditor.ts';
 import type { AuditOutcome, AuditRequestInfo, AuditUser } from './audit/event.ts';
 import { ANONYMOUS_USER } from './audit/event.ts';
-import type { AuthenticatedIdentity, AuthenticationResult } from './auth/authenticate.ts';
-import { AccessKeyExpired } from './auth/authenticate.ts';
-import { AuthenticatorNotReady } from './auth/authenticator.ts';
-import { MalformedAccessKey, parseAccessKey, type RandomBytes } from './auth/keys.ts';
-import type { RequestAttributes } from './authz/request.ts';
 import { type ReviewedAttributes, subjectAccessAllowed } from './authz/sar.ts';
-import { checkScope, PLATFORM_CLI_NON_RESOURCE_PATHS } from './authz/scope.ts';
 import {
   encodeBody,
   MAX_BODY_BYTES,
@@ -61,22 +77,6 @@ import {
   routeRequest,
   upstreamPath,
 } from './route.ts';
-import {
-  accessKeyExpired,
-  badRequest,
-  failureStatus,
-  forbidden,
-  GatewayError,
-  internalError,
-  invalid,
-  notAcceptable,
-  notFound,
-  reasonForCode,
-  requestEntityTooLarge,
-  serviceUnavailable,
-  tooManyRequests,
-  unauthorized,
-} from './status.ts';
 import {
   parseTokenReview,
   reviewDecision,
@@ -212,12 +212,12 @@ function keyIdOf(token: string | undefined): string | undefined {
 const NEGOTIATED = new Map<string, Negotiated>();
 const NEGOTIATED_MAX = 256;
 
-function negotiateCached(accept: string | undefined): Negotiated | GatewayError {
+function negotiateCached(accept: string | undefined): Negotiated | StatusError {
   const key = accept ?? '';
   const cached = NEGOTIATED.get(key);
   if (cached) return cached;
   const negotiated = negotiate(accept);
-  if (!(negotiated instanceof GatewayError)) {
+  if (!(negotiated instanceof StatusError)) {
     if (NEGOTIATED.size >= NEGOTIATED_MAX) NEGOTIATED.clear();
     NEGOTIATED.set(key, negotiated);
   }
@@ -231,7 +231,7 @@ export async function startGatewayServer(
 ): Promise<GatewayServer> {
   const config = new ConfigView(deps.configSecret);
   const log = deps.logger;
-  const sendStatus = (reply: FastifyReply, error: GatewayError, format: 'json' | 'yaml' = 'json') => {
+  const sendStatus = (reply: FastifyReply, error: StatusError, format: 'json' | 'yaml' = 'json') => {
     const encoded = encodeBody(error.toStatus(), format);
     reply
       .code(error.code)
@@ -274,7 +274,7 @@ export async function startGatewayServer(
       return;
     }
     if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
-      const status = new GatewayError(
+      const status = new StatusError(
         error.statusCode,
         reasonForCode(error.statusCode),
         'the request could not be read',
@@ -320,7 +320,7 @@ export async function startGatewayServer(
         log.error({ err: error }, 'public document could not be built');
         return serviceUnavailable('the document is not available yet; retry shortly');
       });
-      if (document instanceof GatewayError) return sendStatus(reply, document);
+      if (document instanceof StatusError) return sendStatus(reply, document);
       if (document !== undefined) {
         return void reply
           .type('application/json')
@@ -330,7 +330,7 @@ export async function startGatewayServer(
     }
 
     const negotiated = negotiateCached(request.headers.accept);
-    const format = negotiated instanceof GatewayError ? 'json' : negotiated.format;
+    const format = negotiated instanceof StatusError ? 'json' : negotiated.format;
     let attributes: RequestAttributes | undefined;
     // Formatted only when an audit event needs it.
     const receivedAt = Date.now();
@@ -339,7 +339,7 @@ export async function startGatewayServer(
       reply,
       started,
       negotiated:
-        negotiated instanceof GatewayError
+        negotiated instanceof StatusError
           ? { format: 'json', upstreamAccept: 'application/json' }
           : negotiated,
       signal: abort.signal,
@@ -365,7 +365,7 @@ export async function startGatewayServer(
         path.slice(BASE_PATH.length) || '/',
         new URLSearchParams(search),
       );
-      if (route instanceof GatewayError) {
+      if (route instanceof StatusError) {
         // Unknown paths: 404 after authentication, as kube-apiserver answers.
         await authenticate(ctx);
         throw route;
@@ -395,7 +395,7 @@ export async function startGatewayServer(
           ? { allowed: true as const }
           : checkScope(identity.accessKey.scope, attributes);
       if (!scope.allowed) throw forbidden(`${describe(attributes, identity)}: ${scope.reason}`);
-      if (negotiated instanceof GatewayError) throw negotiated;
+      if (negotiated instanceof StatusError) throw negotiated;
 
       let body: Record<string, unknown> | ParsedPatch | undefined;
       if (
@@ -568,7 +568,7 @@ export async function startGatewayServer(
     const attributes = ctx.attributes!;
     const identity = ctx.identity!;
     const impersonation = impersonationHeaders(identity);
-    if (impersonation instanceof GatewayError) throw impersonation;
+    if (impersonation instanceof StatusError) throw impersonation;
     const { resource: plural, subresource, verb } = attributes;
 
     const extension = extensionEndpoint(attributes);
@@ -736,7 +736,7 @@ export async function startGatewayServer(
     signal: AbortSignal,
   ) => subjectAccessAllowed(deps.upstream, identity, attributes, signal);
 
-  function rbacForbidden(identity: AuthenticatedIdentity, attributes: RequestAttributes): GatewayError {
+  function rbacForbidden(identity: AuthenticatedIdentity, attributes: RequestAttributes): StatusError {
     const resource = attributes.subresource
       ? `${attributes.resource}/${attributes.subresource}`
       : attributes.resource;
@@ -947,7 +947,7 @@ export async function startGatewayServer(
   async function createKey(ctx: Ctx, body: Record<string, unknown>, headers: HeaderMap): Promise<void> {
     const identity = ctx.identity!;
     const prepared = prepareKeyCreate(body, identity, deps.random);
-    if (prepared instanceof GatewayError) throw prepared;
+    if (prepared instanceof StatusError) throw prepared;
     if (!isPlatformAdmin(identity)) {
       const refusal = checkOwnKeyWrite(identity, prepared.object);
       if (refusal) throw refusal;
@@ -1003,7 +1003,7 @@ export async function startGatewayServer(
         : await post(undefined);
     } catch (error) {
       if (error instanceof Error && error.name === 'GeneratedNameConflict') {
-        throw new GatewayError(409, 'AlreadyExists', error.message);
+        throw new StatusError(409, 'AlreadyExists', error.message);
       }
       throw error;
     }
@@ -1019,11 +1019,11 @@ export async function startGatewayServer(
     signal: AbortSignal,
   ): Promise<IssuedKey> {
     const prepared = prepareKeyCreate(body, identity, deps.random);
-    if (prepared instanceof GatewayError) throw prepared;
+    if (prepared instanceof StatusError) throw prepared;
     const answer = await insertKey(prepared, {}, '', signal);
     if (answer.statusCode !== 201 && answer.statusCode !== 200) {
       const status = (answer.body ?? keyCreateFailure(answer.statusCode)) as { message?: string };
-      throw new GatewayError(
+      throw new StatusError(
         answer.statusCode >= 500 ? 503 : answer.statusCode,
         reasonForCode(answer.statusCode >= 500 ? 503 : answer.statusCode),
         `the access key could not be created: ${status.message ?? 'unknown error'}`,
@@ -1056,14 +1056,14 @@ export async function startGatewayServer(
     try {
       if (request.method !== 'POST') throw methodNotAllowedFor(attributes);
       const target = reviewTarget(path);
-      if (target instanceof GatewayError) throw target;
+      if (target instanceof StatusError) throw target;
       const object = parseObjectBody(
         bodyBytes(request),
         request.headers['content-type'] ?? 'application/json',
       );
-      if (object instanceof GatewayError) throw object;
+      if (object instanceof StatusError) throw object;
       const review = parseTokenReview(object);
-      if (review instanceof GatewayError) throw review;
+      if (review instanceof StatusError) throw review;
       if (!deps.authenticator.ready())
         throw serviceUnavailable('the gateway is starting: its caches are not synced yet');
       const parsed = parseAccessKey(review.token);
@@ -1167,11 +1167,11 @@ function describe(attributes: RequestAttributes, identity: AuthenticatedIdentity
   return `${what} is forbidden for User "${identity.username}"`;
 }
 
-function methodNotAllowedFor(attributes: RequestAttributes): GatewayError {
+function methodNotAllowedFor(attributes: RequestAttributes): StatusError {
   const resource = attributes.subresource
     ? `${attributes.resource}/${attributes.subresource}`
     : attributes.resource;
-  return new GatewayError(
+  return new StatusError(
     405,
     'MethodNotAllowed',
     `the server does not allow this method on the requested resource (${attributes.verb} ${resource})`,
@@ -1192,11 +1192,11 @@ function decodeBody(request: FastifyRequest, verb: string): Record<string, unkno
   const contentType = request.headers['content-type'];
   if (verb === 'patch') {
     const patch = parsePatchBody(bytes, contentType);
-    if (patch instanceof GatewayError) throw patch;
+    if (patch instanceof StatusError) throw patch;
     return patch;
   }
   const object = parseObjectBody(bytes, contentType ?? (verb === 'delete' ? 'application/json' : undefined));
-  if (object instanceof GatewayError) throw object;
+  if (object instanceof StatusError) throw object;
   return object;
 }
 
@@ -1235,8 +1235,8 @@ function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-function toGatewayError(error: unknown, log: Logger): GatewayError {
-  if (error instanceof GatewayError) return error;
+function toGatewayError(error: unknown, log: Logger): StatusError {
+  if (error instanceof StatusError) return error;
   log.error({ err: error }, 'gateway request failed');
   return internalError();
 }

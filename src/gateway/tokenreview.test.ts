@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { GatewayError } from './status.ts';
+import { StatusError } from '../api/status.ts';
 import { parseTokenReview, reviewTarget, scopeAdmitsTarget } from './tokenreview.ts';
 
 describe('token review', () => {
@@ -10,8 +10,8 @@ describe('token review', () => {
       project: 'web',
       virtualCluster: 'dev',
     });
-    expect(reviewTarget('/cluster')).toBeInstanceOf(GatewayError);
-    expect(reviewTarget('/cluster/Edge')).toBeInstanceOf(GatewayError);
+    expect(reviewTarget('/cluster')).toBeInstanceOf(StatusError);
+    expect(reviewTarget('/cluster/Edge')).toBeInstanceOf(StatusError);
   });
 
   test('scopes admit their cluster or virtual cluster only', () => {
@@ -46,9 +46,9 @@ describe('token review', () => {
     });
     expect(
       parseTokenReview({ kind: 'TokenReview', apiVersion: 'x/v1', spec: { token: 't' } }),
-    ).toBeInstanceOf(GatewayError);
+    ).toBeInstanceOf(StatusError);
     expect(
       parseTokenReview({ kind: 'TokenReview', apiVersion: 'authentication.k8s.io/v1', spec: {} }),
-    ).toBeInstanceOf(GatewayError);
+    ).toBeInstanceOf(StatusError);
   });
 });

@@ -1,9 +1,9 @@
 import type { Scope } from '../api/scope.ts';
-import type { AuthenticatedIdentity, AuthenticationResult } from './auth/authenticate.ts';
-import type { RequestAttributes } from './authz/request.ts';
-import { checkScope, scopeNarrows } from './authz/scope.ts';
+import { badRequest, notFound, type StatusError } from '../api/status.ts';
+import type { RequestAttributes } from '../authz/attributes.ts';
+import { checkScope, scopeNarrows } from '../authz/scope.ts';
+import type { AuthenticatedIdentity, AuthenticationResult } from '../identity/authenticate.ts';
 import { ACCESS_KEY_EXTRA } from './proxy.ts';
-import { badRequest, type GatewayError, notFound } from './status.ts';
 
 /**
  * The TokenReview webhook (`authentication.k8s.io/v1`, the webhook token authenticator protocol)
@@ -30,7 +30,7 @@ export type ReviewTarget =
 const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
 /** The cluster a review path is for; 404 for other paths. `path` starts after {@link TOKEN_REVIEW_BASE}. */
-export function reviewTarget(path: string): ReviewTarget | GatewayError {
+export function reviewTarget(path: string): ReviewTarget | StatusError {
   const parts = path.split('/').filter((part) => part !== '');
   if (parts.length === 2 && parts[0] === 'cluster' && NAME.test(parts[1]!)) {
     return { kind: 'Cluster', cluster: parts[1]! };
@@ -117,7 +117,7 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Reads a TokenReview request body (v1 or v1beta1). */
-export function parseTokenReview(body: unknown): TokenReviewRequest | GatewayError {
+export function parseTokenReview(body: unknown): TokenReviewRequest | StatusError {
   if (!isObject(body) || body.kind !== 'TokenReview') return badRequest('the body must be a TokenReview');
   const apiVersion = body.apiVersion;
   if (apiVersion !== 'authentication.k8s.io/v1' && apiVersion !== 'authentication.k8s.io/v1beta1') {

@@ -1,7 +1,7 @@
 import { importJWK, SignJWT } from 'jose';
 import type { Scope } from '../api/scope.ts';
-import type { RequestAttributes } from '../gateway/authz/request.ts';
-import { checkScope, scopeNarrows } from '../gateway/authz/scope.ts';
+import type { RequestAttributes } from '../authz/attributes.ts';
+import { checkScope, scopeNarrows } from '../authz/scope.ts';
 import { DEFAULT_ROTATION_POLICY, SIGNING_ALGORITHM, type SigningKey } from './signing-keys.ts';
 
 /**

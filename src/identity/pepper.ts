@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
-import { MIN_PEPPER_BYTES, type RandomBytes } from '../gateway/auth/keys.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
+import { MIN_PEPPER_BYTES, type RandomBytes } from './keys.ts';
 
 /**
  * The access-key pepper: the HMAC key under which `OwnedAccessKey.spec.keyHash` is computed. It

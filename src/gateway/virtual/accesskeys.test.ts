@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
-import type { AuthenticatedIdentity } from '../auth/authenticate.ts';
-import { parseAccessKey } from '../auth/keys.ts';
-import { GatewayError } from '../status.ts';
+import { StatusError } from '../../api/status.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { parseAccessKey } from '../../identity/keys.ts';
 import {
   checkOwnKeyWrite,
   ownerFieldSelector,
@@ -28,7 +28,7 @@ describe('owned access keys', () => {
       alice,
       random,
     );
-    if (prepared instanceof GatewayError) throw prepared;
+    if (prepared instanceof StatusError) throw prepared;
     expect(parseAccessKey(prepared.plaintext)).not.toBeInstanceOf(Error);
     expect(prepared.object.spec).toMatchObject({
       user: 'alice',
@@ -41,10 +41,10 @@ describe('owned access keys', () => {
   });
 
   test('create refuses hashes, bad keys and other kinds', () => {
-    expect((prepareKeyCreate({ spec: { keyHash: 'a' } }, alice, random) as GatewayError).code).toBe(422);
-    expect((prepareKeyCreate({ spec: { key: 'nope' } }, alice, random) as GatewayError).code).toBe(422);
-    expect((prepareKeyCreate({ kind: 'SharedSecret' }, alice, random) as GatewayError).code).toBe(400);
-    expect((prepareKeyCreate({ spec: [] }, alice, random) as GatewayError).code).toBe(400);
+    expect((prepareKeyCreate({ spec: { keyHash: 'a' } }, alice, random) as StatusError).code).toBe(422);
+    expect((prepareKeyCreate({ spec: { key: 'nope' } }, alice, random) as StatusError).code).toBe(422);
+    expect((prepareKeyCreate({ kind: 'SharedSecret' }, alice, random) as StatusError).code).toBe(400);
+    expect((prepareKeyCreate({ spec: [] }, alice, random) as StatusError).code).toBe(400);
   });
 
   test('non-admins own their keys only and cannot hand out groups they lack', () => {

@@ -4,9 +4,15 @@ import {
   lastAppliedWithoutKey,
   type OwnedAccessKey,
 } from '../../api/ownedaccesskey.ts';
-import { type AuthenticatedIdentity, GROUP_ADMINS } from '../auth/authenticate.ts';
-import { generateAccessKey, MalformedAccessKey, parseAccessKey, type RandomBytes } from '../auth/keys.ts';
-import { badRequest, forbidden, type GatewayError, invalid, type StatusCause } from '../status.ts';
+import { badRequest, forbidden, invalid, type StatusCause, type StatusError } from '../../api/status.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { GROUP_ADMINS } from '../../identity/groups.ts';
+import {
+  generateAccessKey,
+  MalformedAccessKey,
+  parseAccessKey,
+  type RandomBytes,
+} from '../../identity/keys.ts';
 
 /**
  * `ownedaccesskeys` through the gateway, pure parts. A caller sees and manages only its own keys
@@ -60,7 +66,7 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
 export function checkOwnKeyWrite(
   identity: AuthenticatedIdentity,
   object: Record<string, unknown>,
-): GatewayError | undefined {
+): StatusError | undefined {
   const spec = isObject(object.spec) ? object.spec : {};
   if (!ownsKey(identity, { spec })) {
     return forbidden(
@@ -108,7 +114,7 @@ export function prepareKeyCreate(
   body: Record<string, unknown>,
   identity: AuthenticatedIdentity,
   random: RandomBytes,
-): PreparedKeyCreate | GatewayError {
+): PreparedKeyCreate | StatusError {
   if (body.apiVersion !== undefined && body.apiVersion !== GROUP_VERSION) {
     return badRequest(`the API version in the data does not match the expected API version ${GROUP_VERSION}`);
   }

@@ -1,6 +1,8 @@
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../api/config.ts';
+import { StatusError } from '../../api/status.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import {
   DEFAULT_ROTATION_POLICY,
   generateSigningKey,
@@ -8,8 +10,6 @@ import {
   type SigningKeyStore,
 } from '../../identity/signing-keys.ts';
 import { FakeClock } from '../../runtime/fake-clock.ts';
-import type { AuthenticatedIdentity } from '../auth/authenticate.ts';
-import { GatewayError } from '../status.ts';
 import {
   directTokenHandler,
   JWKS_PATH,
@@ -77,8 +77,8 @@ describe('directTokenHandler', () => {
       code: 403,
     });
     const invalid = await call({ spec: { ttl: -1 } }).catch((err: unknown) => err);
-    expect(invalid).toBeInstanceOf(GatewayError);
-    expect((invalid as GatewayError).code).toBe(422);
+    expect(invalid).toBeInstanceOf(StatusError);
+    expect((invalid as StatusError).code).toBe(422);
   });
 
   it('reads the key ring at most once per cache period', async () => {

@@ -1,6 +1,7 @@
 import type { ConfigStatus } from '../../api/config.ts';
 import { DirectClusterEndpointTokenSchema } from '../../api/directclusterendpointtoken.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
+import { forbidden, invalidFromIssues, serviceUnavailable } from '../../api/status.ts';
 import {
   directTokenScope,
   directTokenTtlSeconds,
@@ -15,7 +16,6 @@ import {
   type SigningKeyStore,
 } from '../../identity/signing-keys.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { forbidden, invalidFromIssues, serviceUnavailable } from '../status.ts';
 import type { VirtualHandler } from './extension.ts';
 
 /** Where the gateway publishes the JWKS its discovery document names. */

@@ -1,5 +1,5 @@
-import type { AuthenticatedIdentity } from '../auth/authenticate.ts';
-import type { RequestAttributes } from '../authz/request.ts';
+import type { RequestAttributes } from '../../authz/attributes.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { ReviewedAttributes } from '../authz/sar.ts';
 import type { HeaderMap, Upstream } from '../proxy.ts';
 
@@ -29,7 +29,7 @@ export interface VirtualRequest {
   projectOfNamespace(namespace: string): string | undefined;
   /**
    * Creates an access key owned by the caller from an `OwnedAccessKey` body (the key is
-   * generated), as the operator; throws a GatewayError when it cannot be created.
+   * generated), as the operator; throws a StatusError when it cannot be created.
    */
   issueKey(body: Record<string, unknown>): Promise<IssuedKey>;
 }

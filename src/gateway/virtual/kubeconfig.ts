@@ -2,6 +2,17 @@ import { ApiException } from '@kubernetes/client-node';
 import { HTTP_URL_PATTERN } from '../../api/common.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import {
+  badRequest,
+  forbidden,
+  gatewayTimeout,
+  invalid,
+  invalidFromIssues,
+  notFound,
+  StatusError,
+  sanitize,
+  serviceUnavailable,
+} from '../../api/status.ts';
+import {
   type VirtualClusterInstance,
   VirtualClusterInstanceKubeConfigSchema,
 } from '../../api/virtualclusterinstance.ts';
@@ -23,17 +34,6 @@ import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { type Upstream, upstreamFailure } from '../proxy.ts';
-import {
-  badRequest,
-  forbidden,
-  GatewayError,
-  gatewayTimeout,
-  invalid,
-  invalidFromIssues,
-  notFound,
-  sanitize,
-  serviceUnavailable,
-} from '../status.ts';
 import type { VirtualHandler, VirtualRequest } from './extension.ts';
 
 /**
@@ -232,10 +232,10 @@ async function clientCertificate(
     if (err instanceof CertificateSigningTimeout)
       throw gatewayTimeout(`virtual cluster ${namespace}/${name}: ${err.message}`);
     if (err instanceof CertificateSigningFailed)
-      throw new GatewayError(502, 'BadGateway', `virtual cluster ${namespace}/${name}: ${err.message}`);
+      throw new StatusError(502, 'BadGateway', `virtual cluster ${namespace}/${name}: ${err.message}`);
     if (err instanceof ApiException) {
       // Only the code: the virtual cluster's answer is not ours to relay.
-      throw new GatewayError(
+      throw new StatusError(
         502,
         'BadGateway',
         `virtual cluster ${namespace}/${name} refused the certificate signing request (HTTP ${err.code})`,

@@ -1,16 +1,14 @@
-import type { ConfigStatus } from '../../api/config.ts';
-import type { Team, User } from '../../api/identity.ts';
-import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
-import { platformConfigInformer, platformConfigReader } from '../../controllers/platform-config.ts';
-import { resources, type Stored } from '../../controllers/resources.ts';
-import { accessKeyExpiry } from '../../identity/expiry.ts';
-import type { PepperStore } from '../../identity/pepper.ts';
-import type { Clock } from '../../runtime/clock.ts';
-import { isConflict, isNotFound } from '../../runtime/errors.ts';
-import type { Informer } from '../../runtime/informer.ts';
-import { collectionPath, type KubeApi, type ObjectList, objectPath } from '../../runtime/kube-client.ts';
-import type { Manager } from '../../runtime/manager.ts';
-import type { Store } from '../../runtime/store.ts';
+import type { ConfigStatus } from '../api/config.ts';
+import type { Team, User } from '../api/identity.ts';
+import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import { platformConfigSource } from '../config/platform-config.ts';
+import { resources, type Stored } from '../controllers/resources.ts';
+import type { Clock } from '../runtime/clock.ts';
+import { isConflict, isNotFound } from '../runtime/errors.ts';
+import type { Informer } from '../runtime/informer.ts';
+import { collectionPath, type KubeApi, type ObjectList, objectPath } from '../runtime/kube-client.ts';
+import type { Manager } from '../runtime/manager.ts';
+import type { Store } from '../runtime/store.ts';
 import { ActivityRecorder, type ActivityRecorderOptions, type ActivityWrite } from './activity.ts';
 import {
   AccessKeyOwnerInvalid,
@@ -19,7 +17,9 @@ import {
   authenticateAccessKey,
   InvalidAccessKey,
 } from './authenticate.ts';
+import { accessKeyExpiry } from './expiry.ts';
 import { MalformedAccessKey, parseAccessKey } from './keys.ts';
+import type { PepperStore } from './pepper.ts';
 
 /** Index of OwnedAccessKeys by `spec.keyId`, the public part of a bearer key. */
 export const BY_KEY_ID = 'key-id';
@@ -87,12 +87,12 @@ export class AccessKeyAuthenticator {
     );
     const users = manager.informer<Stored<User>>(resources.users);
     const teams = manager.informer<Stored<Team>>(resources.teams);
-    const config = platformConfigInformer(manager, deps.platformNamespace);
+    const config = platformConfigSource(manager, deps.platformNamespace);
     this.keys = keys.store;
     this.users = users.store;
     this.teams = teams.store;
-    this.informers = [keys, users, teams, config] as unknown as Informer<never>[];
-    this.config = platformConfigReader(config, deps.platformNamespace);
+    this.informers = [keys, users, teams, config.informer] as unknown as Informer<never>[];
+    this.config = () => config.current();
     const now = () => new Date(deps.clock.now());
     this.activity = new ActivityRecorder({
       ...deps.activity,

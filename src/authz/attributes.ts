@@ -1,4 +1,4 @@
-import type { ScopeRoleName } from '../../api/scope.ts';
+import type { ScopeRoleName } from '../api/scope.ts';
 
 /**
  * Where a request goes once the gateway has routed it:

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Scope, ScopeRule } from '../../api/scope.ts';
-import type { RequestAttributes, RequestTarget } from './request.ts';
+import type { Scope, ScopeRule } from '../api/scope.ts';
+import type { RequestAttributes, RequestTarget } from './attributes.ts';
 import {
   checkScope,
   groupResourcesMatch,

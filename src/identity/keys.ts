@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { KEY_HASH_PATTERN } from '../../api/ownedaccesskey.ts';
+import { KEY_HASH_PATTERN } from '../api/ownedaccesskey.ts';
 
 /**
  * Platform access keys.

@@ -1,13 +1,27 @@
 /**
- * Kubernetes `Status` bodies for every error the gateway answers itself (DESIGN.md section 5).
- * Messages never quote a token, a key or a request body: they may hold secrets.
+ * The Kubernetes `Status` every component answers errors with (DESIGN.md section 5): the gateway's
+ * own answers, admission denials, and the causes field validation reports. One type for all, so a
+ * field cause reads the same wherever it comes from. Messages never quote a token, a key or a
+ * request body: they may hold secrets.
  */
 
+/** The `reason` of a `details.causes[]` entry, as kube-apiserver spells field errors. */
+export type CauseReason =
+  | 'FieldValueInvalid'
+  | 'FieldValueRequired'
+  | 'FieldValueForbidden'
+  | 'FieldValueNotSupported'
+  | 'FieldValueDuplicate';
+
+/** One problem of a request, usually with a field path such as `spec.scope.rules[0].resources[1]`. */
 export interface StatusCause {
-  readonly reason?: string;
+  readonly reason?: CauseReason;
   readonly message?: string;
   readonly field?: string;
 }
+
+/** A cause naming its field, as validation reports it. */
+export type FieldCause = Required<StatusCause>;
 
 export interface StatusDetails {
   readonly name?: string;
@@ -28,9 +42,9 @@ export interface Status {
   readonly code: number;
 }
 
-/** An error the gateway answers with a `Status` of its own. */
-export class GatewayError extends Error {
-  override readonly name = 'GatewayError';
+/** An error answered with a `Status` of its own: thrown by handlers, encoded by the server. */
+export class StatusError extends Error {
+  override readonly name = 'StatusError';
   constructor(
     readonly code: number,
     readonly reason: string,
@@ -71,41 +85,41 @@ export const UNAUTHORIZED_MESSAGE =
 export const EXPIRED_MESSAGE = 'platform access key expired. Please login again';
 
 export const unauthorized = () =>
-  new GatewayError(401, 'Unauthorized', UNAUTHORIZED_MESSAGE, undefined, {
+  new StatusError(401, 'Unauthorized', UNAUTHORIZED_MESSAGE, undefined, {
     'WWW-Authenticate': 'Bearer realm="platform"',
   });
 
 export const accessKeyExpired = () =>
-  new GatewayError(401, 'Unauthorized', EXPIRED_MESSAGE, undefined, {
+  new StatusError(401, 'Unauthorized', EXPIRED_MESSAGE, undefined, {
     'WWW-Authenticate': 'Bearer realm="platform", error="invalid_token"',
   });
 
 export const forbidden = (message: string, details?: StatusDetails) =>
-  new GatewayError(403, 'Forbidden', message, details);
+  new StatusError(403, 'Forbidden', message, details);
 
 export const notFound = (
   message = 'the server could not find the requested resource',
   details?: StatusDetails,
-) => new GatewayError(404, 'NotFound', message, details);
+) => new StatusError(404, 'NotFound', message, details);
 
 export const badRequest = (message: string, causes?: readonly StatusCause[]) =>
-  new GatewayError(400, 'BadRequest', message, causes ? { causes } : undefined);
+  new StatusError(400, 'BadRequest', message, causes ? { causes } : undefined);
 
-export const methodNotAllowed = (message: string) => new GatewayError(405, 'MethodNotAllowed', message);
+export const methodNotAllowed = (message: string) => new StatusError(405, 'MethodNotAllowed', message);
 
-export const notAcceptable = (message: string) => new GatewayError(406, 'NotAcceptable', message);
+export const notAcceptable = (message: string) => new StatusError(406, 'NotAcceptable', message);
 
 export const conflict = (message: string, details?: StatusDetails) =>
-  new GatewayError(409, 'Conflict', message, details);
+  new StatusError(409, 'Conflict', message, details);
 
 export const alreadyExists = (message: string, details?: StatusDetails) =>
-  new GatewayError(409, 'AlreadyExists', message, details);
+  new StatusError(409, 'AlreadyExists', message, details);
 
 export const requestEntityTooLarge = (limitBytes: number) =>
-  new GatewayError(413, 'RequestEntityTooLarge', `the request body exceeds the limit of ${limitBytes} bytes`);
+  new StatusError(413, 'RequestEntityTooLarge', `the request body exceeds the limit of ${limitBytes} bytes`);
 
 export const unsupportedMediaType = (contentType: string | undefined) =>
-  new GatewayError(
+  new StatusError(
     415,
     'UnsupportedMediaType',
     `the body of the request was in an unknown format: ${sanitize(contentType ?? '(none)')}`,
@@ -117,7 +131,7 @@ export const invalid = (
   causes: readonly StatusCause[],
   group = 'management.platform',
 ) =>
-  new GatewayError(
+  new StatusError(
     422,
     'Invalid',
     `${kind}${group ? `.${group}` : ''} "${sanitize(name)}" is invalid: ${causes
@@ -143,7 +157,7 @@ export const invalidFromIssues = (
   );
 
 export const tooManyRequests = (retryAfterSeconds: number) =>
-  new GatewayError(
+  new StatusError(
     429,
     'TooManyRequests',
     'too many failed authentications; try again later',
@@ -152,12 +166,12 @@ export const tooManyRequests = (retryAfterSeconds: number) =>
   );
 
 export const serviceUnavailable = (message: string) =>
-  new GatewayError(503, 'ServiceUnavailable', message, { retryAfterSeconds: 1 }, { 'Retry-After': '1' });
+  new StatusError(503, 'ServiceUnavailable', message, { retryAfterSeconds: 1 }, { 'Retry-After': '1' });
 
-export const gatewayTimeout = (message: string) => new GatewayError(504, 'Timeout', message);
+export const gatewayTimeout = (message: string) => new StatusError(504, 'Timeout', message);
 
 export const internalError = () =>
-  new GatewayError(500, 'InternalError', 'an internal error occurred; it has been logged');
+  new StatusError(500, 'InternalError', 'an internal error occurred; it has been logged');
 
 /** Cuts user-supplied text quoted in a message to something short and printable. */
 export function sanitize(text: string, max = 100): string {

@@ -1,12 +1,20 @@
-import { PLATFORM_ADMIN_CLUSTER_ROLE } from '../../api/common.ts';
-import type { Team, User } from '../../api/identity.ts';
-import type { AccessKeyType, OwnedAccessKey } from '../../api/ownedaccesskey.ts';
-import type { Scope } from '../../api/scope.ts';
+import { PLATFORM_ADMIN_CLUSTER_ROLE } from '../api/common.ts';
+import type { Team, User } from '../api/identity.ts';
+import type { AccessKeyType, OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import type { Scope } from '../api/scope.ts';
 import {
   type AccessKeyLifetimeLimits,
   AccessKeyWithoutCreationTimestamp,
   accessKeyExpiry,
-} from '../../identity/expiry.ts';
+} from './expiry.ts';
+import {
+  GROUP_ADMINS,
+  GROUP_AUTHENTICATED,
+  isReservedName,
+  teamGroup,
+  teamUsername,
+  userGroup,
+} from './groups.ts';
 import {
   accessKeyDigest,
   digestMatches,
@@ -47,16 +55,6 @@ import {
  * them is refused, so a key can never claim `platform:admins`, another team, or a Kubernetes
  * system identity, whatever admission let through.
  */
-
-export const GROUP_AUTHENTICATED = 'platform:authenticated';
-export const GROUP_ADMINS = 'platform:admins';
-export const userGroup = (user: string) => `platform:user:${user}`;
-export const teamGroup = (team: string) => `platform:team:${team}`;
-/** The username a team key acts as. */
-export const teamUsername = (team: string) => `platform:team:${team}`;
-
-const RESERVED_PREFIXES = ['system:', 'platform:'] as const;
-const isReserved = (name: string) => RESERVED_PREFIXES.some((prefix) => name.startsWith(prefix));
 
 /** Unknown key id or wrong secret; deliberately one class with one message for both. */
 export class InvalidAccessKey extends Error {
@@ -164,7 +162,7 @@ function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owne
   const set = [userName, teamName, subject].filter((value) => value !== undefined && value !== '');
   if (set.length !== 1)
     return new AccessKeyOwnerInvalid('the access key must name exactly one user, team or subject');
-  if (extraGroups.some(isReserved)) {
+  if (extraGroups.some(isReservedName)) {
     return new AccessKeyOwnerInvalid('the access key claims a reserved group (system: or platform: prefix)');
   }
 
@@ -173,7 +171,7 @@ function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owne
     if (!user) return new AccessKeyOwnerInvalid("the access key's user does not exist");
     if (user.spec.disabled === true) return new UserDisabled();
     const username = user.spec.subject || userName;
-    if (isReserved(username))
+    if (isReservedName(username))
       return new AccessKeyOwnerInvalid("the access key's user has a reserved username");
     const teams = (user.status?.teams ?? [])
       .map((name) => context.lookupTeam(name))
@@ -212,7 +210,7 @@ function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owne
   }
 
   const name = subject ?? '';
-  if (isReserved(name)) return new AccessKeyOwnerInvalid('the access key claims a reserved subject');
+  if (isReservedName(name)) return new AccessKeyOwnerInvalid('the access key claims a reserved subject');
   return {
     kind: 'Subject',
     name,

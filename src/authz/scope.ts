@@ -1,4 +1,4 @@
-import { API_GROUP } from '../../api/meta.ts';
+import { API_GROUP } from '../api/meta.ts';
 import {
   type CanonicalScopeRoleName,
   canonicalScopeRole,
@@ -8,8 +8,8 @@ import {
   type Scope,
   type ScopeRoleName,
   type ScopeRule,
-} from '../../api/scope.ts';
-import type { RequestAttributes } from './request.ts';
+} from '../api/scope.ts';
+import type { RequestAttributes } from './attributes.ts';
 
 /**
  * Access-key scopes.

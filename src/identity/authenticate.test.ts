@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { Team, User } from '../../api/identity.ts';
-import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import type { Team, User } from '../api/identity.ts';
+import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import {
   AccessKeyDisabled,
   AccessKeyExpired,
