@@ -17,16 +17,16 @@ import type { Manager } from '../runtime/manager.ts';
 import { Auditor } from './audit/auditor.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { BY_PROJECT_NAMESPACE, projectOfNamespace, recordedNamespace } from './projects.ts';
-import { Upstream } from './proxy.ts';
-import { AuthFailureLimiter, type AuthFailureLimits, DEFAULT_AUTH_FAILURE_LIMITS } from './ratelimit.ts';
+import { Upstream } from './proxy/upstream.ts';
+import { AuthFailureLimiter, type AuthFailureLimits, DEFAULT_AUTH_FAILURE_LIMITS } from './pipeline/throttle.ts';
 import { type GatewayServer, type GatewayServerDeps, startGatewayServer } from './server.ts';
-import { directTokenHandler, oidcDocument, SigningKeyRing } from './virtual/direct-tokens.ts';
+import { directTokenHandler, oidcDocument, SigningKeyRing } from './endpoints/direct-tokens.ts';
 import type { VirtualEndpoints } from './virtual/extension.ts';
-import { kubeConfigHandler } from './virtual/kubeconfig.ts';
+import { kubeConfigHandler } from './endpoints/kubeconfig.ts';
 
 export { BY_PROJECT_NAMESPACE } from './projects.ts';
-export { BASE_PATH } from './route.ts';
-export { TOKEN_REVIEW_BASE } from './tokenreview.ts';
+export { BASE_PATH } from './pipeline/route.ts';
+export { TOKEN_REVIEW_BASE } from './endpoints/token-review.ts';
 
 /**
  * The management gateway in the operator process (every replica serves; nothing here is

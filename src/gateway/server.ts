@@ -46,7 +46,7 @@ import type { Store } from '../runtime/store.ts';
 import type { Auditor, AuditRecord } from './audit/auditor.ts';
 import type { AuditOutcome, AuditRequestInfo, AuditUser } from './audit/event.ts';
 import { ANONYMOUS_USER } from './audit/event.ts';
-import { type ReviewedAttributes, subjectAccessAllowed } from './authz/sar.ts';
+import { type ReviewedAttributes, subjectAccessAllowed } from './proxy/sar.ts';
 import {
   encodeBody,
   MAX_BODY_BYTES,
@@ -56,11 +56,11 @@ import {
   type ParsedPatch,
   parseObjectBody,
   parsePatchBody,
-} from './body.ts';
-import { apiGroup, apiGroupList, apiResourceList, apiVersions, versionInfo } from './discovery.ts';
+} from './pipeline/body.ts';
+import { apiGroup, apiGroupList, apiResourceList, apiVersions, versionInfo } from './discovery/documents.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { createWithGeneratedName } from './names.ts';
-import { openApiV2, openApiV3GroupVersion, openApiV3Index } from './openapi.ts';
+import { openApiV2, openApiV3GroupVersion, openApiV3Index } from './discovery/openapi.ts';
 import {
   ACCESS_KEY_EXTRA,
   type HeaderMap,
@@ -68,22 +68,22 @@ import {
   type Upstream,
   type UpstreamResponse,
   upstreamFailure,
-} from './proxy.ts';
-import type { AuthFailureLimiter } from './ratelimit.ts';
+} from './proxy/upstream.ts';
+import type { AuthFailureLimiter } from './pipeline/throttle.ts';
 import {
   BASE_PATH,
   type NonResourceEndpoint,
   type ResourceRoute,
   routeRequest,
   upstreamPath,
-} from './route.ts';
+} from './pipeline/route.ts';
 import {
   parseTokenReview,
   reviewDecision,
   reviewTarget,
   TOKEN_REVIEW_BASE,
   tokenReviewResponse,
-} from './tokenreview.ts';
+} from './endpoints/token-review.ts';
 import {
   checkOwnKeyWrite,
   isPlatformAdmin,
@@ -93,7 +93,7 @@ import {
   type PreparedKeyCreate,
   prepareKeyCreate,
   sanitizeKeys,
-} from './virtual/accesskeys.ts';
+} from './endpoints/access-key-rules.ts';
 import {
   extensionEndpoint,
   type IssuedKey,

@@ -1,7 +1,7 @@
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
-import type { ReviewedAttributes } from '../authz/sar.ts';
-import type { HeaderMap, Upstream } from '../proxy.ts';
+import type { ReviewedAttributes } from '../proxy/sar.ts';
+import type { HeaderMap, Upstream } from '../proxy/upstream.ts';
 
 /**
  * The extension point for virtual endpoints of later issues: `directclusterendpointtokens`

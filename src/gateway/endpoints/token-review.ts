@@ -1,9 +1,9 @@
-import type { Scope } from '../api/scope.ts';
-import { badRequest, notFound, type StatusError } from '../api/status.ts';
-import type { RequestAttributes } from '../authz/attributes.ts';
-import { checkScope, scopeNarrows } from '../authz/scope.ts';
-import type { AuthenticatedIdentity, AuthenticationResult } from '../identity/authenticate.ts';
-import { ACCESS_KEY_EXTRA } from './proxy.ts';
+import type { Scope } from '../../api/scope.ts';
+import { badRequest, notFound, type StatusError } from '../../api/status.ts';
+import type { RequestAttributes } from '../../authz/attributes.ts';
+import { checkScope, scopeNarrows } from '../../authz/scope.ts';
+import type { AuthenticatedIdentity, AuthenticationResult } from '../../identity/authenticate.ts';
+import { ACCESS_KEY_EXTRA } from '../proxy/upstream.ts';
 
 /**
  * The TokenReview webhook (`authentication.k8s.io/v1`, the webhook token authenticator protocol)

@@ -17,7 +17,7 @@ import {
   oidcDocument,
   SigningKeyRing,
 } from './direct-tokens.ts';
-import type { VirtualRequest } from './extension.ts';
+import type { VirtualRequest } from '../virtual/extension.ts';
 
 const ISSUER = 'https://platform.example';
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { AuthFailureLimiter } from './ratelimit.ts';
+import { AuthFailureLimiter } from './throttle.ts';
 
 describe('failed authentication limits', () => {
   test('per source and per key id, with the wait', async () => {

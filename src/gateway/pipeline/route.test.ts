@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { StatusError } from '../api/status.ts';
+import { StatusError } from '../../api/status.ts';
 import { routeRequest, upstreamPath } from './route.ts';
 
 const q = (text = '') => new URLSearchParams(text);

@@ -9,7 +9,7 @@ import {
   prepareKeyCreate,
   sanitizeKey,
   sanitizeKeys,
-} from './accesskeys.ts';
+} from './access-key-rules.ts';
 
 const alice: AuthenticatedIdentity = {
   kind: 'User',

@@ -1,5 +1,5 @@
-import { API_GROUP, API_VERSION, GROUP_VERSION } from '../api/meta.ts';
-import { KINDS, type KindInfo } from '../api/registry.ts';
+import { API_GROUP, API_VERSION, GROUP_VERSION } from '../../api/meta.ts';
+import { KINDS, type KindInfo } from '../../api/registry.ts';
 
 /**
  * Discovery documents of the management API (legacy, unaggregated discovery, which every kubectl

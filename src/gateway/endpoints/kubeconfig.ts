@@ -33,8 +33,8 @@ import { type KubeConfigCredentials, kubeConfigYaml } from '../../clusters/kubec
 import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
-import { type Upstream, upstreamFailure } from '../proxy.ts';
-import type { VirtualHandler, VirtualRequest } from './extension.ts';
+import { type Upstream, upstreamFailure } from '../proxy/upstream.ts';
+import type { VirtualHandler, VirtualRequest } from '../virtual/extension.ts';
 
 /**
  * `POST namespaces/<ns>/virtualclusterinstances/<name>/kubeconfig`: a kubeconfig for a virtual

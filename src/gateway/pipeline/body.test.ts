@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { StatusError } from '../api/status.ts';
+import { StatusError } from '../../api/status.ts';
 import { checkJsonPatch, negotiate, parseObjectBody, parsePatchBody } from './body.ts';
 
 const bytes = (text: string) => new TextEncoder().encode(text);

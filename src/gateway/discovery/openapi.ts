@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { openApiV3ForGroupVersion } from '../api/openapi.ts';
-import { GROUP_VERSION_PATH } from './route.ts';
+import { openApiV3ForGroupVersion } from '../../api/openapi.ts';
+import { GROUP_VERSION_PATH } from '../pipeline/route.ts';
 
 /**
  * The OpenAPI documents the gateway serves, from the zod schemas (`openApiV3ForGroupVersion`):

@@ -1,7 +1,7 @@
 import { serviceUnavailable } from '../../api/status.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
-import { ACCESS_KEY_EXTRA, type Upstream, upstreamFailure } from '../proxy.ts';
+import { ACCESS_KEY_EXTRA, type Upstream, upstreamFailure } from './upstream.ts';
 
 /** The attributes of a management resource a SubjectAccessReview asks about. */
 export type ReviewedAttributes = Pick<

@@ -16,7 +16,7 @@ import {
   type SigningKeyStore,
 } from '../../identity/signing-keys.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import type { VirtualHandler } from './extension.ts';
+import type { VirtualHandler } from '../virtual/extension.ts';
 
 /** Where the gateway publishes the JWKS its discovery document names. */
 export const JWKS_PATH = '/openid/v1/jwks';

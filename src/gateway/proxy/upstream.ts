@@ -2,8 +2,8 @@ import type https from 'node:https';
 import type { Readable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Pool } from 'undici';
-import { forbidden, StatusError, serviceUnavailable } from '../api/status.ts';
-import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
+import { forbidden, StatusError, serviceUnavailable } from '../../api/status.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 
 /**
  * The connection to kube-apiserver: one undici connection pool with the operator's TLS material

@@ -1,5 +1,5 @@
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { badRequest, notAcceptable, StatusError, unsupportedMediaType } from '../api/status.ts';
+import { badRequest, notAcceptable, StatusError, unsupportedMediaType } from '../../api/status.ts';
 
 /**
  * Request and response bodies, pure: media types, YAML and JSON decoding, JSON patch checks,

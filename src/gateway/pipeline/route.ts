@@ -1,7 +1,7 @@
-import { API_GROUP, API_VERSION } from '../api/meta.ts';
-import { KINDS, type KindInfo } from '../api/registry.ts';
-import { badRequest, methodNotAllowed, notFound, type StatusError, sanitize } from '../api/status.ts';
-import type { RequestAttributes } from '../authz/attributes.ts';
+import { API_GROUP, API_VERSION } from '../../api/meta.ts';
+import { KINDS, type KindInfo } from '../../api/registry.ts';
+import { badRequest, methodNotAllowed, notFound, type StatusError, sanitize } from '../../api/status.ts';
+import type { RequestAttributes } from '../../authz/attributes.ts';
 
 /**
  * Routing of the management API, pure: from method, path and query to what is asked, in

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { StatusError } from '../api/status.ts';
-import { parseTokenReview, reviewTarget, scopeAdmitsTarget } from './tokenreview.ts';
+import { StatusError } from '../../api/status.ts';
+import { parseTokenReview, reviewTarget, scopeAdmitsTarget } from './token-review.ts';
 
 describe('token review', () => {
   test('targets from the path', () => {
