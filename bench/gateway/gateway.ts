@@ -10,7 +10,7 @@
  */
 import pino from 'pino';
 import { StatusError } from '../../src/api/status.ts';
-import { impersonationHeaders } from '../../src/gateway/proxy/upstream.ts';
+import { impersonationHeaders } from '../../src/gateway/proxy/impersonation.ts';
 import { gatewayOnly } from '../support.ts';
 
 const [kubeconfig = '', namespace = 'platform-system', accessKey = ''] = process.argv.slice(2);

@@ -116,6 +116,7 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
       tokenWebhookConfig: tokenWebhookConfig(
         `${env().server.url}/kubernetes/tokenreview/project/${PROJECT}/virtualcluster/dev`,
         env().caPem,
+        await env().reviewer({ project: PROJECT, virtualCluster: 'dev' }),
       ),
     });
     dir = join(virtual.kubeconfigPath, '..');
@@ -204,12 +205,14 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     const path = write('alice-other', answer.json.status.kubeConfig);
     // Once the gateway knows the key (its review for `other` says so), `dev` must refuse it.
     const token: string = parseYaml(answer.json.status.kubeConfig).users[0].user.token;
+    const otherReviewer = await env().reviewer({ project: PROJECT, virtualCluster: 'other' });
     await eventually(
       async () => {
         const review = await call(
           `${env().server.url}/kubernetes/tokenreview/project/${PROJECT}/virtualcluster/other`,
           {
             method: 'POST',
+            token: otherReviewer,
             dispatcher: env().dispatcher,
             headers: { 'Content-Type': 'application/json' },
             body: JSON.stringify({

@@ -67,6 +67,11 @@ export interface GatewayEnv {
   key(spec: Record<string, unknown>, name?: string): Promise<string>;
   /** Waits until the gateway accepts `token`. */
   accepted(token: string): Promise<void>;
+  /**
+   * A reviewer credential (docs/trust.md) for the TokenReview endpoint of a connected cluster or a
+   * project's virtual cluster: a key of its own subject, with the role `agent` or `vcluster`.
+   */
+  reviewer(target: { cluster: string } | { project: string; virtualCluster: string }): Promise<string>;
   /** The CA of the gateway's serving certificate (HTTPS environments). */
   caPem: string | undefined;
   /** For `call` against an HTTPS gateway. */
@@ -199,7 +204,25 @@ export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv
         30_000,
         'the gateway to accept the key',
       );
+    const reviewer = async (target: { cluster: string } | { project: string; virtualCluster: string }) => {
+      const scope =
+        'cluster' in target
+          ? { roles: [{ role: 'agent' }], clusters: [{ cluster: target.cluster }] }
+          : {
+              roles: [
+                { role: 'vcluster', projects: [target.project], virtualClusters: [target.virtualCluster] },
+              ],
+            };
+      const token = await key({ subject: uniqueName('reviewer'), type: 'Other', scope });
+      await eventually(
+        () => gateway.authenticator.authenticateCached(token).ok,
+        30_000,
+        'the gateway to know the reviewer credential',
+      );
+      return token;
+    };
     env = {
+      reviewer,
       cluster,
       platformNamespace,
       kc,

@@ -1,6 +1,5 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { Gauge, type Registry } from 'prom-client';
 import {
   type ConfigError,
   type ConfigStatus,
@@ -20,9 +19,9 @@ import type { Manager } from '../runtime/manager.ts';
  * **The rule for an invalid configuration** (one for every component: controllers, webhooks,
  * gateway, `platform dev`): it is never applied. A component goes on with the last valid
  * configuration it read, or the defaults when it has read none since it started; it logs the
- * invalid one once (the number of issues, never the text, which may hold client secrets) and
- * reports `platform_config_valid 0` until a valid one is stored. Admission keeps invalid
- * configurations out; this rule covers one written while the webhook was not there.
+ * invalid one once (the number of issues, never the text, which may hold client secrets), and
+ * the gateway's `configs/<name>` shows the stored text without a parsed `status`. Admission keeps
+ * invalid configurations out; this rule covers one written while the webhook was not there.
  */
 
 /** What the Secret holds, as stored. */
@@ -46,8 +45,6 @@ export function configTextOf(secret: V1Secret | undefined): string | undefined {
 export interface PlatformConfigReaderOptions {
   /** Told once per stored resourceVersion that is invalid (with the number of issues). */
   readonly onInvalid?: (issues: number, resourceVersion: string | undefined) => void;
-  /** Told whenever validity changes (for the `platform_config_valid` gauge). */
-  readonly onValidity?: (valid: boolean) => void;
 }
 
 /**
@@ -72,11 +69,9 @@ export class PlatformConfigReader {
     if (parsed.ok) {
       this.lastValid = raw === undefined ? DEFAULT_PLATFORM_CONFIG : parsed.config;
       this.storedNow = { raw, resourceVersion, error: undefined };
-      this.options.onValidity?.(true);
     } else {
       this.storedNow = { raw, resourceVersion, error: parsed.error };
       this.options.onInvalid?.(parsed.error.issues.length, resourceVersion);
-      this.options.onValidity?.(false);
     }
     return this.lastValid;
   }
@@ -118,14 +113,12 @@ export function platformConfigSource(
     namespace: platformNamespace,
     fieldSelector: `metadata.name=${PLATFORM_CONFIG_SECRET}`,
   });
-  const gauge = validityGauge(manager.registry);
   const reader = new PlatformConfigReader({
     onInvalid: (issues) =>
       logger?.warn(
         { issues, secret: `${platformNamespace}/${PLATFORM_CONFIG_SECRET}` },
         'the platform config is invalid; the last valid one stays in effect',
       ),
-    onValidity: (valid) => gauge?.set(valid ? 1 : 0),
   });
   const key = `${platformNamespace}/${PLATFORM_CONFIG_SECRET}`;
   const current = () => reader.of(informer.store.get(key));
@@ -148,15 +141,4 @@ export function platformConfigSource(
   };
   byNamespace.set(platformNamespace, source);
   return source;
-}
-
-function validityGauge(registry: Registry): Gauge | undefined {
-  const name = 'platform_config_valid';
-  const existing = registry.getSingleMetric(name);
-  if (existing) return existing as Gauge;
-  return new Gauge({
-    name,
-    help: '1 when the stored platform configuration is valid (and in effect), 0 when it is invalid and the last valid one stays in effect.',
-    registers: [registry],
-  });
 }

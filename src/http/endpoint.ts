@@ -126,17 +126,20 @@ export interface EndpointRequest {
 
 export type EndpointHeaders = Readonly<Record<string, string | readonly string[]>>;
 
+/** What every answer may carry besides its body. */
+interface AnswerCommon {
+  readonly code: number;
+  readonly headers?: EndpointHeaders;
+  /** Added to the request's audit event (`authentication.platform/...`); never secrets. */
+  readonly auditAnnotations?: Readonly<Record<string, string>>;
+}
+
 /** How an endpoint answers. */
 export type EndpointAnswer =
   /** An object, encoded as the client accepts it (JSON, or YAML when asked). */
-  | { readonly code: number; readonly object: unknown; readonly headers?: EndpointHeaders }
+  | (AnswerCommon & { readonly object: unknown })
   /** Bytes as they are (an HTML page, a redirect, a document of its own format). */
-  | {
-      readonly code: number;
-      readonly body: string | Uint8Array;
-      readonly contentType: string;
-      readonly headers?: EndpointHeaders;
-    };
+  | (AnswerCommon & { readonly body: string | Uint8Array; readonly contentType: string });
 
 /** Whether the route serves `method` (`HEAD` counts as `GET`). */
 export function routeAllows(methodsOrVerbs: readonly string[], value: string): boolean {

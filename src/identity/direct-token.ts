@@ -79,6 +79,12 @@ export function directTokenScope(
   requested: Scope | undefined,
 ): Scope | undefined {
   if (requested === undefined || !scopeNarrows(requested)) return keyScope;
+  const partial = partialWildcard(requested);
+  if (partial !== undefined) {
+    throw new ScopeWidens(
+      `"${partial}": a wildcard may only stand for a whole name (\`*\`); names are matched exactly`,
+    );
+  }
   if (keyScope === undefined || !scopeNarrows(keyScope)) return requested;
   const clusters = requested.clusters ?? [];
   const virtualClusters = requested.virtualClusters ?? [];
@@ -108,6 +114,17 @@ export function directTokenScope(
     }
   }
   return requested;
+}
+
+/** A name of the scope's projects, clusters or virtual clusters with a `*` that is not the whole name. */
+function partialWildcard(scope: Scope): string | undefined {
+  const names = [
+    ...(scope.projects ?? []).map((entry) => entry.project),
+    ...(scope.clusters ?? []).map((entry) => entry.cluster),
+    ...(scope.spaces ?? []).flatMap((entry) => [entry.project, entry.space]),
+    ...(scope.virtualClusters ?? []).flatMap((entry) => [entry.project, entry.virtualCluster]),
+  ];
+  return names.find((name) => name !== '*' && name.includes('*'));
 }
 
 /** `aud`: the clusters the scope names, or the platform audience when it names none (or all). */

@@ -1,11 +1,11 @@
+import { isDeepStrictEqual } from 'node:util';
 import { GROUP_VERSION } from '../../api/meta.ts';
-import {
-  LAST_APPLIED_ANNOTATION,
-  lastAppliedWithoutKey,
-  type OwnedAccessKey,
-} from '../../api/ownedaccesskey.ts';
+import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import type { Scope } from '../../api/scope.ts';
 import { badRequest, forbidden, invalid, type StatusCause, type StatusError } from '../../api/status.ts';
+import { scopeWithin } from '../../authz/scope.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { type AccessKeyLifetimeLimits, accessKeyExpiry } from '../../identity/expiry.ts';
 import { GROUP_ADMINS } from '../../identity/groups.ts';
 import {
   generateAccessKey,
@@ -13,15 +13,20 @@ import {
   parseAccessKey,
   type RandomBytes,
 } from '../../identity/keys.ts';
+import { redactAccessKey } from '../proxy/redact.ts';
 
 /**
  * `ownedaccesskeys` through the gateway, pure parts. A caller sees and manages only its own keys
  * (the keys whose `spec.user`, `spec.team` or `spec.subject` is the caller, by the kind of
  * identity its key has); platform admins (group `platform:admins`) manage every key, with RBAC
- * deciding as for any other resource. A non-admin may not hand a key more than it has: its
- * extra `spec.groups` must be groups the caller already has, and its type is a user-managed one.
- * Creating a key mints it (or takes a supplied `spec.key`), and the answer carries the plaintext
- * exactly once, in `spec.key`; the admission webhook stores only its keyed hash.
+ * deciding as for any other resource.
+ *
+ * What a non-admin writes is checked on exactly the object that is then stored
+ * ({@link checkOwnKeyCreate}, {@link checkOwnKeyChange}): it stays the caller's, of a
+ * user-managed type; it never sets or changes `spec.identity` (what a login connector said) or
+ * `spec.groups` (extra groups the key acts with); its scope never widens, neither beyond what the
+ * key had nor beyond the caller's own key. Every key minted through the gateway ends no later
+ * than the key that minted it ({@link capKeyLifetime}).
  */
 
 export const USER_MANAGED_TYPES: readonly string[] = ['', 'User', 'Other'];
@@ -59,36 +64,129 @@ export function ownerFieldSelector(identity: AuthenticatedIdentity, clientSelect
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+const specOf = (object: unknown): Record<string, unknown> =>
+  isObject(object) && isObject(object.spec) ? object.spec : {};
+
+const isEmpty = (value: unknown) =>
+  value === undefined ||
+  value === null ||
+  (Array.isArray(value) && value.length === 0) ||
+  (isObject(value) && Object.keys(value).length === 0);
+
 /**
- * What a non-admin may write into one of its keys: owned by itself, a user-managed type, extra
- * groups it already has. Returns the refusal, or undefined.
+ * A key a non-admin creates: its own, of a user-managed type, without `spec.identity` or
+ * `spec.groups`, and scoped no wider than the caller's own key.
  */
-export function checkOwnKeyWrite(
+export function checkOwnKeyCreate(
   identity: AuthenticatedIdentity,
   object: Record<string, unknown>,
 ): StatusError | undefined {
-  const spec = isObject(object.spec) ? object.spec : {};
+  const spec = specOf(object);
   if (!ownsKey(identity, { spec })) {
     return forbidden(
       `an access key may only be created for or changed by its owner (${ownerField(identity)} "${identity.name}")`,
     );
   }
-  const type = spec.type;
-  if (type !== undefined && !(typeof type === 'string' && USER_MANAGED_TYPES.includes(type))) {
+  if (spec.type !== undefined && !(typeof spec.type === 'string' && USER_MANAGED_TYPES.includes(spec.type))) {
     return forbidden('only platform admins may manage access keys of a platform-managed type');
   }
-  const groups = spec.groups;
-  if (groups !== undefined) {
-    if (!Array.isArray(groups))
-      return invalid('OwnedAccessKey', nameOf(object), [
-        { field: 'spec.groups', reason: 'FieldValueInvalid', message: 'must be a list of strings' },
-      ]);
-    const extra = groups.filter((group) => typeof group !== 'string' || !identity.groups.includes(group));
-    if (extra.length > 0) {
-      return forbidden('spec.groups may only list groups the caller already has');
+  if (!isEmpty(spec.identity))
+    return forbidden('spec.identity is set by the platform at login, never by the key owner');
+  if (!isEmpty(spec.groups))
+    return forbidden('only platform admins may give an access key extra groups (spec.groups)');
+  if (!scopeWithin(spec.scope as Scope | undefined, identity.accessKey.scope)) {
+    return forbidden('the scope of a new key may only narrow the scope of the key that creates it');
+  }
+  return undefined;
+}
+
+/**
+ * A non-admin's change of one of its keys, judged on the object as it would be stored (`next`)
+ * against the stored one (`current`): still its own and of a user-managed type; `spec.identity`
+ * and `spec.groups` unchanged; a changed scope within both the key's current scope and the
+ * caller's; a changed lifetime ending no later than the caller's key.
+ */
+export function checkOwnKeyChange(
+  identity: AuthenticatedIdentity,
+  current: Record<string, unknown>,
+  next: Record<string, unknown>,
+  limits: AccessKeyLifetimeLimits,
+): StatusError | undefined {
+  const before = specOf(current);
+  const after = specOf(next);
+  if (!ownsKey(identity, { spec: after })) {
+    return forbidden(
+      `an access key may only be created for or changed by its owner (${ownerField(identity)} "${identity.name}")`,
+    );
+  }
+  if (
+    after.type !== undefined &&
+    !(typeof after.type === 'string' && USER_MANAGED_TYPES.includes(after.type))
+  ) {
+    return forbidden('only platform admins may manage access keys of a platform-managed type');
+  }
+  if (!isDeepStrictEqual(before.identity, after.identity)) {
+    return forbidden('spec.identity is set by the platform at login, never by the key owner');
+  }
+  if (!isDeepStrictEqual(before.groups ?? [], after.groups ?? [])) {
+    return forbidden('only platform admins may change the extra groups of an access key (spec.groups)');
+  }
+  if (!isDeepStrictEqual(before.scope, after.scope)) {
+    const scope = after.scope as Scope | undefined;
+    if (
+      !scopeWithin(scope, before.scope as Scope | undefined) ||
+      !scopeWithin(scope, identity.accessKey.scope)
+    ) {
+      return forbidden(
+        'the scope of a key may only narrow, never beyond the scope of the key that changes it',
+      );
+    }
+  }
+  const callerEnds = identity.accessKey.expiresAt;
+  const lifetimeChanged =
+    before.ttl !== after.ttl || before.ttlAfterLastActivity !== after.ttlAfterLastActivity;
+  if (lifetimeChanged && callerEnds !== null) {
+    const ends = safeExpiry(next, limits);
+    if (after.ttlAfterLastActivity === true || ends === undefined || ends === null || ends > callerEnds) {
+      return forbidden(
+        `a key's lifetime may only be changed to end no later than the key that changes it (${callerEnds.toISOString()})`,
+      );
     }
   }
   return undefined;
+}
+
+function safeExpiry(
+  object: Record<string, unknown>,
+  limits: AccessKeyLifetimeLimits,
+): Date | null | undefined {
+  try {
+    return accessKeyExpiry(object as unknown as OwnedAccessKey, limits);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every key minted through the gateway ends no later than the key of the caller that minted it:
+ * when the caller's key expires, the new key's `ttl` (seconds from its creation) is cut to what
+ * is left of the caller's, and its life cannot be stretched by activity. The warning says so.
+ */
+export function capKeyLifetime(
+  spec: Record<string, unknown>,
+  callerEnds: Date | null,
+  now: number,
+): { spec: Record<string, unknown>; warning: string | undefined } {
+  if (callerEnds === null) return { spec, warning: undefined };
+  const left = Math.max(1, Math.floor((callerEnds.getTime() - now) / 1000));
+  const requested = typeof spec.ttl === 'number' && spec.ttl > 0 ? spec.ttl : undefined;
+  if (requested !== undefined && requested <= left && spec.ttlAfterLastActivity !== true) {
+    return { spec, warning: undefined };
+  }
+  return {
+    spec: { ...spec, ttl: Math.min(requested ?? left, left), ttlAfterLastActivity: false },
+    warning: `spec.ttl set to ${Math.min(requested ?? left, left)} seconds: a key ends no later than the key that created it`,
+  };
 }
 
 const nameOf = (object: Record<string, unknown>) => {
@@ -105,11 +203,9 @@ export interface PreparedKeyCreate {
   readonly object: Record<string, unknown>;
   /** The plaintext key, for the answer only. */
   readonly plaintext: string;
-  /** The prefix to generate names from, when the body gave no name. */
-  readonly generateName: string | undefined;
 }
 
-/** Checks a create body and mints the key. */
+/** Checks a create body and mints the key (or takes the supplied `spec.key`); names come from `generateName`. */
 export function prepareKeyCreate(
   body: Record<string, unknown>,
   identity: AuthenticatedIdentity,
@@ -154,65 +250,17 @@ export function prepareKeyCreate(
   if (owners.length === 0) spec[ownerField(identity)] = identity.name;
   spec.type ??= 'User';
   spec.key = plaintext;
-  const name = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : undefined;
-  const generateName = name
-    ? undefined
-    : typeof metadata.generateName === 'string' && metadata.generateName !== ''
-      ? metadata.generateName
-      : DEFAULT_KEY_NAME_PREFIX;
-  delete metadata.generateName;
+  const hasName = typeof metadata.name === 'string' && metadata.name !== '';
+  if (!hasName && !(typeof metadata.generateName === 'string' && metadata.generateName !== '')) {
+    metadata.generateName = DEFAULT_KEY_NAME_PREFIX;
+  }
   return {
     object: { ...body, apiVersion: GROUP_VERSION, kind: 'OwnedAccessKey', metadata, spec },
     plaintext,
-    generateName,
   };
 }
 
-/** Removes what never leaves the platform (`spec.identity.connectorData`, a stray `spec.key`) from a key object. */
-export function sanitizeKey<T>(key: T): T {
-  if (!isObject(key) || !isObject(key.spec)) return key;
-  const { key: _key, ...spec } = key.spec;
-  if (isObject(spec.identity) && 'connectorData' in spec.identity) {
-    const { connectorData: _data, ...identity } = spec.identity;
-    spec.identity = identity;
-  }
-  return { ...key, ...withoutAppliedKey(key.metadata), spec } as T;
-}
-
-/** Objects applied before admission cleaned the annotation may still hold a key in it. */
-function withoutAppliedKey(metadata: unknown): { metadata?: Record<string, unknown> } {
-  if (!isObject(metadata) || !isObject(metadata.annotations)) return {};
-  const applied = metadata.annotations[LAST_APPLIED_ANNOTATION];
-  if (typeof applied !== 'string') return {};
-  const cleaned = lastAppliedWithoutKey(applied);
-  if (cleaned === applied) return {};
-  const { [LAST_APPLIED_ANNOTATION]: _applied, ...annotations } = metadata.annotations;
-  return {
-    metadata: {
-      ...metadata,
-      annotations:
-        cleaned === undefined ? annotations : { ...annotations, [LAST_APPLIED_ANNOTATION]: cleaned },
-    },
-  };
-}
-
-/** {@link sanitizeKey} over whatever an apiserver answer holds: an object, a list, a table, a watch event. */
-export function sanitizeKeys(value: unknown): unknown {
-  if (!isObject(value)) return value;
-  if (value.kind === 'OwnedAccessKey') return sanitizeKey(value);
-  if (Array.isArray(value.items)) return { ...value, items: value.items.map(sanitizeKeys) };
-  if (value.kind === 'Table' && Array.isArray(value.rows)) {
-    return {
-      ...value,
-      rows: value.rows.map((row) => (isObject(row) ? { ...row, object: sanitizeKeys(row.object) } : row)),
-    };
-  }
-  if (typeof value.type === 'string' && isObject(value.object))
-    return { ...value, object: sanitizeKeys(value.object) };
-  return value;
-}
-
-/** `users/<u>/accesskeys` or `teams/<t>/accesskeys`: the owner's keys, sanitized, by name. */
+/** `users/<u>/accesskeys` or `teams/<t>/accesskeys`: the owner's keys, redacted, by name. */
 export function ownerAccessKeys(
   kind: 'UserAccessKeys' | 'TeamAccessKeys',
   name: string,
@@ -221,7 +269,7 @@ export function ownerAccessKeys(
   const field = kind === 'UserAccessKeys' ? 'user' : 'team';
   const accessKeys = keys
     .filter((key) => key.spec[field] === name)
-    .map((key) => sanitizeKey({ ...key, apiVersion: GROUP_VERSION, kind: 'OwnedAccessKey' }))
+    .map((key) => redactAccessKey({ ...key, apiVersion: GROUP_VERSION, kind: 'OwnedAccessKey' }))
     .sort((a, b) => ((a.metadata.name ?? '') < (b.metadata.name ?? '') ? -1 : 1));
   return { apiVersion: GROUP_VERSION, kind, metadata: { name }, accessKeys };
 }

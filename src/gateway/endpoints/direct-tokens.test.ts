@@ -11,17 +11,26 @@ import {
 } from '../../identity/signing-keys.ts';
 import { FakeClock } from '../../runtime/fake-clock.ts';
 import {
-  directTokenHandler,
+  directTokensEndpoint,
   JWKS_PATH,
   OPENID_CONFIGURATION_PATH,
-  oidcDocument,
+  oidcEndpoints,
   SigningKeyRing,
 } from './direct-tokens.ts';
-import type { VirtualRequest } from '../virtual/extension.ts';
+import type { GatewayRequest } from './endpoint.ts';
+
+/** A public document as its endpoint serves it. */
+async function oidcDocument(path: string, issuer: string, ring: SigningKeyRing): Promise<unknown> {
+  const endpoint = oidcEndpoints('', () => issuer, ring).find(
+    (candidate) => candidate.route.kind === 'path' && candidate.route.path === path,
+  );
+  const answer = await endpoint?.handle({} as GatewayRequest);
+  return answer && 'body' in answer ? JSON.parse(String(answer.body)) : undefined;
+}
 
 const ISSUER = 'https://platform.example';
 
-async function setup(scope?: AuthenticatedIdentity['accessKey']['scope']) {
+async function setup(scope?: AuthenticatedIdentity['accessKey']['scope'], expiresAt: Date | null = null) {
   const clock = new FakeClock();
   let reads = 0;
   const ring = await rotateKeyRing([], clock.now(), DEFAULT_ROTATION_POLICY, generateSigningKey);
@@ -32,7 +41,7 @@ async function setup(scope?: AuthenticatedIdentity['accessKey']['scope']) {
     },
   } as unknown as SigningKeyStore;
   const keyRing = new SigningKeyRing({ keys, clock, ringCacheMs: 30_000 });
-  const handler = directTokenHandler({
+  const handler = directTokensEndpoint({
     ring: keyRing,
     clock,
     issuer: () => ISSUER,
@@ -44,13 +53,17 @@ async function setup(scope?: AuthenticatedIdentity['accessKey']['scope']) {
     username: 'alice',
     groups: ['platform:authenticated', 'platform:user:alice'],
     uid: 'uid-a',
-    accessKey: { name: 'k', id: 'i', type: 'User', scope, expiresAt: null },
+    accessKey: { name: 'k', id: 'i', type: 'User', scope, expiresAt },
   };
-  const call = (body: unknown) => handler({ identity, body } as unknown as VirtualRequest);
+  const call = async (body: unknown) => {
+    const answer = await handler.handle({ identity, object: () => body } as unknown as GatewayRequest);
+    if (!('object' in answer)) throw new Error('not an object answer');
+    return { code: answer.code, body: answer.object };
+  };
   return { clock, handler, call, keyRing, ring, reads: () => reads };
 }
 
-describe('directTokenHandler', () => {
+describe('directTokensEndpoint', () => {
   it('answers 201 with a token that verifies against the published JWKS, ttl capped by the config', async () => {
     const { call, keyRing, clock } = await setup();
     const response = await call({ spec: { ttl: 3600, scope: { clusters: [{ cluster: 'east' }] } } });
@@ -69,6 +82,29 @@ describe('directTokenHandler', () => {
       issuer: ISSUER,
       jwks_uri: `${ISSUER}${JWKS_PATH}`,
     });
+  });
+
+  it('ends no later than the caller key', async () => {
+    const clock = new FakeClock();
+    const { call, keyRing } = await setup(undefined, new Date(clock.now() + 120_000));
+    const response = await call({ spec: { ttl: 3600 } });
+    const token = (response.body as { status: { token: string } }).status.token;
+    const jwks = (await oidcDocument(JWKS_PATH, ISSUER, keyRing)) as Parameters<typeof createLocalJWKSet>[0];
+    const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
+      issuer: ISSUER,
+      currentDate: new Date(clock.now()),
+    });
+    expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(120);
+  });
+
+  it('refuses a wildcard inside a name: it would widen the audience to the whole platform', async () => {
+    const { call } = await setup();
+    await expect(call({ spec: { scope: { clusters: [{ cluster: 'x*' }] } } })).rejects.toMatchObject({
+      code: 403,
+    });
+    await expect(
+      call({ spec: { scope: { virtualClusters: [{ project: 'p', virtualCluster: 'd*v' }] } } }),
+    ).rejects.toMatchObject({ code: 403 });
   });
 
   it('refuses a scope wider than the key, and an invalid body, as Status errors', async () => {

@@ -1,9 +1,12 @@
-import type { Scope } from '../../api/scope.ts';
-import { badRequest, notFound, type StatusError } from '../../api/status.ts';
+import { canonicalScopeRole, type Scope } from '../../api/scope.ts';
+import { badRequest, forbidden, notFound, StatusError } from '../../api/status.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { checkScope, scopeNarrows } from '../../authz/scope.ts';
 import type { AuthenticatedIdentity, AuthenticationResult } from '../../identity/authenticate.ts';
-import { ACCESS_KEY_EXTRA } from '../proxy/upstream.ts';
+import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../pipeline/authenticate.ts';
+import { type AuthFailureLimiter, keySubject } from '../pipeline/throttle.ts';
+import { ACCESS_KEY_EXTRA } from '../proxy/impersonation.ts';
+import type { GatewayEndpoint } from './endpoint.ts';
 
 /**
  * The TokenReview webhook (`authentication.k8s.io/v1`, the webhook token authenticator protocol)
@@ -19,6 +22,14 @@ import { ACCESS_KEY_EXTRA } from '../proxy/upstream.ts';
  * (malformed, unknown, wrong, disabled, expired keys, or out of scope), never with a reason that
  * tells one from the other. The reviewing cluster's own RBAC then decides, on the same
  * `platform:user:<u>` and `platform:team:<t>` groups as the management API.
+ *
+ * The reviewing apiserver authenticates itself (docs/trust.md): its webhook kubeconfig carries a
+ * reviewer credential, an access key whose scope holds the role `agent` and lists the cluster in
+ * `clusters` (a connected cluster), or holds the role `vcluster` with an entry covering the
+ * virtual cluster ({@link reviewerAllowed}). Anyone else gets 401 or 403 and reviews nothing. The
+ * reviewed tokens' failures count per key id only (the reviewer speaks for many clients), and a
+ * key whose secret verifies is accepted whatever failures others made with its id: bogus reviews
+ * cannot turn valid keys away.
  */
 
 export const TOKEN_REVIEW_BASE = '/kubernetes/tokenreview';
@@ -168,4 +179,86 @@ export function reviewDecision(
   return scopeAdmitsTarget(result.identity.accessKey.scope, target, projectNamespacePrefix)
     ? result.identity
     : undefined;
+}
+
+/**
+ * Whether a reviewer credential's scope may review tokens for `target`: the role `agent` and the
+ * cluster in the scope's `clusters` (`*` for every cluster), or the role `vcluster` in an entry
+ * whose `projects` and `virtualClusters` (each: empty = all, `*` = all) cover the virtual cluster.
+ */
+export function reviewerAllowed(scope: Scope | undefined, target: ReviewTarget): boolean {
+  const roles = scope?.roles ?? [];
+  const covers = (names: readonly string[] | undefined, name: string) =>
+    names === undefined || names.length === 0 || names.includes('*') || names.includes(name);
+  if (target.kind === 'Cluster') {
+    return (
+      roles.some((entry) => canonicalScopeRole(entry.role) === 'agent') &&
+      (scope?.clusters ?? []).some((entry) => entry.cluster === '*' || entry.cluster === target.cluster)
+    );
+  }
+  return roles.some(
+    (entry) =>
+      canonicalScopeRole(entry.role) === 'vcluster' &&
+      covers(entry.projects, target.project) &&
+      covers(entry.virtualClusters, target.virtualCluster),
+  );
+}
+
+export interface TokenReviewDeps {
+  readonly authenticator: KeyAuthenticator;
+  readonly failures: AuthFailureLimiter;
+  readonly projectNamespacePrefix: () => string;
+}
+
+/** `POST /kubernetes/tokenreview/...`: the webhook, for authenticated reviewers. */
+export function tokenReviewEndpoint(deps: TokenReviewDeps): GatewayEndpoint {
+  return {
+    name: 'tokenreview',
+    route: {
+      kind: 'path',
+      path: TOKEN_REVIEW_BASE,
+      prefix: true,
+      methods: ['POST'],
+      attributes: (method, path) => ({
+        target: 'Management',
+        verb: method === 'POST' ? 'create' : method.toLowerCase(),
+        resourceRequest: true,
+        apiGroup: 'authentication.k8s.io',
+        resource: 'tokenreviews',
+        subresource: '',
+        name: '',
+        namespace: '',
+        path,
+      }),
+    },
+    authentication: 'key',
+    scope: 'handler',
+    sensitive: true,
+    handle: async (request) => {
+      const target = reviewTarget(request.path.slice(TOKEN_REVIEW_BASE.length));
+      if (target instanceof StatusError) throw target;
+      const reviewer = request.identity;
+      if (!reviewer || !reviewerAllowed(reviewer.accessKey.scope, target)) {
+        throw forbidden(
+          'this access key is no reviewer credential for this cluster: see docs/trust.md (role agent with the cluster in clusters, or role vcluster)',
+        );
+      }
+      const review = parseTokenReview(request.object());
+      if (review instanceof StatusError) throw review;
+      const keyId = keyIdOf(review.token);
+      const subject = keyId === undefined ? undefined : keySubject(keyId);
+      const result = await authenticateToken(
+        deps.authenticator,
+        review.token,
+        deps.failures.mayBeBlocked(undefined, subject),
+      );
+      if (!result.ok) await deps.failures.failed(undefined, subject);
+      const identity = reviewDecision(result, target, deps.projectNamespacePrefix());
+      return {
+        code: 200,
+        object: tokenReviewResponse(review, identity),
+        auditAnnotations: { 'authentication.platform/authenticated': String(identity !== undefined) },
+      };
+    },
+  };
 }

@@ -1,5 +1,11 @@
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { badRequest, notAcceptable, StatusError, unsupportedMediaType } from '../../api/status.ts';
+import {
+  badRequest,
+  notAcceptable,
+  requestEntityTooLarge,
+  StatusError,
+  unsupportedMediaType,
+} from '../../api/status.ts';
 
 /**
  * Request and response bodies, pure: media types, YAML and JSON decoding, JSON patch checks,
@@ -227,4 +233,46 @@ export function encodeBody(value: unknown, format: ResponseFormat): { body: stri
   return format === 'yaml'
     ? { body: stringifyYaml(value, { aliasDuplicateObjects: false }), contentType: 'application/yaml' }
     : { body: JSON.stringify(value), contentType: 'application/json' };
+}
+
+/** A decoded request body: an object (create, update, delete options) or a patch. */
+export type RequestBody = Record<string, unknown> | ParsedPatch;
+
+/** Decodes the body of a resource request by its verb (a patch for `patch`, an object otherwise). */
+export function decodeRequestBody(
+  bytes: Uint8Array,
+  contentType: string | undefined,
+  verb: string,
+): RequestBody | StatusError {
+  if (verb === 'patch') return parsePatchBody(bytes, contentType);
+  return parseObjectBody(bytes, contentType ?? (verb === 'delete' ? 'application/json' : undefined));
+}
+
+/** The Content-Type of a patch of this type. */
+export function patchContentType(patch: ParsedPatch): string {
+  return patch.type === 'json'
+    ? 'application/json-patch+json'
+    : patch.type === 'merge'
+      ? 'application/merge-patch+json'
+      : 'application/apply-patch+yaml';
+}
+
+const FORWARDED_QUERY = /^[\x21-\x7e]*$/;
+
+/** The query of a request as it is passed on (kube-apiserver validates it); re-encoded when it holds other bytes. */
+export function forwardedSearch(search: string): string {
+  if (search === '' || search === '?') return '';
+  return FORWARDED_QUERY.test(search) ? search : `?${new URLSearchParams(search.slice(1)).toString()}`;
+}
+
+/** Reads a request body, at most `limit` bytes (413 beyond). */
+export async function readRequestBody(stream: AsyncIterable<Buffer>, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    size += chunk.length;
+    if (size > limit) throw requestEntityTooLarge(limit);
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
 }

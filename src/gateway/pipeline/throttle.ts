@@ -1,11 +1,21 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { accessKeyExpired, StatusError, tooManyRequests, unauthorized } from '../../api/status.ts';
+import { AccessKeyExpired, type AuthenticationFailure } from '../../identity/authenticate.ts';
+import { keyIdOf } from './authenticate.ts';
 
 /**
- * Limits on failed authentications (DESIGN.md section 5, 429): per source address and per key id
- * (the public part of a presented key), so that neither one client guessing many keys nor many
- * clients guessing one key's secret get far. Counting is in memory per replica
- * (rate-limiter-flexible's `RateLimiterMemory`); a blocked source or key gets 429 with
- * `Retry-After` before any key lookup, whatever it presents.
+ * The throttle stage: limits on failed authentications (DESIGN.md section 5, 429) and on
+ * concurrent watches per identity.
+ *
+ * Failures are counted per source address (the client, trusted proxies resolved) and per
+ * subject (`key:<id>`, the public part of a presented key, or `user:<name>` for a password
+ * login), so that neither one client guessing many keys nor many clients guessing one key's
+ * secret get far. Only failing attempts are throttled: a key whose secret verifies is accepted
+ * whatever failures others made from its source or with its id (a wrong secret sent with a
+ * victim's public id cannot lock the victim out). A caller with recent failures is judged on the
+ * caches alone (no apiserver reads for it), and a failure past a limit is answered 429 with
+ * `Retry-After` instead of 401. Counting is in memory per replica (rate-limiter-flexible's
+ * `RateLimiterMemory`).
  */
 
 export interface FailureLimit {
@@ -68,36 +78,40 @@ export class AuthFailureLimiter {
   }
 
   /**
-   * False when neither the source nor the key id failed recently, so that {@link blockedFor}
-   * would answer undefined; true when it must be asked.
+   * False when neither the source nor the subject failed recently, so that {@link blockedFor}
+   * would answer undefined; true when it must be asked. An undefined source is not counted (a
+   * reviewing apiserver speaks for many clients).
    */
-  mayBeBlocked(source: string, keyId: string | undefined): boolean {
+  mayBeBlocked(source: string | undefined, subject: string | undefined): boolean {
     if (this.recent.size === 0) return false;
     const now = this.now();
     const recent = (entry: string) => (this.recent.get(entry) ?? 0) > now;
-    return recent(`s:${source}`) || (keyId !== undefined && recent(`k:${keyId}`));
+    return (
+      (source !== undefined && recent(`s:${source}`)) || (subject !== undefined && recent(`k:${subject}`))
+    );
   }
 
-  /** Seconds the caller must wait when the source or the key id is blocked; undefined when neither is. */
-  async blockedFor(source: string, keyId: string | undefined): Promise<number | undefined> {
+  /** Seconds the caller must wait when the source or the subject is blocked; undefined when neither is. */
+  async blockedFor(source: string | undefined, subject: string | undefined): Promise<number | undefined> {
+    if (!this.mayBeBlocked(source, subject)) return undefined;
     const waits = await Promise.all([
-      this.wait(this.bySource, this.limits.perSource, source),
-      keyId === undefined ? undefined : this.wait(this.byKey, this.limits.perKey, keyId),
+      source === undefined ? undefined : this.wait(this.bySource, this.limits.perSource, source),
+      subject === undefined ? undefined : this.wait(this.byKey, this.limits.perKey, subject),
     ]);
     const longest = Math.max(...waits.map((wait) => wait ?? 0));
     return longest > 0 ? longest : undefined;
   }
 
-  /** Counts a failed authentication; returns the wait when this failure crossed a limit. */
-  async failed(source: string, keyId: string | undefined): Promise<number | undefined> {
+  /** Counts a failed attempt; returns the wait when this failure crossed a limit. */
+  async failed(source: string | undefined, subject: string | undefined): Promise<number | undefined> {
     const now = this.now();
-    this.recent.set(`s:${source}`, now + horizonMs(this.limits.perSource));
-    if (keyId !== undefined) this.recent.set(`k:${keyId}`, now + horizonMs(this.limits.perKey));
+    if (source !== undefined) this.recent.set(`s:${source}`, now + horizonMs(this.limits.perSource));
+    if (subject !== undefined) this.recent.set(`k:${subject}`, now + horizonMs(this.limits.perKey));
     await Promise.all([
-      this.count(this.bySource, source),
-      keyId === undefined ? undefined : this.count(this.byKey, keyId),
+      source === undefined ? undefined : this.count(this.bySource, source),
+      subject === undefined ? undefined : this.count(this.byKey, subject),
     ]);
-    return this.blockedFor(source, keyId);
+    return this.blockedFor(source, subject);
   }
 
   private async wait(
@@ -117,5 +131,107 @@ export class AuthFailureLimiter {
       // Over the limit: the limiter blocks the key; anything else is a bug worth surfacing.
       if (!(err instanceof RateLimiterRes)) throw err;
     }
+  }
+}
+
+/** The throttling subject of a presented key: its public id. */
+export const keySubject = (keyId: string) => `key:${keyId}`;
+/** The throttling subject of a password login. */
+export const userSubject = (user: string) => `user:${user}`;
+
+export interface WatchLimits {
+  /** Concurrent watches one identity (username) may hold; one more is answered 429. */
+  readonly perIdentity: number;
+  /** The longest watch: a client's `timeoutSeconds` is cut to this, and set to it when absent. */
+  readonly maxTimeoutSeconds: number;
+}
+
+export const DEFAULT_WATCH_LIMITS: WatchLimits = { perIdentity: 64, maxTimeoutSeconds: 1800 };
+
+/** Concurrent watches per identity. */
+export class WatchSlots {
+  private readonly held = new Map<string, number>();
+
+  constructor(private readonly limit: number) {}
+
+  /** A slot for `identity`, with the function that gives it back (once), or undefined when none is free. */
+  acquire(identity: string): (() => void) | undefined {
+    const count = this.held.get(identity) ?? 0;
+    if (count >= this.limit) return undefined;
+    this.held.set(identity, count + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const now = (this.held.get(identity) ?? 1) - 1;
+      if (now <= 0) this.held.delete(identity);
+      else this.held.set(identity, now);
+    };
+  }
+
+  /** Watches `identity` holds now. */
+  count(identity: string): number {
+    return this.held.get(identity) ?? 0;
+  }
+}
+
+/**
+ * The `timeoutSeconds` a watch is sent upstream with: the client's, at most `max`; `max` when
+ * absent or 0 (the apiserver's "its own default"). A value that is no number is passed on, for
+ * the apiserver to refuse.
+ */
+export function cappedWatchTimeout(requested: string | null, max: number): string {
+  if (requested === null || requested === '') return String(max);
+  if (!/^\d{1,12}$/.test(requested)) return requested;
+  const value = Number(requested);
+  return String(value === 0 ? max : Math.min(value, max));
+}
+
+/** The throttle stage's decisions for one gateway. */
+export class Throttle {
+  private readonly slots: WatchSlots;
+
+  constructor(
+    readonly failures: AuthFailureLimiter,
+    readonly watches: WatchLimits = DEFAULT_WATCH_LIMITS,
+  ) {
+    this.slots = new WatchSlots(watches.perIdentity);
+  }
+
+  /**
+   * Whether a caller presenting `token` from `source` is judged on the caches alone: it (its
+   * source or its key id) failed recently. Synchronous; false in the common case at no cost.
+   */
+  cachedOnly(source: string | undefined, token: string): boolean {
+    if (!this.failures.watching()) return false;
+    const keyId = keyIdOf(token);
+    return this.failures.mayBeBlocked(source, keyId === undefined ? undefined : keySubject(keyId));
+  }
+
+  /**
+   * The answer to a failed authentication, after counting it: 429 with `Retry-After` once the
+   * source or the key id is over its limit, 401 otherwise ("expired" said as such).
+   */
+  async refusal(
+    source: string | undefined,
+    failure: AuthenticationFailure,
+    keyId: string | undefined,
+  ): Promise<StatusError> {
+    const wait = await this.failures.failed(source, keyId === undefined ? undefined : keySubject(keyId));
+    if (wait !== undefined) return tooManyRequests(wait);
+    return failure instanceof AccessKeyExpired ? accessKeyExpired() : unauthorized();
+  }
+
+  /** A watch slot of `identity` (given back by the returned function), or 429 when it holds all. */
+  watchSlot(identity: string): (() => void) | StatusError {
+    const release = this.slots.acquire(identity);
+    if (release) return release;
+    return new StatusError(
+      429,
+      'TooManyRequests',
+      `too many concurrent watches for this user (at most ${this.watches.perIdentity}); close some first`,
+      { retryAfterSeconds: 1 },
+      { 'Retry-After': '1' },
+    );
   }
 }

@@ -1,20 +1,16 @@
 import type https from 'node:https';
 import type { Readable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { Pool } from 'undici';
-import { forbidden, StatusError, serviceUnavailable } from '../../api/status.ts';
-import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { errors, Pool } from 'undici';
+import { StatusError, serviceUnavailable } from '../../api/status.ts';
 
 /**
- * The connection to kube-apiserver: one undici connection pool with the operator's TLS material
- * and credentials (refreshed in the background, so rotating service-account tokens are picked
- * up), and the impersonation headers that make every proxied call run as the key's identity, so
- * that Kubernetes RBAC decides. The operator's identity needs only the `impersonate` verb on
- * users, groups and `userextras/management.platform/access-key` for this.
+ * The connection to kube-apiserver, with the gateway's TLS material and credentials (refreshed in
+ * the background, so rotating service-account tokens are picked up): two undici connection pools,
+ * one for ordinary requests and one for streams (watches). A watch holds its connection for as
+ * long as it lasts, so watches never wait for, nor make others wait for, a connection of the
+ * other pool; how many watches one identity may hold is the throttle stage's limit.
  */
-
-/** The extra (`user.extra`) naming the access key a request was made with. */
-export const ACCESS_KEY_EXTRA = 'management.platform/access-key';
 
 export type HeaderMap = Record<string, string | string[]>;
 
@@ -27,7 +23,7 @@ export interface UpstreamRequest {
   readonly headers?: HeaderMap;
   readonly body?: string | Buffer;
   readonly signal?: AbortSignal;
-  /** Streams (watch) have no body timeout. */
+  /** A stream (watch): sent on the stream pool, without a body timeout. */
   readonly stream?: boolean;
 }
 
@@ -42,32 +38,19 @@ export interface UpstreamResponse {
 }
 
 export interface UpstreamOptions {
-  /** Sockets to the apiserver. Default 64. */
+  /** Sockets to the apiserver for ordinary requests. Default 64. */
   readonly connections?: number;
+  /** Sockets to the apiserver for watches (one per watch). Default 2048. */
+  readonly streamConnections?: number;
   /** Time to the response headers (and between body chunks) for ordinary requests. Default 60 s. */
   readonly timeoutMs?: number;
   /** How often credentials are re-read from the kubeconfig. Default 60 s. */
   readonly credentialRefreshMs?: number;
 }
 
-/** Header values must be visible ASCII; an identity that is not cannot be impersonated. */
-const HEADER_VALUE = /^[\x20-\x7e]*$/;
-
-/** The headers that make kube-apiserver act as `identity`. */
-export function impersonationHeaders(identity: AuthenticatedIdentity): HeaderMap | StatusError {
-  const values = [identity.username, ...identity.groups, identity.accessKey.name];
-  if (!values.every((value) => HEADER_VALUE.test(value)) || identity.username === '') {
-    return forbidden('the access key identity cannot be represented in a request to the cluster');
-  }
-  return {
-    'impersonate-user': identity.username,
-    ...(identity.groups.length > 0 ? { 'impersonate-group': [...identity.groups] } : {}),
-    [`impersonate-extra-${encodeURIComponent(ACCESS_KEY_EXTRA)}`]: identity.accessKey.name,
-  };
-}
-
 export class Upstream {
   private readonly pool: Pool;
+  private readonly streams: Pool;
   private readonly prefix: string;
   private authorization: string | undefined;
   private refreshedAt = 0;
@@ -87,22 +70,25 @@ export class Upstream {
     this.refreshMs = options.credentialRefreshMs ?? 60_000;
     this.authorization = authorization;
     this.refreshedAt = Date.now();
-    this.pool = new Pool(server.origin, {
-      connections: options.connections ?? 64,
-      pipelining: 1,
-      // HTTP/1.1 only. undici 8 offers HTTP/2 by default, and its HTTP/2 client joins the values
-      // of a repeated header with ", ": kube-apiserver would read one group named
-      // "platform:admins, platform:authenticated" instead of several `Impersonate-Group`s.
-      allowH2: false,
-      keepAliveTimeout: 30_000,
-      connect: {
-        ...(tls.ca ? { ca: tls.ca } : {}),
-        ...(tls.cert ? { cert: tls.cert } : {}),
-        ...(tls.key ? { key: tls.key } : {}),
-        ...(tls.rejectUnauthorized !== undefined ? { rejectUnauthorized: tls.rejectUnauthorized } : {}),
-        ...(tls.servername ? { servername: tls.servername } : {}),
-      },
-    });
+    const pool = (connections: number) =>
+      new Pool(server.origin, {
+        connections,
+        pipelining: 1,
+        // HTTP/1.1 only. undici 8 offers HTTP/2 by default, and its HTTP/2 client joins the values
+        // of a repeated header with ", ": kube-apiserver would read one group named
+        // "platform:admins, platform:authenticated" instead of several `Impersonate-Group`s.
+        allowH2: false,
+        keepAliveTimeout: 30_000,
+        connect: {
+          ...(tls.ca ? { ca: tls.ca } : {}),
+          ...(tls.cert ? { cert: tls.cert } : {}),
+          ...(tls.key ? { key: tls.key } : {}),
+          ...(tls.rejectUnauthorized !== undefined ? { rejectUnauthorized: tls.rejectUnauthorized } : {}),
+          ...(tls.servername ? { servername: tls.servername } : {}),
+        },
+      });
+    this.pool = pool(options.connections ?? 64);
+    this.streams = pool(options.streamConnections ?? 2048);
   }
 
   static async create(kubeConfig: KubeConfig, options: UpstreamOptions = {}): Promise<Upstream> {
@@ -116,7 +102,7 @@ export class Upstream {
     this.maybeRefresh();
     const headers: HeaderMap = { ...request.headers };
     if (this.authorization) headers.authorization = this.authorization;
-    const response = await this.pool.request({
+    const response = await (request.stream ? this.streams : this.pool).request({
       method: request.method,
       path: `${this.prefix}${request.path}${request.search ?? ''}`,
       headers,
@@ -145,7 +131,7 @@ export class Upstream {
   }
 
   async close(): Promise<void> {
-    await this.pool.close();
+    await Promise.all([this.pool.close(), this.streams.destroy()]);
   }
 
   private maybeRefresh(): void {
@@ -177,11 +163,10 @@ async function credentials(
 }
 
 /** A failed apiserver call as the answer to the client: 499 when the client left, 504 on a timeout, 503 otherwise. */
-export function upstreamFailure(error: unknown, signal: AbortSignal): StatusError {
+export function upstreamFailure(error: unknown, signal: AbortSignal | undefined): StatusError {
   if (error instanceof StatusError) return error;
-  if (signal.aborted) return new StatusError(499, 'ClientClosedRequest', 'the client closed the request');
-  const name = error instanceof Error ? ((error as { code?: string }).code ?? error.name) : 'error';
-  if (name === 'UND_ERR_HEADERS_TIMEOUT' || name === 'UND_ERR_BODY_TIMEOUT') {
+  if (signal?.aborted) return new StatusError(499, 'ClientClosedRequest', 'the client closed the request');
+  if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
     return new StatusError(504, 'Timeout', 'the cluster did not answer in time');
   }
   return serviceUnavailable('the cluster could not be reached');
