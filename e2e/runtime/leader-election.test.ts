@@ -1,5 +1,4 @@
 import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { KubeClient, objectPath } from '../../src/runtime/kube-client.ts';
@@ -26,10 +25,7 @@ describe('leader election on a real Lease', () => {
     const managers = ['first', 'second'].map((identity) => {
       const manager = new Manager({
         api: new KubeClient(hostKubeConfig()),
-        clock: systemClock,
-        random: systemRandom,
         logger: quiet,
-        registry: new Registry(),
         // A long lease: a takeover within it proves the release, not an expiry.
         leaderElection: {
           namespace: namespace(),

@@ -2,10 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Command, Option } from 'commander';
 import pino, { type Logger } from 'pino';
-import { Registry } from 'prom-client';
-import { type HealthServer, startHealthServer } from '../runtime/health-server.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
-import { RuntimeMetrics } from '../runtime/metrics.ts';
+import { Manager } from '../runtime/manager.ts';
 import { loadSyncConfig } from '../sync/config.ts';
 import { type Syncer, startSyncer } from '../sync/controllers/syncer.ts';
 
@@ -24,7 +22,8 @@ export interface SyncerCommandOptions {
 
 export interface RunningSyncer {
   syncer: Syncer;
-  health: HealthServer | undefined;
+  /** The syncer's own manager (the host is its cluster; no leader election). */
+  manager: Manager;
   stop(): Promise<void>;
 }
 
@@ -75,39 +74,38 @@ export async function runSyncer(
   const config = loadSyncConfig(await readFile(options.config, 'utf8'));
   const virtual = new KubeClient(loadKubeConfig(options.virtualKubeconfig));
   const host = new KubeClient(loadKubeConfig(options.hostKubeconfig));
-  const registry = new Registry();
+  const manager = new Manager({
+    api: host,
+    logger,
+    healthPort: options.healthPort,
+    healthHost: options.healthHost,
+  });
   const syncer = startSyncer({
+    manager,
     virtual,
     host,
     hostNamespace: options.hostNamespace,
     name: options.name,
     config,
     logger,
-    registry,
-    runtimeMetrics: new RuntimeMetrics(registry),
+    readiness: true,
     maxConcurrentReconciles: options.maxConcurrentReconciles,
   });
-  let health: HealthServer | undefined;
   try {
-    health = await startHealthServer({
-      port: options.healthPort,
-      host: options.healthHost,
-      registry,
-      readiness: () => syncer.readiness(),
-    });
-    logger.info({ port: health.port }, 'health and metrics server listening');
+    await manager.start();
   } catch (err) {
     await syncer.stop();
+    await manager.stop();
     throw err;
   }
   let stopping: Promise<void> | undefined;
   return {
     syncer,
-    health,
+    manager,
     stop() {
       stopping ??= (async () => {
         await syncer.stop();
-        await health?.close();
+        await manager.stop();
         virtual.close();
         host.close();
       })();

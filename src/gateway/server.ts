@@ -88,6 +88,7 @@ export async function startGatewayServer(
   options: GatewayServerOptions,
 ): Promise<GatewayServer> {
   const encode: EncodeDeps = { metrics: deps.metrics, logger: deps.logger };
+  const tls = options.tls !== undefined;
 
   /** authenticate → throttle: the caller's identity into the exchange, or the refusal thrown. */
   function authenticate(exchange: Exchange): Promise<void> | undefined {
@@ -174,6 +175,7 @@ export async function startGatewayServer(
   const handle = (request: IncomingMessage, response: ServerResponse) => {
     const url = request.url ?? '/';
     const queryStart = url.indexOf('?');
+    const peer = request.socket.remoteAddress ?? '';
     const abort = new AbortController();
     // The response closes when it is finished or when the client went away; only the latter aborts.
     response.once('close', () => {
@@ -185,10 +187,8 @@ export async function startGatewayServer(
       method: request.method ?? 'GET',
       path: queryStart < 0 ? url : url.slice(0, queryStart),
       search: queryStart < 0 ? '' : url.slice(queryStart),
-      source: deps.trustedProxies.clientAddress(
-        request.socket.remoteAddress ?? '',
-        request.headers['x-forwarded-for'],
-      ),
+      source: deps.trustedProxies.clientAddress(peer, request.headers['x-forwarded-for']),
+      secure: deps.trustedProxies.clientSecure(peer, tls, request.headers['x-forwarded-proto']),
       started: performance.now(),
       receivedAt: Date.now(),
       signal: abort.signal,

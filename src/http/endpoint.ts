@@ -98,6 +98,11 @@ export interface EndpointRequest {
    * gateway's trusted proxies (`--trusted-proxies`).
    */
   readonly source: string;
+  /**
+   * Whether the client reached the platform over HTTPS: the gateway serves TLS, or a trusted
+   * proxy says so (`X-Forwarded-Proto: https`). Cookies of an HTTPS client are `Secure`.
+   */
+  readonly secure: boolean;
   /** What the request is, in Kubernetes' authorizer terms (audit, metrics and scope use these). */
   readonly attributes: RequestAttributes;
   /** The caller: set for endpoints with `authentication: 'key'`. */

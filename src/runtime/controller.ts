@@ -4,6 +4,7 @@ import { type Clock, jitter, type Random, type Timer } from './clock.ts';
 import { errorReason, TerminalError } from './errors.ts';
 import type { Informer } from './informer.ts';
 import { objectKey } from './kube-client.ts';
+import { Latch } from './latch.ts';
 import type { ReconcileResultLabel, RuntimeMetrics } from './metrics.ts';
 import { type DefaultRateLimiterOptions, defaultControllerRateLimiter } from './rate-limiter.ts';
 import { WorkQueue } from './workqueue.ts';
@@ -67,6 +68,8 @@ export class Controller {
   private resyncTimer: Timer | undefined;
   private reconcileAbort: AbortController | undefined;
   private runAbort: AbortController | undefined;
+  /** Open while the workers run. */
+  private readonly running = new Latch();
 
   constructor(private readonly options: ControllerOptions) {
     this.name = options.name;
@@ -108,6 +111,14 @@ export class Controller {
 
   get isRunning(): boolean {
     return this.queue !== undefined && !this.queue.isShuttingDown;
+  }
+
+  /**
+   * Resolves true once the workers run (at once if they do), false if `signal` aborts first.
+   * For whoever added the controller to a running manager and waits for its caches.
+   */
+  whenStarted(signal?: AbortSignal): Promise<boolean> {
+    return this.running.wait(signal);
   }
 
   /** Adds a key by hand (tests, external triggers). Ignored while not running. */
@@ -161,6 +172,7 @@ export class Controller {
     this.scheduleResync();
     this.workers = Array.from({ length: workerCount }, () => this.work(queue, this.reconcileAbort!.signal));
     logger.info({ controller: this.name, workers: workerCount }, 'controller started');
+    this.running.open();
     return true;
   }
 
@@ -170,6 +182,7 @@ export class Controller {
    */
   async stop(drainTimeoutMs = 30_000): Promise<void> {
     const queue = this.queue;
+    this.running.close();
     this.runAbort?.abort();
     this.runAbort = undefined;
     this.resyncTimer?.cancel();

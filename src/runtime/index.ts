@@ -1,6 +1,7 @@
 export * from './apply.ts';
 export * from './backoff.ts';
 export * from './clock.ts';
+export * from './cluster.ts';
 export * from './conditions.ts';
 export * from './controller.ts';
 export * from './errors.ts';

@@ -18,6 +18,7 @@ import {
   type WatchEvent,
   type WatchStream,
 } from './kube-client.ts';
+import { Latch } from './latch.ts';
 import { type IndexFunc, Store } from './store.ts';
 
 export interface EventHandler<T extends KubernetesObject = KubernetesObject> {
@@ -74,9 +75,8 @@ export interface InformerOptions<T extends KubernetesObject = KubernetesObject> 
 export class Informer<T extends KubernetesObject = KubernetesObject> {
   readonly store: Store<T>;
   private readonly handlers = new Set<EventHandler<T>>();
-  private readonly syncWaiters = new Set<() => void>();
   private readonly backoff: Backoff;
-  private synced = false;
+  private readonly synced = new Latch();
   private resourceVersion: string | undefined;
   private stopController: AbortController | undefined;
   private running: Promise<void> | undefined;
@@ -103,12 +103,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
 
   /** True once the first list has been loaded into the cache (stays true, as in client-go). */
   hasSynced(): boolean {
-    return this.synced;
-  }
-
-  /** The last resourceVersion seen (from the list, an event or a bookmark). */
-  lastSyncResourceVersion(): string | undefined {
-    return this.resourceVersion;
+    return this.synced.isOpen;
   }
 
   /**
@@ -118,26 +113,14 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
    */
   addEventHandler(handler: EventHandler<T>): () => void {
     this.handlers.add(handler);
-    if (this.synced)
+    if (this.synced.isOpen)
       for (const obj of this.store.list()) this.call(handler, 'onAdd', () => handler.onAdd?.(obj));
     return () => this.handlers.delete(handler);
   }
 
-  /** Resolves true once synced, or false if `signal` aborts (or the informer stops) first. */
+  /** Resolves true once synced, or false if `signal` aborts first. */
   waitForSync(signal?: AbortSignal): Promise<boolean> {
-    if (this.synced) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const onAbort = () => {
-        this.syncWaiters.delete(waiter);
-        resolve(false);
-      };
-      const waiter = () => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve(true);
-      };
-      this.syncWaiters.add(waiter);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    return this.synced.wait(signal);
   }
 
   start(): void {
@@ -198,11 +181,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     for (const { oldObject, newObject } of delta.updated)
       this.emit('onUpdate', (h) => h.onUpdate?.(oldObject, newObject));
     this.backoff.reset();
-    if (!this.synced) {
-      this.synced = true;
-      for (const waiter of this.syncWaiters) waiter();
-      this.syncWaiters.clear();
-    }
+    this.synced.open();
   }
 
   /** A consistent list, paginated; falls back to one unpaginated list if a continue token expires. */

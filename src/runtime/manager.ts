@@ -1,24 +1,30 @@
 import { setMaxListeners } from 'node:events';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
-import type { Clock, Random } from './clock.ts';
+import { Registry } from 'prom-client';
+import { type Clock, type Random, systemClock, systemRandom } from './clock.ts';
+import { Cluster, type InformerDefaults } from './cluster.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
 import { LeaderElectionLostError } from './errors.ts';
 import { FencedKubeApi, type WriteFence } from './fencing.ts';
 import { type HealthServer, type ReadinessReport, startHealthServer } from './health-server.ts';
-import { Informer, type InformerOptions, type InformerSelector } from './informer.ts';
-import { groupVersion, type KubeApi, type ResourceRef } from './kube-client.ts';
+import type { Informer, InformerSelector } from './informer.ts';
+import type { KubeApi, ResourceRef } from './kube-client.ts';
 import { type LeaderElectionConfig, LeaderElector } from './leader-election.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import type { IndexFunc } from './store.ts';
 
 export interface ManagerOptions {
+  /** The manager's own cluster: leases live here, `informer()` reads it. */
   api: KubeApi;
-  clock: Clock;
-  random: Random;
+  /** Its name in logs and readiness (default `host`). */
+  clusterName?: string;
+  /** The system's when absent (tests pass a fake). */
+  clock?: Clock;
+  random?: Random;
   logger: Logger;
-  registry: Registry;
+  /** Where the runtime's metrics go (and /metrics reads): a new one when absent. */
+  registry?: Registry;
   /** Omit to run every controller without leader election (single replica, tests). */
   leaderElection?: LeaderElectionConfig;
   /** Port of the /metrics, /healthz, /readyz server; omit for none, 0 for any free port. */
@@ -26,22 +32,36 @@ export interface ManagerOptions {
   healthHost?: string;
   /** How long stop() waits for in-flight reconciles (default 30 s). */
   drainTimeoutMs?: number;
-  /** Passed to every informer (watch timeout, watchdog slack, backoff). */
-  informerDefaults?: Pick<
-    InformerOptions,
-    'minWatchTimeoutSeconds' | 'watchdogSlackMs' | 'backoff' | 'pageSize'
-  >;
+  /** Passed to every informer of every cluster (watch timeout, watchdog slack, backoff). */
+  informerDefaults?: InformerDefaults;
+}
+
+export interface AddClusterOptions {
+  name: string;
+  api: KubeApi;
+  /**
+   * Whether its caches count in the manager's readiness (default true). A cluster the platform
+   * serves for a tenant (a virtual cluster) says false: an unreachable tenant cluster must not
+   * take the operator out of its Service.
+   */
+  readiness?: boolean;
 }
 
 /**
- * Owns the shared informers, the controllers, leader election and the health/metrics server.
- * Informers run on every replica (warm caches for a fast failover); controllers that need
- * leadership run only while this replica leads and are stopped (drained) when it stops leading.
+ * Owns the clusters (its own and any added: API client plus shared informers each), the
+ * controllers, leader election and the health/metrics server. Informers run on every replica
+ * (warm caches for a fast failover); controllers that need leadership run only while this replica
+ * leads and are stopped (drained) when it stops leading. Clusters and controllers may be added
+ * and removed while the manager runs (a syncer per virtual cluster comes and goes).
  */
 export class Manager {
   readonly metrics: RuntimeMetrics;
-  private readonly informers = new Map<string, Informer>();
-  private readonly controllers: Controller[] = [];
+  /** The manager's own cluster. */
+  readonly cluster: Cluster;
+  /** Every cluster, its own first, with whether it counts in readiness. */
+  private readonly clusters = new Map<Cluster, { readiness: boolean }>();
+  private readonly readinessChecks = new Set<() => ReadinessReport>();
+  private controllers: Controller[] = [];
   private elector: LeaderElector | undefined;
   private electionDone: Promise<void> | undefined;
   private healthServer: HealthServer | undefined;
@@ -51,49 +71,64 @@ export class Manager {
   /** Without leader election there is one term that never ends. */
   private readonly openTerm = termController();
   private leaderTransition: Promise<void> = Promise.resolve();
+  /** Whether the leader-only controllers run (set in the serialized leadership chain). */
+  private leading = false;
   private started = false;
   private stopping: Promise<void> | undefined;
 
-  constructor(private readonly options: ManagerOptions) {
-    this.metrics = new RuntimeMetrics(options.registry);
+  private readonly options: ManagerOptions & Required<Pick<ManagerOptions, 'clock' | 'random' | 'registry'>>;
+
+  constructor(options: ManagerOptions) {
+    this.options = {
+      ...options,
+      clock: options.clock ?? systemClock,
+      random: options.random ?? systemRandom,
+      registry: options.registry ?? new Registry(),
+    };
+    this.metrics = new RuntimeMetrics(this.options.registry);
+    this.cluster = this.addCluster({ name: this.options.clusterName ?? 'host', api: options.api });
   }
 
-  /**
-   * The shared informer for a resource and selector: two callers asking for the same one get the
-   * same instance. Custom indexers are added to the shared store (names must not clash).
-   */
+  /** An informer of the manager's own cluster (see `Cluster.informer`). */
   informer<T extends KubernetesObject = KubernetesObject>(
     resource: ResourceRef,
     selector: InformerSelector = {},
     indexers: Record<string, IndexFunc<T>> = {},
   ): Informer<T> {
-    const key = JSON.stringify([
-      groupVersion(resource),
-      resource.plural,
-      selector.namespace,
-      selector.labelSelector,
-      selector.fieldSelector,
-    ]);
-    let informer = this.informers.get(key) as Informer<T> | undefined;
-    if (!informer) {
-      informer = new Informer<T>({
-        ...this.options.informerDefaults,
-        ...selector,
-        api: this.options.api,
-        resource,
-        clock: this.options.clock,
-        random: this.options.random,
-        logger: this.options.logger.child({ informer: `${groupVersion(resource)}/${resource.plural}` }),
-      });
-      this.informers.set(key, informer as unknown as Informer);
-      if (this.started) informer.start();
-    }
-    for (const [name, fn] of Object.entries(indexers)) informer.store.addIndexer(name, fn);
-    return informer;
+    return this.cluster.informer(resource, selector, indexers);
   }
 
-  /** Creates and registers a controller; wire its watches with `watchPrimary`/`watch`. */
+  /** Adds a cluster; its informers start with the manager (at once if it already runs). */
+  addCluster(options: AddClusterOptions): Cluster {
+    const { clock, random, logger, informerDefaults } = this.options;
+    const cluster = new Cluster({
+      name: options.name,
+      api: options.api,
+      clock,
+      random,
+      logger,
+      ...(informerDefaults ? { informerDefaults } : {}),
+    });
+    this.clusters.set(cluster, { readiness: options.readiness ?? true });
+    if (this.started) cluster.start();
+    return cluster;
+  }
+
+  /** Stops a cluster's informers and forgets it. Remove the controllers watching it first. */
+  async removeCluster(cluster: Cluster): Promise<void> {
+    if (cluster === this.cluster) throw new Error("the manager's own cluster cannot be removed");
+    if (!this.clusters.delete(cluster)) return;
+    await cluster.stop();
+  }
+
+  /**
+   * Creates and registers a controller; wire its watches with `watchPrimary`/`watch`. Added while
+   * the manager runs, it starts at once when it may (not leader-only, or this replica leads).
+   */
   controller(options: Omit<ControllerOptions, 'clock' | 'random' | 'logger' | 'metrics'>): Controller {
+    if (this.controllers.some((existing) => existing.name === options.name)) {
+      throw new Error(`a controller named ${options.name} already exists`);
+    }
     const controller = new Controller({
       ...options,
       clock: this.options.clock,
@@ -101,18 +136,46 @@ export class Manager {
       logger: this.options.logger.child({ controller: options.name }),
       metrics: this.metrics,
     });
-    if (this.controllers.some((existing) => existing.name === options.name)) {
-      throw new Error(`a controller named ${options.name} already exists`);
-    }
     this.controllers.push(controller);
+    if (this.started && !this.stopController.signal.aborted && this.mayRun(controller)) {
+      // After the caller wired its watches: the controller replays the caches when it starts.
+      queueMicrotask(() => {
+        if (this.controllers.includes(controller) && !controller.isRunning) this.startController(controller);
+      });
+    }
     return controller;
   }
 
+  /** Stops a controller (draining its in-flight reconciles up to `drainTimeoutMs`) and forgets it. */
+  async removeController(controller: Controller, drainTimeoutMs?: number): Promise<void> {
+    this.controllers = this.controllers.filter((existing) => existing !== controller);
+    await controller.stop(drainTimeoutMs ?? this.options.drainTimeoutMs ?? 30_000);
+  }
+
+  /** An extra readiness check for /readyz (a component's own state); returns its removal. */
+  addReadinessCheck(check: () => ReadinessReport): () => void {
+    this.readinessChecks.add(check);
+    return () => this.readinessChecks.delete(check);
+  }
+
+  /** Ready when the caches of every cluster that counts have synced and every check passes. */
   readiness(): ReadinessReport {
-    const notReady = [...this.informers.values()]
-      .filter((informer) => !informer.hasSynced())
-      .map((informer) => `informer ${informer.description} not synced`);
+    const notReady: string[] = [];
+    for (const [cluster, { readiness }] of this.clusters) {
+      if (!readiness) continue;
+      const prefix = cluster === this.cluster ? '' : `cluster ${cluster.name}: `;
+      for (const entry of cluster.notSynced()) notReady.push(`${prefix}${entry}`);
+    }
+    for (const check of this.readinessChecks) notReady.push(...check().notReady);
     return { ready: notReady.length === 0, notReady };
+  }
+
+  get clock(): Clock {
+    return this.options.clock;
+  }
+
+  get random(): Random {
+    return this.options.random;
   }
 
   /** The registry the runtime's metrics (and any component's that shares /metrics) live on. */
@@ -158,7 +221,7 @@ export class Manager {
     if (this.started) throw new Error('manager already started');
     this.started = true;
     const { logger, registry, healthPort, healthHost } = this.options;
-    for (const informer of this.informers.values()) informer.start();
+    for (const cluster of this.clusters.keys()) cluster.start();
     if (healthPort !== undefined) {
       this.healthServer = await startHealthServer({
         port: healthPort,
@@ -168,9 +231,7 @@ export class Manager {
       });
       logger.info({ port: this.healthServer.port }, 'health and metrics server listening');
     }
-    for (const controller of this.controllers) {
-      if (!controller.needLeaderElection || !this.options.leaderElection) this.startController(controller);
-    }
+    for (const controller of this.controllers) if (this.mayRun(controller)) this.startController(controller);
     if (this.options.leaderElection) {
       this.elector = new LeaderElector({
         ...this.options.leaderElection,
@@ -195,16 +256,6 @@ export class Manager {
     return this.stopping;
   }
 
-  /** Calls stop() on SIGTERM/SIGINT, then `onStopped` (typically process exit). */
-  handleSignals(onStopped: () => void, processLike: NodeJS.EventEmitter = process): void {
-    const handler = (signal: string) => {
-      this.options.logger.info({ signal }, 'shutting down');
-      void this.stop().finally(onStopped);
-    };
-    processLike.once('SIGTERM', handler);
-    processLike.once('SIGINT', handler);
-  }
-
   private async doStop(): Promise<void> {
     const drain = this.options.drainTimeoutMs ?? 30_000;
     await this.leaderTransition;
@@ -212,9 +263,14 @@ export class Manager {
     // Aborting the election releases the lease only now that no reconcile is running.
     this.stopController.abort();
     await this.electionDone;
-    await Promise.all([...this.informers.values()].map((informer) => informer.stop()));
+    await Promise.all([...this.clusters.keys()].map((cluster) => cluster.stop()));
     await this.healthServer?.close();
     this.options.logger.info('manager stopped');
+  }
+
+  /** Whether a controller may run now: not leader-only, no election, or this replica leads. */
+  private mayRun(controller: Controller): boolean {
+    return !controller.needLeaderElection || !this.options.leaderElection || this.leading;
   }
 
   private startController(controller: Controller): void {
@@ -230,6 +286,7 @@ export class Manager {
     this.term?.abort(new LeaderElectionLostError('leadership lost: write aborted'));
     this.term = leading ? termController() : undefined;
     this.leaderTransition = this.leaderTransition.then(async () => {
+      this.leading = leading && !this.stopController.signal.aborted;
       const leaderControllers = this.controllers.filter((controller) => controller.needLeaderElection);
       if (leading && !this.stopController.signal.aborted) {
         for (const controller of leaderControllers)

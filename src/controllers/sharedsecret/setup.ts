@@ -1,4 +1,4 @@
-import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import type { KubeConfig, V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
@@ -17,6 +17,11 @@ export interface ControllerDeps {
   namespace?: string;
   /** The platform's own namespace (configuration, keys); `platform-system` when absent. */
   platformNamespace?: string;
+  /**
+   * The controller's kubeconfig, for its cluster (server, TLS) only: clients that act as another
+   * identity (a syncer's ServiceAccount) are built from it with their own credentials.
+   */
+  kubeConfig?: KubeConfig;
 }
 
 /**

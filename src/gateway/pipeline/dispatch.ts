@@ -59,6 +59,7 @@ function endpointRequest(deps: DispatchDeps, input: DispatchInput): GatewayReque
     query,
     headers: exchange.request.headers,
     source: exchange.source,
+    secure: exchange.secure,
     attributes: routed.attributes,
     identity: exchange.identity,
     body: bytes,

@@ -21,6 +21,8 @@ export interface Exchange {
   readonly search: string;
   /** The client's address (trusted proxies resolved). */
   readonly source: string;
+  /** Whether the client reached the gateway over HTTPS (trusted proxies resolved). */
+  readonly secure: boolean;
   /** `performance.now()` when the request arrived. */
   readonly started: number;
   /** `Date.now()` when the request arrived (audit timestamps). */

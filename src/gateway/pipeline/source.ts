@@ -46,6 +46,17 @@ export class TrustedProxies {
     return family !== undefined && this.list.check(plain, family);
   }
 
+  /**
+   * Whether the client used HTTPS: the connection is TLS, or the peer is a trusted proxy whose
+   * `X-Forwarded-Proto` (its last value: the proxy's own) says `https`.
+   */
+  clientSecure(peer: string, tls: boolean, forwardedProto: string | string[] | undefined): boolean {
+    if (tls) return true;
+    if (this.empty || forwardedProto === undefined || !this.trusts(unmapped(peer))) return false;
+    const values = (Array.isArray(forwardedProto) ? forwardedProto.join(',') : forwardedProto).split(',');
+    return values[values.length - 1]?.trim().toLowerCase() === 'https';
+  }
+
   /** The client behind `peer`, given the request's `X-Forwarded-For` header(s). */
   clientAddress(peer: string, forwardedFor: string | string[] | undefined): string {
     const address = unmapped(peer);

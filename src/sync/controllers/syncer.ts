@@ -1,19 +1,23 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { Registry } from 'prom-client';
-import { type Clock, type Random, systemClock, systemRandom } from '../../runtime/clock.ts';
-import { Controller } from '../../runtime/controller.ts';
+import type { Controller } from '../../runtime/controller.ts';
 import { EventRecorder } from '../../runtime/events.ts';
 import type { ReadinessReport } from '../../runtime/health-server.ts';
-import { Informer, type InformerOptions } from '../../runtime/informer.ts';
+import type { Informer } from '../../runtime/informer.ts';
 import { type KubeApi, objectKey, type ResourceRef } from '../../runtime/kube-client.ts';
-import type { RuntimeMetrics } from '../../runtime/metrics.ts';
+import type { Manager } from '../../runtime/manager.ts';
 import type { IndexFunc } from '../../runtime/store.ts';
 import type { SyncConfig } from '../config.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
 import type { SandboxOptions } from '../patches/sandbox.ts';
 import { createSandbox } from '../sync.ts';
-import { isManagedHostObject, type KubeObject, type SyncContext, type SyncedKind } from '../translate.ts';
+import {
+  isManagedHostObject,
+  type KubeObject,
+  namespaceRules,
+  type SyncContext,
+  type SyncedKind,
+} from '../translate.ts';
 import { SyncerMetrics } from './metrics.ts';
 import { virtualKeyOfHost } from './plan.ts';
 import {
@@ -28,13 +32,20 @@ import {
 import { kindSyncer, type SyncReporter } from './resource.ts';
 
 /**
- * A virtual cluster's syncer: one controller per synced kind on our runtime, watching the
- * virtual cluster (all namespaces) and the host (only objects labelled managed-by this virtual
- * cluster, only in the host namespace unless namespace sync maps virtual namespaces elsewhere).
- * Patch expressions of every kind share one sandbox (one isolate, one CPU budget).
+ * A virtual cluster's syncer: one controller per synced kind on a Manager, watching two clusters
+ * added to it: the virtual cluster (all namespaces) and the host (only objects labelled
+ * managed-by this virtual cluster, only in the host namespace unless namespace sync maps virtual
+ * namespaces elsewhere). Patch expressions of every kind share one sandbox (one isolate, one CPU
+ * budget). Stopping the syncer removes its controllers and clusters from the manager.
  */
 
 export interface SyncerOptions {
+  /**
+   * The manager the syncer's clusters and controllers join: the operator's (one syncer per
+   * VirtualClusterInstance) or one of its own (`platform syncer`). Clock, randomness, metrics and
+   * informer settings are the manager's.
+   */
+  manager: Manager;
   virtual: KubeApi;
   host: KubeApi;
   /** Where the virtual cluster runs on the host; synced objects land here (single-namespace mode). */
@@ -43,25 +54,21 @@ export interface SyncerOptions {
   name: string;
   config: SyncConfig;
   logger: Logger;
-  clock?: Clock;
-  random?: Random;
   /** Records `SyncError` Events on virtual objects; one on `virtual` is made when absent. */
   events?: EventRecorder;
-  /** Where the `platform_syncer_*` metrics go (a private registry when absent). */
-  registry?: Registry;
-  /** The runtime's controller and work-queue metrics, if they should be exported. */
-  runtimeMetrics?: RuntimeMetrics;
-  /** Prefix of the controller names (metric labels); unique per syncer in one process. */
+  /**
+   * Whether the syncer's caches, and its start, count in the manager's readiness: yes when the
+   * manager is the syncer's own; not in the operator, where an unreachable tenant cluster must not
+   * make the operator unready (its `Syncing` condition says how the syncer does).
+   */
+  readiness?: boolean;
+  /** Prefix of the controller names (metric labels); unique per syncer in one manager. */
   controllerPrefix?: string;
   /** Sandbox limits (memory, time per evaluation, CPU budget). */
   sandbox?: Omit<SandboxOptions, 'settings'>;
   maxConcurrentReconciles?: number;
   /** Every cached virtual object is synced again this often (default 10 min). */
   resyncPeriodMs?: number;
-  informerDefaults?: Pick<
-    InformerOptions,
-    'minWatchTimeoutSeconds' | 'watchdogSlackMs' | 'backoff' | 'pageSize'
-  >;
   /** Called when readiness or the set of failing objects changes (not on every retry). */
   onStatusChange?: () => void;
 }
@@ -119,18 +126,24 @@ export function syncedKinds(config: SyncConfig): SyncedKind[] {
   );
 }
 
+/** The host namespaces a syncer writes into; null when a mapping pattern leaves them open. */
+export function hostNamespacesOf(ctx: SyncContext): string[] | null {
+  const rules = namespaceRules(ctx);
+  if (rules === null) return [ctx.hostNamespace];
+  if (rules.some((rule) => rule.host.endsWith('*'))) return null;
+  return [...new Set([ctx.hostNamespace, ...rules.map((rule) => rule.host)])];
+}
+
 export function startSyncer(options: SyncerOptions): Syncer {
-  const clock = options.clock ?? systemClock;
-  const random = options.random ?? systemRandom;
-  const { logger, config } = options;
+  const { manager, logger, config } = options;
   const ctx: SyncContext = { vclusterName: options.name, hostNamespace: options.hostNamespace, config };
   const vcluster = `${options.hostNamespace}/${options.name}`;
-  const metrics = SyncerMetrics.for(options.registry ?? new Registry());
+  const metrics = SyncerMetrics.for(manager.registry);
   const events =
     options.events ??
     new EventRecorder({
       api: options.virtual,
-      clock,
+      clock: manager.clock,
       logger,
       reportingController: 'vcluster.platform/syncer',
       reportingInstance: options.name,
@@ -138,27 +151,27 @@ export function startSyncer(options: SyncerOptions): Syncer {
   const sandbox = createSandbox(ctx, options.sandbox);
   const kinds = syncedKinds(config);
   const prefix = options.controllerPrefix ?? 'syncer-';
+  const countsInReadiness = options.readiness ?? false;
 
-  const informers: Informer[] = [];
+  // Two clusters of the syncer's own: the virtual cluster, and its view of the host (caches of
+  // only its own objects, gone with it).
+  const clusters = {
+    virtual: manager.addCluster({
+      name: `virtual ${vcluster}`,
+      api: options.virtual,
+      readiness: countsInReadiness,
+    }),
+    host: manager.addCluster({ name: `host ${vcluster}`, api: options.host, readiness: countsInReadiness }),
+  };
   const informerSides = new Map<Informer, string>();
   const makeInformer = (
-    api: KubeApi,
+    side: keyof typeof clusters,
     kind: SyncedKind,
     selector: { namespace?: string; labelSelector?: string },
     indexers?: Record<string, IndexFunc>,
   ) => {
-    const informer = new Informer({
-      ...options.informerDefaults,
-      ...selector,
-      api,
-      resource: RESOURCES[kind],
-      clock,
-      random,
-      logger: logger.child({ informer: `${api === options.virtual ? 'virtual' : 'host'}/${kind}` }),
-    });
-    for (const [name, fn] of Object.entries(indexers ?? {})) informer.store.addIndexer(name, fn);
-    informers.push(informer);
-    informerSides.set(informer, `${api === options.virtual ? 'virtual' : 'host'} ${RESOURCES[kind].plural}`);
+    const informer = clusters[side].informer(RESOURCES[kind], selector, indexers);
+    informerSides.set(informer, `${side} ${RESOURCES[kind].plural}`);
     return informer;
   };
 
@@ -177,15 +190,18 @@ export function startSyncer(options: SyncerOptions): Syncer {
     const indexers: Record<string, IndexFunc> = hasReferencePatches(kind, config)
       ? { [REFERENCES_INDEX]: referenceIndex(kind) }
       : {};
-    virtualInformers.set(kind, makeInformer(options.virtual, kind, {}, indexers));
+    virtualInformers.set(kind, makeInformer('virtual', kind, {}, indexers));
   }
-  // Host caches: only our objects. Multi-namespace mode writes outside the host namespace.
+  // Host caches: only our objects, in the namespace we write to. The syncer's identity may read
+  // nothing else (a ServiceAccount bound in its namespaces only), so the caches are cluster-wide
+  // only where namespace mappings name several namespaces or patterns.
+  const hostNamespaces = hostNamespacesOf(ctx);
   const hostScope = {
-    ...(config.sync.toHost.namespaces.enabled ? {} : { namespace: options.hostNamespace }),
+    ...(hostNamespaces?.length === 1 ? { namespace: hostNamespaces[0] } : {}),
     labelSelector: `${LABEL_MANAGED_BY}=${options.name}`,
   };
   const hostInformers = new Map<SyncedKind, Informer>();
-  for (const kind of kinds) hostInformers.set(kind, makeInformer(options.host, kind, hostScope));
+  for (const kind of kinds) hostInformers.set(kind, makeInformer('host', kind, hostScope));
 
   // Status: the failing objects, and readiness; changes are reported, not every retry.
   const failing = new Map<string, FailingObject>();
@@ -259,17 +275,15 @@ export function startSyncer(options: SyncerOptions): Syncer {
       sandbox,
       reporter,
     });
-    const controller = new Controller({
+    const controller = manager.controller({
       name: `${prefix}${kind.toLowerCase()}`,
       reconcile: syncer.reconcile,
-      clock,
-      random,
-      logger,
-      ...(options.runtimeMetrics ? { metrics: options.runtimeMetrics } : {}),
       maxConcurrentReconciles: options.maxConcurrentReconciles ?? 4,
       // A failing object (a hostile expression) is retried at most every 5 minutes.
       rateLimiter: { maxDelayMs: 5 * 60_000 },
       ...(options.resyncPeriodMs !== undefined ? { resyncPeriodMs: options.resyncPeriodMs } : {}),
+      // Leadership is the caller's business: the operator starts and stops syncers only while
+      // it leads; `platform syncer` runs one alone.
       needLeaderElection: false,
     });
     const hostToVirtualKey = (obj: KubernetesObject): string[] => {
@@ -297,9 +311,9 @@ export function startSyncer(options: SyncerOptions): Syncer {
     controllers.push(controller);
   }
 
+  // The manager starts the controllers (now, when it already runs); each waits for its caches.
   const abort = new AbortController();
-  for (const informer of informers) informer.start();
-  const readyPromise = Promise.all(controllers.map((c) => c.start(abort.signal))).then((started) => {
+  const readyPromise = Promise.all(controllers.map((c) => c.whenStarted(abort.signal))).then((started) => {
     const all = started.every(Boolean) && !stopped;
     if (all) {
       ready = true;
@@ -311,6 +325,19 @@ export function startSyncer(options: SyncerOptions): Syncer {
   });
   metrics.ready.set({ vcluster }, 0);
   logger.info({ kinds, hostNamespace: options.hostNamespace }, 'syncer starting');
+
+  const notSynced = () => [...clusters.virtual.notSynced(), ...clusters.host.notSynced()];
+  const readiness = (): ReadinessReport => {
+    const notReady = notSynced();
+    return {
+      ready: ready && notReady.length === 0,
+      notReady: ready ? notReady : ['syncer starting', ...notReady],
+    };
+  };
+  // The clusters' caches count through the manager already; this adds only "started".
+  const removeReadinessCheck = countsInReadiness
+    ? manager.addReadinessCheck(() => ({ ready, notReady: ready ? [] : ['syncer starting'] }))
+    : () => {};
 
   let stopping: Promise<void> | undefined;
   return {
@@ -326,22 +353,15 @@ export function startSyncer(options: SyncerOptions): Syncer {
         a.kind === b.kind ? a.key.localeCompare(b.key) : a.kind.localeCompare(b.kind),
       ),
     }),
-    readiness: () => {
-      const notReady = informers
-        .filter((informer) => !informer.hasSynced())
-        .map((informer) => `informer ${informer.description} not synced`);
-      return {
-        ready: ready && notReady.length === 0,
-        notReady: ready ? notReady : ['syncer starting', ...notReady],
-      };
-    },
+    readiness,
     stop() {
       stopping ??= (async () => {
         stopped = true;
         ready = false;
         abort.abort();
-        await Promise.all(controllers.map((c) => c.stop(10_000)));
-        await Promise.all(informers.map((i) => i.stop()));
+        removeReadinessCheck();
+        await Promise.all(controllers.map((c) => manager.removeController(c, 10_000)));
+        await Promise.all([manager.removeCluster(clusters.virtual), manager.removeCluster(clusters.host)]);
         sandbox.dispose();
         metrics.forget(vcluster);
         logger.info('syncer stopped');
