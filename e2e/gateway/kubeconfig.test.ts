@@ -77,10 +77,14 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
   beforeAll(async () => {
     alice = await env().user('alice');
     bob = await env().user('bob');
-    // As the chart's project roles do (aggregated there): project admins may retrieve kubeconfigs.
-    await env().rbac.createClusterRole({
+    // The chart's project roles (installed with the CRDs) let project admins retrieve kubeconfigs,
+    // through ClusterRole aggregation; this apiserver runs no kube-controller-manager (the `silent`
+    // instance below needs one without a signer), so the aggregated rule is set here.
+    await new KubeClient(env().kc).request({
+      method: 'PATCH',
+      path: '/apis/rbac.authorization.k8s.io/v1/clusterroles/platform-project-admin',
+      contentType: 'application/merge-patch+json',
       body: {
-        metadata: { name: 'platform-project-admin' },
         rules: [
           {
             apiGroups: ['management.platform'],

@@ -90,6 +90,11 @@ export interface GatewayEnvOptions {
   onHost?: boolean;
   /** Run the SharedSecret controller (RBAC projection). Default true. */
   controllers?: string[];
+  /**
+   * Run kube-controller-manager beside the gateway's own apiserver (ClusterRole aggregation, which
+   * the project roles need; garbage collection).
+   */
+  controllerManager?: boolean;
 }
 
 export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv {
@@ -97,7 +102,12 @@ export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv
   let env: GatewayEnv | undefined;
   let webhooks: AdmissionWebhooks | undefined;
   beforeAll(async () => {
-    const cluster = options.onHost ? undefined : await startCluster({ name: uniqueName('gw') });
+    const cluster = options.onHost
+      ? undefined
+      : await startCluster({
+          name: uniqueName('gw'),
+          ...(options.controllerManager ? { controllerManager: true } : {}),
+        });
     const kc = cluster ? kubeConfigFor(cluster) : hostKubeConfig();
     const platformNamespace = options.onHost ? uniqueName('platform') : PLATFORM_NAMESPACE;
     await installCrds(kc);

@@ -25,8 +25,9 @@ import { redactAccessKey } from '../proxy/redact.ts';
  * ({@link checkOwnKeyCreate}, {@link checkOwnKeyChange}): it stays the caller's, of a
  * user-managed type; it never sets or changes `spec.identity` (what a login connector said) or
  * `spec.groups` (extra groups the key acts with); its scope never widens, neither beyond what the
- * key had nor beyond the caller's own key. Every key minted through the gateway ends no later
- * than the key that minted it ({@link capKeyLifetime}).
+ * key had nor beyond the caller's own key. Every key of the caller's own minted through the
+ * gateway ends no later than the key that minted it ({@link capKeyLifetime}); a platform admin
+ * creating a key for someone else is not bound by its own key's life.
  */
 
 export const USER_MANAGED_TYPES: readonly string[] = ['', 'User', 'Other'];

@@ -179,11 +179,13 @@ async function createKey(
   const identity = request.identity as AuthenticatedIdentity;
   const prepared = prepareKeyCreate(request.object(), identity, deps.random);
   if (prepared instanceof StatusError) throw prepared;
-  const capped = capKeyLifetime(
-    prepared.object.spec as Record<string, unknown>,
-    identity.accessKey.expiresAt,
-    deps.now(),
-  );
+  // A key of the caller's own ends no later than the key that mints it; a platform admin creating
+  // a key for someone else manages that account and is not bound by its own key's life.
+  const own = ownsKey(identity, prepared.object as { spec?: Record<string, unknown> });
+  const spec = prepared.object.spec as Record<string, unknown>;
+  const capped = own
+    ? capKeyLifetime(spec, identity.accessKey.expiresAt, deps.now())
+    : { spec, warning: undefined };
   const object = { ...prepared.object, spec: capped.spec };
   if (!admin) {
     const refusal = checkOwnKeyCreate(identity, object);
