@@ -58,3 +58,27 @@ export interface RequestAttributes {
    */
   readonly requiredRole?: ScopeRoleName;
 }
+
+/**
+ * A request on a path that is no API resource (`/version`, a cluster's root): the strings that do
+ * not apply empty, as in Kubernetes' `authorizer.Attributes`; `target` `Management` unless
+ * `extra` says otherwise.
+ */
+export function nonResourceRequest(
+  verb: string,
+  path: string,
+  extra: Partial<RequestAttributes> = {},
+): RequestAttributes {
+  return {
+    target: 'Management',
+    verb,
+    resourceRequest: false,
+    apiGroup: '',
+    resource: '',
+    subresource: '',
+    name: '',
+    namespace: '',
+    path,
+    ...extra,
+  };
+}

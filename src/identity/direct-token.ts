@@ -1,6 +1,6 @@
 import { importJWK, SignJWT } from 'jose';
 import type { Scope } from '../api/scope.ts';
-import type { RequestAttributes } from '../authz/attributes.ts';
+import { nonResourceRequest, type RequestAttributes } from '../authz/attributes.ts';
 import { checkScope, scopeNarrows } from '../authz/scope.ts';
 import { DEFAULT_ROTATION_POLICY, SIGNING_ALGORITHM, type SigningKey } from './signing-keys.ts';
 
@@ -53,19 +53,8 @@ export function directTokenTtlSeconds(
 }
 
 /** A request into a connected cluster or a virtual cluster, as the scope library sees it. */
-const requestInto = (
-  target: Pick<RequestAttributes, 'target' | 'cluster' | 'project' | 'virtualCluster'>,
-) => ({
-  verb: 'get',
-  resourceRequest: false,
-  apiGroup: '',
-  resource: '',
-  subresource: '',
-  name: '',
-  namespace: '',
-  path: '/',
-  ...target,
-});
+const requestInto = (target: Pick<RequestAttributes, 'target' | 'cluster' | 'project' | 'virtualCluster'>) =>
+  nonResourceRequest('get', '/', target);
 
 /**
  * The token's scope: the requested one, which may only narrow what the caller's access key may

@@ -1,6 +1,6 @@
 import { canonicalScopeRole, type Scope } from '../../api/scope.ts';
 import { badRequest, forbidden, notFound, StatusError } from '../../api/status.ts';
-import type { RequestAttributes } from '../../authz/attributes.ts';
+import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { checkScope, scopeNarrows } from '../../authz/scope.ts';
 import type { AuthenticatedIdentity, AuthenticationResult } from '../../identity/authenticate.ts';
 import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../pipeline/authenticate.ts';
@@ -62,27 +62,16 @@ export function reviewTarget(path: string): ReviewTarget | StatusError {
 
 /** The attributes of "any request into the target", as far as they are known at authentication time. */
 export function targetAttributes(target: ReviewTarget, projectNamespacePrefix: string): RequestAttributes {
-  const base = {
-    verb: 'get',
-    resourceRequest: false,
-    apiGroup: '',
-    resource: '',
-    subresource: '',
-    name: '',
-    namespace: '',
-    path: '/',
-  };
   return target.kind === 'Cluster'
-    ? { ...base, target: 'Cluster', cluster: target.cluster }
-    : {
-        ...base,
+    ? nonResourceRequest('get', '/', { target: 'Cluster', cluster: target.cluster })
+    : nonResourceRequest('get', '/', {
         target: 'ProjectVirtualCluster',
         project: target.project,
         virtualCluster: {
           name: target.virtualCluster,
           namespace: `${projectNamespacePrefix}${target.project}`,
         },
-      };
+      });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { API_GROUP, API_VERSION } from '../../api/meta.ts';
 import { KINDS, type KindInfo } from '../../api/registry.ts';
 import { badRequest, methodNotAllowed, notFound, StatusError, sanitize } from '../../api/status.ts';
-import type { RequestAttributes } from '../../authz/attributes.ts';
+import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { type EndpointRoute, routeAllows } from '../../http/endpoint.ts';
 import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
 
@@ -129,19 +129,8 @@ function decodeSegment(segment: string): string | StatusError {
 }
 
 /** A request on a path that is no API resource (verb: the lower-cased method). */
-export function nonResourceAttributes(method: string, path: string): RequestAttributes {
-  return {
-    target: 'Management',
-    verb: method.toLowerCase(),
-    resourceRequest: false,
-    apiGroup: '',
-    resource: '',
-    subresource: '',
-    name: '',
-    namespace: '',
-    path,
-  };
-}
+export const nonResourceAttributes = (method: string, path: string): RequestAttributes =>
+  nonResourceRequest(method.toLowerCase(), path);
 
 /**
  * Routes a request. `path` is relative to {@link BASE_PATH} and not yet percent-decoded; `query`
