@@ -1,4 +1,4 @@
-import { ApiException } from '@kubernetes/client-node';
+import { isAlreadyExists } from '../runtime/errors.ts';
 import type { RandomBytes } from './auth/keys.ts';
 
 /**
@@ -50,21 +50,8 @@ export class GeneratedNameConflict extends Error {
   }
 }
 
-/** Whether a create failed because the name exists (HTTP 409 with reason AlreadyExists, not a resourceVersion conflict). */
-export function isAlreadyExists(err: unknown): boolean {
-  if (!(err instanceof ApiException) || err.code !== 409) return false;
-  const body = err.body as { reason?: unknown } | string | undefined;
-  const reason = typeof body === 'string' ? safeReason(body) : body?.reason;
-  return reason === undefined || reason === 'AlreadyExists';
-}
-
-function safeReason(text: string): unknown {
-  try {
-    return (JSON.parse(text) as { reason?: unknown }).reason;
-  } catch {
-    return undefined;
-  }
-}
+/** Whether a create failed because the name exists (409 AlreadyExists, not a resourceVersion conflict). */
+export { isAlreadyExists };
 
 export interface CreateWithGeneratedNameOptions {
   readonly random: RandomBytes;

@@ -1,7 +1,7 @@
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import type { ControllerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
-import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { SyncerSupervisor, syncerFactory, virtualClusterReconciler } from './reconcile.ts';
 
 /**

@@ -1,0 +1,31 @@
+import type { Clock } from '../runtime/clock.ts';
+import type { EventRecorder } from '../runtime/events.ts';
+import type { KubeApi } from '../runtime/kube-client.ts';
+
+/** What every controller's setup gets from the operator. */
+export interface ControllerDeps {
+  /** The host cluster, writes fenced by leadership. */
+  api: KubeApi;
+  clock: Clock;
+  events: EventRecorder;
+  maxConcurrentReconciles?: number;
+  /** Watch only this namespace (a namespace-scoped install, or tests); all namespaces when absent. */
+  namespace?: string;
+  /** The platform's own namespace (configuration, keys); `platform-system` when absent. */
+  platformNamespace?: string;
+}
+
+export const DEFAULT_PLATFORM_NAMESPACE = 'platform-system';
+
+/** The finalizer of controllers whose cleanup garbage collection cannot do (a Project's namespace). */
+export const CLEANUP_FINALIZER = 'management.platform/cleanup';
+
+/** On every object a controller creates. */
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY = 'cluster-platform';
+
+/** Every authenticated platform identity (DESIGN.md "Identity"); a rule's user `*` binds it. */
+export const AUTHENTICATED_GROUP = 'platform:authenticated';
+/** The group RoleBindings name for a platform user (`*`: every authenticated identity). */
+export const userGroup = (user: string) => (user === '*' ? AUTHENTICATED_GROUP : `platform:user:${user}`);
+export const teamGroup = (team: string) => `platform:team:${team}`;
