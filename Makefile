@@ -1,6 +1,6 @@
 # The commands a newcomer needs. `make dev` and `make test` work on a fresh clone: they install
 # the npm packages and build the control plane (cached) on first use.
-.PHONY: dev test unit e2e lint format build controlplane crds soak
+.PHONY: dev test unit e2e lint format build controlplane crds soak bench
 
 # The project's runtime is Node 24 (docs/adr/0010-node-24-runtime.md): the machine's own when it is
 # 24.x, else a pinned release from the npm registry, cached in .cache/node/. Every recipe below
@@ -39,11 +39,16 @@ unit: $(NODE_MODULES)
 	npx vitest run --project unit
 
 e2e: $(NODE_MODULES) controlplane
-	npx vitest run --project e2e
+	npx vitest run --project 'e2e*'
+
+## Every benchmark at full size, then one table: figure, baseline, ratio, goal (`make bench ARGS="sync gateway"`
+## for some; `make test` runs each in its small smoke form).
+bench: $(NODE_MODULES) controlplane
+	node --no-node-snapshot --import tsx bench/all.ts $(ARGS)
 
 ## The reliability soak in full: 10 minutes of load on the whole platform (`make test` runs a short form).
 soak: $(NODE_MODULES) controlplane
-	SOAK_SECONDS=600 npx vitest run --project e2e e2e/reliability/soak.test.ts
+	SOAK_SECONDS=600 npx vitest run --project e2e-alone e2e/reliability/soak.test.ts
 
 lint: $(NODE_MODULES)
 	npx biome check .

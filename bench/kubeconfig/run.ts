@@ -51,11 +51,12 @@ import { systemClock } from '../../src/runtime/clock.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import type { Manager } from '../../src/runtime/manager.ts';
 import { type AdmissionWebhooks, startAdmissionWebhooks } from '../../src/webhooks/index.ts';
-import { gatewayOnly, pool, quantile } from '../support.ts';
+import { benchMode, gatewayOnly, pool, quantile, reportFigure } from '../support.ts';
 
-const KEYS = Number(process.argv[2] ?? 100);
-const CERTIFICATES = Number(process.argv[3] ?? 40);
-const TOKENS = Number(process.argv[4] ?? 200);
+const smoke = benchMode() === 'smoke';
+const KEYS = Number(process.argv[2] ?? (smoke ? 10 : 100));
+const CERTIFICATES = Number(process.argv[3] ?? (smoke ? 4 : 40));
+const TOKENS = Number(process.argv[4] ?? (smoke ? 20 : 200));
 const CONCURRENCY = Number(process.argv[5] ?? 4);
 const PLATFORM_NAMESPACE = 'platform-system';
 const GROUP_VERSION = `${API_GROUP}/${API_VERSION}`;
@@ -102,6 +103,13 @@ async function measure(count: number, op: () => Promise<unknown>): Promise<Run> 
 const rate = (run: Run) => run.latencies.length / run.seconds;
 
 function report(title: string, oursLabel: string, ours: Run, baseLabel: string, base: Run): string {
+  reportFigure({
+    name: `${title}: ${oursLabel}`,
+    value: rate(ours),
+    unit: 'ops/s',
+    baseline: { name: baseLabel, value: rate(base), unit: 'ops/s' },
+    ratio: rate(ours) / rate(base),
+  });
   const row = (label: string, run: Run) =>
     `  ${label.padEnd(58)} ${rate(run).toFixed(1).padStart(8)} ops/s  p50 ${quantile(run.latencies, 0.5).toFixed(2).padStart(8)} ms  p99 ${quantile(run.latencies, 0.99).toFixed(2).padStart(8)} ms`;
   const failed = [ours, base]

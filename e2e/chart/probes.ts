@@ -429,6 +429,9 @@ const projectConflictProbe: Probe = {
   },
 };
 
+/** The syncer identity objects the virtual cluster controller labels. */
+const SYNCER_SELECTOR = 'management.platform/virtualclusterinstance-uid';
+
 const SYNCED = [
   { kind: 'ConfigMap', plural: 'configmaps' },
   { kind: 'Secret', plural: 'secrets' },
@@ -487,7 +490,7 @@ const virtualClusterProbe: Probe = {
     const host = `vc-${ctx.id}`;
     const apps = `apps-${ctx.id}`;
     const path = `${MP}/namespaces/${host}/virtualclusterinstances/vc`;
-    ctx.cleanup.push(() => ctx.admin.delete(path));
+    ctx.cleanup.push(forceDelete(ctx.admin, path));
     const hostCopy = (plural: string, name: string) =>
       ctx.admin.get(corePath(host, plural, hostNameLong(name, apps, 'vc')));
     const everyKind = (fn: (kind: (typeof SYNCED)[number]) => Promise<unknown>) =>
@@ -561,6 +564,14 @@ const virtualClusterProbe: Probe = {
           // (Messages about Secrets name the reason only.)
           return SYNCED.every(({ kind }) => message.includes(`${kind} ${apps}/c: HostObjectConflict`));
         },
+      },
+      {
+        what: "deleting the instance removes its syncer's ServiceAccount and RoleBindings, then the instance",
+        run: () => ctx.admin.delete(path),
+        until: async () =>
+          (await ctx.admin.get(path)) === null &&
+          (await ctx.admin.list(corePath(host, 'serviceaccounts'), SYNCER_SELECTOR)).length === 0 &&
+          (await ctx.admin.list(rbacPath(host, 'rolebindings'), SYNCER_SELECTOR)).length === 0,
       },
     ];
   },
@@ -882,15 +893,19 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'core/secrets:patch': 'secret-sync',
   'core/secrets:get': 'virtual-cluster',
   'core/secrets:create': 'access-keys',
-  'core/secrets:delete': 'virtual-cluster',
   'core/secrets:update[platform-webhook-serving]': 'webhook-certificates',
+  'management.platform/virtualclusterinstances:patch': 'virtual-cluster',
+  'core/serviceaccounts:list': 'virtual-cluster',
+  'core/serviceaccounts:watch': 'virtual-cluster',
+  'core/serviceaccounts:create': 'virtual-cluster',
+  'core/serviceaccounts:patch': 'virtual-cluster',
+  'core/serviceaccounts:delete': 'virtual-cluster',
+  'core/serviceaccounts/token:create': 'virtual-cluster',
   ...Object.fromEntries(
-    ['services', 'endpoints', 'configmaps'].flatMap((resource) =>
-      ['get', 'list', 'watch', 'create', 'patch', 'delete'].map((verb) => [
-        `core/${resource}:${verb}`,
-        'virtual-cluster',
-      ]),
-    ),
+    ['services', 'endpoints', 'secrets', 'configmaps'].map((plural) => [
+      `rbac.authorization.k8s.io/clusterroles:bind[platform-vcluster-syncer-${plural}]`,
+      'virtual-cluster',
+    ]),
   ),
   'events.k8s.io/events:create': 'events',
   'events.k8s.io/events:patch': 'events',

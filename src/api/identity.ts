@@ -17,6 +17,12 @@ export const UserSpecSchema = z
       .optional()
       .describe('Cluster roles of the user; `platform-admin` marks a platform-wide admin.'),
     disabled: z.boolean().optional().describe('When true the user cannot log in and their keys do not work.'),
+    groups: z
+      .array(z.string())
+      .optional()
+      .describe(
+        'Single-sign-on groups of the user as of the last sign-in (after `auth.groupsFilters`); set by the platform at login.',
+      ),
   })
   .describe('Desired state of the user.');
 

@@ -9,7 +9,7 @@ import { bootstrapAdmin, waitUntilGatewayAccepts } from '../dev/bootstrap.ts';
 import { ControlPlane } from '../dev/controlplane.ts';
 import { ensureGatewayTls } from '../dev/gateway-tls.ts';
 import { installCrds } from '../dev/install-crds.ts';
-import { installProjectRoles } from '../dev/install-rbac.ts';
+import { installPlatformRoles } from '../dev/install-rbac.ts';
 import { type PersistentPort, persistentPort } from '../dev/ports.ts';
 import { PidFile } from '../dev/processes.ts';
 import { BASE_PATH } from '../gateway/index.ts';
@@ -130,9 +130,9 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(hostKubeconfig);
 
-    progress('installing the CRDs and the project roles');
+    progress('installing the CRDs, the project roles and the syncer roles');
     await installCrds(kubeConfig);
-    await installProjectRoles(new KubeClient(kubeConfig));
+    await installPlatformRoles(new KubeClient(kubeConfig));
     await kubeConfig
       .makeApiClient(CoreV1Api)
       .createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } })

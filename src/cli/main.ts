@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { controlPlaneCommand } from './controlplane.ts';
 import { crdsCommand } from './crds.ts';
 import { devCommand } from './dev.ts';
+import { loginCommand, logoutCommand } from './login.ts';
 import { operatorCommand } from './operator.ts';
 import { syncPreviewCommand } from './sync-preview.ts';
 import { syncerCommand } from './syncer.ts';
@@ -20,6 +21,8 @@ export function buildProgram(): Command {
   program.addCommand(crdsCommand());
   program.addCommand(operatorCommand());
   program.addCommand(syncerCommand());
+  program.addCommand(loginCommand());
+  program.addCommand(logoutCommand());
   program.addCommand(
     new Command('sync').description('Virtual cluster sync tools').addCommand(syncPreviewCommand()),
   );

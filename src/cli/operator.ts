@@ -138,7 +138,8 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
   );
   if (unknown.length > 0) throw new Error(`unknown controller(s): ${unknown.join(', ')}`);
 
-  const api = new KubeClient(loadKubeConfig(options.kubeconfig));
+  const kubeConfig = loadKubeConfig(options.kubeconfig);
+  const api = new KubeClient(kubeConfig);
   const manager = new Manager({
     api,
     clock: systemClock,
@@ -178,6 +179,7 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
       api: writer,
       clock: systemClock,
       events,
+      kubeConfig,
       platformNamespace: options.namespace,
       ...(options.watchNamespace ? { namespace: options.watchNamespace } : {}),
       ...(options.maxConcurrentReconciles

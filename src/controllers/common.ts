@@ -1,3 +1,4 @@
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../runtime/clock.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
@@ -13,6 +14,11 @@ export interface ControllerDeps {
   namespace?: string;
   /** The platform's own namespace (configuration, keys); `platform-system` when absent. */
   platformNamespace?: string;
+  /**
+   * The controller's kubeconfig, for its cluster (server, TLS) only: clients that act as another
+   * identity (a syncer's ServiceAccount) are built from it with their own credentials.
+   */
+  kubeConfig?: KubeConfig;
 }
 
 export const DEFAULT_PLATFORM_NAMESPACE = 'platform-system';

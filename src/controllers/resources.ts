@@ -25,6 +25,7 @@ export const resources = {
     namespaced: true,
   },
   secrets: { group: '', version: 'v1', plural: 'secrets', namespaced: true },
+  serviceAccounts: { group: '', version: 'v1', plural: 'serviceaccounts', namespaced: true },
   namespaces: { group: '', version: 'v1', plural: 'namespaces', namespaced: false },
   virtualClusterInstances: {
     group: API_GROUP,
@@ -39,4 +40,5 @@ export const fieldManagers = {
   sharedSecret: 'platform-sharedsecret-controller',
   secretSync: 'platform-secret-sync',
   project: 'platform-project-controller',
+  virtualCluster: 'platform-virtualcluster-controller',
 } as const;

@@ -13,15 +13,26 @@ const FIELD_MANAGER = 'platform-dev';
  */
 export const PROJECT_ROLES_FILE = new URL('../../charts/platform/files/project-roles.yaml', import.meta.url);
 
-export function projectRoles(text = readFileSync(PROJECT_ROLES_FILE, 'utf8')): KubernetesObject[] {
-  return parseAllDocuments(text)
+/**
+ * The ClusterRoles a virtual cluster's syncer is bound to in its host namespace (one per synced
+ * kind); the chart renders the same file, so a local syncer has what an installed one has.
+ */
+export const SYNCER_ROLES_FILE = new URL('../../charts/platform/files/syncer-roles.yaml', import.meta.url);
+
+/** The objects of a multi-document YAML file (empty documents dropped). */
+export function manifests(file: URL): KubernetesObject[] {
+  return parseAllDocuments(readFileSync(file, 'utf8'))
     .map((document) => document.toJS() as KubernetesObject | null)
     .filter((object): object is KubernetesObject => object !== null);
 }
 
-/** Applies the project roles (server-side apply: reruns converge, removed rules go). */
-export async function installProjectRoles(api: KubeApi): Promise<void> {
+export function projectRoles(): KubernetesObject[] {
+  return manifests(PROJECT_ROLES_FILE);
+}
+
+/** Applies the project roles and the syncer roles (server-side apply: reruns converge, removed rules go). */
+export async function installPlatformRoles(api: KubeApi): Promise<void> {
   const mapper = new RestMapper(api);
-  for (const role of projectRoles())
+  for (const role of [...projectRoles(), ...manifests(SYNCER_ROLES_FILE)])
     await applyObject(api, role, { fieldManager: FIELD_MANAGER, force: true, mapper });
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ApiException } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
+import { PROJECT_LABEL } from '../controllers/project/desired.ts';
 import type { RandomBytes } from '../gateway/auth/keys.ts';
 import type { PepperStore } from '../identity/pepper.ts';
 import type { RestMapper } from '../runtime/apply.ts';
@@ -23,13 +24,15 @@ import {
 import {
   configText,
   decideSecretSync,
+  isPlatformComponent,
   maxAccessKeyTtl,
   PLATFORM_CONFIG_SECRET,
+  refuseComponentSecretSync,
   syncSourceToAuthorize,
   validatePlatformConfigSecret,
 } from './rules/secret.ts';
 import { namedIdentities, validateSharedSecret } from './rules/sharedsecret.ts';
-import { validateVirtualClusterInstance } from './rules/virtualclusterinstance.ts';
+import { placementLookups, validateVirtualClusterInstance } from './rules/virtualclusterinstance.ts';
 
 /**
  * The I/O edge of admission: gathers what the pure rules need (SubjectAccessReviews, discovery,
@@ -137,9 +140,11 @@ export class Admission {
       case 'sharedsecrets':
         decisions.push(validateSharedSecret(object, await this.missingIdentities(object)));
         break;
-      case 'virtualclusterinstances':
-        decisions.push(validateVirtualClusterInstance(oldObject, object));
+      case 'virtualclusterinstances': {
+        const projects = await this.namespaceProjects(placementLookups(oldObject, object));
+        decisions.push(validateVirtualClusterInstance(oldObject, object, (ns) => projects.get(ns)));
         break;
+      }
     }
     return combine(subject, decisions);
   }
@@ -159,7 +164,9 @@ export class Admission {
       decisions.push(validatePlatformConfigSecret(object));
     }
     const source = syncSourceToAuthorize(oldObject, object);
-    if (source) {
+    if (source && isPlatformComponent(request.userInfo, this.deps.platformNamespace)) {
+      decisions.push(refuseComponentSecretSync(source, request.userInfo));
+    } else if (source) {
       const mayGet = await this.subjectAccessReview(request.userInfo, {
         verb: 'get',
         group: API_GROUP,
@@ -226,6 +233,25 @@ export class Admission {
       },
     });
     return review.status?.allowed === true;
+  }
+
+  /** The project label of each namespace; a namespace that does not exist has none. */
+  private async namespaceProjects(names: readonly string[]): Promise<Map<string, string | undefined>> {
+    const entries = await Promise.all(
+      names.map(async (name): Promise<[string, string | undefined]> => {
+        try {
+          const namespace = await this.deps.api.request<AdmittedObject>({
+            method: 'GET',
+            path: `/api/v1/namespaces/${encodeURIComponent(name)}`,
+          });
+          return [name, namespace.metadata?.labels?.[PROJECT_LABEL] || undefined];
+        } catch (err) {
+          if (err instanceof ApiException && err.code === 404) return [name, undefined];
+          throw err;
+        }
+      }),
+    );
+    return new Map(entries);
   }
 
   private async maxAccessKeyTtl() {

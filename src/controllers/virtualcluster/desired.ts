@@ -40,6 +40,8 @@ export type SyncerState =
   | { phase: 'notConfigured' }
   | { phase: 'invalidConfig'; errors: string[] }
   | { phase: 'noConnection'; reason: string; message: string }
+  /** The syncer may not run: its placement is not allowed, or its host identity could not be set up. */
+  | { phase: 'blocked'; reason: string; message: string }
   | { phase: 'running'; status: SyncerStatus };
 
 const MAX_LISTED = 5;
@@ -64,6 +66,7 @@ export function syncingCondition(state: SyncerState, generation: number | undefi
         message: `spec.config: ${state.errors.join('; ')}`.slice(0, 4000),
       };
     case 'noConnection':
+    case 'blocked':
       return { ...base, status: 'False', reason: state.reason, message: state.message };
     case 'running': {
       const { status } = state;

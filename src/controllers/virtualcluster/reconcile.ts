@@ -1,3 +1,4 @@
+import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import {
@@ -14,16 +15,24 @@ import {
   InvalidCredentials,
 } from '../../clusters/connection.ts';
 import { probeCluster } from '../../clusters/reachability.ts';
-import { patchStatus } from '../../runtime/apply.ts';
+import { applyObject, patchStatus } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { type Condition, removeCondition, setCondition } from '../../runtime/conditions.ts';
 import type { ReconcileContext, ReconcileResult } from '../../runtime/controller.ts';
-import type { KubeApi, KubeClient } from '../../runtime/kube-client.ts';
+import { isApiError, isNotFound } from '../../runtime/errors.ts';
+import { addFinalizer, hasFinalizer, removeFinalizer } from '../../runtime/finalizers.ts';
+import { type KubeApi, type KubeClient, objectPath, type ResourceRef } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import type { Store } from '../../runtime/store.ts';
 import { validateSyncConfig } from '../../sync/config.ts';
-import { type Syncer, type SyncerOptions, startSyncer } from '../../sync/controllers/syncer.ts';
-import { resources, type Stored } from '../resources.ts';
+import {
+  hostNamespacesOf,
+  type Syncer,
+  type SyncerOptions,
+  startSyncer,
+  syncedKinds,
+} from '../../sync/controllers/syncer.ts';
+import { fieldManagers, resources, type Stored } from '../resources.ts';
 import {
   placementOf,
   readyCondition,
@@ -32,16 +41,35 @@ import {
   syncerFingerprint,
   syncingCondition,
 } from './desired.ts';
+import {
+  desiredSyncerIdentity,
+  roleBindingMatches,
+  type SyncerIdentity,
+  serviceAccountMatches,
+  syncerServiceAccountName,
+} from './identity.ts';
+import { placementProblems } from './placement.ts';
+import { ServiceAccountTokens } from './token.ts';
+
+/** Guards the removal of a syncer's host identity when its instance goes. */
+export const CLEANUP_FINALIZER = 'management.platform/cleanup';
+/** Index of the syncer identity objects (ServiceAccounts, RoleBindings) by the instance uid label. */
+export const BY_INSTANCE_UID = 'virtualclusterinstance-uid';
 
 interface Running {
   fingerprint: string;
   syncer: Syncer;
+  /** The virtual cluster's client (also the reachability probe's). */
   client: KubeClient;
+  /** The host client acting as the syncer's own ServiceAccount. */
+  hostClient: KubeClient;
 }
 
 export interface SyncerFactoryInput {
   key: string;
   virtual: KubeApi;
+  /** The host, as the syncer's own ServiceAccount (never the controller's identity). */
+  host: KubeApi;
   hostNamespace: string;
   vclusterName: string;
   config: SyncerOptions['config'];
@@ -67,9 +95,20 @@ export class SyncerSupervisor {
     return [...this.running.keys()];
   }
 
-  start(input: Omit<SyncerFactoryInput, 'virtual'> & { fingerprint: string; client: KubeClient }): Running {
-    const syncer = this.create({ ...input, virtual: input.client });
-    const entry = { fingerprint: input.fingerprint, syncer, client: input.client };
+  start(
+    input: Omit<SyncerFactoryInput, 'virtual' | 'host'> & {
+      fingerprint: string;
+      client: KubeClient;
+      hostClient: KubeClient;
+    },
+  ): Running {
+    const syncer = this.create({ ...input, virtual: input.client, host: input.hostClient });
+    const entry = {
+      fingerprint: input.fingerprint,
+      syncer,
+      client: input.client,
+      hostClient: input.hostClient,
+    };
     this.running.set(input.key, entry);
     return entry;
   }
@@ -80,6 +119,7 @@ export class SyncerSupervisor {
     this.running.delete(key);
     await entry.syncer.stop();
     entry.client.close();
+    entry.hostClient.close();
   }
 
   async stopAll(): Promise<void> {
@@ -88,10 +128,17 @@ export class SyncerSupervisor {
 }
 
 export interface VirtualClusterReconcilerDeps {
-  /** The host cluster (the operator's own). */
+  /** The host cluster, as the controller (instances' status and finalizer, syncer identities, tokens). */
   api: KubeApi;
   clock: Clock;
   instances: Store<Stored<VirtualClusterInstance>>;
+  /** The syncers' ServiceAccounts and RoleBindings (labelled with the instance uid, indexed by {@link BY_INSTANCE_UID}). */
+  serviceAccounts: Store<V1ServiceAccount>;
+  roleBindings: Store<V1RoleBinding>;
+  /** The project label of a namespace, if it exists and has one (from a Namespace cache). */
+  projectOf: (namespace: string) => string | undefined;
+  /** A host client that presents the given tokens (the syncer's ServiceAccount's) and nothing else. */
+  hostClientFor: (tokens: ServiceAccountTokens) => KubeClient;
   supervisor: SyncerSupervisor;
   /** Enqueues a key of this controller (a syncer's status changed). */
   enqueue: (key: string) => void;
@@ -99,16 +146,13 @@ export interface VirtualClusterReconcilerDeps {
   probeTimeoutMs?: number;
 }
 
-/** The default syncer factory: the syncers run on the operator's manager, the host is `host`. */
-export function syncerFactory(options: {
-  manager: Manager;
-  host: KubeApi;
-}): (input: SyncerFactoryInput) => Syncer {
+/** The default syncer factory: the syncers run on the operator's manager, each with its own host client. */
+export function syncerFactory(options: { manager: Manager }): (input: SyncerFactoryInput) => Syncer {
   return (input) =>
     startSyncer({
       manager: options.manager,
       virtual: input.virtual,
-      host: options.host,
+      host: input.host,
       hostNamespace: input.hostNamespace,
       name: input.vclusterName,
       config: input.config,
@@ -124,9 +168,15 @@ export function syncerFactory(options: {
  * fails) and runs one syncer per instance that has `spec.credentialsSecretRef` and
  * `spec.config`, restarts it when anything it was started from changes (configuration,
  * credentials, endpoint, placement), stops it when the instance goes, and reports how it does in
- * the `Syncing` condition. Nothing is written to the virtual cluster or the host here; that is
- * the syncer's job. Credentials are read with a GET on every reconcile (no cache of all Secrets)
- * and never logged; only a digest of them is kept.
+ * the `Syncing` condition. Credentials are read with a GET on every reconcile (no cache of all
+ * Secrets) and never logged; only a digest of them is kept.
+ *
+ * The syncer acts on the host as the virtual cluster, never as the platform: each configured
+ * instance gets a ServiceAccount of its own in its host namespace, bound there to the ClusterRoles
+ * of exactly the kinds it syncs (`desiredSyncerIdentity`), and its syncer's host client presents
+ * short-lived tokens of that ServiceAccount (TokenRequest, renewed before they expire). The
+ * identity is removed (finalizer) when the instance goes or stops being synced. Nothing else is
+ * written to the host here, and nothing to the virtual cluster; that is the syncer's job.
  */
 export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
   const { api, instances, supervisor } = deps;
@@ -150,15 +200,77 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     await patchStatus(api, resources.virtualClusterInstances, vci, { ...vci.status, conditions });
   }
 
+  /** The syncer identity objects the caches hold for an instance, in any namespace. */
+  const currentIdentity = (vci: Stored<VirtualClusterInstance>) => ({
+    serviceAccounts: deps.serviceAccounts.byIndex(BY_INSTANCE_UID, vci.metadata.uid ?? ''),
+    roleBindings: deps.roleBindings.byIndex(BY_INSTANCE_UID, vci.metadata.uid ?? ''),
+  });
+
+  /** Applies what differs from the caches, removes what is no longer wanted (other kinds, other namespaces). */
+  async function ensureIdentity(vci: Stored<VirtualClusterInstance>, desired: SyncerIdentity): Promise<void> {
+    const current = currentIdentity(vci);
+    const at = (obj: { metadata?: { namespace?: string; name?: string } }) =>
+      `${obj.metadata?.namespace}/${obj.metadata?.name}`;
+    const apply = (obj: V1ServiceAccount | V1RoleBinding, resource: ResourceRef) =>
+      applyObject(api, obj, { fieldManager: fieldManagers.virtualCluster, force: true, resource });
+    const cachedAccount = current.serviceAccounts.find((sa) => at(sa) === at(desired.serviceAccount));
+    if (!serviceAccountMatches(cachedAccount, desired.serviceAccount))
+      await apply(desired.serviceAccount, resources.serviceAccounts);
+    const cachedBindings = new Map(current.roleBindings.map((binding) => [at(binding), binding]));
+    await Promise.all(
+      desired.roleBindings
+        .filter((binding) => !roleBindingMatches(cachedBindings.get(at(binding)), binding))
+        .map((binding) => apply(binding, resources.roleBindings)),
+    );
+    const wanted = new Set([desired.serviceAccount, ...desired.roleBindings].map(at));
+    await deleteIdentityObjects({
+      serviceAccounts: current.serviceAccounts.filter((sa) => !wanted.has(at(sa))),
+      roleBindings: current.roleBindings.filter((binding) => !wanted.has(at(binding))),
+    });
+  }
+
+  async function deleteIdentityObjects(objects: ReturnType<typeof currentIdentity>): Promise<void> {
+    const remove = async (resource: ResourceRef, obj: V1ServiceAccount | V1RoleBinding) => {
+      try {
+        await api.request({
+          method: 'DELETE',
+          path: objectPath(resource, obj.metadata?.namespace, obj.metadata?.name ?? ''),
+          body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: obj.metadata?.uid } },
+        });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    };
+    await Promise.all([
+      ...objects.roleBindings.map((binding) => remove(resources.roleBindings, binding)),
+      ...objects.serviceAccounts.map((sa) => remove(resources.serviceAccounts, sa)),
+    ]);
+  }
+
+  /** No syncer and no identity any more; then the finalizer goes. */
+  async function release(key: string, vci: Stored<VirtualClusterInstance>): Promise<void> {
+    await supervisor.stop(key);
+    await deleteIdentityObjects(currentIdentity(vci));
+    try {
+      await removeFinalizer(api, resources.virtualClusterInstances, vci, CLEANUP_FINALIZER);
+    } catch (err) {
+      // Gone already: an earlier reconcile removed the finalizer and the cache has not caught up.
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
   return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const vci = instances.get(key);
-    if (!vci || vci.metadata.deletionTimestamp) {
+    if (!vci) {
       await supervisor.stop(key);
+      return undefined;
+    }
+    if (vci.metadata.deletionTimestamp) {
+      await release(key, vci);
       return undefined;
     }
     const { spec } = vci;
     const namespace = vci.metadata.namespace ?? '';
-
     let connection: Connection | undefined;
     let access: ClusterAccess;
     if (!spec.credentialsSecretRef) {
@@ -177,20 +289,45 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
         access = { phase: 'noCredentials', reason: err.name, message: err.message };
       }
     }
-
     // The syncer's side: what it would be started from, and whether the running one still fits.
     const validated = spec.config === undefined ? undefined : validateSyncConfig(spec.config);
     const { hostNamespace, vclusterName } = placementOf(vci);
+    const configured = spec.config !== undefined && spec.credentialsSecretRef !== undefined;
+    // Admission refuses placements outside the project; this covers instances admitted before
+    // (or whose namespaces changed project since): their syncer does not run.
+    const placement =
+      configured && validated?.config ? placementProblems(vci, validated.config, deps.projectOf) : [];
+    const syncConfig = configured && placement.length === 0 ? (validated?.config ?? null) : null;
     const fingerprint =
       connection && spec.config !== undefined
         ? syncerFingerprint({ connection, config: spec.config, hostNamespace, vclusterName })
         : undefined;
     let running = supervisor.get(key);
-    if (running && (fingerprint === undefined || running.fingerprint !== fingerprint || !validated?.config)) {
+    if (running && (fingerprint === undefined || running.fingerprint !== fingerprint || !syncConfig)) {
       await supervisor.stop(key);
       running = undefined;
     }
-
+    // The syncer's identity exists exactly while a syncer is configured.
+    let identityProblem: { reason: string; message: string } | undefined;
+    if (syncConfig) {
+      await addFinalizer(api, resources.virtualClusterInstances, vci, CLEANUP_FINALIZER);
+      try {
+        const namespaces = hostNamespacesOf({ vclusterName, hostNamespace, config: syncConfig }) ?? [];
+        await ensureIdentity(
+          vci,
+          desiredSyncerIdentity(vci, hostNamespace, syncedKinds(syncConfig), namespaces),
+        );
+      } catch (err) {
+        // The host refused (RBAC, a namespace being deleted): reported, retried on the next recheck.
+        if (!isApiError(err)) throw err;
+        identityProblem = {
+          reason: 'SyncerIdentityFailed',
+          message: `could not set up the syncer's ServiceAccount in namespace ${hostNamespace}: the apiserver answered ${err.code}`,
+        };
+      }
+    } else if (hasFinalizer(vci, CLEANUP_FINALIZER)) {
+      await release(key, vci);
+    }
     // Reachability, with the running syncer's client when there is one.
     let probeClient: KubeClient | undefined;
     if (connection) {
@@ -201,10 +338,15 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
       };
     }
     const reachable = access.phase === 'probed' && access.reachability.reachable;
-
     let state: SyncerState;
-    if (spec.config === undefined || !spec.credentialsSecretRef) state = { phase: 'notConfigured' };
-    else if (!validated?.config)
+    if (!configured) state = { phase: 'notConfigured' };
+    else if (placement.length > 0)
+      state = {
+        phase: 'blocked',
+        reason: 'PlacementNotAllowed',
+        message: placement.map((p) => `${p.field}: ${p.message}`).join('; '),
+      };
+    else if (!syncConfig)
       // Admission rejects such configurations; this covers objects written without it.
       state = { phase: 'invalidConfig', errors: validated?.errors ?? [] };
     else if (access.phase === 'noCredentials')
@@ -215,16 +357,24 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
         reason: 'Unreachable',
         message: access.reachability.message,
       };
+    else if (identityProblem) state = { phase: 'blocked', ...identityProblem };
     else {
       if (!running && connection && probeClient && fingerprint) {
         ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
+        const tokens = new ServiceAccountTokens({
+          api,
+          namespace: hostNamespace,
+          serviceAccount: syncerServiceAccountName(vci),
+          clock: deps.clock,
+        });
         running = supervisor.start({
           key,
           fingerprint,
           client: probeClient,
+          hostClient: deps.hostClientFor(tokens),
           hostNamespace,
           vclusterName,
-          config: validated.config,
+          config: syncConfig,
           logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
           onStatusChange: () => deps.enqueue(key),
         });
@@ -233,9 +383,8 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     }
     // A probe client the syncer did not take over is closed.
     if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
-
     await writeConditions(vci, access, state);
     if (access.phase === 'noCredentials' && !spec.credentialsSecretRef) return undefined;
-    return { requeueAfter: reachable ? RECHECK_MS : RETRY_CONNECTION_MS };
+    return { requeueAfter: reachable && !identityProblem ? RECHECK_MS : RETRY_CONNECTION_MS };
   };
 }

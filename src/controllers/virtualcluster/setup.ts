@@ -1,26 +1,60 @@
+import type { V1Namespace, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import { objectKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import type { ControllerDeps } from '../common.ts';
+import { PROJECT_LABEL } from '../project/desired.ts';
 import { resources, type Stored } from '../resources.ts';
-import { SyncerSupervisor, syncerFactory, virtualClusterReconciler } from './reconcile.ts';
+import { placementOf } from './desired.ts';
+import { INSTANCE_UID_LABEL, instanceKeyOf } from './identity.ts';
+import { BY_INSTANCE_UID, SyncerSupervisor, syncerFactory, virtualClusterReconciler } from './reconcile.ts';
+import { clientWithTokens } from './token.ts';
+
+const BY_HOST_NAMESPACE = 'host-namespace';
 
 /**
  * The VirtualClusterInstance controller: primary VirtualClusterInstances; each one with
- * credentials and a configuration gets a syncer (see `virtualClusterReconciler`). The syncers
- * live while this controller runs: when it stops (shutdown, leadership lost) they stop with it,
- * and the next leader starts its own.
+ * credentials and a configuration gets a syncer (see `virtualClusterReconciler`) acting as its
+ * own ServiceAccount, whose ServiceAccount and RoleBindings (labelled with the instance's uid)
+ * map back to the instance. The syncers live while this controller runs: when it stops
+ * (shutdown, leadership lost) they stop with it, and the next leader starts its own.
  */
 export function setupVirtualClusterController(manager: Manager, deps: ControllerDeps) {
+  const kubeConfig = deps.kubeConfig;
+  if (!kubeConfig) throw new Error('the virtualcluster controller needs the kubeconfig of the host cluster');
   const scope = deps.namespace ? { namespace: deps.namespace } : {};
   const instances = manager.informer<Stored<VirtualClusterInstance>>(
     resources.virtualClusterInstances,
     scope,
+    {
+      [BY_HOST_NAMESPACE]: (vci) => [placementOf(vci).hostNamespace],
+    },
   );
-  const startSyncer = syncerFactory({ manager, host: deps.api });
-  // The syncer's writes into the virtual cluster are fenced like the host's (deps.api): none
-  // goes out once this replica stopped leading.
+  // Cluster-wide unless the controller watches one namespace: a syncer's host namespace may be
+  // another of its project's namespaces.
+  const byUid = {
+    [BY_INSTANCE_UID]: (obj: V1ServiceAccount | V1RoleBinding) => [
+      obj.metadata?.labels?.[INSTANCE_UID_LABEL] ?? '',
+    ],
+  };
+  const serviceAccounts = manager.informer<V1ServiceAccount>(
+    resources.serviceAccounts,
+    { ...scope, labelSelector: INSTANCE_UID_LABEL },
+    byUid,
+  );
+  const roleBindings = manager.informer<V1RoleBinding>(
+    resources.roleBindings,
+    { ...scope, labelSelector: INSTANCE_UID_LABEL },
+    byUid,
+  );
+  // Which project each namespace belongs to (the label the project controller sets), so no syncer
+  // runs outside its project even if admission was bypassed.
+  const namespaces = manager.informer<V1Namespace>(resources.namespaces, {});
+  const startSyncer = syncerFactory({ manager });
+  // The syncer's writes are fenced like the controller's: none goes out, to the virtual cluster
+  // or to the host, once this replica stopped leading.
   const supervisor = new SyncerSupervisor((input) =>
-    startSyncer({ ...input, virtual: manager.leaderApi(input.virtual) }),
+    startSyncer({ ...input, virtual: manager.leaderApi(input.virtual), host: manager.leaderApi(input.host) }),
   );
   let enqueue: (key: string) => void = () => {};
   const controller = manager.controller({
@@ -30,12 +64,27 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
       api: deps.api,
       clock: deps.clock,
       instances: instances.store,
+      serviceAccounts: serviceAccounts.store,
+      roleBindings: roleBindings.store,
+      projectOf: (namespace) =>
+        namespaces.store.get(namespace)?.metadata?.labels?.[PROJECT_LABEL] || undefined,
+      hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
       supervisor,
       enqueue: (key) => enqueue(key),
     }),
   });
   enqueue = (key) => controller.enqueue(key);
-  controller.watchPrimary(instances);
+  controller
+    .watchPrimary(instances)
+    .watch(serviceAccounts, instanceKeyOf)
+    .watch(roleBindings, instanceKeyOf)
+    // A namespace changing project may allow or forbid the instances placed in it.
+    .watch(namespaces, (namespace) =>
+      instances.store
+        .list()
+        .filter((vci) => placementOf(vci).hostNamespace === namespace.metadata?.name)
+        .map(objectKey),
+    );
   // Stopping the controller stops its syncers (a syncer must not outlive its leader).
   const stopController = controller.stop.bind(controller);
   controller.stop = async (drainTimeoutMs?: number) => {

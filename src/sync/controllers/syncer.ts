@@ -11,7 +11,13 @@ import type { SyncConfig } from '../config.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
 import type { SandboxOptions } from '../patches/sandbox.ts';
 import { createSandbox } from '../sync.ts';
-import { isManagedHostObject, type KubeObject, type SyncContext, type SyncedKind } from '../translate.ts';
+import {
+  isManagedHostObject,
+  type KubeObject,
+  namespaceRules,
+  type SyncContext,
+  type SyncedKind,
+} from '../translate.ts';
 import { SyncerMetrics } from './metrics.ts';
 import { virtualKeyOfHost } from './plan.ts';
 import {
@@ -120,6 +126,14 @@ export function syncedKinds(config: SyncConfig): SyncedKind[] {
   );
 }
 
+/** The host namespaces a syncer writes into; null when a mapping pattern leaves them open. */
+export function hostNamespacesOf(ctx: SyncContext): string[] | null {
+  const rules = namespaceRules(ctx);
+  if (rules === null) return [ctx.hostNamespace];
+  if (rules.some((rule) => rule.host.endsWith('*'))) return null;
+  return [...new Set([ctx.hostNamespace, ...rules.map((rule) => rule.host)])];
+}
+
 export function startSyncer(options: SyncerOptions): Syncer {
   const { manager, logger, config } = options;
   const ctx: SyncContext = { vclusterName: options.name, hostNamespace: options.hostNamespace, config };
@@ -178,9 +192,12 @@ export function startSyncer(options: SyncerOptions): Syncer {
       : {};
     virtualInformers.set(kind, makeInformer('virtual', kind, {}, indexers));
   }
-  // Host caches: only our objects. Multi-namespace mode writes outside the host namespace.
+  // Host caches: only our objects, in the namespace we write to. The syncer's identity may read
+  // nothing else (a ServiceAccount bound in its namespaces only), so the caches are cluster-wide
+  // only where namespace mappings name several namespaces or patterns.
+  const hostNamespaces = hostNamespacesOf(ctx);
   const hostScope = {
-    ...(config.sync.toHost.namespaces.enabled ? {} : { namespace: options.hostNamespace }),
+    ...(hostNamespaces?.length === 1 ? { namespace: hostNamespaces[0] } : {}),
     labelSelector: `${LABEL_MANAGED_BY}=${options.name}`,
   };
   const hostInformers = new Map<SyncedKind, Informer>();

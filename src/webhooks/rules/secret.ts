@@ -1,7 +1,9 @@
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../../api/config.ts';
+import { configWarnings } from '../../api/config-warnings.ts';
 import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../controllers/secretsync/desired.ts';
+import { SYNCER_SERVICE_ACCOUNT_PREFIX } from '../../controllers/virtualcluster/identity.ts';
 import { type AdmissionDecision, allow, type Cause, forbidden, invalid } from '../decision.ts';
-import type { AdmittedObject } from '../review.ts';
+import type { AdmittedObject, UserInfo } from '../review.ts';
 
 export { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET };
 
@@ -30,6 +32,25 @@ export function syncSourceToAuthorize(
   if (wanted === undefined) return undefined;
   const before = syncSource(oldObject);
   return before && before.name === wanted.name && before.namespace === wanted.namespace ? undefined : wanted;
+}
+
+/**
+ * Whether the requester is one of the platform's own identities: a ServiceAccount of the platform
+ * namespace (controller, webhook, gateway) or a virtual cluster's syncer. They act on others'
+ * behalf, so whatever they may read must not be what decides: such a requester never passes the
+ * secret-sync check, however much it may read (the controller may read every SharedSecret).
+ */
+export function isPlatformComponent(user: UserInfo, platformNamespace: string): boolean {
+  const match = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(user.username ?? '');
+  if (!match) return false;
+  return match[1] === platformNamespace || match[2]!.startsWith(SYNCER_SERVICE_ACCOUNT_PREFIX);
+}
+
+/** The platform's own identities may not set the sync labels, whatever they may read. */
+export function refuseComponentSecretSync(source: SharedSecretRef, user: UserInfo): AdmissionDecision {
+  return forbidden(
+    `secrets labelled ${SOURCE_NAME_LABEL}=${source.name}, ${SOURCE_NAMESPACE_LABEL}=${source.namespace} are filled from that SharedSecret; ${user.username} is an identity of the platform itself, which never sets these labels on anyone's behalf: a user who may get the SharedSecret must`,
+  );
 }
 
 export function decideSecretSync(source: SharedSecretRef, mayGet: boolean): AdmissionDecision {
@@ -66,7 +87,7 @@ export function validatePlatformConfigSecret(object: AdmittedObject): AdmissionD
     ]);
   }
   const result = safeParseConfig(text);
-  if (result.ok) return allow();
+  if (result.ok) return allow({ warnings: configWarnings(text) });
   const causes: Cause[] = result.error.issues.map((issue) => ({
     field: issue.path ? `data[${PLATFORM_CONFIG_KEY}].${issue.path}` : `data[${PLATFORM_CONFIG_KEY}]`,
     reason: 'FieldValueInvalid',

@@ -1,0 +1,233 @@
+import { describe, expect, it } from 'vitest';
+import { NotInAllowedGroups } from '../../src/login/identity.ts';
+import { OidcConnector } from '../../src/login/oidc.ts';
+import { UnknownUser } from '../../src/login/outcome.ts';
+import { SamlConnector } from '../../src/login/saml.ts';
+import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
+import { uniqueName } from '../support/cluster.ts';
+import { ScriptedAgent } from './support/browse.ts';
+import { useLoginEnv } from './support/login-env.ts';
+
+/**
+ * What a sign-in does, against a real apiserver with the platform's admission and gateway, a
+ * real OpenID provider (oidc-provider) and a SAML identity provider (samlify): the User and its
+ * Teams, the `type: Login` key and its identity, and that the key works through the gateway.
+ */
+
+const env = useLoginEnv();
+
+function oidcConfig(extra = '', authExtra = '') {
+  const { oidc } = env();
+  return `
+auth:
+${authExtra}
+  groupsFilters: ['^team-']
+  oidc:
+    issuerUrl: ${oidc.issuer}
+    clientId: ${oidc.clientId}
+    clientSecret: ${oidc.clientSecret}
+    redirectURI: ${env().oidcCallback}
+    caFile: ${oidc.caFile}
+    scopes: [email, profile, groups, extra, offline_access]
+    allowedExtraClaims: [department]
+${extra}`;
+}
+
+async function oidcSignIn(account: string) {
+  const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
+  const { url, transaction } = await connector.start();
+  const agent = new ScriptedAgent([env().oidc.caPem]);
+  const callback = await agent.followUntil(url.toString(), env().oidcCallback, {
+    path: /^\/interaction\//,
+    fields: { username: account },
+  });
+  return connector.finish(new URL(callback), transaction);
+}
+
+describe('password sign-in', () => {
+  it('mints a Login key for the right password only, which works through the gateway', async () => {
+    const { gateway, service } = env();
+    env().configure('auth: { loginAccessKeyTTLSeconds: 3600 }');
+    const name = await env().userWithPassword('pw', 'correct horse battery');
+    await expect(
+      service.passwordLogin({ username: name, password: 'wrong horse battery', source: '10.0.0.1' }),
+    ).rejects.toBeInstanceOf(InvalidCredentials);
+    expect(await env().loginKeys(name)).toEqual([]);
+    const minted = await service.passwordLogin({
+      username: name,
+      password: 'correct horse battery',
+      source: '10.0.0.1',
+    });
+    expect(minted.key).toMatch(/^pak_/);
+    expect(minted.deviceToken).toBeDefined();
+    const keys = await env().loginKeys(name);
+    expect(keys.map((k) => k.metadata.name)).toEqual([minted.keyName]);
+    expect(keys[0]?.spec).toMatchObject({
+      type: 'Login',
+      user: name,
+      identity: { connector: 'password', username: name },
+    });
+    expect(keys[0]?.spec.key).toBeUndefined();
+    const own = await env().use(minted.key, '/ownedaccesskeys');
+    expect(own.status).toBe(200);
+    expect(own.json.items.map((k: { metadata: { name: string } }) => k.metadata.name)).toContain(
+      minted.keyName,
+    );
+
+    // The stored password is a scrypt hash in a Secret, not in the User.
+    const secret = await gateway.core.readNamespacedSecret({
+      name: `platform-password-${name}`,
+      namespace: gateway.platformNamespace,
+    });
+    expect(Buffer.from(secret.data?.hash ?? '', 'base64').toString()).toMatch(/^\$scrypt\$/);
+    const user = await gateway.custom.getClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'users',
+      name,
+    });
+    expect(JSON.stringify(user)).not.toContain('scrypt');
+
+    // A change with the old password ends the Login sessions; the old password stops working.
+    await service.changePassword({
+      username: name,
+      oldPassword: 'correct horse battery',
+      newPassword: 'new battery staple',
+      source: '10.0.0.1',
+    });
+    expect(await env().loginKeys(name)).toEqual([]);
+    await expect(
+      service.passwordLogin({ username: name, password: 'correct horse battery', source: '10.0.0.2' }),
+    ).rejects.toBeInstanceOf(InvalidCredentials);
+    await service.passwordLogin({ username: name, password: 'new battery staple', source: '10.0.0.2' });
+  });
+
+  it('is refused when password login is disabled, and an unknown user is refused like a wrong password', async () => {
+    const { service } = env();
+    env().configure('auth: { password: { disabled: true } }');
+    await expect(
+      service.passwordLogin({ username: 'nobody', password: 'whatever123', source: 's' }),
+    ).rejects.toBeInstanceOf(PasswordLoginDisabled);
+    env().configure('');
+    await expect(
+      service.passwordLogin({ username: uniqueName('nobody'), password: 'whatever123', source: 's' }),
+    ).rejects.toBeInstanceOf(InvalidCredentials);
+  });
+});
+
+describe('OIDC sign-in', () => {
+  it('creates the user with its filtered groups and teams, and a Login key holding the identity', async () => {
+    const { oidc, service, gateway } = env();
+    const account = uniqueName('alice');
+    oidc.accounts.set(account, {
+      claims: {
+        preferred_username: account,
+        email: `${account}@example.com`,
+        email_verified: true,
+        groups: ['team-dev', 'everyone'],
+        department: 'R&D',
+        employee_id: '42',
+      },
+    });
+    env().configure(oidcConfig());
+    const identity = await oidcSignIn(account);
+    expect(identity).toMatchObject({
+      userId: account,
+      username: account,
+      groups: ['team-dev', 'everyone'],
+      extraClaims: { department: ['R&D'] },
+    });
+    expect(identity.connectorData).toContain('refreshToken');
+    const minted = await service.ssoLogin(identity);
+
+    const user = (await gateway.custom.getClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'users',
+      name: account,
+    })) as { spec: Record<string, unknown> };
+    expect(user.spec).toMatchObject({
+      username: account,
+      subject: account,
+      email: `${account}@example.com`,
+      groups: ['team-dev'],
+    });
+    const team = (await gateway.custom.getClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'teams',
+      name: 'team-dev',
+    })) as { spec: Record<string, unknown> };
+    expect(team.spec).toMatchObject({ groups: ['team-dev'], users: [account] });
+
+    const [key] = await env().loginKeys(account);
+    expect(key?.spec.identity).toMatchObject({
+      connector: 'oidc',
+      userId: account,
+      extraClaims: { department: ['R&D'] },
+    });
+    expect(key?.spec.identity.extraClaims.employee_id).toBeUndefined();
+    const own = await env().use(minted.key, '/ownedaccesskeys');
+    expect(own.status).toBe(200);
+    const listed = own.json.items.find(
+      (k: { metadata: { name: string } }) => k.metadata.name === minted.keyName,
+    );
+    expect(listed.spec.identity.connector).toBe('oidc');
+    expect(listed.spec.identity.connectorData).toBeUndefined();
+  });
+
+  it('refuses a user in none of `groups`, and an unknown user with disableUserCreation, minting nothing', async () => {
+    const { oidc } = env();
+    const account = uniqueName('mallory');
+    oidc.accounts.set(account, { claims: { preferred_username: account, groups: ['everyone'] } });
+    env().configure(oidcConfig('    groups: [team-dev]'));
+    await expect(oidcSignIn(account)).rejects.toBeInstanceOf(NotInAllowedGroups);
+    env().configure(oidcConfig('', '  disableUserCreation: true'));
+    const identity = await oidcSignIn(account);
+    await expect(env().service.ssoLogin(identity)).rejects.toBeInstanceOf(UnknownUser);
+    expect(await env().loginKeys(account)).toEqual([]);
+  });
+});
+
+describe('SAML sign-in', () => {
+  it('signs a user in through the identity provider', async () => {
+    const { saml, service } = env();
+    env().configure(`
+auth:
+  saml:
+    redirectURI: ${env().samlCallback}
+    ssoURL: ${saml.ssoUrl}
+    caData: ${saml.caData}
+    ssoIssuer: ${saml.entityId}
+    usernameAttr: uid
+    emailAttr: mail
+    groupsAttr: memberOf
+    groupsDelim: ','
+`);
+    const connector = new SamlConnector('saml', env().config().auth.saml as never);
+    saml.registerServiceProvider(connector.metadata());
+    const account = uniqueName('carol');
+    saml.accounts.set(account, {
+      nameID: `${account}-id`,
+      attributes: { uid: account, mail: `${account}@example.com`, memberOf: 'team-a,team-b' },
+    });
+    const { url, transaction } = await connector.start();
+    const agent = new ScriptedAgent();
+    const page = await agent.request(url.toString());
+    const requestId = /name="request" value="([^"]+)"/.exec(page.text)?.[1] ?? '';
+    expect(requestId).toBe(transaction.requestId);
+    const identity = await connector.finish(
+      await saml.issue({ inResponseTo: requestId, account }),
+      transaction,
+    );
+    expect(identity).toMatchObject({
+      connector: 'saml',
+      userId: `${account}-id`,
+      username: account,
+      email: `${account}@example.com`,
+      groups: ['team-a', 'team-b'],
+    });
+    const minted = await service.ssoLogin(identity);
+    expect((await env().use(minted.key, '/ownedaccesskeys')).status).toBe(200);
+  });
+});

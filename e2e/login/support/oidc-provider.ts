@@ -1,0 +1,196 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { decodeJwt, importJWK, SignJWT } from 'jose';
+import Provider from 'oidc-provider';
+import { createCertificateAuthority, issueCertificate } from '../../../src/pki/certificates.ts';
+
+/**
+ * A real, certified OpenID provider for the tests: `oidc-provider` (panva) on HTTPS with a test
+ * CA, one confidential client, PKCE required, refresh tokens, and accounts the test defines. Its
+ * login page (`/interaction/<uid>`) is a plain form asking for a username (any of the accounts;
+ * no password: the provider's authentication is not what is tested), consent is implied.
+ *
+ * `tamper` makes it misbehave as a compromised or mixed-up provider would, by rewriting the ID
+ * token of the token response (signed again with the provider's own key): another audience, or
+ * another nonce. The relying party must refuse both.
+ */
+
+export interface TestAccount {
+  readonly claims: Record<string, unknown>;
+}
+
+export interface TestOidcProvider {
+  readonly issuer: string;
+  readonly caPem: string;
+  readonly caFile: string;
+  readonly clientId: string;
+  readonly clientSecret: string;
+  readonly accounts: Map<string, TestAccount>;
+  /** Set to rewrite the next ID tokens. */
+  tamper: { audience?: string; nonce?: string } | undefined;
+  /** Token requests seen (grant types), to assert a replayed code reached the provider. */
+  readonly tokenRequests: string[];
+  close(): Promise<void>;
+}
+
+function readForm(req: IncomingMessage): Promise<URLSearchParams> {
+  return new Promise((resolve, reject) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => {
+      body += chunk.toString('utf8');
+    });
+    req.on('end', () => resolve(new URLSearchParams(body)));
+    req.on('error', reject);
+  });
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+export async function startTestOidcProvider(options: {
+  redirectUris: string[];
+  postLogoutRedirectUris?: string[];
+  caDir: string;
+}): Promise<TestOidcProvider> {
+  const ca = await createCertificateAuthority('test-oidc-ca', 3600);
+  const serving = await issueCertificate(ca, {
+    commonName: 'oidc',
+    ipAddresses: ['127.0.0.1'],
+    usage: 'server',
+    validForSeconds: 3600,
+  });
+  const { writeFileSync } = await import('node:fs');
+  const caFile = `${options.caDir}/oidc-ca.pem`;
+  writeFileSync(caFile, ca.certPem);
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', alg: 'RS256', use: 'sig' };
+  const signingKey = await importJWK(jwk, 'RS256');
+  const clientId = 'platform';
+  const clientSecret = randomBytes(24).toString('hex');
+  const accounts = new Map<string, TestAccount>();
+  const tokenRequests: string[] = [];
+
+  const server = createServer({ cert: serving.certPem, key: serving.keyPem });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const issuer = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  const provider = new Provider(issuer, {
+    clients: [
+      {
+        client_id: clientId,
+        client_secret: clientSecret,
+        redirect_uris: options.redirectUris,
+        post_logout_redirect_uris: options.postLogoutRedirectUris ?? [],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+      },
+    ],
+    jwks: { keys: [jwk] },
+    cookies: { keys: [randomBytes(16).toString('hex')] },
+    pkce: { required: () => true },
+    conformIdTokenClaims: false,
+    claims: {
+      openid: ['sub'],
+      email: ['email', 'email_verified'],
+      profile: ['preferred_username', 'name'],
+      groups: ['groups'],
+      extra: ['department', 'employee_id'],
+    },
+    scopes: ['openid', 'offline_access', 'email', 'profile', 'groups', 'extra'],
+    features: { devInteractions: { enabled: false }, rpInitiatedLogout: { enabled: true } },
+    interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
+    issueRefreshToken: () => true,
+    async findAccount(_ctx: unknown, id: string) {
+      const account = accounts.get(id);
+      if (!account) return undefined;
+      return { accountId: id, claims: async () => ({ sub: id, ...account.claims }) };
+    },
+    async loadExistingGrant(ctx: {
+      oidc: { client: { clientId: string }; session: { accountId: string }; params: { scope: string } };
+    }) {
+      const grant = new provider.Grant({
+        accountId: ctx.oidc.session.accountId,
+        clientId: ctx.oidc.client.clientId,
+      });
+      grant.addOIDCScope(ctx.oidc.params.scope);
+      grant.addOIDCClaims([
+        'preferred_username',
+        'email',
+        'email_verified',
+        'groups',
+        'department',
+        'employee_id',
+        'name',
+      ]);
+      await grant.save();
+      return grant;
+    },
+  });
+
+  const state: TestOidcProvider = {
+    issuer,
+    caPem: ca.certPem,
+    caFile,
+    clientId,
+    clientSecret,
+    accounts,
+    tamper: undefined,
+    tokenRequests,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+
+  provider.use(async (ctx, next) => {
+    await next();
+    if (ctx.path !== '/token' || ctx.method !== 'POST') return;
+    tokenRequests.push(String(ctx.status));
+    const body = ctx.body as { id_token?: string } | undefined;
+    if (!state.tamper || !body?.id_token) return;
+    const claims = decodeJwt(body.id_token);
+    body.id_token = await new SignJWT({
+      ...claims,
+      ...(state.tamper.audience ? { aud: state.tamper.audience } : {}),
+      ...(state.tamper.nonce ? { nonce: state.tamper.nonce } : {}),
+    })
+      .setProtectedHeader({ alg: 'RS256', kid: 'test-key', typ: 'JWT' })
+      .sign(signingKey);
+  });
+
+  const callback = provider.callback();
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', issuer);
+    const interaction = /^\/interaction\/([\w-]+)$/.exec(url.pathname);
+    if (!interaction) return callback(req, res);
+    void (async () => {
+      try {
+        const details = await provider.interactionDetails(req, res);
+        if (req.method === 'GET') {
+          res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(
+            `<!doctype html><title>Test identity provider</title><h1>Test identity provider</h1>
+<form method="post" action="/interaction/${escapeHtml(details.uid)}">
+<label>Username <input name="username" autofocus></label> <button type="submit">Sign in</button></form>`,
+          );
+          return;
+        }
+        const form = await readForm(req);
+        const username = form.get('username') ?? '';
+        if (!accounts.has(username)) {
+          await provider.interactionFinished(req, res, {
+            error: 'access_denied',
+            error_description: 'unknown account',
+          });
+          return;
+        }
+        await provider.interactionFinished(
+          req,
+          res,
+          { login: { accountId: username } },
+          { mergeWithLastSubmission: false },
+        );
+      } catch (err) {
+        res.writeHead(400).end(String((err as Error).message));
+      }
+    })();
+  });
+  return state;
+}

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { configWarnings } from './config-warnings.ts';
+
+describe('warnings for configuration without effect', () => {
+  it('names every inert field that is set, and nothing for working ones', () => {
+    const warnings = configWarnings(`
+oidc: { enabled: true }
+auth:
+  oidc: { issuerUrl: https://idp }
+  password: { disabled: false }
+  hostedGit: { clientId: x, clientSecret: very-secret-value }
+  saml: { caData: eA==, insecureSkipSignatureValidation: true }
+  connectors:
+    - { id: gl, hostedGitGroups: { clientId: y } }
+    - { id: saml, oidc: { issuerUrl: https://x } }
+    - { id: both, oidc: { issuerUrl: https://x }, idpB: { tenant: t } }
+audit: { enabled: false, dataStoreEndpoint: https://store, level: 1 }
+uiSettings: { legalTemplate: "<b>hi</b>", primaryColor: "#fff" }
+secretStore: { enabled: true }
+costControl: { enabled: true }
+cloud: { releaseChannel: stable }
+apps: { noDefault: true }
+platformHost: platform.example.com
+projectNamespacePrefix: team-
+`);
+    const fields = warnings.map((w) => w.slice(0, w.indexOf(':')));
+    expect(fields.sort()).toEqual(
+      [
+        'oidc',
+        'auth.hostedGit',
+        'auth.saml.insecureSkipSignatureValidation',
+        'auth.connectors[0].hostedGitGroups',
+        'auth.connectors[1].id',
+        'auth.connectors[2].idpB',
+        'auth.connectors[2].idpB',
+        'audit.dataStoreEndpoint',
+        'uiSettings.primaryColor',
+        'secretStore',
+        'costControl',
+        'cloud',
+        'apps',
+        'platformHost',
+      ].sort(),
+    );
+    for (const warning of warnings)
+      expect(warning).toMatch(/accepted; (this connector )?has no effect in this platform/);
+    expect(warnings.join('\n')).not.toContain('very-secret-value');
+  });
+
+  it('says nothing for an empty or unparsable configuration', () => {
+    expect(configWarnings('')).toEqual([]);
+    expect(configWarnings('a: [')).toEqual([]);
+  });
+});

@@ -1,0 +1,136 @@
+import { parse as parseYaml } from 'yaml';
+
+/** The provider sections of `auth` and of each connector; a connector uses the first it names. */
+export const PROVIDER_SECTIONS = ['oidc', 'saml', 'hostedGit', 'hostedGitGroups', 'idpA', 'idpB'] as const;
+/** Connector ids are URL path segments: letters, digits, `-`, `_`, `.`. */
+export const CONNECTOR_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+/**
+ * Configuration fields this platform accepts (they are part of the API) but does not act on.
+ * Admission of the platform configuration answers each one that is set with a Kubernetes warning
+ * naming it, so nothing is configured in silence; `docs/login.md` lists them with the reason.
+ * Paths use `[*]` for every element of a list.
+ */
+export const INERT_CONFIG_FIELDS: ReadonlyArray<{ readonly path: string; readonly reason: string }> = [
+  { path: 'oidc', reason: 'the platform does not act as an OpenID provider' },
+  { path: 'auth.hostedGit', reason: 'sign-in through the code-hosting provider is not implemented' },
+  { path: 'auth.hostedGitGroups', reason: 'sign-in through the code-hosting provider is not implemented' },
+  { path: 'auth.idpA', reason: 'sign-in through the web-identity provider is not implemented' },
+  { path: 'auth.idpB', reason: 'sign-in through the enterprise-identity provider is not implemented' },
+  { path: 'auth.clusterManager', reason: 'sign-in through the cluster manager is not implemented' },
+  {
+    path: 'auth.connectors[*].hostedGit',
+    reason: 'sign-in through the code-hosting provider is not implemented',
+  },
+  {
+    path: 'auth.connectors[*].hostedGitGroups',
+    reason: 'sign-in through the code-hosting provider is not implemented',
+  },
+  { path: 'auth.connectors[*].idpA', reason: 'sign-in through the web-identity provider is not implemented' },
+  {
+    path: 'auth.connectors[*].idpB',
+    reason: 'sign-in through the enterprise-identity provider is not implemented',
+  },
+  {
+    path: 'auth.saml.insecureSkipSignatureValidation',
+    reason: 'SAML signatures are always validated; set caData or ca',
+  },
+  {
+    path: 'auth.connectors[*].saml.insecureSkipSignatureValidation',
+    reason: 'SAML signatures are always validated; set caData or ca',
+  },
+  { path: 'apps', reason: 'there is no app catalog' },
+  { path: 'audit.disableAgentSyncBack', reason: 'there are no agents sending audit events back' },
+  { path: 'audit.dataStoreEndpoint', reason: 'audit events go to files (audit.path) only' },
+  { path: 'audit.dataStoreTTL', reason: 'audit events go to files (audit.path) only' },
+  { path: 'platformHost', reason: 'the gateway takes its URL from its flags and the request' },
+  { path: 'devPodSubDomain', reason: 'deprecated; there are no workspaces' },
+  ...[
+    'platformVersion',
+    'logoURL',
+    'smallLogoURL',
+    'logoBackgroundColor',
+    'primaryColor',
+    'sidebarColor',
+    'accentColor',
+    'customCss',
+    'customJavaScript',
+    'navBarButtons',
+    'externalURLs',
+  ].map((field) => ({
+    path: `uiSettings.${field}`,
+    reason: 'there is no web UI besides the login page (which shows uiSettings.legalTemplate)',
+  })),
+  { path: 'secretStore', reason: 'there is no secret-store integration' },
+  { path: 'cloud', reason: 'settings for hosted cloud deployments' },
+  { path: 'costControl', reason: 'there is no cost dashboard or metrics deployment' },
+];
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The concrete paths (`auth.connectors[1].idpA`) where `pattern` names a value that is set. */
+function presentPaths(document: unknown, pattern: string): string[] {
+  const steps = pattern.split('.');
+  let found: Array<{ value: unknown; path: string }> = [{ value: document, path: '' }];
+  for (const step of steps) {
+    const each = step.endsWith('[*]');
+    const key = each ? step.slice(0, -3) : step;
+    const next: Array<{ value: unknown; path: string }> = [];
+    for (const { value, path } of found) {
+      if (!isObject(value) || !Object.hasOwn(value, key)) continue;
+      const child = value[key];
+      if (child === undefined || child === null) continue;
+      const childPath = path === '' ? key : `${path}.${key}`;
+      if (!each) next.push({ value: child, path: childPath });
+      else if (Array.isArray(child))
+        for (const [i, item] of child.entries()) next.push({ value: item, path: `${childPath}[${i}]` });
+    }
+    found = next;
+  }
+  return found.map(({ path }) => path);
+}
+
+/**
+ * One warning per field set in the configuration text that has no effect here (an unparsable
+ * text has none: admission refuses it with its own causes). Never quotes values.
+ */
+export function configWarnings(raw: string): string[] {
+  let document: unknown;
+  try {
+    document = parseYaml(raw, { prettyErrors: false, maxAliasCount: 100 });
+  } catch {
+    return [];
+  }
+  const warnings = INERT_CONFIG_FIELDS.flatMap(({ path, reason }) =>
+    presentPaths(document, path).map(
+      (where) => `${where}: accepted; has no effect in this platform (${reason})`,
+    ),
+  );
+  const connectors = isObject(document) && isObject(document.auth) ? document.auth.connectors : undefined;
+  const topLevel = new Set<string>(
+    PROVIDER_SECTIONS.filter(
+      (kind) => isObject(document) && isObject(document.auth) && document.auth[kind] != null,
+    ),
+  );
+  if (Array.isArray(connectors)) {
+    connectors.forEach((connector, i) => {
+      if (!isObject(connector)) return;
+      const sections = PROVIDER_SECTIONS.filter((kind) => connector[kind] != null);
+      for (const extra of sections.slice(1))
+        warnings.push(
+          `auth.connectors[${i}].${extra}: accepted; has no effect in this platform (a connector uses one provider section, here ${sections[0]})`,
+        );
+      const id = connector.id;
+      if (typeof id === 'string' && !CONNECTOR_ID_PATTERN.test(id))
+        warnings.push(
+          `auth.connectors[${i}].id: accepted; this connector has no effect in this platform (the id must be a URL path segment: letters, digits, '.', '_', '-')`,
+        );
+      else if (typeof id === 'string' && topLevel.has(id))
+        warnings.push(
+          `auth.connectors[${i}].id: accepted; this connector has no effect in this platform (the id "${id}" is taken by auth.${id})`,
+        );
+    });
+  }
+  return warnings;
+}

@@ -1,0 +1,335 @@
+import type { ConfigStatus } from '../api/config.ts';
+import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
+import { LoginRefused } from './identity.ts';
+import { OidcConnector, type OidcTransaction } from './oidc.ts';
+import { errorPage, handOffPage, keyPage, loginPage, loopbackReturn } from './pages.ts';
+import { SamlConnector, type SamlTransaction } from './saml.ts';
+import { type LoginSecrets, SealBroken, seal, unseal } from './secrets.ts';
+import { type LoginService, LoginThrottled, type MintedLogin } from './service.ts';
+
+/**
+ * The sign-in endpoints under `/auth`, free of any HTTP framework: the gateway hands each request
+ * here as a {@link LoginHttpRequest} and writes the {@link LoginHttpResponse} back.
+ *
+ * | method, path | what |
+ * |---|---|
+ * | GET `/auth/login` | the login page (`?return=` a loopback address of `platform login`) |
+ * | POST `/auth/password/login` | the password form (HTML), or JSON `{username, password}` → `{key, ...}` |
+ * | POST `/auth/password/change` | JSON `{username, oldPassword, newPassword}` |
+ * | GET `/auth/<id>/login` | starts OIDC or SAML: sealed state cookie, redirect to the provider |
+ * | GET `/auth/<id>/callback` | OIDC redirect back (`redirectURI` points here) |
+ * | POST `/auth/<id>/callback` | SAML assertion consumer service (`redirectURI` points here) |
+ * | POST `/auth/logout` | deletes the caller's Login key (authenticated by the gateway) |
+ *
+ * Every answer carries `auth.customHttpHeaders`. A successful sign-in answers with the key page,
+ * or, when the sign-in started with a loopback `return`, hands the key to it by POST.
+ */
+
+export const AUTH_BASE = '/auth';
+const COOKIE_PREFIX = 'platform_login_';
+const TRANSACTION_TTL_MS = 10 * 60_000;
+
+export interface LoginHttpRequest {
+  readonly method: string;
+  /** Path and query, e.g. `/auth/oidc/callback?code=...`. */
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string | undefined>>;
+  /** The body as text (forms and JSON), when there is one. */
+  readonly body?: string | undefined;
+  /** The client address (trusted proxies applied by the gateway). */
+  readonly source: string;
+  /** The caller's identity when the request carried a valid key (for logout). */
+  readonly caller?: { readonly user: string; readonly keyName: string } | undefined;
+  /** Whether the client reached the gateway over HTTPS (cookies are then `Secure`). */
+  readonly secure: boolean;
+}
+
+export interface LoginHttpResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: string;
+}
+
+interface Transaction {
+  readonly connector: string;
+  readonly oidc?: OidcTransaction;
+  readonly saml?: SamlTransaction;
+  readonly returnTo?: string | undefined;
+  readonly state?: string | undefined;
+}
+
+export interface LoginEndpointsDeps {
+  readonly service: LoginService;
+  readonly config: () => ConfigStatus;
+  readonly secrets: () => Promise<LoginSecrets>;
+  /** The management API's public URL for kubeconfigs (`<gateway>/kubernetes/management`). */
+  readonly serverUrl: (request: LoginHttpRequest) => string;
+  readonly now?: () => number;
+  /** Unexpected failures (never refusals), for the log; the person sees a generic page. */
+  readonly onError?: (err: unknown) => void;
+}
+
+const HTML = 'text/html; charset=utf-8';
+
+function cookieOf(request: LoginHttpRequest, name: string): string | undefined {
+  for (const part of (request.headers.cookie ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+const wantsJson = (request: LoginHttpRequest) =>
+  (request.headers['content-type'] ?? '').startsWith('application/json') ||
+  (request.headers.accept ?? '').startsWith('application/json');
+
+function status(code: number, message: string, reason: string) {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+}
+
+const REASONS: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  503: 'ServiceUnavailable',
+};
+
+export class LoginEndpoints {
+  private readonly connectors = new Map<string, { key: string; connector: OidcConnector | SamlConnector }>();
+  private readonly now: () => number;
+
+  constructor(private readonly deps: LoginEndpointsDeps) {
+    this.now = deps.now ?? Date.now;
+  }
+
+  /** The answer for a request under `/auth`, or undefined when the path is not a login endpoint. */
+  async handle(request: LoginHttpRequest): Promise<LoginHttpResponse | undefined> {
+    const url = new URL(request.url, 'http://gateway');
+    if (!url.pathname.startsWith(`${AUTH_BASE}/`)) return undefined;
+    const response = await this.route(request, url).catch((err: unknown) => this.failure(request, err));
+    if (!response) return undefined;
+    const custom = this.deps.config().auth.customHttpHeaders ?? {};
+    return {
+      ...response,
+      headers: { 'cache-control': 'no-store', 'x-frame-options': 'DENY', ...custom, ...response.headers },
+    };
+  }
+
+  private async route(request: LoginHttpRequest, url: URL): Promise<LoginHttpResponse | undefined> {
+    const path = url.pathname.slice(AUTH_BASE.length);
+    const auth = this.deps.config().auth;
+    if (path === '/login' && request.method === 'GET') return this.page(url);
+    if (path === '/password/login' && request.method === 'POST') return this.passwordLogin(request, url);
+    if (path === '/password/change' && request.method === 'POST') return this.passwordChange(request);
+    if (path === '/logout' && request.method === 'POST') return this.logout(request);
+    const match = /^\/([^/]+)\/(login|callback)$/.exec(path);
+    if (!match) return undefined;
+    const id = decodeURIComponent(match[1] as string);
+    const method = loginMethods(auth).find((candidate) => candidate.id === id);
+    if (!method) throw new LoginRefused(`there is no sign-in method "${id}"`);
+    if (match[2] === 'login' && request.method === 'GET') return this.start(request, url, method);
+    if (match[2] === 'callback' && (request.method === 'GET' || request.method === 'POST'))
+      return this.callback(request, method);
+    return undefined;
+  }
+
+  private page(url: URL, message?: string): LoginHttpResponse {
+    const config = this.deps.config();
+    const carry = new URLSearchParams();
+    const returnTo = loopbackReturn(url.searchParams.get('return'));
+    if (returnTo) carry.set('return', returnTo.toString());
+    return {
+      status: message ? 401 : 200,
+      headers: { 'content-type': HTML },
+      body: loginPage({
+        methods: loginMethods(config.auth),
+        passwordEnabled: passwordLoginEnabled(config.auth),
+        legalTemplate: config.uiSettings?.legalTemplate,
+        carry: carry.toString(),
+        message,
+      }),
+    };
+  }
+
+  private connector(method: LoginMethod): OidcConnector | SamlConnector {
+    // One connector object per configuration of the method (discovery is cached in it).
+    const key = JSON.stringify(method.config);
+    const cached = this.connectors.get(method.id);
+    if (cached && cached.key === key) return cached.connector;
+    const connector =
+      method.kind === 'oidc'
+        ? new OidcConnector(method.id, method.config)
+        : new SamlConnector(method.id, method.config as never);
+    this.connectors.set(method.id, { key, connector });
+    return connector;
+  }
+
+  private async start(request: LoginHttpRequest, url: URL, method: LoginMethod): Promise<LoginHttpResponse> {
+    const connector = this.connector(method);
+    const returnTo = loopbackReturn(url.searchParams.get('return'))?.toString();
+    const started = await connector.start();
+    const transaction: Transaction = {
+      connector: method.id,
+      ...(connector instanceof OidcConnector
+        ? { oidc: started.transaction as OidcTransaction }
+        : { saml: started.transaction as SamlTransaction }),
+      returnTo,
+    };
+    const { transactionKey } = await this.deps.secrets();
+    const sealed = await seal(transaction, transactionKey, this.now() + TRANSACTION_TTL_MS);
+    // SAML comes back by a cross-site POST, which only carries SameSite=None cookies.
+    const sameSite = method.kind === 'saml' && request.secure ? 'None' : 'Lax';
+    const cookie = [
+      `${COOKIE_PREFIX}${encodeURIComponent(method.id)}=${sealed}`,
+      `Path=${AUTH_BASE}/${encodeURIComponent(method.id)}/`,
+      `Max-Age=${TRANSACTION_TTL_MS / 1000}`,
+      'HttpOnly',
+      `SameSite=${sameSite}`,
+      ...(request.secure ? ['Secure'] : []),
+    ].join('; ');
+    return { status: 303, headers: { location: started.url.toString(), 'set-cookie': cookie }, body: '' };
+  }
+
+  private async callback(request: LoginHttpRequest, method: LoginMethod): Promise<LoginHttpResponse> {
+    const { transactionKey } = await this.deps.secrets();
+    const cookieName = `${COOKIE_PREFIX}${encodeURIComponent(method.id)}`;
+    const transaction = (await unseal(
+      cookieOf(request, cookieName),
+      transactionKey,
+      this.now(),
+    )) as Transaction;
+    if (transaction.connector !== method.id) throw new SealBroken();
+    const connector = this.connector(method);
+    const identity =
+      connector instanceof OidcConnector
+        ? await connector.finish(new URL(request.url, 'http://gateway'), transaction.oidc as OidcTransaction)
+        : await connector.finish(
+            new URLSearchParams(request.body ?? '').get('SAMLResponse') ?? undefined,
+            transaction.saml as SamlTransaction,
+          );
+    const minted = await this.deps.service.ssoLogin(identity);
+    const response = this.signedIn(request, minted, transaction.returnTo);
+    return {
+      ...response,
+      headers: {
+        ...response.headers,
+        'set-cookie': `${cookieName}=; Path=${AUTH_BASE}/${encodeURIComponent(method.id)}/; Max-Age=0; HttpOnly`,
+      },
+    };
+  }
+
+  private signedIn(
+    request: LoginHttpRequest,
+    minted: MintedLogin,
+    returnTo: string | undefined,
+  ): LoginHttpResponse {
+    const server = this.deps.serverUrl(request);
+    if (returnTo && loopbackReturn(returnTo)) {
+      return {
+        status: 200,
+        headers: { 'content-type': HTML },
+        body: handOffPage(returnTo, { key: minted.key, keyName: minted.keyName, user: minted.user, server }),
+      };
+    }
+    return { status: 200, headers: { 'content-type': HTML }, body: keyPage(minted.key, minted.user, server) };
+  }
+
+  private fields(request: LoginHttpRequest): Record<string, unknown> {
+    if ((request.headers['content-type'] ?? '').startsWith('application/json')) {
+      try {
+        const parsed: unknown = JSON.parse(request.body ?? '');
+        return typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
+      } catch {
+        throw new LoginRefused('the body is not valid JSON');
+      }
+    }
+    return Object.fromEntries(new URLSearchParams(request.body ?? ''));
+  }
+
+  private async passwordLogin(request: LoginHttpRequest, url: URL): Promise<LoginHttpResponse> {
+    const fields = this.fields(request);
+    const text = (name: string) => (typeof fields[name] === 'string' ? (fields[name] as string) : '');
+    const minted = await this.deps.service.passwordLogin({
+      username: text('username'),
+      password: text('password'),
+      source: request.source,
+      deviceToken: text('deviceToken') || cookieOf(request, 'platform_device'),
+    });
+    const device = minted.deviceToken
+      ? `platform_device=${minted.deviceToken}; Path=${AUTH_BASE}/password/; Max-Age=${90 * 24 * 3600}; HttpOnly; SameSite=Strict${request.secure ? '; Secure' : ''}`
+      : undefined;
+    if (wantsJson(request)) {
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          key: minted.key,
+          keyName: minted.keyName,
+          user: minted.user,
+          deviceToken: minted.deviceToken,
+          server: this.deps.serverUrl(request),
+        }),
+      };
+    }
+    const response = this.signedIn(
+      request,
+      minted,
+      loopbackReturn(url.searchParams.get('return'))?.toString(),
+    );
+    return { ...response, headers: { ...response.headers, ...(device ? { 'set-cookie': device } : {}) } };
+  }
+
+  private async passwordChange(request: LoginHttpRequest): Promise<LoginHttpResponse> {
+    const fields = this.fields(request);
+    const text = (name: string) => (typeof fields[name] === 'string' ? (fields[name] as string) : '');
+    await this.deps.service.changePassword({
+      username: text('username'),
+      oldPassword: text('oldPassword'),
+      newPassword: text('newPassword'),
+      source: request.source,
+      deviceToken: text('deviceToken') || undefined,
+    });
+    return {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ changed: true }),
+    };
+  }
+
+  private async logout(request: LoginHttpRequest): Promise<LoginHttpResponse> {
+    if (!request.caller) {
+      return {
+        status: 401,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(status(401, 'sign out needs the key to end', 'Unauthorized')),
+      };
+    }
+    const deleted = await this.deps.service.logout(request.caller.user, request.caller.keyName);
+    return {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ loggedOut: deleted }),
+    };
+  }
+
+  /** Refusals as an error page (browsers) or a Status (JSON clients); anything else is a 500 without details. */
+  private failure(request: LoginHttpRequest, err: unknown): LoginHttpResponse {
+    const refused = err instanceof LoginRefused || err instanceof SealBroken;
+    if (!refused) this.deps.onError?.(err);
+    const code = err instanceof LoginRefused ? err.code : err instanceof SealBroken ? 400 : 500;
+    const message = refused ? (err as Error).message : 'the sign-in failed on the server; try again later';
+    const headers: Record<string, string> =
+      err instanceof LoginThrottled ? { 'retry-after': String(err.retryAfterSeconds) } : {};
+    if (wantsJson(request)) {
+      return {
+        status: code,
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify(status(code, message, REASONS[code] ?? 'InternalError')),
+      };
+    }
+    return { status: code, headers: { ...headers, 'content-type': HTML }, body: errorPage(message) };
+  }
+}

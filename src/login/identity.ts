@@ -1,0 +1,210 @@
+import { createHash } from 'node:crypto';
+import type { z } from 'zod';
+import type { OidcProviderSchema, SamlProviderSchema } from '../api/config.ts';
+
+/**
+ * What an identity provider said about the person signing in, in the platform's terms, and the
+ * pure mappings from OIDC claims and SAML assertions to it. Refusals are classes whose messages
+ * are shown to the person on the error page: they never quote tokens or secrets.
+ */
+
+export interface ExternalIdentity {
+  /** The connector id (`identity.connector`). */
+  readonly connector: string;
+  /** Stable subject at the provider (`identity.userId`). */
+  readonly userId: string;
+  /** The platform username, prefix included (`identity.username`). */
+  readonly username: string;
+  readonly preferredUsername?: string | undefined;
+  readonly email?: string | undefined;
+  readonly emailVerified?: boolean | undefined;
+  /** Groups as the platform uses them (prefix included). */
+  readonly groups: readonly string[];
+  readonly extraClaims?: Readonly<Record<string, string[]>> | undefined;
+  /** What the connector needs later (a refresh token); stays on the server. */
+  readonly connectorData?: string | undefined;
+}
+
+/** A sign-in the platform refuses; `message` is for the person signing in. */
+export class LoginRefused extends Error {
+  override readonly name: string = 'LoginRefused';
+  /** HTTP status of the answer. */
+  readonly code: number = 403;
+}
+
+/** The provider returned no usable username or subject. */
+export class IdentityIncomplete extends LoginRefused {
+  override readonly name = 'IdentityIncomplete';
+  override readonly code = 400;
+}
+
+/** The person is in none of the groups the configuration requires. */
+export class NotInAllowedGroups extends LoginRefused {
+  override readonly name = 'NotInAllowedGroups';
+  constructor() {
+    super('you are not a member of any group allowed to sign in here');
+  }
+}
+
+/** The username would impersonate a reserved identity (`system:`, `platform:`). */
+export class ReservedUsername extends LoginRefused {
+  override readonly name = 'ReservedUsername';
+  constructor() {
+    super('the username given by the identity provider uses a reserved prefix (system: or platform:)');
+  }
+}
+
+const RESERVED = ['system:', 'platform:'];
+export const isReservedName = (name: string) => RESERVED.some((prefix) => name.startsWith(prefix));
+
+type OidcConfig = z.output<typeof OidcProviderSchema>;
+type SamlConfig = z.output<typeof SamlProviderSchema>;
+type Claims = Readonly<Record<string, unknown>>;
+
+const asString = (value: unknown): string | undefined =>
+  typeof value === 'string' && value !== '' ? value : typeof value === 'number' ? String(value) : undefined;
+
+/** A claim as a list of strings: a string, or a list whose strings are kept. */
+function asStrings(value: unknown): string[] {
+  if (typeof value === 'string') return value === '' ? [] : [value];
+  if (Array.isArray(value))
+    return value.filter((item): item is string => typeof item === 'string' && item !== '');
+  return [];
+}
+
+/** Claims an `allowedExtraClaims` entry may never name: the ones identity fields already carry or that are protocol plumbing. */
+const PROTOCOL_CLAIMS = new Set([
+  'iss',
+  'aud',
+  'exp',
+  'iat',
+  'nbf',
+  'nonce',
+  'azp',
+  'at_hash',
+  'c_hash',
+  'auth_time',
+  'sid',
+  'jti',
+]);
+
+export function extraClaimsOf(
+  claims: Claims,
+  allowed: readonly string[] | undefined,
+): Record<string, string[]> | undefined {
+  const extra: Record<string, string[]> = {};
+  for (const name of allowed ?? []) {
+    if (PROTOCOL_CLAIMS.has(name) || !Object.hasOwn(claims, name)) continue;
+    const values = asStrings(claims[name]);
+    const scalar = asString(claims[name]);
+    const kept =
+      values.length > 0
+        ? values
+        : scalar !== undefined
+          ? [scalar]
+          : typeof claims[name] === 'boolean'
+            ? [String(claims[name])]
+            : [];
+    if (kept.length > 0) extra[name] = kept;
+  }
+  return Object.keys(extra).length > 0 ? extra : undefined;
+}
+
+/**
+ * The identity an OIDC provider's claims (ID token, merged with UserInfo when `getUserInfo`)
+ * give under the connector's configuration:
+ * - `userId` from `usernameClaim` (the user id; default `sub`);
+ * - `username` from `platformUsernameClaim` (default `preferred_username`, then `email`, then the
+ *   user id), with `usernamePrefix` in front;
+ * - `preferredUsername` from the claim `preferredUsername` names (default `preferred_username`);
+ * - `email` from `emailClaim` (default `email`) and `email_verified`;
+ * - groups from `groupsClaim` (default `groups`), a string or a list of strings, checked against
+ *   `groups` (at least one required when non-empty; compared before the prefix) and then
+ *   prefixed with `groupsPrefix`;
+ * - `extraClaims`: only the claims `allowedExtraClaims` names.
+ */
+export function identityFromClaims(connector: string, claims: Claims, config: OidcConfig): ExternalIdentity {
+  const userId = asString(claims[config.usernameClaim || 'sub']);
+  if (userId === undefined)
+    throw new IdentityIncomplete(`the identity provider sent no "${config.usernameClaim || 'sub'}" claim`);
+  const name = config.platformUsernameClaim
+    ? asString(claims[config.platformUsernameClaim])
+    : (asString(claims.preferred_username) ?? asString(claims.email) ?? userId);
+  if (name === undefined)
+    throw new IdentityIncomplete(`the identity provider sent no "${config.platformUsernameClaim}" claim`);
+  const username = `${config.usernamePrefix ?? ''}${name}`;
+  if (isReservedName(username)) throw new ReservedUsername();
+  const rawGroups = asStrings(claims[config.groupsClaim || 'groups']);
+  const required = config.groups ?? [];
+  if (required.length > 0 && !rawGroups.some((group) => required.includes(group)))
+    throw new NotInAllowedGroups();
+  const emailVerified = claims.email_verified;
+  return {
+    connector,
+    userId,
+    username,
+    preferredUsername: asString(claims[config.preferredUsername || 'preferred_username']),
+    email: asString(claims[config.emailClaim || 'email']),
+    emailVerified: typeof emailVerified === 'boolean' ? emailVerified : undefined,
+    groups: rawGroups.map((group) => `${config.groupsPrefix ?? ''}${group}`),
+    extraClaims: extraClaimsOf(claims, config.allowedExtraClaims),
+  };
+}
+
+/** A SAML profile as node-saml returns it: NameID and attributes (single values or lists). */
+export interface SamlProfile {
+  readonly nameID?: string | undefined;
+  readonly attributes?: Readonly<Record<string, unknown>> | undefined;
+}
+
+/**
+ * The identity of a validated SAML assertion: the NameID is the user id (`sub`); `usernameAttr`
+ * (default: the NameID) the username, `emailAttr` the email, `groupsAttr` the groups (split on
+ * `groupsDelim` when set), which must meet `allowedGroups` when non-empty and are cut down to
+ * those with `filterGroups`.
+ */
+export function identityFromSaml(
+  connector: string,
+  profile: SamlProfile,
+  config: SamlConfig,
+): ExternalIdentity {
+  const userId = asString(profile.nameID);
+  if (userId === undefined) throw new IdentityIncomplete('the SAML assertion has no NameID');
+  const attribute = (name: string | undefined) => (name ? profile.attributes?.[name] : undefined);
+  const username = config.usernameAttr ? asStrings(attribute(config.usernameAttr))[0] : userId;
+  if (username === undefined)
+    throw new IdentityIncomplete(`the SAML assertion has no "${config.usernameAttr}" attribute`);
+  if (isReservedName(username)) throw new ReservedUsername();
+  let groups = asStrings(attribute(config.groupsAttr));
+  if (config.groupsDelim)
+    groups = groups.flatMap((value) => value.split(config.groupsDelim as string)).filter(Boolean);
+  const allowed = config.allowedGroups ?? [];
+  if (allowed.length > 0) {
+    if (!groups.some((group) => allowed.includes(group))) throw new NotInAllowedGroups();
+    if (config.filterGroups) groups = groups.filter((group) => allowed.includes(group));
+  }
+  return {
+    connector,
+    userId,
+    username,
+    email: config.emailAttr ? asStrings(attribute(config.emailAttr))[0] : undefined,
+    groups,
+  };
+}
+
+/**
+ * The object name (DNS subdomain) for a username or group: lower-cased, characters outside
+ * `[a-z0-9.-]` replaced by `-`, trimmed to alphanumerics at both ends; when that changed anything
+ * a short hash of the original is appended, so that `Alice` and `alice`, or `a@b` and `a-b`, never
+ * share an object.
+ */
+export function objectNameFor(text: string, maxLength = 253): string {
+  const cleaned = text
+    .toLowerCase()
+    .replace(/[^a-z0-9.-]/g, '-')
+    .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '');
+  if (cleaned === text && cleaned.length <= maxLength) return cleaned;
+  const suffix = createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 8);
+  const base = cleaned.slice(0, maxLength - suffix.length - 1).replace(/[^a-z0-9]+$/, '');
+  return base === '' ? `x-${suffix}` : `${base}-${suffix}`;
+}

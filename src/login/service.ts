@@ -1,0 +1,333 @@
+import { PatchStrategy } from '@kubernetes/client-node';
+import type { ConfigStatus } from '../api/config.ts';
+import type { Team, User } from '../api/identity.ts';
+import { GROUP_VERSION } from '../api/meta.ts';
+import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import { resources } from '../controllers/resources.ts';
+import { generateAccessKey, type RandomBytes } from '../gateway/auth/keys.ts';
+import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
+import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
+import { passwordLoginEnabled } from './connectors.ts';
+import { type ExternalIdentity, LoginRefused } from './identity.ts';
+import {
+  filterGroups,
+  keyIdentity,
+  membershipChange,
+  planUser,
+  teamsToCreate,
+  userNameFor,
+} from './outcome.ts';
+import { hashPassword, passwordProblem, verifyPassword } from './password.ts';
+import { PasswordStore } from './password-store.ts';
+import type { Attempt, LoginThrottle } from './throttle.ts';
+
+/**
+ * Sign-ins against the apiserver: checks a password or takes an identity a connector verified,
+ * carries out what a login does (`outcome.ts`), and mints the `type: Login` OwnedAccessKey whose
+ * plaintext is returned once. Writes are made with the gateway's own identity; the key's
+ * plaintext passes only through admission, which stores its keyed hash.
+ */
+
+/** The connector name password sign-ins record in `identity.connector`. */
+export const PASSWORD_CONNECTOR = 'password';
+
+export class PasswordLoginDisabled extends LoginRefused {
+  override readonly name = 'PasswordLoginDisabled';
+  constructor() {
+    super('signing in with a password is disabled on this platform');
+  }
+}
+
+/** Unknown user or wrong password: one class, one message, for both. */
+export class InvalidCredentials extends LoginRefused {
+  override readonly name = 'InvalidCredentials';
+  override readonly code = 401;
+  constructor() {
+    super('wrong username or password');
+  }
+}
+
+export class LoginThrottled extends LoginRefused {
+  override readonly name = 'LoginThrottled';
+  override readonly code = 429;
+  constructor(readonly retryAfterSeconds: number) {
+    super(`too many failed sign-ins; try again in ${retryAfterSeconds} seconds`);
+  }
+}
+
+export class NewPasswordRejected extends LoginRefused {
+  override readonly name = 'NewPasswordRejected';
+  override readonly code = 422;
+}
+
+export interface MintedLogin {
+  /** The plaintext key, for the person signing in only. */
+  readonly key: string;
+  /** The OwnedAccessKey's name. */
+  readonly keyName: string;
+  /** The User object name. */
+  readonly user: string;
+  /** A device token after a password sign-in (see `throttle.ts`). */
+  readonly deviceToken?: string | undefined;
+}
+
+export interface LoginServiceDeps {
+  readonly api: KubeApi;
+  readonly platformNamespace: string;
+  readonly random: RandomBytes;
+  readonly config: () => ConfigStatus;
+  readonly throttle: LoginThrottle;
+  readonly now?: () => number;
+}
+
+const MAX_WRITE_ATTEMPTS = 5;
+
+export class LoginService {
+  private readonly passwords: PasswordStore;
+  private readonly now: () => number;
+
+  constructor(private readonly deps: LoginServiceDeps) {
+    this.passwords = new PasswordStore(deps.api, deps.platformNamespace);
+    this.now = deps.now ?? Date.now;
+  }
+
+  private async getUser(name: string): Promise<User | undefined> {
+    try {
+      return await this.deps.api.request<User>({
+        method: 'GET',
+        path: objectPath(resources.users, undefined, name),
+      });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Checks a password under the throttle. Unknown users, users without a password and wrong
+   * passwords all cost one scrypt and give {@link InvalidCredentials}; each failure is counted.
+   */
+  private async checkPassword(attempt: Attempt, password: string): Promise<User> {
+    const wait = await this.deps.throttle.blockedFor(attempt);
+    if (wait !== undefined) throw new LoginThrottled(wait);
+    const user = await this.getUser(attempt.user);
+    const stored = user ? await this.passwords.hashOf(user) : undefined;
+    const check = await verifyPassword(password, stored);
+    if (!user || !check.ok) {
+      await this.deps.throttle.failed(attempt);
+      throw new InvalidCredentials();
+    }
+    if (check.rehash) await this.passwords.store(user, await hashPassword(password, this.deps.random));
+    return user;
+  }
+
+  /** A password sign-in; `username` is the User's name. */
+  async passwordLogin(input: {
+    username: string;
+    password: string;
+    source: string;
+    deviceToken?: string | undefined;
+  }): Promise<MintedLogin> {
+    if (!passwordLoginEnabled(this.deps.config().auth)) throw new PasswordLoginDisabled();
+    const attempt: Attempt = { source: input.source, user: input.username, deviceToken: input.deviceToken };
+    const user = await this.checkPassword(attempt, input.password);
+    if (user.spec.disabled === true) throw new LoginRefused('this user is disabled');
+    const name = user.metadata.name ?? input.username;
+    const minted = await this.mintKey(name, {
+      connector: PASSWORD_CONNECTOR,
+      userId: user.metadata.uid ?? name,
+      username: user.spec.username ?? name,
+      ...(user.spec.email ? { email: user.spec.email } : {}),
+      groups: user.spec.groups ?? [],
+    });
+    return { ...minted, deviceToken: this.deps.throttle.issueDeviceToken(name, this.deps.random) };
+  }
+
+  /**
+   * A person changes their own password: the old one is checked exactly as a sign-in is
+   * (throttled, counted), then the new one is stored and the user's Login keys are deleted (other
+   * sessions end; keys for automation stay).
+   */
+  async changePassword(input: {
+    username: string;
+    oldPassword: string;
+    newPassword: string;
+    source: string;
+    deviceToken?: string | undefined;
+  }): Promise<void> {
+    if (!passwordLoginEnabled(this.deps.config().auth)) throw new PasswordLoginDisabled();
+    const user = await this.checkPassword(
+      { source: input.source, user: input.username, deviceToken: input.deviceToken },
+      input.oldPassword,
+    );
+    await this.setPassword(user, input.newPassword);
+  }
+
+  /** Sets a user's password (an admin's action, authorized by the caller) and ends its Login sessions. */
+  async setPassword(user: User | string, newPassword: string): Promise<void> {
+    const problem = passwordProblem(newPassword);
+    if (problem) throw new NewPasswordRejected(problem.message);
+    const object = typeof user === 'string' ? await this.getUser(user) : user;
+    if (!object) throw new LoginRefused(`user "${String(user)}" not found`);
+    await this.passwords.store(object, await hashPassword(newPassword, this.deps.random));
+    await this.deleteLoginKeys(object.metadata.name ?? '');
+  }
+
+  private async deleteLoginKeys(user: string): Promise<void> {
+    const list = await this.deps.api.request<{ items: OwnedAccessKey[] }>({
+      method: 'GET',
+      path: collectionPath(resources.ownedAccessKeys),
+      query: { fieldSelector: `spec.user=${user}` },
+    });
+    for (const key of list.items) {
+      if (key.spec.type !== 'Login' || key.spec.user !== user) continue;
+      await this.deleteKey(key.metadata.name ?? '');
+    }
+  }
+
+  private async deleteKey(name: string): Promise<void> {
+    try {
+      await this.deps.api.request({
+        method: 'DELETE',
+        path: objectPath(resources.ownedAccessKeys, undefined, name),
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  /** Signs out: deletes the Login key `keyName` of `user` (only a Login key, only the user's own). */
+  async logout(user: string, keyName: string): Promise<boolean> {
+    let key: OwnedAccessKey;
+    try {
+      key = await this.deps.api.request<OwnedAccessKey>({
+        method: 'GET',
+        path: objectPath(resources.ownedAccessKeys, undefined, keyName),
+      });
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+    if (key.spec.type !== 'Login' || key.spec.user !== user) return false;
+    await this.deleteKey(keyName);
+    return true;
+  }
+
+  /** A single-sign-on login: the User, its teams and memberships, then the key. */
+  async ssoLogin(identity: ExternalIdentity): Promise<MintedLogin> {
+    const auth = this.deps.config().auth;
+    const name = userNameFor(identity.username);
+    let previousGroups: readonly string[] = [];
+    for (let attempt = 0; ; attempt++) {
+      const existing = await this.getUser(name);
+      const plan = planUser(identity, auth, existing);
+      previousGroups = existing?.spec.groups ?? [];
+      try {
+        if (plan.create) {
+          await this.deps.api.request({
+            method: 'POST',
+            path: collectionPath(resources.users),
+            body: plan.create,
+          });
+        } else if (plan.update) {
+          await this.deps.api.request({
+            method: 'PATCH',
+            path: objectPath(resources.users, undefined, name),
+            contentType: PatchStrategy.MergePatch,
+            body: {
+              metadata: {
+                resourceVersion: existing?.metadata.resourceVersion,
+                ...(Object.keys(plan.update.annotations).length > 0
+                  ? { annotations: plan.update.annotations }
+                  : {}),
+              },
+              spec: plan.update.spec,
+            },
+          });
+        }
+        break;
+      } catch (err) {
+        if (!(isAlreadyExists(err) || isConflict(err)) || attempt >= MAX_WRITE_ATTEMPTS) throw err;
+      }
+    }
+    await this.syncTeams(name, filterGroups(identity.groups, auth.groupsFilters), previousGroups);
+    return this.mintKey(name, identity);
+  }
+
+  /** Creates Teams for new groups and moves the user in and out of the teams of its groups. */
+  private async syncTeams(
+    user: string,
+    groups: readonly string[],
+    previousGroups: readonly string[],
+  ): Promise<void> {
+    const auth = this.deps.config().auth;
+    const list = await this.deps.api.request<{ items: Team[] }>({
+      method: 'GET',
+      path: collectionPath(resources.teams),
+    });
+    const existing = new Set(list.items.map((team) => team.metadata.name ?? ''));
+    for (const team of teamsToCreate(groups, auth, existing)) {
+      try {
+        await this.deps.api.request({ method: 'POST', path: collectionPath(resources.teams), body: team });
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err;
+      }
+    }
+    const relevant = new Set([...groups, ...previousGroups]);
+    const candidates = [
+      ...list.items.map((team) => team.metadata.name ?? ''),
+      ...teamsToCreate(groups, auth, existing).map((t) => t.metadata.name ?? ''),
+    ];
+    for (const teamName of new Set(candidates)) {
+      for (let attempt = 0; ; attempt++) {
+        let team: Team;
+        try {
+          team = await this.deps.api.request<Team>({
+            method: 'GET',
+            path: objectPath(resources.teams, undefined, teamName),
+          });
+        } catch (err) {
+          if (isNotFound(err)) break;
+          throw err;
+        }
+        if (!(team.spec.groups ?? []).some((group) => relevant.has(group))) break;
+        const users = membershipChange(team, user, groups, previousGroups);
+        if (users === undefined) break;
+        try {
+          await this.deps.api.request({
+            method: 'PUT',
+            path: objectPath(resources.teams, undefined, teamName),
+            body: { ...team, spec: { ...team.spec, users } },
+          });
+          break;
+        } catch (err) {
+          if (!isConflict(err) || attempt >= MAX_WRITE_ATTEMPTS) throw err;
+        }
+      }
+    }
+  }
+
+  /** Creates the Login key (admission stores only its hash) and returns its plaintext. */
+  private async mintKey(user: string, identity: ExternalIdentity): Promise<MintedLogin> {
+    const { key } = generateAccessKey(this.deps.random);
+    const body: OwnedAccessKey = {
+      apiVersion: GROUP_VERSION,
+      kind: 'OwnedAccessKey',
+      metadata: { generateName: 'login-' },
+      spec: {
+        user,
+        type: 'Login',
+        key,
+        displayName: `sign-in through ${identity.connector}`,
+        identity: keyIdentity(identity),
+        identityRefresh: new Date(this.now()).toISOString(),
+      },
+    };
+    const created = await this.deps.api.request<OwnedAccessKey>({
+      method: 'POST',
+      path: collectionPath(resources.ownedAccessKeys),
+      body,
+    });
+    return { key, keyName: created.metadata.name ?? '', user };
+  }
+}

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { placementLookups, validateVirtualClusterInstance } from './virtualclusterinstance.ts';
+
+const projectOf = (namespace: string) => (namespace.startsWith('p-team') ? 'team' : undefined);
+const object = (spec: Record<string, unknown>) => ({
+  apiVersion: 'management.platform/v1',
+  kind: 'VirtualClusterInstance',
+  metadata: { name: 'dev', namespace: 'p-team' },
+  spec,
+});
+const toKubeSystem = object({
+  clusterRef: { cluster: 'local', namespace: 'kube-system', virtualCluster: 'x' },
+});
+
+describe('validateVirtualClusterInstance: placement', () => {
+  it('refuses a host namespace outside the project with the field named (422, causes)', () => {
+    const decision = validateVirtualClusterInstance(undefined, toKubeSystem, projectOf);
+    expect(decision.allowed).toBe(false);
+    expect(decision.code).toBe(422);
+    expect(decision.causes).toEqual([expect.objectContaining({ field: 'spec.clusterRef.namespace' })]);
+  });
+
+  it('asks about the namespaces it names, only when the placement changes', () => {
+    expect(placementLookups(undefined, toKubeSystem)).toEqual(['p-team', 'kube-system']);
+    expect(
+      placementLookups(toKubeSystem, {
+        ...toKubeSystem,
+        metadata: { ...toKubeSystem.metadata, labels: { a: 'b' } },
+      }),
+    ).toEqual([]);
+    const config = stringify({
+      sync: { toHost: { namespaces: { enabled: true, mappings: { byName: { a: 'other' } } } } },
+    });
+    expect(placementLookups(object({}), object({ config }))).toEqual(['p-team', 'other']);
+  });
+
+  it('an unchanged placement is not checked again (finalizer removal stays possible)', () => {
+    expect(validateVirtualClusterInstance(toKubeSystem, toKubeSystem, projectOf).allowed).toBe(true);
+  });
+
+  it('configuration errors and placement problems are reported together', () => {
+    const config = stringify({
+      sync: { toHost: { namespaces: { enabled: true, mappings: { byName: { 'a-*': 'b-*' } } } } },
+    });
+    const decision = validateVirtualClusterInstance(
+      undefined,
+      object({ config: `${config}\nbad: [` }),
+      projectOf,
+    );
+    expect(decision.causes?.map((c) => c.field)).toEqual(['spec.config']);
+    const patterned = validateVirtualClusterInstance(undefined, object({ config }), projectOf);
+    expect(patterned.causes?.[0]?.message).toContain('a pattern');
+  });
+});
