@@ -117,7 +117,7 @@ ${extra}`;
     const deleted = await call(`${url}/my-global-secret`, { method: 'DELETE', token: admin });
     expect(deleted.status).toBe(200);
     expect(deleted.json.metadata?.deletionTimestamp ?? deleted.json.kind).toBeTruthy();
-    // The controller's finalizer goes first; then the object is gone.
+    // Deleted at once or after the controller's cleanup; then the object is gone.
     let gone = await call(`${url}/my-global-secret`, { token: admin });
     await eventually(
       async () => {

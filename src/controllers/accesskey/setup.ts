@@ -1,8 +1,8 @@
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
-import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { accessKeyReconciler, decideKeyLifecycle } from './reconcile.ts';
 
 /**
@@ -11,7 +11,7 @@ import { accessKeyReconciler, decideKeyLifecycle } from './reconcile.ts';
  */
 export function setupAccessKeyController(manager: Manager, deps: ControllerDeps) {
   const keys = manager.informer<Stored<OwnedAccessKey>>(resources.ownedAccessKeys);
-  const platformNamespace = deps.platformNamespace ?? 'platform-system';
+  const platformNamespace = deps.platformNamespace ?? DEFAULT_PLATFORM_NAMESPACE;
   const platformConfig = platformConfigSource(manager, platformNamespace);
   const config = () => platformConfig.current();
   const controller = manager.controller({

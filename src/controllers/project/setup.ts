@@ -2,8 +2,8 @@ import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import type { Project } from '../../api/project.ts';
 import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
-import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { PROJECT_LABEL } from './desired.ts';
 import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
 
@@ -13,7 +13,7 @@ import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
  * re-evaluates every project.
  */
 export function setupProjectController(manager: Manager, deps: ControllerDeps) {
-  const platformNamespace = deps.platformNamespace ?? 'platform-system';
+  const platformNamespace = deps.platformNamespace ?? DEFAULT_PLATFORM_NAMESPACE;
   const projects = manager.informer<Stored<Project>>(resources.projects);
   const namespaces = manager.informer<V1Namespace>(resources.namespaces, { labelSelector: PROJECT_LABEL });
   const roleBindings = manager.informer<V1RoleBinding>(

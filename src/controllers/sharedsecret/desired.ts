@@ -1,15 +1,11 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import { API_GROUP, GROUP_VERSION } from '../../api/meta.ts';
 import type { SharedSecret, SharedSecretAccess } from '../../api/sharedsecret.ts';
-import { GROUP_AUTHENTICATED, userGroup as platformUserGroup, teamGroup } from '../../identity/groups.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, teamGroup, userGroup } from '../common.ts';
 import { hashedChildName } from '../names.ts';
 
 /** Label on every Role and RoleBinding projected from a SharedSecret: the secret's uid. */
 export const OWNER_UID_LABEL = 'management.platform/sharedsecret-uid';
-export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
-export const MANAGED_BY = 'cluster-platform';
-/** The group a rule's user names: `*` is every authenticated platform identity. */
-export const userGroup = (user: string) => (user === '*' ? GROUP_AUTHENTICATED : platformUserGroup(user));
 
 export interface ProjectedRbac {
   roles: V1Role[];
