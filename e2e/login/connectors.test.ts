@@ -9,6 +9,14 @@ import { ConnectorRegistry } from '../../src/login/registry.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import {
+  configureClusterManager,
+  configureHostedGit,
+  postClusterManagerKey,
+  signIn as signInThrough,
+  standIns,
+  storedUser,
+} from './support/sign-in.ts';
 import { viaUrl } from './support/sso.ts';
 
 /**
@@ -21,40 +29,9 @@ import { viaUrl } from './support/sso.ts';
 
 const env = useLoginEnv({ providers: true });
 
-const providers = () => {
-  const standIns = env().providers;
-  if (!standIns) throw new Error('provider stand-ins not started');
-  return standIns;
-};
-
-/** The page the platform answers at the end of a sign-in through `id`, and the key on it. */
-async function signIn(id: string, username: string) {
-  const agent = new ScriptedAgent([providers().addresses.ca ?? '']);
-  const platform = env().platformUrl;
-  const start = await agent.request(`${platform}/auth/${id}/login`);
-  expect(start.status, start.text).toBe(303);
-  const callback = await agent.followUntil(start.location as string, `${platform}/auth/${id}/callback`, {
-    path: /authorize$|^\/interaction\//,
-    fields: { username },
-  });
-  const page = await agent.request(callback);
-  const key = /<code id="access-key">([^<]+)<\/code>/.exec(page.text)?.[1];
-  return { ...page, key, authorizeUrl: new URL(start.location as string) };
-}
-
-async function userOf(username: string) {
-  const name = userNameFor(username);
-  try {
-    return (await env().gateway.custom.getClusterCustomObject({
-      group: 'management.platform',
-      version: 'v1',
-      plural: 'users',
-      name,
-    })) as { spec: Record<string, unknown>; metadata: { annotations?: Record<string, string> } };
-  } catch {
-    return undefined;
-  }
-}
+const providers = () => standIns(env());
+const signIn = (id: string, username: string) => signInThrough(env(), id, username);
+const userOf = (username: string) => storedUser(env(), username);
 
 async function expectWorkingKey(key: string | undefined, user: string) {
   expect(key).toMatch(/^pak_/);
@@ -91,16 +68,12 @@ describe('code hosting with organizations and teams (hostedGit)', () => {
       orgs: { acme: 'pending' },
       teams: [{ org: 'acme', name: 'Blue Team', slug: 'blue-team' }],
     });
-    env().configure(`
-auth:
-  hostedGit:
-    clientId: ${hostedGit.clientId}
-    clientSecret: ${hostedGit.clientSecret}
-    redirectURI: ${env().platformUrl}/auth/hostedGit/callback
-    orgs:
+    configureHostedGit(
+      env(),
+      `    orgs:
       - name: acme
-        teams: [blue-team]
-`);
+        teams: [blue-team]`,
+    );
     const page = await signIn('hostedGit', alice);
     expect(page.status, page.text).toBe(200);
     expect(page.authorizeUrl.searchParams.get('scope')).toBe('user:email read:org');
@@ -367,13 +340,6 @@ auth:
 describe('the cluster manager (clusterManager)', () => {
   it('signs a person in with their own API key, and refuses other keys', async () => {
     const { clusterManager } = providers();
-    clusterManager.users.set('u-admin', {
-      id: 'u-admin',
-      username: 'platform-bot',
-      enabled: true,
-      admin: true,
-      groups: [],
-    });
     const mia = uniqueName('mia');
     clusterManager.users.set('u-mia', {
       id: 'u-mia',
@@ -388,27 +354,10 @@ describe('the cluster manager (clusterManager)', () => {
       enabled: false,
       groups: [],
     });
-    const configure = (insecure: boolean) =>
-      env().configure(`
-auth:
-  clusterManager:
-    host: ${clusterManager.host}
-    bearerToken: ${clusterManager.apiKey('u-admin')}
-    insecure: ${insecure}
-`);
+    const configure = (insecure: boolean) => configureClusterManager(env(), { insecure });
     configure(true);
     const agent = new ScriptedAgent();
-    const platform = env().platformUrl;
-    const post = async (key: string) => {
-      const form = await agent.request(`${platform}/auth/clusterManager/login`);
-      expect(form.status).toBe(200);
-      expect(form.text).toContain('name="key"');
-      const page = await agent.request(`${platform}/auth/clusterManager/callback`, {
-        method: 'POST',
-        form: { key },
-      });
-      return { ...page, key: /<code id="access-key">([^<]+)<\/code>/.exec(page.text)?.[1] };
-    };
+    const post = (key: string) => postClusterManagerKey(env(), agent, key);
     const personalKey = clusterManager.apiKey('u-mia');
     const page = await post(personalKey);
     expect(page.status, page.text).toBe(200);

@@ -3,6 +3,16 @@ import { ProviderLoginFailed } from '../../src/login/code-flow.ts';
 import { userNameFor } from '../../src/login/outcome.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
+import {
+  browserFor,
+  callbackFor,
+  configureClusterManager,
+  configureHostedGit,
+  keyOn,
+  postClusterManagerKey,
+  standIns,
+  storedUser,
+} from '../login/support/sign-in.ts';
 import { startRedirect, viaUrl } from '../login/support/sso.ts';
 import { uniqueName } from '../support/cluster.ts';
 
@@ -21,61 +31,23 @@ const env = useLoginEnv({
   },
 });
 
-const providers = () => {
-  const standIns = env().providers;
-  if (!standIns) throw new Error('provider stand-ins not started');
-  return standIns;
-};
+const providers = () => standIns(env());
 
-const keyOn = (text: string) => /<code id="access-key">([^<]+)<\/code>/.exec(text)?.[1];
-
-function configureHostedGit() {
-  const { hostedGit } = providers();
-  env().configure(`
-auth:
-  hostedGit:
-    clientId: ${hostedGit.clientId}
-    clientSecret: ${hostedGit.clientSecret}
-    redirectURI: ${env().platformUrl}/auth/hostedGit/callback
-`);
-}
-
-/** Starts a sign-in in `agent` and returns the callback URL the provider sent the browser to. */
-async function callbackFor(agent: ScriptedAgent, id: string, username: string): Promise<string> {
-  const platform = env().platformUrl;
-  const start = await agent.request(`${platform}/auth/${id}/login`);
-  return agent.followUntil(start.location as string, `${platform}/auth/${id}/callback`, {
-    path: /authorize$|^\/interaction\//,
-    fields: { username },
-  });
-}
-
-async function user(name: string) {
-  try {
-    return (await env().gateway.custom.getClusterCustomObject({
-      group: 'management.platform',
-      version: 'v1',
-      plural: 'users',
-      name,
-    })) as { metadata: { annotations?: Record<string, string> } };
-  } catch {
-    return undefined;
-  }
-}
+const callbackIn = async (agent: ScriptedAgent, id: string, username: string) =>
+  (await callbackFor(env(), agent, id, username)).callback;
 
 describe('OAuth callbacks of a provider without ID tokens', () => {
   it('refuses a forged state before redeeming anything, and a replayed code at the provider', async () => {
     const { hostedGit } = providers();
-    configureHostedGit();
+    configureHostedGit(env());
     const victim = uniqueName('victim');
     hostedGit.accounts.set(victim, { id: 201, email: `${victim}@example.com` });
-    const ca = providers().addresses.ca ?? '';
 
     // The attacker's own callback (its code, its state) replayed into the victim's browser, which
     // started a sign-in of its own: the state does not match, nothing is redeemed.
-    const attacker = new ScriptedAgent([ca]);
-    const attackerCallback = await callbackFor(attacker, 'hostedGit', victim);
-    const victimBrowser = new ScriptedAgent([ca]);
+    const attacker = browserFor(env());
+    const attackerCallback = await callbackIn(attacker, 'hostedGit', victim);
+    const victimBrowser = browserFor(env());
     await victimBrowser.request(`${env().platformUrl}/auth/hostedGit/login`);
     const before = hostedGit.oauth.tokenRequests.length;
     const csrf = await victimBrowser.request(attackerCallback);
@@ -118,11 +90,11 @@ describe('OAuth callbacks of a provider without ID tokens', () => {
 
   it("keeps the provider's token on the server: not on the page, not through the API", async () => {
     const { hostedGit } = providers();
-    configureHostedGit();
+    configureHostedGit(env());
     const name = uniqueName('tokenholder');
     hostedGit.accounts.set(name, { id: 202, email: `${name}@example.com` });
-    const agent = new ScriptedAgent([providers().addresses.ca ?? '']);
-    const page = await agent.request(await callbackFor(agent, 'hostedGit', name));
+    const agent = browserFor(env());
+    const page = await agent.request(await callbackIn(agent, 'hostedGit', name));
     const key = keyOn(page.text) as string;
     const [stored] = await env().loginKeys(userNameFor(name));
     const providerToken = JSON.parse(stored?.spec.identity.connectorData).accessToken as string;
@@ -140,18 +112,18 @@ describe('OAuth callbacks of a provider without ID tokens', () => {
 describe('usernames a provider hands out', () => {
   it('never take over a User an admin made, even with its exact name', async () => {
     const { hostedGit } = providers();
-    configureHostedGit();
+    configureHostedGit(env());
     // A local account with a password; someone registers the same login at the provider.
     const local = await env().userWithPassword('localadmin', 'correct horse battery');
     hostedGit.accounts.set(local, { id: 203, email: 'attacker@example.net' });
-    const agent = new ScriptedAgent([providers().addresses.ca ?? '']);
-    const page = await agent.request(await callbackFor(agent, 'hostedGit', local));
+    const agent = browserFor(env());
+    const page = await agent.request(await callbackIn(agent, 'hostedGit', local));
     expect(page.status).toBe(403);
     expect(page.text).toContain('not bound to this sign-in method');
     expect(keyOn(page.text)).toBeUndefined();
     expect(await env().loginKeys(local)).toEqual([]);
     expect(
-      (await user(local))?.metadata.annotations?.['login.management.platform/connector'],
+      (await storedUser(env(), local))?.metadata.annotations?.['login.management.platform/connector'],
     ).toBeUndefined();
     // The password still belongs to its owner.
     await env().service.passwordLogin({
@@ -163,35 +135,23 @@ describe('usernames a provider hands out', () => {
 
   it('refuse reserved names and accounts outside the hosted domain', async () => {
     const { clusterManager, idpA } = providers();
-    clusterManager.users.set('u-admin2', {
-      id: 'u-admin2',
-      username: 'bot',
-      enabled: true,
-      admin: true,
-      groups: [],
-    });
     clusterManager.users.set('u-sys', { id: 'u-sys', username: 'system:masters', enabled: true, groups: [] });
-    env().configure(`
-auth:
-  clusterManager: { host: ${clusterManager.host}, bearerToken: ${clusterManager.apiKey('u-admin2')}, insecure: true }
-  idpA:
+    configureClusterManager(env(), {
+      extra: `  idpA:
     clientId: ${idpA.clientId}
     clientSecret: ${idpA.clientSecret}
     redirectURI: ${env().platformUrl}/auth/idpA/callback
     hostedDomains: [example.com]
-`);
-    const agent = new ScriptedAgent([providers().addresses.ca ?? '']);
-    await agent.request(`${env().platformUrl}/auth/clusterManager/login`);
-    const reserved = await agent.request(`${env().platformUrl}/auth/clusterManager/callback`, {
-      method: 'POST',
-      form: { key: clusterManager.apiKey('u-sys') },
+`,
     });
+    const agent = browserFor(env());
+    const reserved = await postClusterManagerKey(env(), agent, clusterManager.apiKey('u-sys'));
     expect(reserved.status).toBe(403);
     expect(reserved.text).toContain('reserved prefix');
     // A personal account whose address is at the domain, without the domain's hd claim.
     const personal = uniqueName('personal');
     idpA.accounts.set(personal, { claims: { email: `${personal}@example.com`, email_verified: true } });
-    const page = await agent.request(await callbackFor(agent, 'idpA', personal));
+    const page = await agent.request(await callbackIn(agent, 'idpA', personal));
     expect(page.status).toBe(403);
     expect(keyOn(page.text)).toBeUndefined();
     expect(await env().loginKeys(userNameFor(`${personal}@example.com`))).toEqual([]);
@@ -201,27 +161,11 @@ auth:
 describe('guessing cluster-manager keys', () => {
   it('is throttled per source, and no submitted key is echoed', async () => {
     const { clusterManager } = providers();
-    clusterManager.users.set('u-admin3', {
-      id: 'u-admin3',
-      username: 'bot3',
-      enabled: true,
-      admin: true,
-      groups: [],
-    });
     const owner = uniqueName('owner');
     clusterManager.users.set('u-owner', { id: 'u-owner', username: owner, enabled: true, groups: [] });
-    env().configure(`
-auth:
-  clusterManager: { host: ${clusterManager.host}, bearerToken: ${clusterManager.apiKey('u-admin3')}, insecure: true }
-`);
+    configureClusterManager(env());
     const agent = new ScriptedAgent();
-    const post = async (key: string) => {
-      await agent.request(`${env().platformUrl}/auth/clusterManager/login`);
-      return agent.request(`${env().platformUrl}/auth/clusterManager/callback`, {
-        method: 'POST',
-        form: { key },
-      });
-    };
+    const post = (key: string) => postClusterManagerKey(env(), agent, key);
     const guesses = ['token-aaaa:guessone', 'token-bbbb:guesstwo', 'token-cccc:guessthree'];
     for (const guess of guesses) {
       const refused = await post(guess);

@@ -53,6 +53,16 @@ export interface CodeFlowSettings {
   readonly resource?: string | undefined;
 }
 
+/** The client fields every OAuth connector's configuration has, as the code flow takes them. */
+export const clientOf = (
+  id: string,
+  config: {
+    clientId?: string | undefined;
+    clientSecret?: string | undefined;
+    redirectURI?: string | undefined;
+  },
+) => ({ id, clientId: config.clientId, clientSecret: config.clientSecret, redirectURI: config.redirectURI });
+
 /** What survives from the redirect to the callback (sealed in a cookie). */
 export interface CodeTransaction {
   readonly state: string;

@@ -1,4 +1,4 @@
-import { AuthorizationCodeClient, ConnectorMisconfigured } from './code-flow.ts';
+import { AuthorizationCodeClient, ConnectorMisconfigured, clientOf } from './code-flow.ts';
 import type { ProviderConfig } from './connectors.ts';
 import {
   type ExternalIdentity,
@@ -45,10 +45,7 @@ export class HostedGitGroupsConnector extends OpenIdProviderConnector {
       throw new ConnectorMisconfigured(`the baseURL of "${id}" is not a URL`);
     }
     this.flow = new AuthorizationCodeClient({
-      id,
-      clientId: config.clientId,
-      clientSecret: config.clientSecret,
-      redirectURI: config.redirectURI,
+      ...clientOf(id, config),
       server: { issuer: baseURL },
       tls: { ca: addresses.ca },
       clientAuth: 'basic',

@@ -3,6 +3,7 @@ import {
   AuthorizationCodeClient,
   type CodeTransaction,
   ConnectorMisconfigured,
+  clientOf,
   ProviderLoginFailed,
   RefreshRevoked,
 } from './code-flow.ts';
@@ -118,10 +119,7 @@ export class HostedGitConnector implements SsoConnector {
     }
     this.fetch = providerFetch({ ca });
     this.flow = new AuthorizationCodeClient({
-      id,
-      clientId: config.clientId,
-      clientSecret: config.clientSecret,
-      redirectURI: config.redirectURI,
+      ...clientOf(id, config),
       server: {
         issuer: web,
         authorization: joinUrl(web, 'login/oauth/authorize'),

@@ -1,6 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { importPKCS8, SignJWT } from 'jose';
-import { AuthorizationCodeClient, ConnectorMisconfigured, ProviderLoginFailed } from './code-flow.ts';
+import {
+  AuthorizationCodeClient,
+  ConnectorMisconfigured,
+  clientOf,
+  ProviderLoginFailed,
+} from './code-flow.ts';
 import type { ProviderConfig } from './connectors.ts';
 import { type ExternalIdentity, IdentityIncomplete, LoginRefused, requireGroups } from './identity.ts';
 import { type Claims, OpenIdProviderConnector } from './openid-provider.ts';
@@ -153,10 +158,7 @@ export class IdpAConnector extends OpenIdProviderConnector {
   ) {
     super();
     this.flow = new AuthorizationCodeClient({
-      id,
-      clientId: config.clientId,
-      clientSecret: config.clientSecret,
-      redirectURI: config.redirectURI,
+      ...clientOf(id, config),
       server: { issuer: addresses.idpA.issuer },
       tls: { ca: addresses.ca },
       clientAuth: 'basic',

@@ -3,6 +3,7 @@ import {
   AuthorizationCodeClient,
   type CodeTransaction,
   ConnectorMisconfigured,
+  clientOf,
   ProviderLoginFailed,
   RefreshRevoked,
 } from './code-flow.ts';
@@ -67,10 +68,7 @@ export class IdpBConnector implements SsoConnector {
     this.graph = addresses.idpB.graph;
     this.fetch = providerFetch({ ca: addresses.ca });
     this.flow = new AuthorizationCodeClient({
-      id,
-      clientId: config.clientId,
-      clientSecret: config.clientSecret,
-      redirectURI: config.redirectURI,
+      ...clientOf(id, config),
       server: {
         issuer: login,
         authorization: joinUrl(login, 'oauth2/v2.0/authorize'),

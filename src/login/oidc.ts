@@ -1,5 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { AuthorizationCodeClient, ConnectorMisconfigured, ProviderLoginFailed } from './code-flow.ts';
+import {
+  AuthorizationCodeClient,
+  ConnectorMisconfigured,
+  clientOf,
+  ProviderLoginFailed,
+} from './code-flow.ts';
 import type { ProviderConfig } from './connectors.ts';
 import { type ExternalIdentity, identityFromClaims } from './identity.ts';
 import { type Claims, OpenIdProviderConnector } from './openid-provider.ts';
@@ -34,10 +39,7 @@ export class OidcConnector extends OpenIdProviderConnector {
   ) {
     super();
     this.flow = new AuthorizationCodeClient({
-      id,
-      clientId: config.clientId,
-      clientSecret: config.clientSecret,
-      redirectURI: config.redirectURI,
+      ...clientOf(id, config),
       server: { issuer: config.issuerUrl ?? '' },
       tls: { ca: caOf(config), insecure: config.insecureCa },
       clientAuth: 'basic',

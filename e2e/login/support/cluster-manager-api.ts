@@ -39,6 +39,8 @@ export interface ClusterManagerApi extends LocalHttps {
   readonly users: Map<string, ClusterManagerUser>;
   /** Makes an API key for a user (scoped to a cluster when `clusterId`); returns `<name>:<secret>`. */
   apiKey(userId: string, options?: { clusterId?: string }): string;
+  /** The key of an admin of the cluster manager (made once), for the platform's `bearerToken`. */
+  adminKey(): string;
   /** Marks a token expired. */
   expire(key: string): void;
   readonly calls: string[];
@@ -65,7 +67,7 @@ export async function startClusterManagerApi(): Promise<ClusterManagerApi> {
     principalIds: [`local://${user.id}`],
   });
 
-  function handle(req: IncomingMessage, res: ServerResponse, url: URL): void {
+  function handle(req: IncomingMessage, res: ServerResponse, url: URL) {
     calls.push(`${req.method} ${url.pathname}${url.search}`);
     const me = caller(req);
     if (!me) return json(res, 401, { type: 'error', status: 401, message: 'must authenticate' });
@@ -121,16 +123,31 @@ export async function startClusterManagerApi(): Promise<ClusterManagerApi> {
   }
 
   const server = await startLocalHttps(handle, { ownCa: true });
+  let adminKey: string | undefined;
+  const apiKey = (userId: string, options: { clusterId?: string } = {}) => {
+    const name = `token-${randomBytes(3).toString('hex')}`;
+    const secret = randomBytes(24).toString('hex');
+    tokens.set(name, { secret, userId, enabled: true, expired: false, clusterId: options.clusterId ?? '' });
+    return `${name}:${secret}`;
+  };
   return {
     ...server,
     users,
     calls,
-    apiKey: (userId, options = {}) => {
-      const name = `token-${randomBytes(3).toString('hex')}`;
-      const secret = randomBytes(24).toString('hex');
-      tokens.set(name, { secret, userId, enabled: true, expired: false, clusterId: options.clusterId ?? '' });
-      return `${name}:${secret}`;
+    adminKey: () => {
+      if (!adminKey) {
+        users.set('u-platform', {
+          id: 'u-platform',
+          username: 'platform-bot',
+          enabled: true,
+          admin: true,
+          groups: [],
+        });
+        adminKey = apiKey('u-platform');
+      }
+      return adminKey;
     },
+    apiKey,
     expire: (key) => {
       const token = tokens.get(key.split(':')[0] ?? '');
       if (token) token.expired = true;
