@@ -13,6 +13,12 @@ export class HostObjectConflict extends RuntimeError {}
 /** The host object we synced lost its bookkeeping (someone edited it): it is left alone. */
 export class HostObjectNotManaged extends RuntimeError {}
 
+/**
+ * After the patches the object is one the host may not hold from a virtual cluster (a Secret
+ * turned into a service-account token): nothing is written.
+ */
+export class HostObjectIneligible extends RuntimeError {}
+
 /** Kinds whose content must never appear in an Event, a condition or a log line. */
 const SECRET_KINDS = new Set(['Secret']);
 
