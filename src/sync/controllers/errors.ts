@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { errorReason, RuntimeError } from '../../runtime/errors.ts';
-import { ReferencePatchError } from '../patches/apply.ts';
+import { ReferencePatchError, RestrictedFieldPatched, WholeObjectPatchInvalid } from '../patches/apply.ts';
 import { ExpressionFailure } from '../patches/sandbox.ts';
 
 /**
@@ -36,6 +36,10 @@ function apiMessage(err: ApiException<unknown>): string {
 export function describeSyncError(kind: string, err: unknown): string {
   const reason = errorReason(err);
   const secret = SECRET_KINDS.has(kind);
+  // These name only the patch and the field: nothing of the object's content.
+  if (err instanceof RestrictedFieldPatched || err instanceof WholeObjectPatchInvalid) {
+    return `${reason}: ${err.message}`;
+  }
   if (err instanceof ExpressionFailure || err instanceof ReferencePatchError) {
     return secret ? `${reason} in ${err.patch}` : `${reason}: ${err.message}`;
   }
