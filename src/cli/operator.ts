@@ -7,6 +7,7 @@ import { Registry } from 'prom-client';
 import { CONTROLLER_NAMES, type ControllerName, controllerSetups } from '../controllers/index.ts';
 import { type Gateway, setupGateway } from '../gateway/index.ts';
 import type { GatewayServer } from '../gateway/server.ts';
+import { setupLogin } from '../login/setup.ts';
 import { systemClock, systemRandom } from '../runtime/clock.ts';
 import { EventRecorder } from '../runtime/events.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
@@ -227,9 +228,19 @@ export async function startOperator(
   const gateway = options.gateway
     ? (() => {
         const kubeConfig = loadKubeConfig(options.kubeconfig);
+        const api = new KubeClient(kubeConfig);
+        // Signing in (`/auth`): served by the gateway, on its identity.
+        const login = setupLogin({
+          manager,
+          api,
+          platformNamespace: options.namespace,
+          logger: logger.child({ component: 'login' }),
+          ...(options.issuerUrl ? { externalUrl: new URL(options.issuerUrl).origin } : {}),
+        });
         return setupGateway(manager, {
           kubeConfig,
-          api: new KubeClient(kubeConfig),
+          api,
+          endpoints: login.endpoints,
           platformNamespace: options.namespace,
           host: options.gatewayHost ?? '0.0.0.0',
           port: options.gatewayPort ?? 8443,
