@@ -3,27 +3,64 @@
  *   raw:        a plain client creates the 4N Roles and RoleBindings that N SharedSecrets with two
  *               access rules each project to, at concurrency C;
  *   projection: N SharedSecrets are created at the same concurrency with the operator running (a
- *               separate process, so its peak RSS is its own); the clock stops when every Role and
- *               RoleBinding exists with the desired content.
- * Prints both times, their ratio (goal: projection <= 1.25x raw) and the operator's peak RSS.
+ *               separate process, only the sharedsecret controller, so its peak RSS is its own); the
+ *               clock stops when every Role and RoleBinding exists and every secret reports Ready
+ *               for its generation.
+ * Figures: both times and their ratio; apiserver writes per SharedSecret beside the minimum the
+ * semantics need (its creation, a Role and a RoleBinding per access rule, one status write); the
+ * write efficiency (apiserver writes/s during the projection ÷ the raw client's writes/s); the
+ * operator's peak RSS.
  *
- *   bench/projection/run.sh [N=2000] [C=32]
+ * Every wait is bounded and fails at once when the operator process has died.
+ *
+ *   bench/projection/run.sh [N=2000] [C=32]      (BENCH_SMOKE=1: N=40, C=8)
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, type V1Role, type V1RoleBinding } from '@kubernetes/client-node';
+import { CoreV1Api, type KubernetesObject, type V1Role, type V1RoleBinding } from '@kubernetes/client-node';
 import pino from 'pino';
 import type { SharedSecret } from '../../src/api/sharedsecret.ts';
-import { resources } from '../../src/controllers/resources.ts';
+import { resources, type Stored } from '../../src/controllers/resources.ts';
 import { desiredRbac, OWNER_UID_LABEL } from '../../src/controllers/sharedsecret/desired.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
+import { deepEqual } from '../../src/runtime/apply.ts';
 import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
-import { collectionPath, KubeClient } from '../../src/runtime/kube-client.ts';
-import { apiserverWrites, pool, withBenchCluster } from '../support.ts';
+import { collectionPath, KubeClient, objectKey, type ResourceRef } from '../../src/runtime/kube-client.ts';
+import { apiserverWrites, benchMode, pool, reportFigure, withBenchCluster } from '../support.ts';
 
-const N = Number(process.argv[2] ?? 2000);
-const C = Number(process.argv[3] ?? 32);
+const smoke = benchMode() === 'smoke';
+const N = Number(process.argv[2] ?? (smoke ? 40 : 2000));
+const C = Number(process.argv[3] ?? (smoke ? 8 : 32));
+const RULES = 2;
+/** The writes one SharedSecret needs: its creation, a Role and a RoleBinding per rule, its status. */
+const MIN_WRITES_PER_SECRET = 1 + 2 * RULES + 1;
+/** Bounds on the waits: far beyond what a healthy run takes, so only a hang reaches them. */
+const READY_BOUND_MS = 120_000;
+const PROJECTION_BOUND_MS = Math.max(120_000, N * 100);
+
+/**
+ * Polls `done` every `intervalMs` until it holds; throws when `child` has exited or `boundMs` passed,
+ * so a benchmark never waits on a dead process or without end.
+ */
+async function waitFor(
+  what: string,
+  done: () => boolean | Promise<boolean>,
+  child: ChildProcess,
+  boundMs: number,
+  intervalMs = 20,
+): Promise<void> {
+  const deadline = performance.now() + boundMs;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(
+        `the operator exited (${child.exitCode ?? child.signalCode}) while waiting for ${what}`,
+      );
+    if (await done()) return;
+    if (performance.now() > deadline) throw new Error(`gave up waiting for ${what} after ${boundMs} ms`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
 
 function secret(namespace: string, i: number): SharedSecret {
   return {
@@ -40,6 +77,15 @@ function secret(namespace: string, i: number): SharedSecret {
   };
 }
 
+/** Ready=True, written for the secret's current generation. */
+function isReadyForGeneration(s: Stored<SharedSecret>): boolean {
+  const ready = s.status?.conditions?.find((c) => c.type === 'Ready');
+  const observed =
+    (s.status as { observedGeneration?: number } | undefined)?.observedGeneration ??
+    ready?.observedGeneration;
+  return ready?.status === 'True' && observed === s.metadata.generation;
+}
+
 async function main(): Promise<void> {
   let operator: ReturnType<typeof spawn> | undefined;
   await withBenchCluster('projection', async (cluster, kc) => {
@@ -51,6 +97,7 @@ async function main(): Promise<void> {
 
       // Baseline: the very objects the operator will write, written directly (uids are made up).
       const rawObjects: (V1Role | V1RoleBinding)[] = [];
+      if (secret('bench-raw', 0).spec.access?.length !== RULES) throw new Error('RULES must match secret()');
       for (let i = 0; i < N; i++) {
         const s = secret('bench-raw', i);
         s.metadata.uid = `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
@@ -80,6 +127,7 @@ async function main(): Promise<void> {
           'bin/platform.js',
           'operator',
           '--no-webhooks',
+          '--no-gateway',
           '--controllers',
           'sharedsecret',
           '--kubeconfig',
@@ -96,43 +144,43 @@ async function main(): Promise<void> {
           ]),
         { stdio: ['ignore', 'ignore', 'inherit'] },
       );
-      for (;;) {
-        const ready = await fetch(`http://127.0.0.1:${healthPort}/readyz`).then(
-          (r) => r.ok,
-          () => false,
-        );
-        if (ready) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const seen = { roles: 0, bindings: 0 };
-      const watch = (
-        resource: typeof resources.roles | typeof resources.roleBindings,
-        key: 'roles' | 'bindings',
-      ) => {
-        const informer = new Informer<V1Role | V1RoleBinding>({
+      const child = operator;
+      await waitFor(
+        "the operator's /readyz",
+        () =>
+          fetch(`http://127.0.0.1:${healthPort}/readyz`).then(
+            (r) => r.ok,
+            () => false,
+          ),
+        child,
+        READY_BOUND_MS,
+        100,
+      );
+      const watch = <T extends KubernetesObject>(resource: ResourceRef, labelSelector?: string) => {
+        const informer = new Informer<T>({
           api,
           resource,
           namespace: 'bench-projection',
-          labelSelector: OWNER_UID_LABEL,
+          ...(labelSelector ? { labelSelector } : {}),
           clock: systemClock,
           random: systemRandom,
           logger: pino({ level: 'silent' }),
         });
-        informer.addEventHandler({
-          onAdd: () => {
-            seen[key]++;
-          },
-          onDelete: () => {
-            seen[key]--;
-          },
-        });
         informer.start();
         return informer;
       };
-      const informers = [watch(resources.roles, 'roles'), watch(resources.roleBindings, 'bindings')];
+      const roles = watch<V1Role>(resources.roles, OWNER_UID_LABEL);
+      const bindings = watch<V1RoleBinding>(resources.roleBindings, OWNER_UID_LABEL);
+      const secrets = watch<Stored<SharedSecret>>(resources.sharedSecrets);
+      const informers = [roles, bindings, secrets];
       await Promise.all(informers.map((i) => i.waitForSync()));
+      const ready = new Set<string>();
+      secrets.addEventHandler({
+        onAdd: (s) => isReadyForGeneration(s) && ready.add(objectKey(s)),
+        onUpdate: (_, s) => isReadyForGeneration(s) && ready.add(objectKey(s)),
+      });
 
-      const writesBefore = await apiserverWrites(cluster);
+      const writesBefore = await apiserverWrites(cluster, ['leases']);
       const projectionStart = performance.now();
       await pool(N, C, (i) =>
         api.request({
@@ -141,35 +189,72 @@ async function main(): Promise<void> {
           body: secret('bench-projection', i),
         }),
       );
-      while (seen.roles < 2 * N || seen.bindings < 2 * N) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(
+        `${2 * N} Roles, ${2 * N} RoleBindings and ${N} SharedSecrets Ready`,
+        () => roles.store.size >= 2 * N && bindings.store.size >= 2 * N && ready.size >= N,
+        child,
+        PROJECTION_BOUND_MS,
+      );
       const projectionMs = performance.now() - projectionStart;
-      const writesAfter = await apiserverWrites(cluster);
+      const writesAfter = await apiserverWrites(cluster, ['leases']);
+      const writes = writesAfter - writesBefore;
 
-      // Content check: every projected object equals what the spec asks for.
-      const roles = informers[0]!.store.list() as V1Role[];
-      const wrong = roles.filter(
-        (role) => !role.rules?.[0]?.resourceNames?.[0]?.startsWith('secret-'),
-      ).length;
-      const status = readFileSync(`/proc/${operator.pid}/status`, 'utf8');
+      // Content check: every projected object is exactly what its secret's spec asks for.
+      let wrong = 0;
+      for (const s of secrets.store.list()) {
+        const desired = desiredRbac(s);
+        for (const role of desired.roles) {
+          const actual = roles.store.getByName(role.metadata?.namespace, role.metadata?.name ?? '');
+          if (!deepEqual(actual?.rules, role.rules)) wrong++;
+        }
+        for (const binding of desired.roleBindings) {
+          const actual = bindings.store.getByName(binding.metadata?.namespace, binding.metadata?.name ?? '');
+          if (!deepEqual(actual?.subjects, binding.subjects) || !deepEqual(actual?.roleRef, binding.roleRef))
+            wrong++;
+        }
+      }
+      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
       const peakRssMiB = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
       await Promise.all(informers.map((i) => i.stop()));
+      if (wrong > 0)
+        throw new Error(`${wrong} projected objects differ from what their SharedSecret asks for`);
 
-      const ratio = projectionMs / rawMs;
+      const rawSeconds = rawMs / 1000;
+      const projectionSeconds = projectionMs / 1000;
+      const rawRate = (4 * N) / rawSeconds;
+      const projectionRate = writes / projectionSeconds;
       console.log(
-        `projection benchmark: N=${N} SharedSecrets x 2 rules = ${4 * N} Roles+RoleBindings, concurrency ${C}`,
+        `projection benchmark${smoke ? ' (smoke)' : ''}: N=${N} SharedSecrets x ${RULES} rules = ${4 * N} Roles+RoleBindings, concurrency ${C}`,
       );
-      console.log(
-        `  raw writes (baseline)  ${(rawMs / 1000).toFixed(2)} s  (${((4 * N) / (rawMs / 1000)).toFixed(0)} objects/s)`,
-      );
-      console.log(
-        `  operator projection    ${(projectionMs / 1000).toFixed(2)} s  (includes creating the ${N} SharedSecrets)`,
-      );
-      console.log(`  ratio                  ${ratio.toFixed(2)}x  (goal <= 1.25x)`);
-      console.log(`  operator peak RSS      ${peakRssMiB.toFixed(0)} MiB`);
-      console.log(
-        `  apiserver writes       ${writesAfter - writesBefore} during the projection (raw: ${4 * N}; 7 per secret is the floor)`,
-      );
-      console.log(`  wrong objects          ${wrong}`);
+      reportFigure({
+        name: `projection time, ${N} SharedSecrets (includes creating them)`,
+        value: projectionSeconds,
+        unit: 's',
+        baseline: { name: `raw writes of the ${4 * N} Roles and RoleBindings`, value: rawSeconds, unit: 's' },
+        ratio: projectionSeconds / rawSeconds,
+        goal: `<= ${(MIN_WRITES_PER_SECRET / (2 * RULES) / 0.9).toFixed(2)}x (${MIN_WRITES_PER_SECRET} writes where raw makes ${2 * RULES}, at efficiency 0.9)`,
+      });
+      reportFigure({
+        name: 'apiserver writes per SharedSecret',
+        value: writes / N,
+        unit: 'writes',
+        baseline: {
+          name: 'minimum (creation, a Role and a RoleBinding per rule, one status write)',
+          value: MIN_WRITES_PER_SECRET,
+          unit: 'writes',
+        },
+        ratio: writes / N / MIN_WRITES_PER_SECRET,
+        goal: '= 1 (at the minimum)',
+      });
+      reportFigure({
+        name: 'apiserver writes/s during the projection',
+        value: projectionRate,
+        unit: 'writes/s',
+        baseline: { name: 'raw client writes/s', value: rawRate, unit: 'writes/s' },
+        ratio: projectionRate / rawRate,
+        goal: '>= 0.9 (write efficiency)',
+      });
+      reportFigure({ name: 'operator peak RSS', value: peakRssMiB, unit: 'MiB' });
     } finally {
       operator?.kill('SIGKILL');
     }

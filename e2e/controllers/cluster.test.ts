@@ -120,11 +120,22 @@ describe('the operator reports whether a connected Cluster is reachable', () => 
     await eventually(async () => readCluster(name).then(() => false, isNotFound), 30_000, `${name} deleted`);
   });
 
-  test('no credentialsSecretRef: Ready=False, CredentialsMissing', async () => {
+  test('no credentialsSecretRef: Stalled (nothing changes that but the spec), Ready=False, CredentialsNotConfigured', async () => {
     const name = await createCluster('nocreds', {});
-    const { ready } = await waitReady(name, (c) => c.reason === 'CredentialsMissing', 'CredentialsMissing');
+    const { cluster, ready } = await waitReady(
+      name,
+      (c) => c.reason === 'CredentialsNotConfigured',
+      'CredentialsNotConfigured',
+    );
     expect(ready).toMatchObject({ status: 'False', observedGeneration: 1 });
     expect(ready.message).toContain('spec.credentialsSecretRef');
+    const stalled = cluster.status?.conditions?.find((c) => c.type === 'Stalled');
+    expect(stalled).toMatchObject({
+      status: 'True',
+      reason: 'CredentialsNotConfigured',
+      observedGeneration: 1,
+    });
+    expect(cluster.status?.observedGeneration).toBe(1);
   });
 
   test('a kubeconfig that would read a local file: Ready=False, InvalidCredentials, without quoting it', async () => {

@@ -14,8 +14,8 @@ import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { SharedSecret } from '../../src/api/sharedsecret.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
+import { CLEANUP_FINALIZER } from '../../src/controllers/common.ts';
 import { desiredRbac, OWNER_UID_LABEL } from '../../src/controllers/sharedsecret/desired.ts';
-import { CLEANUP_FINALIZER } from '../../src/controllers/sharedsecret/reconcile.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
 import {
   hostKubeConfig,
@@ -66,8 +66,8 @@ async function pool<T>(
 }
 
 /**
- * The exact end state for a namespace: every SharedSecret has its finalizer, Ready=True for its
- * generation, and exactly the Roles/RoleBindings its spec asks for; no Role or RoleBinding
+ * The exact end state for a namespace: no SharedSecret has a finalizer (deleting one never waits
+ * for the operator: garbage collection removes its Roles), each is Ready=True for its generation, and exactly the Roles/RoleBindings its spec asks for; no Role or RoleBinding
  * exists for a secret that does not. Returns a description of the first difference, or ''.
  */
 async function differences(kc: KubeConfig, namespace: string): Promise<string> {
@@ -88,10 +88,14 @@ async function differences(kc: KubeConfig, namespace: string): Promise<string> {
   const wantedRoles = new Map<string, V1Role>();
   const wantedBindings = new Map<string, V1RoleBinding>();
   for (const secret of secrets.items) {
-    if (!secret.metadata.finalizers?.includes(CLEANUP_FINALIZER))
-      return `${secret.metadata.name} has no finalizer`;
+    if (secret.metadata.finalizers?.includes(CLEANUP_FINALIZER))
+      return `${secret.metadata.name} has a finalizer`;
     const ready = secret.status?.conditions?.find((c) => c.type === 'Ready');
-    if (ready?.status !== 'True' || ready.observedGeneration !== secret.metadata.generation) {
+    if (
+      ready?.status !== 'True' ||
+      ready.observedGeneration !== secret.metadata.generation ||
+      secret.status?.observedGeneration !== secret.metadata.generation
+    ) {
       return `${secret.metadata.name} is not Ready for its generation`;
     }
     const desired = desiredRbac(secret);

@@ -107,7 +107,9 @@ describe('SharedSecret access projected into Roles and RoleBindings', () => {
       }),
     });
     let secret = await converged('db');
-    expect(secret.metadata.finalizers).toContain('management.platform/cleanup');
+    // No finalizer: deleting a secret never waits for the operator.
+    expect(secret.metadata.finalizers ?? []).toEqual([]);
+    expect(secret.status?.observedGeneration).toBe(secret.metadata.generation);
     expect(secret.status?.dataKeys).toEqual(['password', 'user']);
     expect((await projected(secret.metadata.uid!)).roles).toHaveLength(2);
 
@@ -136,7 +138,7 @@ describe('SharedSecret access projected into Roles and RoleBindings', () => {
     secret = await converged('db');
     expect((await projected(secret.metadata.uid!)).roleBindings).toHaveLength(1);
 
-    // Deletion removes everything through the finalizer, then the secret itself.
+    // Deletion: the secret goes at once; its Roles and RoleBindings follow (owner references).
     const uid = secret.metadata.uid!;
     await custom.deleteNamespacedCustomObject({
       group: GROUP,

@@ -88,7 +88,7 @@ spec:
       'sharedsecret.management.platform/from-file created',
     );
     const table = await ok(adminConfig, ['get', 'sharedsecrets.management.platform', '-n', namespace]);
-    expect(table).toMatch(/NAME\s+DISPLAY NAME\s+KEYS\s+AGE/);
+    expect(table).toMatch(/NAME\s+DISPLAY NAME\s+KEYS\s+READY\s+AGE/);
     expect(table).toContain('from-file');
     const all = await ok(adminConfig, ['get', 'ssec', '--all-namespaces', '-o', 'name']);
     expect(all).toContain('sharedsecret.management.platform/from-file');

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { base64Schema, HTTP_URL_PATTERN, SecretReferenceSchema } from './common.ts';
-import { conditionsSchema, ObjectMetaSchema, typeMetaShape } from './meta.ts';
+import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
 export const ClusterSpecSchema = z
   .object({
@@ -27,7 +27,7 @@ export const ClusterSpecSchema = z
   .describe('Desired state of the connected cluster.');
 
 export const ClusterStatusSchema = z
-  .object({ conditions: conditionsSchema().optional() })
+  .object({ observedGeneration: observedGenerationSchema(), conditions: conditionsSchema().optional() })
   .describe('Observed state of the connected cluster.');
 
 export const ClusterSchema = z
@@ -41,3 +41,4 @@ export const ClusterSchema = z
 
 export type Cluster = z.infer<typeof ClusterSchema>;
 export type ClusterSpec = z.infer<typeof ClusterSpecSchema>;
+export type ClusterStatus = z.infer<typeof ClusterStatusSchema>;

@@ -135,7 +135,7 @@ describe('generated CRDs', () => {
       STORED_KINDS.find((k) => k.kind === kind)!
         .printerColumns.filter((c) => !c.priority)
         .map((c) => c.name);
-    expect(columns('SharedSecret')).toEqual(['Display Name', 'Keys', 'Age']);
+    expect(columns('SharedSecret')).toEqual(['Display Name', 'Keys', 'Ready', 'Age']);
     expect(columns('OwnedAccessKey')).toEqual([
       'User',
       'Team',
@@ -143,9 +143,20 @@ describe('generated CRDs', () => {
       'Disabled',
       'Expires',
       'Last Activity',
+      'Ready',
       'Age',
     ]);
     for (const info of STORED_KINDS) expect(info.printerColumns.at(-1)?.name, info.kind).toBe('Age');
+    // Every kind whose controller writes Ready shows it.
+    for (const kind of [
+      'SharedSecret',
+      'OwnedAccessKey',
+      'User',
+      'Project',
+      'Cluster',
+      'VirtualClusterInstance',
+    ])
+      expect(columns(kind), kind).toContain('Ready');
   });
 });
 

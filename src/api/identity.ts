@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ClusterRoleRefSchema } from './common.ts';
-import { conditionsSchema, ObjectMetaSchema, typeMetaShape } from './meta.ts';
+import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
 export const UserSpecSchema = z
   .object({
@@ -34,6 +34,7 @@ export const UserStatusSchema = z
       .describe(
         "Read-only: names of the teams the user belongs to, filled by the platform from every Team's `users`, so authentication never scans all teams. In status because users do not declare it: the status subresource keeps anyone who may edit a User from adding themselves to a team.",
       ),
+    observedGeneration: observedGenerationSchema(),
     conditions: conditionsSchema().optional(),
   })
   .describe('Observed state of the user.');
@@ -83,3 +84,4 @@ export type User = z.infer<typeof UserSchema>;
 export type UserSpec = z.infer<typeof UserSpecSchema>;
 export type Team = z.infer<typeof TeamSchema>;
 export type TeamSpec = z.infer<typeof TeamSpecSchema>;
+export type UserStatus = z.infer<typeof UserStatusSchema>;

@@ -205,6 +205,20 @@ export const conditionsSchema = () =>
     .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
     .describe('Current state of the object as a list of conditions, at most one per type.');
 
+/**
+ * `status.observedGeneration`: the `metadata.generation` the controller last wrote status for.
+ * kstatus (Flux, `kubectl wait`-style tooling, cli-utils) reads an object whose observed
+ * generation lags its generation as still in progress, whatever its conditions say.
+ */
+export const observedGenerationSchema = () =>
+  z
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      'The `metadata.generation` this status describes; while it is lower than the generation, the controller has not yet acted on the latest spec.',
+    );
+
 /** `apiVersion` and `kind` of an object of this group. */
 export const typeMetaShape = <K extends string>(kind: K) => ({
   apiVersion: z

@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { immutableOnceSet } from './common.ts';
-import { conditionsSchema, ObjectMetaSchema, timestampSchema, typeMetaShape } from './meta.ts';
+import {
+  conditionsSchema,
+  ObjectMetaSchema,
+  observedGenerationSchema,
+  timestampSchema,
+  typeMetaShape,
+} from './meta.ts';
 import { ScopeSchema } from './scope.ts';
 
 /** `spec.type` values: empty (none), then the kinds the established product knows. */
@@ -156,6 +162,7 @@ export const OwnedAccessKeyStatusSchema = z
       .describe(
         'When the key expires, computed by the platform from `ttl`, `ttlAfterLastActivity` (counting from `lastActivity`) and the global `auth.accessKeyMaxTTLSeconds`; unset means never. Kept in status so listings and the gateway need not recompute it.',
       ),
+    observedGeneration: observedGenerationSchema(),
     conditions: conditionsSchema().optional(),
   })
   .describe('Observed state of the access key.');
@@ -195,3 +202,4 @@ export function lastAppliedWithoutKey(applied: string): string | undefined {
   const { key: _key, ...rest } = spec as Record<string, unknown>;
   return JSON.stringify({ ...parsed, spec: rest });
 }
+export type OwnedAccessKeyStatus = z.infer<typeof OwnedAccessKeyStatusSchema>;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { OwnerSchema } from './common.ts';
-import { conditionsSchema, ObjectMetaSchema, typeMetaShape } from './meta.ts';
+import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
 export const ProjectMemberSchema = z
   .object({
@@ -30,6 +30,7 @@ export const ProjectStatusSchema = z
       .describe(
         "The project's namespace, `<projectNamespacePrefix><name>`, set once the controller created it.",
       ),
+    observedGeneration: observedGenerationSchema(),
     conditions: conditionsSchema().optional(),
   })
   .describe('Observed state of the project.');
@@ -78,3 +79,4 @@ export type ProjectSpec = z.infer<typeof ProjectSpecSchema>;
 export type ProjectMember = z.infer<typeof ProjectMemberSchema>;
 export type ProjectMembers = z.infer<typeof ProjectMembersSchema>;
 export type EntityInfo = z.infer<typeof EntityInfoSchema>;
+export type ProjectStatus = z.infer<typeof ProjectStatusSchema>;

@@ -65,6 +65,7 @@ const STANDARD_VERBS: readonly Verb[] = KUBERNETES_VERBS;
 
 const age: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
 const displayName: PrinterColumn = { name: 'Display Name', type: 'string', jsonPath: '.spec.displayName' };
+/** On every kind whose controller writes `Ready` (`kubectl wait --for=condition=Ready` reads the same). */
 const ready: PrinterColumn = {
   name: 'Ready',
   type: 'string',
@@ -93,6 +94,7 @@ export const SHARED_SECRET = stored({
   printerColumns: [
     displayName,
     { name: 'Keys', type: 'string', jsonPath: '.status.dataKeys', description: 'Names of the data keys.' },
+    ready,
     age,
   ],
 });
@@ -111,6 +113,7 @@ export const OWNED_ACCESS_KEY = stored({
     { name: 'Disabled', type: 'boolean', jsonPath: '.spec.disabled' },
     { name: 'Expires', type: 'date', jsonPath: '.status.expirationTimestamp' },
     { name: 'Last Activity', type: 'date', jsonPath: '.status.lastActivity' },
+    ready,
     { ...displayName, priority: 1 },
     age,
   ],
@@ -131,6 +134,7 @@ export const USER = stored({
     { name: 'Email', type: 'string', jsonPath: '.spec.email' },
     { name: 'Disabled', type: 'boolean', jsonPath: '.spec.disabled' },
     { name: 'Teams', type: 'string', jsonPath: '.status.teams', priority: 1 },
+    ready,
     age,
   ],
   selectableFields: ['.spec.username', '.spec.subject', '.spec.email'],

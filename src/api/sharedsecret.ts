@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { base64Schema, OwnerSchema } from './common.ts';
-import { conditionsSchema, ObjectMetaSchema, typeMetaShape } from './meta.ts';
+import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
 /** A key of `spec.data`: alphanumeric characters, '-', '_' or '.' (as a core Secret's keys). */
 export const SECRET_DATA_KEY_PATTERN = /^[-._a-zA-Z0-9]+$/;
@@ -62,6 +62,7 @@ export const SharedSecretSpecSchema = z
 
 export const SharedSecretStatusSchema = z
   .object({
+    observedGeneration: observedGenerationSchema(),
     conditions: conditionsSchema().optional(),
     dataKeys: z
       .array(z.string())
@@ -85,4 +86,5 @@ export const SharedSecretSchema = z
 
 export type SharedSecret = z.infer<typeof SharedSecretSchema>;
 export type SharedSecretSpec = z.infer<typeof SharedSecretSpecSchema>;
+export type SharedSecretStatus = z.infer<typeof SharedSecretStatusSchema>;
 export type SharedSecretAccess = z.infer<typeof SharedSecretAccessSchema>;

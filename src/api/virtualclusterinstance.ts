@@ -6,7 +6,7 @@ import {
   LocalSecretReferenceSchema,
   OwnerSchema,
 } from './common.ts';
-import { conditionsSchema, ObjectMetaSchema, typeMetaShape } from './meta.ts';
+import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
 export const VirtualClusterInstanceSpecSchema = z
   .object({
@@ -60,7 +60,7 @@ export const VirtualClusterInstanceSpecSchema = z
   .describe('Desired state of the virtual cluster.');
 
 export const VirtualClusterInstanceStatusSchema = z
-  .object({ conditions: conditionsSchema().optional() })
+  .object({ observedGeneration: observedGenerationSchema(), conditions: conditionsSchema().optional() })
   .describe('Observed state of the virtual cluster.');
 
 export const VirtualClusterInstanceSchema = z

@@ -4,6 +4,7 @@ import { controlPlaneCommand } from './controlplane.ts';
 import { crdsCommand } from './crds.ts';
 import { devCommand } from './dev.ts';
 import { gatewayCommand } from './gateway.ts';
+import { loginCommand, logoutCommand } from './login.ts';
 import { operatorCommand } from './operator.ts';
 import { syncPreviewCommand } from './sync-preview.ts';
 import { syncerCommand } from './syncer.ts';
@@ -27,6 +28,8 @@ export function buildProgram(): Command {
   program.addCommand(webhookCommand());
   program.addCommand(gatewayCommand());
   program.addCommand(syncerCommand());
+  program.addCommand(loginCommand());
+  program.addCommand(logoutCommand());
   program.addCommand(
     new Command('sync').description('Virtual cluster sync tools').addCommand(syncPreviewCommand()),
   );

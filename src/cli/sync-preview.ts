@@ -65,7 +65,7 @@ export async function runSyncPreview(options: SyncPreviewOptions, stdin = readSt
   const sandbox = createSandbox(ctx);
   try {
     const sync = options.toVirtual ? syncToVirtual : syncToHost;
-    const result = await sync({
+    const result = sync({
       kind,
       source: input,
       previousSource: null,

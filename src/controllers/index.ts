@@ -1,9 +1,10 @@
 import type { Manager } from '../runtime/manager.ts';
 import { setupAccessKeyController } from './accesskey/setup.ts';
 import { setupClusterController } from './cluster/setup.ts';
+import type { ControllerDeps } from './common.ts';
 import { setupProjectController } from './project/setup.ts';
 import { setupSecretSyncController } from './secretsync/setup.ts';
-import { type ControllerDeps, setupSharedSecretController } from './sharedsecret/setup.ts';
+import { setupSharedSecretController } from './sharedsecret/setup.ts';
 import { setupTeamMembershipController } from './teammembership/setup.ts';
 import { setupVirtualClusterController } from './virtualcluster/setup.ts';
 

@@ -1,6 +1,6 @@
-import { ApiException } from '@kubernetes/client-node';
-import { MIN_PEPPER_BYTES, type RandomBytes } from '../gateway/auth/keys.ts';
+import { isAlreadyExists, isNotFound } from '../runtime/errors.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
+import { MIN_PEPPER_BYTES, type RandomBytes } from './keys.ts';
 
 /**
  * The access-key pepper: the HMAC key under which `OwnedAccessKey.spec.keyHash` is computed. It
@@ -61,9 +61,6 @@ export function pepperSecret(namespace: string, random: RandomBytes) {
     data: { [PEPPER_SECRET_KEY]: Buffer.from(bytes.subarray(0, PEPPER_BYTES)).toString('base64') },
   };
 }
-
-const isNotFound = (err: unknown) => err instanceof ApiException && err.code === 404;
-const isAlreadyExists = (err: unknown) => err instanceof ApiException && err.code === 409;
 
 /**
  * Loads (and on demand creates) the pepper. Once read, the pepper is cached for the life of the

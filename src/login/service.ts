@@ -4,7 +4,7 @@ import type { Team, User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import { resources } from '../controllers/resources.ts';
-import { generateAccessKey, type RandomBytes } from '../gateway/auth/keys.ts';
+import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
 import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
 import { passwordLoginEnabled } from './connectors.ts';

@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import type { RandomBytes } from '../gateway/auth/keys.ts';
+import type { RandomBytes } from '../identity/keys.ts';
 import { mac, macEqual } from './secrets.ts';
 
 /**

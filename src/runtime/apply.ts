@@ -1,6 +1,10 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy } from '@kubernetes/client-node';
+import { isNotFound, RuntimeError } from './errors.ts';
 import { type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+
+/** Discovery of the group version lists no resource of that kind. */
+export class UnknownKind extends RuntimeError {}
 
 /**
  * Finds the resource (plural, scope) for an apiVersion and kind through discovery, cached per
@@ -31,7 +35,7 @@ export class RestMapper {
     }
     this.cache.set(apiVersion, byKind);
     const found = byKind.get(kind);
-    if (!found) throw new Error(`the server has no resource for kind ${kind} in ${apiVersion}`);
+    if (!found) throw new UnknownKind(`the server has no resource for kind ${kind} in ${apiVersion}`);
     return found;
   }
 }
@@ -70,6 +74,33 @@ export async function applyObject<T extends KubernetesObject>(
     body: { ...obj, metadata },
     contentType: PatchStrategy.ServerSideApply,
   });
+}
+
+/**
+ * Deletes the object as seen (`uid`, and `resourceVersion` too when `unchanged`), so a same-named
+ * object that replaced it, or one that changed since, is never deleted by mistake (the apiserver
+ * answers 409 instead). Already gone counts as done.
+ */
+export async function deleteObject(
+  api: KubeApi,
+  resource: ResourceRef,
+  obj: KubernetesObject,
+  options: { unchanged?: boolean } = {},
+): Promise<void> {
+  const { namespace, name, uid, resourceVersion } = obj.metadata ?? {};
+  try {
+    await api.request({
+      method: 'DELETE',
+      path: objectPath(resource, namespace, name ?? ''),
+      body: {
+        apiVersion: 'v1',
+        kind: 'DeleteOptions',
+        preconditions: { uid, ...(options.unchanged ? { resourceVersion } : {}) },
+      },
+    });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
 }
 
 /**

@@ -1,18 +1,13 @@
+import type { Condition } from '../api/meta.ts';
 import { formatTime } from './clock.ts';
 
-export type ConditionStatus = 'True' | 'False' | 'Unknown';
+export type { Condition, ConditionStatus } from '../api/meta.ts';
 
-/** The Kubernetes condition shape (metav1.Condition). */
-export interface Condition {
-  type: string;
-  status: ConditionStatus;
+/** A condition as a controller states it: every field but the transition time, which `setCondition` keeps. */
+export type ConditionInput = Omit<Condition, 'lastTransitionTime' | 'reason' | 'message'> & {
   reason: string;
   message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number;
-}
-
-export type ConditionInput = Omit<Condition, 'lastTransitionTime'>;
+};
 
 /**
  * Returns a new list with `cond` set (order preserved, new types appended). `lastTransitionTime`

@@ -1,9 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { type Clock, jitter, type Random, type Timer } from './clock.ts';
 import { errorReason, TerminalError } from './errors.ts';
 import type { Informer } from './informer.ts';
-import { objectKey } from './kube-client.ts';
+import { objectKey, splitKey } from './kube-client.ts';
 import { Latch } from './latch.ts';
 import type { ReconcileResultLabel, RuntimeMetrics } from './metrics.ts';
 import { type DefaultRateLimiterOptions, defaultControllerRateLimiter } from './rate-limiter.ts';
@@ -17,6 +18,7 @@ export interface ReconcileResult {
 export interface ReconcileContext {
   /** Aborted when the controller stops and the drain deadline has passed. */
   signal: AbortSignal;
+  /** Carries `controller`, `reconcileID` (one per reconcile), `namespace` (if any) and `name`. */
   logger: Logger;
 }
 
@@ -71,8 +73,11 @@ export class Controller {
   /** Open while the workers run. */
   private readonly running = new Latch();
 
+  private readonly logger: Logger;
+
   constructor(private readonly options: ControllerOptions) {
     this.name = options.name;
+    this.logger = options.logger.child({ controller: options.name });
     this.needLeaderElection = options.needLeaderElection ?? true;
   }
 
@@ -154,7 +159,8 @@ export class Controller {
     } finally {
       signal?.removeEventListener('abort', onOuterAbort);
     }
-    const { clock, metrics, logger } = this.options;
+    const { clock, metrics } = this.options;
+    const logger = this.logger;
     const queue = new WorkQueue({
       name: this.name,
       clock,
@@ -171,7 +177,7 @@ export class Controller {
     }
     this.scheduleResync();
     this.workers = Array.from({ length: workerCount }, () => this.work(queue, this.reconcileAbort!.signal));
-    logger.info({ controller: this.name, workers: workerCount }, 'controller started');
+    logger.info({ workers: workerCount }, 'controller started');
     this.running.open();
     return true;
   }
@@ -198,15 +204,12 @@ export class Controller {
     ]);
     timer?.cancel();
     if (timedOut) {
-      this.options.logger.warn(
-        { controller: this.name },
-        'reconciles still running after the drain timeout; aborting them',
-      );
+      this.logger.warn('reconciles still running after the drain timeout; aborting them');
       this.reconcileAbort?.abort(new Error('controller stopped'));
     }
     this.queue = undefined;
     this.workers = [];
-    this.options.logger.info({ controller: this.name }, 'controller stopped');
+    this.logger.info('controller stopped');
   }
 
   private enqueueAllPrimary(): void {
@@ -237,7 +240,12 @@ export class Controller {
   private async reconcileOne(queue: WorkQueue, key: string, signal: AbortSignal): Promise<void> {
     const { clock, metrics, reconcile } = this.options;
     const controller = this.name;
-    const logger = this.options.logger.child({ controller, key });
+    const { namespace, name } = splitKey(key);
+    const logger = this.logger.child({
+      reconcileID: randomUUID(),
+      ...(namespace ? { namespace } : {}),
+      name,
+    });
     const started = clock.now();
     metrics?.activeWorkers.inc({ controller });
     let result: ReconcileResultLabel;

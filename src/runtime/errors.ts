@@ -53,6 +53,18 @@ export function errorReason(err: unknown): string {
   return 'UnknownError';
 }
 
+/**
+ * A message for conditions, Events and logs: an API error's `Status.message` (client-node's own
+ * message repeats the whole body and the response headers), else the error's message.
+ */
+export function errorMessage(err: unknown): string {
+  if (err instanceof ApiException) {
+    const message = parseBody(err.body)?.message;
+    return typeof message === 'string' && message !== '' ? message : `the apiserver answered ${err.code}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** The Kubernetes `Status.reason` of an API error (`Conflict`, `NotFound`...), else `ApiError<code>`. */
 function apiReason(err: ApiException<unknown>): string {
   const body = parseBody(err.body);
@@ -76,5 +88,12 @@ export function isApiError(err: unknown, code?: number): err is ApiException<unk
 }
 
 export const isNotFound = (err: unknown): boolean => isApiError(err, 404);
+/** 409: a name that exists (`AlreadyExists`) or a stale resourceVersion (`Conflict`). */
 export const isConflict = (err: unknown): boolean => isApiError(err, 409);
-export const isAlreadyExists = (err: unknown): boolean => isApiError(err, 409);
+
+/** A create failed because the name exists: 409 with reason `AlreadyExists` (not a resourceVersion conflict). */
+export function isAlreadyExists(err: unknown): boolean {
+  if (!isApiError(err, 409)) return false;
+  const reason = parseBody(err.body)?.reason;
+  return reason === undefined || reason === 'AlreadyExists';
+}

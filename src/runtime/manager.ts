@@ -125,7 +125,9 @@ export class Manager {
    * Creates and registers a controller; wire its watches with `watchPrimary`/`watch`. Added while
    * the manager runs, it starts at once when it may (not leader-only, or this replica leads).
    */
-  controller(options: Omit<ControllerOptions, 'clock' | 'random' | 'logger' | 'metrics'>): Controller {
+  controller(
+    options: Omit<ControllerOptions, 'clock' | 'random' | 'logger' | 'metrics'> & { logger?: Logger },
+  ): Controller {
     if (this.controllers.some((existing) => existing.name === options.name)) {
       throw new Error(`a controller named ${options.name} already exists`);
     }
@@ -133,7 +135,7 @@ export class Manager {
       ...options,
       clock: this.options.clock,
       random: this.options.random,
-      logger: this.options.logger.child({ controller: options.name }),
+      logger: options.logger ?? this.options.logger,
       metrics: this.metrics,
     });
     this.controllers.push(controller);

@@ -69,11 +69,79 @@ describe('validation errors name the patch', () => {
       'patches[0].reference.namePath: invalid path',
     ],
     [[{ path: 'a', expression: '1', bogus: 1 }], 'sync.toHost.endpoints.patches[0]: Unrecognized key'],
+    // Fields that say what an object is, who owns it, or what the apiserver owns: named.
+    [
+      [{ path: 'type', expression: '"kubernetes.io/service-account-token"' }],
+      'patches[0].path: "type" may not patch type',
+    ],
+    [[{ path: 'metadata.ownerReferences', expression: '[]' }], 'may not patch metadata.ownerReferences'],
+    [[{ path: 'metadata.finalizers[0]', expression: '"x"' }], 'may not patch metadata.finalizers'],
+    [[{ path: 'metadata.uid', expression: '"x"' }], 'may not patch metadata.uid'],
+    [[{ path: 'kind', expression: '"ConfigMap"' }], 'may not patch kind'],
+    [
+      [{ path: 'metadata', expression: 'value' }],
+      'may not patch metadata.name, metadata.namespace, metadata.ownerReferences',
+    ],
+    [
+      [{ path: '*', expression: 'value' }],
+      '"*" may not patch metadata.name, metadata.namespace, apiVersion, kind, type',
+    ],
+    [
+      [{ path: 'metadata.ownerReferences[*].name', reference: { apiVersion: 'v1', kind: 'Secret' } }],
+      'may not patch metadata.ownerReferences',
+    ],
+    // Reserved label and annotation keys, named literally.
+    [
+      [{ path: 'metadata.labels["management.platform/sharedsecret-name"]', expression: '"prod-db"' }],
+      'may not set "management.platform/sharedsecret-name": the key is reserved on the host',
+    ],
+    [
+      [{ path: "metadata.annotations['kubernetes.io/service-account.name']", expression: '"default"' }],
+      'may not set "kubernetes.io/service-account.name"',
+    ],
+    [
+      [{ path: 'metadata.labels["vcluster.platform/managed-by"]', expression: '"other"' }],
+      'may not set "vcluster.platform/managed-by"',
+    ],
+    [
+      [
+        {
+          path: 'spec.selector',
+          reference: { apiVersion: 'v1', kind: 'Secret', labels: {}, namePath: 'name' },
+        },
+      ],
+      'patches[0].reference.namePath: not used with reference.labels',
+    ],
+    [
+      [{ path: 'spec.selector', reference: { apiVersion: 'v1', kind: 'Secret', labels: { x: 1 } } }],
+      'reference.labels',
+    ],
     [[{ path: 'a', reference: { kind: 'Secret' } }], 'sync.toHost.endpoints.patches[0].reference.apiVersion'],
   ])('%j', (patches, message) => {
     const { config, errors } = validateSyncConfig(withPatches(patches));
     expect(config).toBeNull();
     expect(errors.join('\n')).toContain(message);
+  });
+
+  it.each([
+    ['the whole object', ''],
+    ['a label by wildcard (reserved keys are dropped when synced)', 'metadata.labels.*'],
+    ['a Service type (not the Secret type)', 'spec.type'],
+    ['an ordinary annotation', 'metadata.annotations["example.com/owner"]'],
+    [
+      'a user-facing Kubernetes annotation',
+      'metadata.annotations["service.beta.kubernetes.io/aws-load-balancer-type"]',
+    ],
+  ])('accepts a patch of %s', (_what, path) => {
+    expect(validateSyncConfig(withPatches([{ path, expression: 'value' }])).errors).toEqual([]);
+  });
+
+  it('reference.labels as SPEC.md writes it and labels beside reference as the reference product does', () => {
+    const spec = { path: 'spec.secretSelector', reference: { apiVersion: 'v1', kind: 'Secret', labels: {} } };
+    const beside = { path: 'spec.selector', labels: {} };
+    const { config, errors } = validateSyncConfig(withPatches([spec, beside]));
+    expect(errors).toEqual([]);
+    expect(config?.sync.toHost.endpoints.patches).toEqual([spec, beside]);
   });
 
   it('checks every list', () => {

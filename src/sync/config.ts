@@ -1,12 +1,16 @@
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { singleExpressionError } from './patches/expression.ts';
-import { InvalidPatchPath, type PathSegment, parsePath, pathCanMatch } from './patches/path.ts';
+import { InvalidPatchPath, type PathSegment, parsePath, pathMayReach } from './patches/path.ts';
+import { fieldName, IDENTITY_FIELDS, isReservedKey, RESTRICTED_FIELDS } from './reserved.ts';
 
 /**
  * The part of a virtual cluster's configuration the syncer reads. Other keys of the file are kept
  * (they are visible to expressions as `context.vcluster.config`) but not checked here.
  */
+
+/** `labels: {}`: the value is a label selector (or a map of labels), translated as a Service's. */
+const labelsSchema = z.strictObject({});
 
 const referenceSchema = z.strictObject({
   apiVersion: z.string().min(1),
@@ -15,6 +19,11 @@ const referenceSchema = z.strictObject({
   kindPath: z.string().optional(),
   namePath: z.string().optional(),
   namespacePath: z.string().optional(),
+  /**
+   * As SPEC.md writes it: the value is a label selector, and the objects of `kind` in the
+   * object's namespace that it selects are the references (synced with it).
+   */
+  labels: labelsSchema.optional(),
 });
 
 const patchSchema = z.strictObject({
@@ -22,7 +31,8 @@ const patchSchema = z.strictObject({
   expression: z.string().optional(),
   reverseExpression: z.string().optional(),
   reference: referenceSchema.optional(),
-  labels: z.strictObject({}).optional(),
+  /** The reference product's form: `labels` beside (instead of) `reference`. */
+  labels: labelsSchema.optional(),
 });
 
 const resourceSchema = (enabledByDefault: boolean) =>
@@ -99,10 +109,45 @@ function issuePath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-const FORBIDDEN_PATHS = [
-  ['metadata', 'name'],
-  ['metadata', 'namespace'],
-];
+/** The label or annotation key a path names literally (`metadata.labels["k"]`), if any. */
+function metadataKeyOf(segments: readonly PathSegment[]): string | null {
+  const [metadata, map, key] = segments;
+  if (segments.length !== 3 || metadata?.type !== 'key' || metadata.key !== 'metadata') return null;
+  if (map?.type !== 'key' || (map.key !== 'labels' && map.key !== 'annotations')) return null;
+  return key?.type === 'key' ? key.key : null;
+}
+
+/** Why a path may not be patched, or null. The whole object (`''`) is checked at sync time. */
+function forbiddenPathError(path: string, segments: readonly PathSegment[]): string | null {
+  const reached = [...IDENTITY_FIELDS, ...RESTRICTED_FIELDS].filter((field) => pathMayReach(segments, field));
+  if (reached.length > 0) {
+    return `${JSON.stringify(path)} may not patch ${reached.map(fieldName).join(', ')}`;
+  }
+  const key = metadataKeyOf(segments);
+  if (key !== null && isReservedKey(key)) {
+    return `${JSON.stringify(path)} may not set ${JSON.stringify(key)}: the key is reserved on the host`;
+  }
+  return null;
+}
+
+function referenceErrors(at: string, ref: ReferencePatchConfig): string[] {
+  const errors: string[] = [];
+  for (const field of ['apiVersionPath', 'kindPath', 'namePath', 'namespacePath'] as const) {
+    const relative = ref[field];
+    if (relative === undefined || relative.trim() === '') continue;
+    if (ref.labels !== undefined) {
+      errors.push(`${at}.reference.${field}: not used with reference.labels (the value is the selector)`);
+      continue;
+    }
+    try {
+      parsePath(relative);
+    } catch (err) {
+      if (!(err instanceof InvalidPatchPath)) throw err;
+      errors.push(`${at}.reference.${field}: ${err.message}`);
+    }
+  }
+  return errors;
+}
 
 function patchErrors(list: string, patches: readonly PatchConfig[]): string[] {
   const errors: string[] = [];
@@ -123,11 +168,8 @@ function patchErrors(list: string, patches: readonly PatchConfig[]): string[] {
       if (!(err instanceof InvalidPatchPath)) throw err;
       errors.push(`${at}.path: ${err.message}`);
     }
-    if (segments !== null && FORBIDDEN_PATHS.some((p) => pathCanMatch(segments, p))) {
-      errors.push(
-        `${at}.path: ${JSON.stringify(patch.path)} may not patch metadata.name or metadata.namespace`,
-      );
-    }
+    const forbidden = segments === null ? null : forbiddenPathError(patch.path, segments);
+    if (forbidden !== null) errors.push(`${at}.path: ${forbidden}`);
     const first = firstIndexByPath.get(patch.path.trim());
     if (first !== undefined)
       errors.push(`${at}: ${list}[${first}] has the same path ${JSON.stringify(patch.path)}`);
@@ -138,19 +180,7 @@ function patchErrors(list: string, patches: readonly PatchConfig[]): string[] {
       const problem = singleExpressionError(text);
       if (problem !== null) errors.push(`${at}.${field}: ${problem}`);
     }
-    const ref = patch.reference;
-    if (ref) {
-      for (const field of ['apiVersionPath', 'kindPath', 'namePath', 'namespacePath'] as const) {
-        const relative = ref[field];
-        if (relative === undefined || relative.trim() === '') continue;
-        try {
-          parsePath(relative);
-        } catch (err) {
-          if (!(err instanceof InvalidPatchPath)) throw err;
-          errors.push(`${at}.reference.${field}: ${err.message}`);
-        }
-      }
-    }
+    if (patch.reference) errors.push(...referenceErrors(at, patch.reference));
   });
   return errors;
 }

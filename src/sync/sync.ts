@@ -6,7 +6,13 @@ import {
   type HostToVirtualLookup,
   type ObjectReference,
 } from './patches/apply.ts';
-import { applyMergePatch, isJsonObject, type JsonObject, mergePatchDiff } from './patches/merge-patch.ts';
+import {
+  applyMergePatch,
+  cloneJson,
+  isJsonObject,
+  type JsonObject,
+  mergePatchDiff,
+} from './patches/merge-patch.ts';
 import { Sandbox, type SandboxOptions } from './patches/sandbox.ts';
 import {
   assertSyncedKind,
@@ -78,8 +84,8 @@ function comparable(obj: KubeObject, keepStatus: boolean): JsonObject {
   const reduced: JsonObject = {};
   if (m.labels !== undefined) reduced.labels = m.labels;
   if (m.annotations !== undefined) reduced.annotations = m.annotations;
-  const out: JsonObject = { ...structuredClone(rest), metadata: structuredClone(reduced) };
-  if (keepStatus && status !== undefined) out.status = structuredClone(status);
+  const out: JsonObject = { ...cloneJson(rest), metadata: cloneJson(reduced) };
+  if (keepStatus && status !== undefined) out.status = cloneJson(status);
   return out;
 }
 
@@ -87,7 +93,7 @@ function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-async function run(direction: Direction, input: SyncInput): Promise<SyncResult> {
+function run(direction: Direction, input: SyncInput): SyncResult {
   const { kind, source, previousSource, existingTarget, ctx } = input;
   assertSyncedKind(kind);
   const translate = (obj: KubeObject) =>
@@ -109,7 +115,7 @@ async function run(direction: Direction, input: SyncInput): Promise<SyncResult> 
   let references: ObjectReference[];
   if (existingTarget === null) {
     object = translate(source);
-    references = await applyPatches({
+    references = applyPatches({
       ...common,
       document: object,
       isMergePatch: false,
@@ -120,7 +126,7 @@ async function run(direction: Direction, input: SyncInput): Promise<SyncResult> 
     const after = comparable(translate(source), keepStatus);
     const before = comparable(previousSource ? translate(previousSource) : existingTarget, keepStatus);
     const delta = mergePatchDiff(before, after);
-    references = await applyPatches({
+    references = applyPatches({
       ...common,
       document: delta,
       isMergePatch: true,
@@ -176,11 +182,11 @@ function reassertIdentity(
 }
 
 /** The host object to write for a virtual object (translation, then `expression` patches). */
-export function syncToHost(input: SyncInput): Promise<SyncResult> {
+export function syncToHost(input: SyncInput): SyncResult {
   return run('toHost', input);
 }
 
 /** The virtual object to write for a host object (back-translation, then `reverseExpression`). */
-export function syncToVirtual(input: SyncInput): Promise<SyncResult> {
+export function syncToVirtual(input: SyncInput): SyncResult {
   return run('toVirtual', input);
 }

@@ -21,7 +21,7 @@ import {
   virtualLabels,
   virtualServiceSelector,
 } from './names.ts';
-import { isJsonObject, type Json, type JsonObject } from './patches/merge-patch.ts';
+import { cloneJson, isJsonObject, type Json, type JsonObject } from './patches/merge-patch.ts';
 
 /** What every translation needs to know about the virtual cluster. */
 export interface SyncContext {
@@ -210,7 +210,7 @@ export function translateMetadataToHost(
   const name = str(vMeta.name);
   const namespace = str(vMeta.namespace);
   const ref = hostObjectRef(ctx, kind, name, namespace);
-  const result: JsonObject = structuredClone(vMeta);
+  const result: JsonObject = cloneJson(vMeta);
   for (const f of SERVER_FIELDS) delete result[f];
   result.name = ref.name;
   result.namespace = ref.namespace;
@@ -266,7 +266,7 @@ export function translateMetadataToVirtual(
 ): JsonObject {
   const hMeta = meta(host);
   const hostAnnotations = stringMap(hMeta.annotations) ?? {};
-  const result: JsonObject = existingVirtual ? structuredClone(meta(existingVirtual)) : {};
+  const result: JsonObject = existingVirtual ? cloneJson(meta(existingVirtual)) : {};
   if (!existingVirtual) {
     result.name = hostAnnotations[ANNOTATION_OBJECT_NAME] ?? str(hMeta.name);
     const ns = hostAnnotations[ANNOTATION_OBJECT_NAMESPACE];
@@ -461,7 +461,7 @@ function translateServiceSpec(
   ctx: SyncContext,
 ) {
   if (!isJsonObject(spec)) return spec;
-  const out: JsonObject = structuredClone(spec);
+  const out: JsonObject = cloneJson(spec);
   if (out.clusterIP !== 'None') {
     delete out.clusterIP;
     delete out.clusterIPs;
@@ -482,7 +482,7 @@ function translateServiceSpec(
   } else delete out.selector;
   if (existingSpec) {
     for (const f of SERVICE_ALLOCATED) {
-      if (existingSpec[f] !== undefined && out[f] === undefined) out[f] = structuredClone(existingSpec[f]);
+      if (existingSpec[f] !== undefined && out[f] === undefined) out[f] = cloneJson(existingSpec[f]);
     }
     if (Array.isArray(out.ports) && Array.isArray(existingSpec.ports)) {
       const existingPorts = existingSpec.ports.filter(isJsonObject);
@@ -510,7 +510,7 @@ export function translateToHost(
 ): KubeObject {
   assertSyncedKind(kind);
   const apiVersion = 'v1';
-  const result: KubeObject = { ...structuredClone(virtual), apiVersion, kind };
+  const result: KubeObject = { ...cloneJson(virtual), apiVersion, kind };
   delete result.status;
   result.metadata = translateMetadataToHost(kind, apiVersion, virtual, existingHost, ctx);
   const vNamespace = str(meta(virtual).namespace);
@@ -546,15 +546,15 @@ export function translateToVirtual(
   ctx: SyncContext,
 ): KubeObject {
   assertSyncedKind(kind);
-  const base: KubeObject = existingVirtual ? structuredClone(existingVirtual) : { apiVersion: 'v1', kind };
+  const base: KubeObject = existingVirtual ? cloneJson(existingVirtual) : { apiVersion: 'v1', kind };
   base.metadata = translateMetadataToVirtual(host, existingVirtual, ctx);
   switch (kind) {
     case 'Endpoints':
-      if (!existingVirtual && host.subsets !== undefined) base.subsets = structuredClone(host.subsets);
+      if (!existingVirtual && host.subsets !== undefined) base.subsets = cloneJson(host.subsets);
       break;
     case 'Service': {
       if (!existingVirtual && isJsonObject(host.spec)) {
-        const spec = structuredClone(host.spec);
+        const spec = cloneJson(host.spec);
         const selector = stringMap(spec.selector);
         if (selector) spec.selector = virtualServiceSelector(selector, ctx.vclusterName);
         base.spec = spec;
@@ -564,7 +564,7 @@ export function translateToVirtual(
     case 'Secret':
     case 'ConfigMap':
       for (const f of ['data', 'binaryData', 'stringData', 'type', 'immutable']) {
-        if (host[f] !== undefined) base[f] = structuredClone(host[f]);
+        if (host[f] !== undefined) base[f] = cloneJson(host[f]);
         else delete base[f];
       }
       break;
@@ -574,8 +574,8 @@ export function translateToVirtual(
 
 /** The virtual Service with the host Service's status (load balancer ingress, conditions). */
 export function copyServiceStatusToVirtual(host: KubeObject, virtual: KubeObject): KubeObject {
-  const result = structuredClone(virtual);
+  const result = cloneJson(virtual);
   if (host.status === undefined) delete result.status;
-  else result.status = structuredClone(host.status);
+  else result.status = cloneJson(host.status);
   return result;
 }

@@ -1,9 +1,9 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: objects are read as loose JSON
 import type { V1RoleBinding } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION } from '../../../src/api/meta.ts';
+import { CLEANUP_FINALIZER } from '../../../src/controllers/common.ts';
 import { desiredProjectChildren, PROJECT_LABEL } from '../../../src/controllers/project/desired.ts';
 import { desiredRbac, OWNER_UID_LABEL } from '../../../src/controllers/sharedsecret/desired.ts';
-import { CLEANUP_FINALIZER } from '../../../src/controllers/sharedsecret/reconcile.ts';
 import { isNotFound } from '../../../src/runtime/errors.ts';
 import type { KubeClient } from '../../../src/runtime/kube-client.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../../src/sync/names.ts';
@@ -59,7 +59,11 @@ export const sameProjectSpec = (spec: any, want: ProjectSpec): boolean =>
 const sortedNames = (items: any[]) => items.map((i) => i.metadata.name as string).sort();
 const readyFor = (obj: any) => {
   const ready = (obj.status?.conditions ?? []).find((c: any) => c.type === 'Ready');
-  return ready?.status === 'True' && ready.observedGeneration === obj.metadata.generation;
+  return (
+    ready?.status === 'True' &&
+    ready.observedGeneration === obj.metadata.generation &&
+    obj.status?.observedGeneration === obj.metadata.generation
+  );
 };
 const ruleOf = (rule: any) => ({
   apiGroups: rule?.apiGroups ?? [],
@@ -79,7 +83,7 @@ export interface SecretSpec {
 /**
  * The exact state of SharedSecrets in `namespace`, as a list of differences (empty: exact).
  * With `model`, the SharedSecrets themselves are exactly the model's (names and spec). Each has
- * our finalizer and Ready=True for its generation; the projected Roles and RoleBindings are
+ * no finalizer (its deletion never waits for the operator) and Ready=True for its generation; the projected Roles and RoleBindings are
  * exactly what `desiredRbac` says for them (rules, subjects, role, owner), none missing, no orphan.
  */
 export async function sharedSecretDifferences(
@@ -116,7 +120,7 @@ export async function sharedSecretDifferences(
       diffs.push(`${id} is still being deleted`);
       continue;
     }
-    if (!secret.metadata.finalizers?.includes(CLEANUP_FINALIZER)) diffs.push(`${id} has no finalizer`);
+    if (secret.metadata.finalizers?.includes(CLEANUP_FINALIZER)) diffs.push(`${id} has a finalizer`);
     if (!readyFor(secret)) diffs.push(`${id} is not Ready for generation ${secret.metadata.generation}`);
     const desired = desiredRbac(secret);
     for (const role of desired.roles) wantedRoles.set(role.metadata!.name!, role);

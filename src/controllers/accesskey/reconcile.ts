@@ -1,18 +1,17 @@
 import type { ConfigStatus } from '../../api/config.ts';
-import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import type { OwnedAccessKey, OwnedAccessKeyStatus } from '../../api/ownedaccesskey.ts';
 import {
   type AccessKeyLifetimeLimits,
   AccessKeyWithoutCreationTimestamp,
   accessKeyExpiry,
 } from '../../identity/expiry.ts';
-import { patchStatus } from '../../runtime/apply.ts';
+import { deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { type Condition, type ConditionInput, setCondition } from '../../runtime/conditions.ts';
-import type { ReconcileResult } from '../../runtime/controller.ts';
-import { isConflict, isNotFound } from '../../runtime/errors.ts';
+import type { ConditionInput } from '../../runtime/conditions.ts';
+import { errorMessage, isConflict, RuntimeError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
-import { isBeingDeleted } from '../../runtime/finalizers.ts';
-import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-client.ts';
+import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { resources, type Stored } from '../resources.ts';
 
@@ -96,29 +95,44 @@ export interface AccessKeyReconcilerDeps {
  * write (none when both are unchanged).
  */
 export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
-  return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
-    const key = deps.keys.get(name);
-    if (!key || isBeingDeleted(key)) return undefined;
-    const now = new Date(deps.clock.now());
-    const decision = decideKeyLifecycle(key, deps.config().auth, now);
-    if (decision.action === 'delete') {
+  const expiryOf = (key: OwnedAccessKey): Date | null => {
+    try {
+      return accessKeyExpiry(key, deps.config().auth);
+    } catch (err) {
+      if (err instanceof AccessKeyWithoutCreationTimestamp) return null;
+      throw err;
+    }
+  };
+  return objectReconciler<Stored<OwnedAccessKey>, OwnedAccessKeyStatus>({
+    kind: 'OwnedAccessKey',
+    resource: resources.ownedAccessKeys,
+    api: deps.api,
+    clock: deps.clock,
+    events: deps.events,
+    get: (name) => deps.keys.get(name),
+    action: 'ExpireAccessKey',
+    // An omitted expirationTimestamp is removed (undefined becomes null in the merge patch).
+    statusOf: (key) => ({ expirationTimestamp: expiryOf(key)?.toISOString() }),
+    async apply(key) {
+      const now = new Date(deps.clock.now());
+      const decision = decideKeyLifecycle(key, deps.config().auth, now);
+      if (decision.action === 'keep') {
+        return {
+          ready: keyReadyCondition(key, decision),
+          ...(decision.recheckInMs !== undefined ? { requeueAfter: decision.recheckInMs } : {}),
+        };
+      }
+      const name = key.metadata.name ?? '';
       try {
-        await deps.api.request({
-          method: 'DELETE',
-          path: objectPath(resources.ownedAccessKeys, undefined, name),
-          // The resourceVersion too: a lastActivity written since we looked may have extended the key.
-          body: {
-            apiVersion: 'v1',
-            kind: 'DeleteOptions',
-            preconditions: { uid: key.metadata.uid, resourceVersion: key.metadata.resourceVersion },
-          },
-        });
+        // The resourceVersion too: a lastActivity written since we looked may have extended the key.
+        await deleteObject(deps.api, resources.ownedAccessKeys, key, { unchanged: true });
       } catch (err) {
-        if (isNotFound(err)) return undefined;
-        // The deletion failed (and is retried): until it succeeds, the key says it has expired.
-        // Not on a conflict: the key changed since we looked and may have been extended.
-        if (!isConflict(err)) await writeStatus(key, decision, now).catch(() => {});
-        throw err;
+        if (isConflict(err)) throw err;
+        // Until the deletion succeeds, the key says it has expired (and why it still exists).
+        const expired = keyReadyCondition(key, decision);
+        throw new ExpiredKeyNotDeleted(`${expired.message}; deleting it failed: ${errorMessage(err)}`, {
+          cause: err,
+        });
       }
       const owner = key.spec.user ?? key.spec.team;
       if (owner) {
@@ -132,26 +146,10 @@ export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
           },
         );
       }
-      return undefined;
-    }
-    await writeStatus(key, decision, now);
-    return decision.recheckInMs !== undefined ? { requeueAfter: decision.recheckInMs } : undefined;
-  };
-
-  /** `status.expirationTimestamp` and `Ready` at once; patchStatus writes nothing when both are unchanged. */
-  async function writeStatus(key: Stored<OwnedAccessKey>, decision: KeyLifecycleDecision, now: Date) {
-    const expirationTimestamp = decision.expiry?.toISOString();
-    const { expirationTimestamp: _old, ...rest } = key.status ?? {};
-    const conditions = setCondition(
-      (key.status?.conditions ?? []) as Condition[],
-      keyReadyCondition(key, decision),
-      now,
-    );
-    // An omitted expirationTimestamp is removed (null in the merge patch).
-    await patchStatus(deps.api, resources.ownedAccessKeys, key, {
-      ...rest,
-      ...(expirationTimestamp ? { expirationTimestamp } : {}),
-      conditions,
-    });
-  }
+      return { ready: keyReadyCondition(key, decision), deleted: true };
+    },
+  });
 }
+
+/** An expired key whose deletion failed (it is retried); until then the key says it expired. */
+export class ExpiredKeyNotDeleted extends RuntimeError {}

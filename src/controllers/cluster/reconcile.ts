@@ -1,4 +1,4 @@
-import type { Cluster } from '../../api/cluster.ts';
+import type { Cluster, ClusterStatus } from '../../api/cluster.ts';
 import { clientForConnection, readCredentialsSecret } from '../../clusters/access.ts';
 import {
   type Connection,
@@ -7,11 +7,11 @@ import {
   InvalidCredentials,
 } from '../../clusters/connection.ts';
 import { probeCluster } from '../../clusters/reachability.ts';
-import { patchStatus } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { type Condition, setCondition } from '../../runtime/conditions.ts';
-import type { ReconcileResult } from '../../runtime/controller.ts';
+import { errorReason, TerminalError } from '../../runtime/errors.ts';
+import type { EventRecorder } from '../../runtime/events.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
+import { objectReconciler, PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { resources, type Stored } from '../resources.ts';
 import { type ClusterAccess, readyCondition, recheckAfter } from './desired.ts';
@@ -20,6 +20,7 @@ export interface ClusterReconcilerDeps {
   /** The host cluster (the operator's own). */
   api: KubeApi;
   clock: Clock;
+  events: EventRecorder;
   clusters: Store<Stored<Cluster>>;
   /** How long the reachability probe of a cluster may take. */
   probeTimeoutMs?: number;
@@ -34,22 +35,18 @@ export interface ClusterReconcilerDeps {
  * Secrets), used for the probe only, and never logged nor kept.
  *
  * No finalizer: the controller creates nothing, in this cluster or the connected one, so a
- * deleted Cluster leaves nothing to clean up.
+ * deleted Cluster leaves nothing to clean up. Without `spec.credentialsSecretRef` the Cluster is
+ * Stalled: nothing changes that until its spec does.
  */
 export function clusterReconciler(deps: ClusterReconcilerDeps) {
   const { api, clusters } = deps;
   const clientFor = deps.clientFor ?? clientForConnection;
 
   /** Reads the credentials and probes the cluster with them. */
-  async function accessOf(cluster: Stored<Cluster>): Promise<ClusterAccess> {
-    const ref = cluster.spec.credentialsSecretRef;
-    if (!ref) {
-      return {
-        phase: 'noCredentials',
-        reason: 'CredentialsMissing',
-        message: 'spec.credentialsSecretRef is not set, so the platform cannot reach the cluster',
-      };
-    }
+  async function accessOf(
+    cluster: Stored<Cluster>,
+    ref: NonNullable<Cluster['spec']['credentialsSecretRef']>,
+  ): Promise<ClusterAccess> {
     let connection: Connection;
     try {
       const secretName = `${ref.namespace}/${ref.name}`;
@@ -60,7 +57,7 @@ export function clusterReconciler(deps: ClusterReconcilerDeps) {
       );
     } catch (err) {
       if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
-      return { phase: 'noCredentials', reason: err.name, message: err.message };
+      return { phase: 'noCredentials', reason: errorReason(err), message: err.message };
     }
     const client = clientFor(connection);
     try {
@@ -73,19 +70,38 @@ export function clusterReconciler(deps: ClusterReconcilerDeps) {
     }
   }
 
-  return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
-    const cluster = clusters.get(name);
-    // Deletion first: nothing was created, so there is nothing to undo.
-    if (!cluster || cluster.metadata.deletionTimestamp) return undefined;
-    const access = await accessOf(cluster);
-    const conditions = setCondition(
-      (cluster.status?.conditions ?? []) as Condition[],
-      readyCondition(access, cluster.metadata.generation),
-      new Date(deps.clock.now()),
-    );
-    // Once per reconcile; patchStatus writes nothing when the status is unchanged.
-    await patchStatus(api, resources.clusters, cluster, { ...cluster.status, conditions });
-    const after = recheckAfter(access, cluster.spec.credentialsSecretRef !== undefined);
-    return after === undefined ? undefined : { requeueAfter: after };
-  };
+  return objectReconciler<Stored<Cluster>, ClusterStatus>({
+    kind: 'Cluster',
+    resource: resources.clusters,
+    api,
+    clock: deps.clock,
+    events: deps.events,
+    get: (name) => clusters.get(name),
+    action: 'ProbeCluster',
+    async apply(cluster) {
+      const ref = cluster.spec.credentialsSecretRef;
+      if (!ref) {
+        // Nothing to look at until the spec changes, which is an event of its own.
+        throw new CredentialsNotConfigured(
+          'spec.credentialsSecretRef is not set, so the platform cannot reach the cluster',
+        );
+      }
+      const access = await accessOf(cluster, ref);
+      const ready = readyCondition(access, cluster.metadata.generation);
+      const after = recheckAfter(access, true);
+      return {
+        ready,
+        // Not reachable yet: probed again shortly (the Secret is not watched).
+        ...(ready.status === 'True'
+          ? {}
+          : {
+              reconciling: { reason: PROGRESSING_WITH_RETRY, message: `probing again in ${after! / 1000} s` },
+            }),
+        ...(after !== undefined ? { requeueAfter: after } : {}),
+      };
+    },
+  });
 }
+
+/** A Cluster without `spec.credentialsSecretRef`: it stays unreachable until its spec changes. */
+export class CredentialsNotConfigured extends TerminalError {}

@@ -1,7 +1,7 @@
 import type { Cluster } from '../../api/cluster.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import type { ControllerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
-import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { clusterReconciler } from './reconcile.ts';
 
 /**
@@ -14,7 +14,12 @@ export function setupClusterController(manager: Manager, deps: ControllerDeps) {
   const controller = manager.controller({
     name: 'cluster',
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
-    reconcile: clusterReconciler({ api: deps.api, clock: deps.clock, clusters: clusters.store }),
+    reconcile: clusterReconciler({
+      api: deps.api,
+      clock: deps.clock,
+      events: deps.events,
+      clusters: clusters.store,
+    }),
   });
   controller.watchPrimary(clusters);
   return { controller, clusters };

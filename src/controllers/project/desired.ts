@@ -2,8 +2,8 @@ import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import { DEFAULT_PROJECT_NAMESPACE_PREFIX } from '../../api/config.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { Project } from '../../api/project.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, teamGroup, userGroup } from '../common.ts';
 import { hashedChildName } from '../names.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL, teamGroup, userGroup } from '../sharedsecret/desired.ts';
 
 /** Label on a project's namespace and on the RoleBindings in it: the project's name. */
 export const PROJECT_LABEL = 'management.platform/project';

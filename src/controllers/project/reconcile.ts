@@ -1,17 +1,15 @@
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../../api/config.ts';
-import type { Project } from '../../api/project.ts';
-import { applyObject, deepEqual, patchStatus } from '../../runtime/apply.ts';
+import type { Project, ProjectStatus } from '../../api/project.ts';
+import { applyObject, deepEqual, deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { type Condition, type ConditionInput, setCondition } from '../../runtime/conditions.ts';
-import type { ReconcileResult } from '../../runtime/controller.ts';
-import { errorReason, isAlreadyExists, isNotFound, TerminalError } from '../../runtime/errors.ts';
+import { isAlreadyExists, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
-import { addFinalizer, isBeingDeleted, removeFinalizer } from '../../runtime/finalizers.ts';
 import { collectionPath, type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
+import { CLEANUP_FINALIZER } from '../common.ts';
 import { fieldManagers, resources, type Stored } from '../resources.ts';
-import { CLEANUP_FINALIZER } from '../sharedsecret/reconcile.ts';
 import {
   desiredProjectChildren,
   namespaceBelongsTo,
@@ -27,9 +25,10 @@ export const projectOf = (object: { metadata?: { labels?: Record<string, string>
 };
 
 /** The namespace exists and is not this project's: never adopted, never deleted. */
-export class NamespaceConflict extends TerminalError {
-  override readonly name = 'NamespaceConflict';
-}
+export class NamespaceConflict extends TerminalError {}
+
+/** How long to wait before looking again at a namespace that is still terminating. */
+const TERMINATING_RECHECK_MS = 2_000;
 
 export interface ProjectReconcilerDeps {
   api: KubeApi;
@@ -51,68 +50,22 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
   const deleteNamespace = async (project: Stored<Project>) => {
     const name = projectNamespaceName(project, deps.config().projectNamespacePrefix);
     const existing = namespaces.get(name);
-    if (!existing || !namespaceBelongsTo(existing, project)) return;
-    try {
-      await api.request({
-        method: 'DELETE',
-        path: objectPath(resources.namespaces, undefined, name),
-        body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: existing.metadata?.uid } },
-      });
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
-  };
-
-  return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
-    const project = projects.get(name);
-    // Gone without our finalizer: the namespace's owner reference lets garbage collection finish.
-    if (!project) return undefined;
-    if (isBeingDeleted(project)) {
-      await deleteNamespace(project);
-      await removeFinalizer(api, resources.projects, project, CLEANUP_FINALIZER);
-      return undefined;
-    }
-    const current = await addFinalizer(api, resources.projects, project, CLEANUP_FINALIZER);
-    const namespace = projectNamespaceName(current, deps.config().projectNamespacePrefix);
-
-    let ready: ConditionInput;
-    try {
-      await converge(current, namespace);
-      ready = {
-        type: 'Ready',
-        status: 'True',
-        reason: 'Converged',
-        message: `namespace ${namespace} and member bindings match the spec`,
-      };
-    } catch (err) {
-      const reason = errorReason(err);
-      const message = err instanceof Error ? err.message : String(err);
-      ready = { type: 'Ready', status: 'False', reason, message };
-      const conflict = err instanceof NamespaceConflict;
-      await writeStatus(current, conflict ? current.status?.namespace : namespace, ready).catch(() => {});
-      void deps.events.record(regardingOf(current), {
-        type: 'Warning',
-        reason,
-        action: 'ConvergeProject',
-        note: message,
-      });
-      throw err;
-    }
-    await writeStatus(current, namespace, ready);
-    return undefined;
+    if (existing && namespaceBelongsTo(existing, project))
+      await deleteObject(api, resources.namespaces, existing);
   };
 
   /**
    * The cache holds only labelled namespaces, so a namespace missing from it is created, never
-   * applied: server-side apply would silently take over a namespace someone else made.
+   * applied: server-side apply would silently take over a namespace someone else made. Returns
+   * false while the namespace of an earlier project of the same name is still terminating.
    */
-  async function ensureNamespace(project: Stored<Project>, desired: V1Namespace): Promise<void> {
+  async function ensureNamespace(project: Stored<Project>, desired: V1Namespace): Promise<boolean> {
     const name = desired.metadata?.name ?? '';
     let existing = namespaces.get(name);
     if (!existing) {
       try {
         await api.request({ method: 'POST', path: collectionPath(resources.namespaces), body: desired });
-        return;
+        return true;
       } catch (err) {
         if (!isAlreadyExists(err)) throw err;
       }
@@ -124,10 +77,7 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
     if (!namespaceBelongsTo(existing, project)) {
       throw new NamespaceConflict(`namespace ${name} exists and does not belong to this project`);
     }
-    if (existing.metadata?.deletionTimestamp) {
-      // The namespace of an earlier project of the same name is still terminating: wait for it.
-      throw new Error(`namespace ${name} is still terminating`);
-    }
+    if (existing.metadata?.deletionTimestamp) return false;
     const upToDate =
       deepEqual(existing.metadata?.ownerReferences, desired.metadata?.ownerReferences) &&
       Object.entries(desired.metadata?.labels ?? {}).every(([k, v]) => existing.metadata?.labels?.[k] === v);
@@ -138,12 +88,20 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
         resource: resources.namespaces,
       });
     }
+    return true;
   }
 
-  async function converge(project: Stored<Project>, namespaceName: string): Promise<void> {
+  async function converge(project: Stored<Project>): Promise<Converged<ProjectStatus>> {
+    const namespaceName = projectNamespaceName(project, deps.config().projectNamespacePrefix);
     const desired = desiredProjectChildren(project, namespaceName);
-    await ensureNamespace(project, desired.namespace);
-
+    if (!(await ensureNamespace(project, desired.namespace))) {
+      const message = `namespace ${namespaceName} of an earlier project of this name is still terminating`;
+      return {
+        ready: { status: 'Unknown', reason: 'NamespaceTerminating', message },
+        reconciling: { reason: 'WaitingForNamespace', message },
+        requeueAfter: TERMINATING_RECHECK_MS,
+      };
+    }
     const current = roleBindings
       .byIndex(BY_PROJECT, project.metadata.name!)
       .filter((binding) => binding.metadata?.namespace === namespaceName);
@@ -163,36 +121,33 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
     await Promise.all(
       current
         .filter((binding) => !wanted.has(binding.metadata?.name))
-        .map(async (binding) => {
-          try {
-            await api.request({
-              method: 'DELETE',
-              path: objectPath(resources.roleBindings, namespaceName, binding.metadata?.name ?? ''),
-              body: {
-                apiVersion: 'v1',
-                kind: 'DeleteOptions',
-                preconditions: { uid: binding.metadata?.uid },
-              },
-            });
-          } catch (err) {
-            if (!isNotFound(err)) throw err;
-          }
-        }),
+        .map((binding) => deleteObject(api, resources.roleBindings, binding)),
     );
+    return {
+      ready: {
+        status: 'True',
+        reason: 'Converged',
+        message: `namespace ${namespaceName} and member bindings match the spec`,
+      },
+      status: { namespace: namespaceName },
+    };
   }
 
-  async function writeStatus(
-    project: Stored<Project>,
-    namespace: string | undefined,
-    ready: ConditionInput,
-  ): Promise<void> {
-    const conditions = setCondition(
-      (project.status?.conditions ?? []) as Condition[],
-      { ...ready, observedGeneration: project.metadata.generation },
-      new Date(deps.clock.now()),
-    );
-    await patchStatus(api, resources.projects, project, { ...project.status, namespace, conditions });
-  }
+  return objectReconciler<Stored<Project>, ProjectStatus>({
+    kind: 'Project',
+    resource: resources.projects,
+    api,
+    clock: deps.clock,
+    events: deps.events,
+    get: (name) => projects.get(name),
+    finalizer: CLEANUP_FINALIZER,
+    action: 'ConvergeProject',
+    apply: converge,
+    // Gone without our finalizer: the namespace's owner reference lets garbage collection finish.
+    cleanup: async (_name, project) => {
+      if (project) await deleteNamespace(project);
+    },
+  });
 }
 
 function bindingMatches(existing: V1RoleBinding | undefined, desired: V1RoleBinding): boolean {
@@ -203,13 +158,4 @@ function bindingMatches(existing: V1RoleBinding | undefined, desired: V1RoleBind
     deepEqual(existing.subjects ?? [], desired.subjects ?? []) &&
     deepEqual(existing.roleRef, desired.roleRef)
   );
-}
-
-function regardingOf(project: Project) {
-  return {
-    apiVersion: project.apiVersion,
-    kind: 'Project',
-    name: project.metadata.name,
-    uid: project.metadata.uid,
-  };
 }

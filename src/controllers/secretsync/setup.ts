@@ -1,8 +1,8 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import type { ControllerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
-import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from './desired.ts';
 import { BY_SOURCE, secretSyncReconciler, sourceKeyOf } from './reconcile.ts';
 

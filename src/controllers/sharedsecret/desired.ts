@@ -1,17 +1,11 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import { API_GROUP, GROUP_VERSION } from '../../api/meta.ts';
 import type { SharedSecret, SharedSecretAccess } from '../../api/sharedsecret.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, teamGroup, userGroup } from '../common.ts';
 import { hashedChildName } from '../names.ts';
 
 /** Label on every Role and RoleBinding projected from a SharedSecret: the secret's uid. */
 export const OWNER_UID_LABEL = 'management.platform/sharedsecret-uid';
-export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
-export const MANAGED_BY = 'cluster-platform';
-/** Groups that name platform users and teams (DESIGN.md "Identity"). */
-export const userGroup = (user: string) => (user === '*' ? AUTHENTICATED_GROUP : `platform:user:${user}`);
-/** Every authenticated platform identity; a rule's user `*` binds it. */
-export const AUTHENTICATED_GROUP = 'platform:authenticated';
-export const teamGroup = (team: string) => `platform:team:${team}`;
 
 export interface ProjectedRbac {
   roles: V1Role[];

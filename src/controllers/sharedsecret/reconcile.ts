@@ -1,20 +1,24 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
-import type { SharedSecret } from '../../api/sharedsecret.ts';
-import { applyObject, deepEqual, patchStatus } from '../../runtime/apply.ts';
+import type { SharedSecret, SharedSecretStatus } from '../../api/sharedsecret.ts';
+import { applyObject, deepEqual, deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { type Condition, setCondition } from '../../runtime/conditions.ts';
-import type { ReconcileResult } from '../../runtime/controller.ts';
-import { errorReason, isNotFound } from '../../runtime/errors.ts';
+import { errorMessage, isApiError, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
-import { addFinalizer, isBeingDeleted, removeFinalizer } from '../../runtime/finalizers.ts';
-import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-client.ts';
+import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
+import { CLEANUP_FINALIZER } from '../common.ts';
 import { fieldManagers, resources, type Stored } from '../resources.ts';
 import { desiredRbac } from './desired.ts';
 
-export const CLEANUP_FINALIZER = 'management.platform/cleanup';
 /** Index of projected Roles/RoleBindings by `<namespace>/<owning SharedSecret name>`. */
 export const BY_OWNER_SECRET = 'owner-sharedsecret';
+
+/**
+ * The apiserver refused a projected Role or RoleBinding as invalid (422): for example an object
+ * of that name already controlled by another owner, which we never adopt. Retrying cannot help.
+ */
+export class ProjectionRejected extends TerminalError {}
 
 export interface SharedSecretReconcilerDeps {
   api: KubeApi;
@@ -34,73 +38,38 @@ export function ownerSecretKey(object: V1Role | V1RoleBinding): string[] {
 }
 
 type Child = { kind: 'Role'; object: V1Role } | { kind: 'RoleBinding'; object: V1RoleBinding };
+const childId = (child: Child) => `${child.kind}/${child.object.metadata?.name}`;
 
 /**
  * Converges the Roles and RoleBindings of one SharedSecret and its status. Level-triggered:
  * everything is derived from the caches and the secret's spec, whatever event led here.
+ *
+ * No finalizer: the projected objects live in the secret's namespace with an owner reference to
+ * it, so garbage collection removes them with the secret, and a reconcile of a secret that is
+ * gone deletes whatever is left (whether or not garbage collection runs). The writes per secret
+ * are thus its creation, a Role and a RoleBinding per rule, and one status write.
  */
 export function sharedSecretReconciler(deps: SharedSecretReconcilerDeps) {
   const { api, sharedSecrets, roles, roleBindings } = deps;
-
   const childrenOf = (key: string): Child[] => [
     ...roles.byIndex(BY_OWNER_SECRET, key).map((object) => ({ kind: 'Role' as const, object })),
     ...roleBindings.byIndex(BY_OWNER_SECRET, key).map((object) => ({ kind: 'RoleBinding' as const, object })),
   ];
-
-  const deleteChild = async (child: Child) => {
-    const resource = child.kind === 'Role' ? resources.roles : resources.roleBindings;
-    const { namespace, name, uid } = child.object.metadata ?? {};
+  const deleteChild = (child: Child) =>
+    deleteObject(api, child.kind === 'Role' ? resources.roles : resources.roleBindings, child.object);
+  const applyChild = async (child: Child) => {
     try {
-      await api.request({
-        method: 'DELETE',
-        path: objectPath(resource, namespace, name ?? ''),
-        // Never delete a same-named object that replaced the one we saw.
-        body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid } },
+      await applyObject(api, child.object, {
+        fieldManager: fieldManagers.sharedSecret,
+        force: true,
+        resource: child.kind === 'Role' ? resources.roles : resources.roleBindings,
       });
     } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
-  };
-
-  return async function reconcile(key: string): Promise<ReconcileResult | undefined> {
-    const secret = sharedSecrets.get(key);
-    if (!secret) {
-      // Gone without our finalizer (or before we saw it): remove what it left behind, whether or
-      // not garbage collection runs.
-      await Promise.all(childrenOf(key).map(deleteChild));
-      return undefined;
-    }
-    if (isBeingDeleted(secret)) {
-      await Promise.all(childrenOf(key).map(deleteChild));
-      await removeFinalizer(api, resources.sharedSecrets, secret, CLEANUP_FINALIZER);
-      return undefined;
-    }
-    const current = await addFinalizer(api, resources.sharedSecrets, secret, CLEANUP_FINALIZER);
-
-    let ready: Omit<Condition, 'lastTransitionTime'>;
-    try {
-      await converge(current);
-      ready = {
-        type: 'Ready',
-        status: 'True',
-        reason: 'Projected',
-        message: 'Roles and RoleBindings match spec.access',
-      };
-    } catch (err) {
-      const reason = errorReason(err);
-      const message = `projecting spec.access failed: ${err instanceof Error ? err.message : String(err)}`;
-      ready = { type: 'Ready', status: 'False', reason, message };
-      await writeStatus(current, ready).catch(() => {});
-      void deps.events.record(regardingOf(current), {
-        type: 'Warning',
-        reason,
-        action: 'ProjectAccess',
-        note: message,
+      if (!isApiError(err, 422)) throw err;
+      throw new ProjectionRejected(`${child.kind} ${child.object.metadata?.name}: ${errorMessage(err)}`, {
+        cause: err,
       });
-      throw err;
     }
-    await writeStatus(current, ready);
-    return undefined;
   };
 
   async function converge(secret: Stored<SharedSecret>): Promise<void> {
@@ -110,45 +79,47 @@ export function sharedSecretReconciler(deps: SharedSecretReconcilerDeps) {
       ...desired.roles.map((object) => ({ kind: 'Role' as const, object })),
       ...desired.roleBindings.map((object) => ({ kind: 'RoleBinding' as const, object })),
     ];
-    const wantedNames = new Set(wanted.map((c) => `${c.kind}/${c.object.metadata?.name}`));
-    const existing = childrenOf(key).filter((c) =>
-      c.object.metadata?.ownerReferences?.some((r) => r.uid === secret.metadata.uid),
+    const existing = new Map(
+      childrenOf(key)
+        .filter((c) => c.object.metadata?.ownerReferences?.some((r) => r.uid === secret.metadata.uid))
+        .map((c) => [childId(c), c]),
     );
-    const existingByName = new Map(existing.map((c) => [`${c.kind}/${c.object.metadata?.name}`, c]));
-
-    // Roles before RoleBindings: a binding to a Role that does not exist yet grants nothing, but
-    // the reverse order would briefly show a binding to a stale Role.
-    for (const kind of ['Role', 'RoleBinding'] as const) {
-      await Promise.all(
-        wanted
-          .filter((c) => c.kind === kind)
-          .filter((c) => !matches(existingByName.get(`${c.kind}/${c.object.metadata?.name}`), c))
-          .map((c) =>
-            applyObject(api, c.object, {
-              fieldManager: fieldManagers.sharedSecret,
-              force: true,
-              resource: kind === 'Role' ? resources.roles : resources.roleBindings,
-            }),
-          ),
-      );
-    }
-    const stale = childrenOf(key).filter((c) => !wantedNames.has(`${c.kind}/${c.object.metadata?.name}`));
-    await Promise.all(stale.map(deleteChild));
+    const changes = wanted.filter((c) => !matches(existing.get(childId(c)), c));
+    // A Role that changes is updated before any RoleBinding is written: a binding that gains
+    // subjects must never meet the Role's old, wider rules. New Roles need no such order (a
+    // binding to a Role that does not exist yet grants nothing), so a new secret takes one round.
+    const roleUpdates = changes.filter((c) => c.kind === 'Role' && existing.has(childId(c)));
+    await Promise.all(roleUpdates.map(applyChild));
+    await Promise.all(changes.filter((c) => !roleUpdates.includes(c)).map(applyChild));
+    const wantedIds = new Set(wanted.map(childId));
+    await Promise.all(
+      childrenOf(key)
+        .filter((c) => !wantedIds.has(childId(c)))
+        .map(deleteChild),
+    );
   }
 
-  async function writeStatus(
-    secret: Stored<SharedSecret>,
-    ready: Omit<Condition, 'lastTransitionTime'>,
-  ): Promise<void> {
-    const now = new Date(deps.clock.now());
-    const conditions = setCondition(
-      (secret.status?.conditions ?? []) as Condition[],
-      { ...ready, observedGeneration: secret.metadata.generation },
-      now,
-    );
-    const dataKeys = Object.keys(secret.spec.data ?? {}).sort();
-    await patchStatus(api, resources.sharedSecrets, secret, { ...secret.status, conditions, dataKeys });
-  }
+  return objectReconciler<Stored<SharedSecret>, SharedSecretStatus>({
+    kind: 'SharedSecret',
+    resource: resources.sharedSecrets,
+    api,
+    clock: deps.clock,
+    events: deps.events,
+    get: (key) => sharedSecrets.get(key),
+    // Earlier versions guarded cleanup with a finalizer; it is removed when such a secret goes.
+    formerFinalizers: [CLEANUP_FINALIZER],
+    action: 'ProjectAccess',
+    statusOf: (secret) => ({ dataKeys: Object.keys(secret.spec.data ?? {}).sort() }),
+    async apply(secret) {
+      await converge(secret);
+      return {
+        ready: { status: 'True', reason: 'Projected', message: 'Roles and RoleBindings match spec.access' },
+      };
+    },
+    async cleanup(key) {
+      await Promise.all(childrenOf(key).map(deleteChild));
+    },
+  });
 }
 
 /** Whether a cached child already has the desired content (so no write is needed). */
@@ -167,14 +138,4 @@ function matches(existing: Child | undefined, desired: Child): boolean {
     deepEqual((a as V1RoleBinding).subjects ?? [], binding.subjects ?? []) &&
     deepEqual((a as V1RoleBinding).roleRef, binding.roleRef)
   );
-}
-
-function regardingOf(secret: SharedSecret) {
-  return {
-    apiVersion: secret.apiVersion,
-    kind: 'SharedSecret',
-    name: secret.metadata.name,
-    namespace: secret.metadata.namespace,
-    uid: secret.metadata.uid,
-  };
 }

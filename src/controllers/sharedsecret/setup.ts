@@ -1,28 +1,10 @@
-import type { KubeConfig, V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
-import type { Clock } from '../../runtime/clock.ts';
-import type { EventRecorder } from '../../runtime/events.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import type { ControllerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
 import { OWNER_UID_LABEL } from './desired.ts';
 import { BY_OWNER_SECRET, ownerSecretKey, sharedSecretReconciler } from './reconcile.ts';
-
-export interface ControllerDeps {
-  api: KubeApi;
-  clock: Clock;
-  events: EventRecorder;
-  maxConcurrentReconciles?: number;
-  /** Watch only this namespace (a namespace-scoped install, or tests); all namespaces when absent. */
-  namespace?: string;
-  /** The platform's own namespace (configuration, keys); `platform-system` when absent. */
-  platformNamespace?: string;
-  /**
-   * The controller's kubeconfig, for its cluster (server, TLS) only: clients that act as another
-   * identity (a syncer's ServiceAccount) are built from it with their own credentials.
-   */
-  kubeConfig?: KubeConfig;
-}
 
 /**
  * The SharedSecret controller: primary SharedSecrets; owned Roles and RoleBindings (only those we

@@ -1,8 +1,8 @@
-import type { Team, User } from '../../api/identity.ts';
-import { patchStatus } from '../../runtime/apply.ts';
-import type { ReconcileResult } from '../../runtime/controller.ts';
-import { isNotFound } from '../../runtime/errors.ts';
+import type { Team, User, UserStatus } from '../../api/identity.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import type { EventRecorder } from '../../runtime/events.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
+import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { resources, type Stored } from '../resources.ts';
 
@@ -17,6 +17,8 @@ export function teamsOfUser(teamsListingUser: readonly Team[]): string[] {
 
 export interface TeamMembershipReconcilerDeps {
   api: KubeApi;
+  clock: Clock;
+  events: EventRecorder;
   users: Store<Stored<User>>;
   teams: Store<Stored<Team>>;
 }
@@ -24,19 +26,24 @@ export interface TeamMembershipReconcilerDeps {
 /**
  * Keeps `User.status.teams` equal to the Teams whose `spec.users` name the user, so that
  * authentication resolves a user's teams from the User alone, never by scanning every Team.
+ * `Ready` says the teams are resolved for the user's generation.
  */
 export function teamMembershipReconciler(deps: TeamMembershipReconcilerDeps) {
-  return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
-    const user = deps.users.get(name);
-    if (!user || user.metadata.deletionTimestamp) return undefined;
-    const teams = teamsOfUser(deps.teams.byIndex(BY_MEMBER, name));
-    const current = user.status?.teams ?? [];
-    if (current.length === teams.length && current.every((team, i) => team === teams[i])) return undefined;
-    try {
-      await patchStatus(deps.api, resources.users, user, { ...user.status, teams });
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
-    return undefined;
-  };
+  return objectReconciler<Stored<User>, UserStatus>({
+    kind: 'User',
+    resource: resources.users,
+    api: deps.api,
+    clock: deps.clock,
+    events: deps.events,
+    get: (name) => deps.users.get(name),
+    action: 'ResolveTeams',
+    statusOf: (user) => ({ teams: teamsOfUser(deps.teams.byIndex(BY_MEMBER, user.metadata.name ?? '')) }),
+    apply: async () => ({
+      ready: {
+        status: 'True',
+        reason: 'TeamsResolved',
+        message: 'status.teams lists every Team naming the user',
+      },
+    }),
+  });
 }

@@ -1,7 +1,7 @@
 import type { Team, User } from '../../api/identity.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import type { ControllerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
-import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { BY_MEMBER, membersOf, teamMembershipReconciler } from './reconcile.ts';
 
 /**
@@ -14,7 +14,13 @@ export function setupTeamMembershipController(manager: Manager, deps: Controller
   const controller = manager.controller({
     name: 'teammembership',
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
-    reconcile: teamMembershipReconciler({ api: deps.api, users: users.store, teams: teams.store }),
+    reconcile: teamMembershipReconciler({
+      api: deps.api,
+      clock: deps.clock,
+      events: deps.events,
+      users: users.store,
+      teams: teams.store,
+    }),
   });
   controller.watchPrimary(users).watch(teams, membersOf);
   return { controller };

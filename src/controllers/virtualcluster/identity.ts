@@ -2,8 +2,8 @@ import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { deepEqual } from '../../runtime/apply.ts';
 import type { SyncedKind } from '../../sync/translate.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../common.ts';
 import { hashedChildName } from '../names.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../sharedsecret/desired.ts';
 
 /**
  * The identity a VirtualClusterInstance's syncer acts as on the host, pure: a ServiceAccount of

@@ -2,9 +2,9 @@ import type { V1Namespace, V1RoleBinding, V1ServiceAccount } from '@kubernetes/c
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import type { ControllerDeps } from '../common.ts';
 import { PROJECT_LABEL } from '../project/desired.ts';
 import { resources, type Stored } from '../resources.ts';
-import type { ControllerDeps } from '../sharedsecret/setup.ts';
 import { placementOf } from './desired.ts';
 import { INSTANCE_UID_LABEL, instanceKeyOf } from './identity.ts';
 import { BY_INSTANCE_UID, SyncerSupervisor, syncerFactory, virtualClusterReconciler } from './reconcile.ts';

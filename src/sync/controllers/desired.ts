@@ -53,12 +53,12 @@ export interface DesiredPair {
  * Measuring changes against the last sync, not against the other side, keeps a field nobody
  * changed at its patched value and evaluates expressions only for fields that changed.
  */
-export async function desiredPair(input: DesiredPairInput): Promise<DesiredPair> {
+export function desiredPair(input: DesiredPairInput): DesiredPair {
   const { kind, virtual, host, record, ctx, sandbox } = input;
   let virtualNext = virtual;
   let backSynced = false;
   if (record !== null && resourceVersionOf(host) !== resourceVersionOf(record.host)) {
-    const back = await syncToVirtual({
+    const back = syncToVirtual({
       kind,
       source: withOwnedFieldsOf(host, record.host),
       previousSource: record.host,
@@ -72,7 +72,7 @@ export async function desiredPair(input: DesiredPairInput): Promise<DesiredPair>
   if (kind === 'Service' && !backSynced) virtualNext = copyServiceStatusToVirtual(host, virtualNext);
 
   const drifted = record === null || !jsonEqual(ownedFields(host), ownedFields(record.host));
-  const forward = await syncToHost({
+  const forward = syncToHost({
     kind,
     source: virtualNext,
     previousSource: drifted || record === null ? null : record.virtual,

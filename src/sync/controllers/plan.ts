@@ -5,7 +5,7 @@ import {
   ANNOTATION_OBJECT_UID,
   ANNOTATION_SKIP_BACKSYNC,
 } from '../names.ts';
-import { isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
+import { cloneJson, isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
 import { gvkString, isControlledElsewhere, type KubeObject, type SyncedKind } from '../translate.ts';
 
 /**
@@ -176,7 +176,7 @@ export function withOwnedFieldsOf(obj: KubeObject, from: KubeObject): KubeObject
     if (k === 'metadata' || k === 'status' || k === 'apiVersion' || k === 'kind')
       (result as JsonObject)[k] = v;
   }
-  for (const [k, v] of Object.entries(ownedFields(from))) result[k] = structuredClone(v);
+  for (const [k, v] of Object.entries(ownedFields(from))) result[k] = cloneJson(v);
   return result;
 }
 

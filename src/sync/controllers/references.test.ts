@@ -83,7 +83,7 @@ describe('referencesOf', () => {
   });
 
   it('names the same objects as the references syncToHost reports on create', async () => {
-    const sandbox = createSandbox(ctx);
+    const sandbox = createSandbox(ctx, { timeoutMs: 2000, objectTimeoutMs: 4000 });
     sandboxes.push(sandbox);
     const { references } = await syncToHost({
       kind: 'Service',

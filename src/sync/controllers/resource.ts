@@ -183,7 +183,7 @@ export function kindSyncer(options: KindSyncerOptions) {
     virtual: KubeObject,
     ref: ObjectRef,
   ): Promise<ReconcileResult | undefined> {
-    const { object } = await syncToHost({
+    const { object } = syncToHost({
       kind,
       source: virtual,
       previousSource: null,
@@ -220,7 +220,7 @@ export function kindSyncer(options: KindSyncerOptions) {
   }
 
   async function update(key: string, virtual: KubeObject, host: KubeObject, record: SyncRecord | null) {
-    const desired = await desiredPair({ kind, virtual, host, record, ctx, sandbox });
+    const desired = desiredPair({ kind, virtual, host, record, ctx, sandbox });
     const virtualNext = desired.virtual;
 
     // Writes, virtual first: if the host write then fails, the retry finds the host's change

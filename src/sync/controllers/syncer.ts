@@ -278,6 +278,7 @@ export function startSyncer(options: SyncerOptions): Syncer {
     const controller = manager.controller({
       name: `${prefix}${kind.toLowerCase()}`,
       reconcile: syncer.reconcile,
+      logger,
       maxConcurrentReconciles: options.maxConcurrentReconciles ?? 4,
       // A failing object (a hostile expression) is retried at most every 5 minutes.
       rateLimiter: { maxDelayMs: 5 * 60_000 },

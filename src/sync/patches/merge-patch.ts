@@ -7,6 +7,18 @@ export function isJsonObject(v: unknown): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/**
+ * A deep copy of a JSON value (what the syncer copies: objects as read from an apiserver). Several
+ * times faster than structuredClone, which serializes through V8's value serializer.
+ */
+export function cloneJson<T extends Json | undefined>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map((v) => cloneJson(v)) as T;
+  const out: JsonObject = {};
+  for (const key of Object.keys(value)) out[key] = cloneJson((value as JsonObject)[key]!);
+  return out as T;
+}
+
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (Array.isArray(a)) {
@@ -39,7 +51,7 @@ export function mergePatchDiff(before: JsonObject, after: JsonObject): JsonObjec
       const nested = mergePatchDiff(old, value);
       if (Object.keys(nested).length > 0) patch[key] = nested;
     } else if (!Object.hasOwn(before, key) || !jsonEqual(old, value)) {
-      patch[key] = structuredClone(value);
+      patch[key] = cloneJson(value);
     }
   }
   return patch;
@@ -47,8 +59,8 @@ export function mergePatchDiff(before: JsonObject, after: JsonObject): JsonObjec
 
 /** RFC 7386 MergePatch(target, patch); returns a new value, never mutates its inputs. */
 export function applyMergePatch(target: Json | undefined, patch: Json): Json {
-  if (!isJsonObject(patch)) return structuredClone(patch);
-  const result: JsonObject = isJsonObject(target) ? structuredClone(target) : {};
+  if (!isJsonObject(patch)) return cloneJson(patch);
+  const result: JsonObject = isJsonObject(target) ? cloneJson(target) : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete result[key];
     else result[key] = applyMergePatch(result[key], value);

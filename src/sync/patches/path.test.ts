@@ -5,6 +5,8 @@ import {
   InvalidPatchPath,
   type PathSegment,
   parsePath,
+  pathMayReach,
+  pathsIndependent,
   printConcretePath,
   printPath,
 } from './path.ts';
@@ -30,12 +32,13 @@ describe('parsePath', () => {
     ['a["q\\"uote"]', [key('a'), key('q"uote')]],
     ['  spec.ports[1].port  ', [key('spec'), key('ports'), index(1), key('port')]],
     ['subsets[*].addresses[*].ip', [key('subsets'), wildcard, key('addresses'), wildcard, key('ip')]],
-  ])('%s', (text, expected) => {
+    ['', []],
+    ['  ', []],
+  ])('%j', (text, expected) => {
     expect(parsePath(text)).toEqual(expected);
   });
 
   it.each([
-    ['', 'empty path'],
     ['a..b', 'empty segment'],
     ['.a', 'empty segment'],
     ['a.', 'empty segment'],
@@ -119,5 +122,73 @@ describe('properties', () => {
         }
       }),
     );
+  });
+});
+
+describe('the whole object', () => {
+  it('the empty path matches the object itself', () => {
+    expect(expandPath({ a: 1 }, parsePath(''))).toEqual([[]]);
+  });
+});
+
+describe('pathsIndependent', () => {
+  it.each<[string, string, boolean]>([
+    ['metadata.labels.a', 'metadata.annotations.a', true],
+    ['spec.ports[*].name', 'spec.ports[*].port', true],
+    ['spec.ports[0].name', 'spec.ports[1].port', true],
+    ['subsets[*].addresses[*].ip', 'subsets[*].ports[*].name', true],
+    ['data.0.x', 'data["0"].y', true],
+    ['a.b', 'a.b', false],
+    ['a.b', 'a["b"]', false],
+    ['spec.ports', 'spec.ports[*].name', false],
+    ['spec.ports[*].name', 'spec.ports', false],
+    // Removing element 0 moves element 1.
+    ['spec.ports[0]', 'spec.ports[1].name', false],
+    ['spec.ports[*]', 'spec.ports[0].name', false],
+    ['metadata.labels.*', 'metadata.labels.a', false],
+    ['', 'metadata.labels.a', false],
+    ['metadata.labels.a', '', false],
+  ])('%j and %j: %s', (a, b, expected) => {
+    expect(pathsIndependent(parsePath(a), parsePath(b))).toBe(expected);
+    expect(pathsIndependent(parsePath(b), parsePath(a))).toBe(expected);
+  });
+
+  it('independent paths never name the same value or one inside the other', () => {
+    const segment = fc.oneof(
+      fc.constantFrom('a', 'b', '0').map((k) => key(k)),
+      fc.constantFrom(0, 1).map((i) => index(i)),
+      fc.constant(wildcard),
+    );
+    const doc = { a: { a: [{ a: 1, b: 2 }, { a: 3 }], b: { '0': 4 } }, b: [[5], { a: 6 }], '0': 7 };
+    fc.assert(
+      fc.property(fc.array(segment, { maxLength: 4 }), fc.array(segment, { maxLength: 4 }), (a, b) => {
+        if (!pathsIndependent(a, b)) return;
+        const xs = expandPath(doc, a).map(printConcretePath);
+        const ys = expandPath(doc, b).map(printConcretePath);
+        for (const x of xs) {
+          for (const y of ys) {
+            const [shorter, longer] = x.length <= y.length ? [x, y] : [y, x];
+            expect(longer === shorter || longer.startsWith(`${shorter}.`) || shorter === '').toBe(false);
+          }
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('pathMayReach', () => {
+  it.each<[string, string, boolean]>([
+    ['type', 'type', true],
+    ['metadata.finalizers[0]', 'metadata.finalizers', true],
+    ['metadata', 'metadata.finalizers', true],
+    ['metadata.*', 'metadata.ownerReferences', true],
+    ['*', 'type', true],
+    ['*.namespace', 'metadata.namespace', true],
+    ['metadata.labels.*', 'metadata.finalizers', false],
+    ['spec.type', 'type', false],
+    ['', 'type', false],
+  ])('%j reaches %j: %s', (path, field, expected) => {
+    expect(pathMayReach(parsePath(path), field.split('.'))).toBe(expected);
   });
 });

@@ -6,7 +6,8 @@
  * map), `*` (every array element or map entry, anywhere, also last), or a key quoted with `"` or `'`
  * (inside quotes `\` escapes the next character). `[...]` holds a number, `*` or a quoted key, and
  * may follow a segment directly. Unlike the reference, single quotes are quote characters, a trailing
- * `.*` on a map is a wildcard, and a bracketed key never creates a missing key.
+ * `.*` on a map is a wildcard, and a bracketed key never creates a missing key. The empty path (or
+ * only blanks) names the whole object.
  */
 
 export type PathSegment =
@@ -60,10 +61,11 @@ export function parsePath(path: string): PathSegment[] {
     i++;
     return out;
   };
+  // The empty path names the whole object.
+  if (text === '') return segments;
   // true after a segment: the next character must be `.`, `[` or the end.
   let afterSegment = false;
   let expectSegment = true;
-  if (text.trim() === '') fail('empty path', 0);
   while (i < text.length) {
     const c = text[i]!;
     if (c === '.') {
@@ -154,15 +156,20 @@ export function expandPath(root: unknown, segments: readonly PathSegment[]): Con
     for (const { value, path } of frontier) {
       if (Array.isArray(value)) {
         if (segment.type === 'wildcard') {
-          for (const [i, v] of value.entries()) next.push({ value: v, path: [...path, i] });
-        } else if (segment.type === 'index' && segment.index < value.length)
-          next.push({ value: value[segment.index], path: [...path, segment.index] });
+          for (let i = 0; i < value.length; i++) next.push({ value: value[i], path: [...path, i] });
+        } else if (segment.type === 'index' && segment.index < value.length) {
+          path.push(segment.index);
+          next.push({ value: value[segment.index], path });
+        }
       } else if (isMap(value)) {
         if (segment.type === 'wildcard') {
-          for (const [k, v] of Object.entries(value)) next.push({ value: v, path: [...path, k] });
+          for (const k of Object.keys(value)) next.push({ value: value[k], path: [...path, k] });
         } else {
           const key = segment.type === 'index' ? String(segment.index) : segment.key;
-          if (Object.hasOwn(value, key)) next.push({ value: value[key], path: [...path, key] });
+          if (Object.hasOwn(value, key)) {
+            path.push(key);
+            next.push({ value: value[key], path });
+          }
         }
       }
     }
@@ -181,13 +188,38 @@ export function getAt(root: unknown, path: ConcretePath): unknown {
   return current;
 }
 
-/** Whether a path pattern can name the given concrete path (used to forbid patching fields). */
-export function pathCanMatch(segments: readonly PathSegment[], concrete: readonly string[]): boolean {
-  if (segments.length !== concrete.length) return false;
-  return segments.every((s, i) => {
-    const c = concrete[i]!;
-    if (s.type === 'wildcard') return true;
-    if (s.type === 'index') return String(s.index) === c;
-    return s.key === c;
-  });
+function segmentCanName(segment: PathSegment, key: string): boolean {
+  if (segment.type === 'wildcard') return true;
+  if (segment.type === 'index') return String(segment.index) === key;
+  return segment.key === key;
+}
+
+/**
+ * Whether a non-empty path pattern can name the field, one of its ancestors or anything inside
+ * it: a patch on it could change the field (used to refuse patches on restricted fields).
+ */
+export function pathMayReach(segments: readonly PathSegment[], field: readonly string[]): boolean {
+  if (segments.length === 0) return false;
+  const n = Math.min(segments.length, field.length);
+  for (let i = 0; i < n; i++) if (!segmentCanName(segments[i]!, field[i]!)) return false;
+  return true;
+}
+
+/**
+ * Whether patches on two path patterns can run in either order with the same outcome: they never
+ * name the same value, one never names a value inside the other's, and removing what one names
+ * never moves what the other names (an array element removed shifts its successors). Decided on
+ * the patterns alone, conservatively: true only where two keys differ before either path ends.
+ */
+export function pathsIndependent(a: readonly PathSegment[], b: readonly PathSegment[]): boolean {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x.type === 'key' && y.type === 'key' && x.key !== y.key) return true;
+    // Below this level both may be in the same element; at the last level of either, that element
+    // itself may be replaced or removed.
+    if (i === a.length - 1 || i === b.length - 1) return false;
+  }
+  return false;
 }

@@ -2,8 +2,13 @@
  * JavaScript that runs inside each sandbox isolate before any expression. It is plain source
  * text on purpose: nothing from the host process (no function, no Reference) is ever placed in the
  * isolate; the helpers are re-implemented here and checked against the TypeScript implementation
- * by tests. Afterwards every reachable intrinsic and the global object are frozen, so one
- * expression cannot change what the next one sees (prototype pollution, redefined helpers).
+ * by tests. It then closes every channel through which one evaluation could leave a value for a
+ * later one, so that each starts from state no earlier one could touch (channels.test.ts tries
+ * each): the legacy RegExp statics are removed, Math.random restarts at every evaluation, the
+ * APIs that run code later or share memory are removed, and every intrinsic (also those only an
+ * expression that makes one reaches, such as the iterator-helper prototype or the errors' stack
+ * accessor) and the global object are frozen. Last it hands the embedder the runner that
+ * evaluates one object's expressions per call (see sandbox.ts).
  */
 
 export interface PreludeSettings {
@@ -20,7 +25,7 @@ export interface PreludeSettings {
 
 const PRELUDE = String.raw`
 'use strict';
-(function (settings) {
+(function (settings, progressBuffer) {
   const K = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -191,49 +196,174 @@ const PRELUDE = String.raw`
     }
   }
 
+  // ---- Channels that freezing alone does not close ------------------------------------------
+  // V8's legacy RegExp statics (RegExp.input, $1..$9, lastMatch...) are accessors over the
+  // realm's last match, which every regular expression writes: after a freeze they still carry
+  // a value from one evaluation to the next. Removed, not frozen.
+  for (const key of [
+    'input', '$_', 'lastMatch', '$&', 'lastParen', '$+', 'leftContext', '$\x60', 'rightContext', "$'",
+    '$1', '$2', '$3', '$4', '$5', '$6', '$7', '$8', '$9',
+  ]) {
+    delete RegExp[key];
+  }
+  // No shared memory, no code outside JavaScript, no callbacks that run after an evaluation
+  // (FinalizationRegistry) or observe the collector (WeakRef), no console of the embedder.
+  for (const name of ['WebAssembly', 'SharedArrayBuffer', 'Atomics', 'FinalizationRegistry', 'WeakRef', 'console']) {
+    delete globalThis[name];
+  }
+  // Math.random keeps its generator's state in the realm; ours starts again from the same seed at
+  // every evaluation, so an evaluation can neither read nor steer what a later one draws.
+  const SEED = 0x2545f491;
+  let randomState = SEED;
+  Object.defineProperty(Math, 'random', {
+    value: function random() {
+      let x = randomState;
+      x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+      randomState = x;
+      return (x >>> 0) / 4294967296;
+    },
+    writable: true, enumerable: false, configurable: true,
+  });
+
   const vcluster = settings.vcluster;
   const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const now = Date.now;
   const maxOutputChars = settings.maxOutputChars;
-  function bind(fn) {
-    return function run(value, path, hostObject, virtualObject) {
-      const context = { vcluster, hostObject, virtualObject, path };
-      const result = fn(value, true, context);
-      if (result === undefined) return undefined;
-      const json = stringify(result);
-      if (json === undefined) return undefined;
-      if (json.length > maxOutputChars) {
-        throw new RangeError('OUTPUT_TOO_LARGE:' + json.length);
-      }
-      return json;
+  const ErrorClass = Error;
+  // [0] the evaluation in flight (its index in the batch; the batch's length once all returned),
+  // [1] when it started (Date.now()). Shared with the embedder, which reads it when a batch is
+  // cut short (time limit, memory limit); nothing in the isolate but this runner can reach it.
+  const progress = new Float64Array(progressBuffer);
+
+  /**
+   * The context variable of one evaluation. hostObject and virtualObject are parsed from their
+   * JSON text on first read, for this evaluation alone (each gets its own copy).
+   */
+  function makeContext(path, hostJson, virtualJson) {
+    if (hostJson === null && virtualJson === null) return { vcluster, hostObject: null, virtualObject: null, path };
+    let host;
+    let hostRead = false;
+    let virtual;
+    let virtualRead = false;
+    return {
+      vcluster,
+      get hostObject() {
+        if (!hostRead) { host = hostJson === null ? null : parse(hostJson); hostRead = true; }
+        return host;
+      },
+      set hostObject(value) { host = value; hostRead = true; },
+      get virtualObject() {
+        if (!virtualRead) { virtual = virtualJson === null ? null : parse(virtualJson); virtualRead = true; }
+        return virtual;
+      },
+      set virtualObject(value) { virtual = value; virtualRead = true; },
+      path,
     };
   }
 
-  for (const name of ['WebAssembly', 'SharedArrayBuffer', 'Atomics']) delete globalThis[name];
+  function describe(error) {
+    try {
+      if (error instanceof ErrorClass) {
+        const name = String(error.name);
+        return (name === 'Error' ? '' : name + ': ') + String(error.message);
+      }
+      return 'uncaught ' + String(error);
+    } catch (_) {
+      return 'an exception that cannot be described';
+    }
+  }
+
+  const compiled = [];
+  /** Keeps a compiled expression; returns its id. */
+  function register(fn) {
+    Object.freeze(fn);
+    compiled.push(fn);
+    return compiled.length - 1;
+  }
+
+  /**
+   * Evaluates a batch: 'evaluations' is JSON text of [[expression id, context.path, value], ...].
+   * Returns "[r0,r1,...]" (JSON text of each result; null for null, undefined or anything JSON
+   * cannot hold), or "!" + JSON [index, kind, detail] for the first evaluation that failed
+   * (kind: error, timeout (it returned, but later than limitMs), tooLarge).
+   * Each evaluation gets fresh copies of its inputs, the same Math.random sequence and a context
+   * whose hostObject/virtualObject are parsed for it alone: nothing one evaluation does reaches the next.
+   */
+  function run(evaluations, hostJson, virtualJson, limitMs) {
+    const batch = parse(evaluations);
+    const count = batch.length;
+    const parts = new Array(count);
+    let startedAt = now();
+    for (let i = 0; i < count; i++) {
+      const entry = batch[i];
+      const context = makeContext(entry[1], hostJson, virtualJson);
+      randomState = SEED;
+      progress[0] = i;
+      progress[1] = startedAt;
+      // A plain call: "this" is undefined inside the expression, never the registry.
+      const expression = compiled[entry[0]];
+      let json;
+      try {
+        json = stringify(expression(entry[2], true, context));
+      } catch (error) {
+        return '!' + stringify([i, 'error', describe(error).slice(0, 2000)]);
+      }
+      const returnedAt = now();
+      if (returnedAt - startedAt > limitMs) return '!' + stringify([i, 'timeout', returnedAt - startedAt]);
+      startedAt = returnedAt;
+      if (json === undefined) json = 'null';
+      else if (json.length > maxOutputChars) return '!' + stringify([i, 'tooLarge', json.length]);
+      parts[i] = json;
+    }
+    progress[0] = count;
+    return '[' + parts.join(',') + ']';
+  }
+
   const constant = (value) => ({ value, writable: false, enumerable: false, configurable: false });
   Object.defineProperties(globalThis, {
     atob: constant(atob),
     btoa: constant(btoa),
     virtualToHostDNS: constant(virtualToHostDNS),
-    __platformBind: constant(bind),
   });
-  const hidden = [
-    Object.getPrototypeOf(function* () {}),
-    Object.getPrototypeOf(async function () {}),
-    Object.getPrototypeOf(async function* () {}),
-    Object.getPrototypeOf([][Symbol.iterator]()),
-    Object.getPrototypeOf(new Map()[Symbol.iterator]()),
-    Object.getPrototypeOf(new Set()[Symbol.iterator]()),
-    Object.getPrototypeOf(''[Symbol.iterator]()),
-    Object.getPrototypeOf(/a/[Symbol.matchAll]('')),
-    Object.getPrototypeOf(Int8Array),
-    vcluster,
-  ];
-  for (const o of hidden) deepFreeze(o);
+
+  // ---- Freeze every intrinsic, also those no property path from the global object reaches ----
+  const unreachable = [];
+  const probe = (make) => {
+    try { unreachable.push(make()); } catch (_) { /* not in this V8 */ }
+  };
+  probe(() => Object.getPrototypeOf(function* () {}));
+  probe(() => Object.getPrototypeOf(async function () {}));
+  probe(() => Object.getPrototypeOf(async function* () {}));
+  probe(() => Object.getPrototypeOf(async () => {}));
+  probe(() => Object.getPrototypeOf([][Symbol.iterator]()));
+  probe(() => Object.getPrototypeOf(new Map()[Symbol.iterator]()));
+  probe(() => Object.getPrototypeOf(new Set()[Symbol.iterator]()));
+  probe(() => Object.getPrototypeOf(''[Symbol.iterator]()));
+  probe(() => Object.getPrototypeOf(/a/[Symbol.matchAll]('')));
+  probe(() => Object.getPrototypeOf([].values().map((x) => x)));
+  probe(() => Object.getPrototypeOf(Iterator.from({ next() { return { done: true }; } })));
+  probe(() => Object.getPrototypeOf(new Intl.Segmenter().segment('')));
+  probe(() => Object.getPrototypeOf(new Intl.Segmenter().segment('')[Symbol.iterator]()));
+  probe(() => Object.getPrototypeOf(Int8Array));
+  // The accessor V8 installs as "stack" on every error (and by Error.captureStackTrace).
+  probe(() => Object.getOwnPropertyDescriptor(new Error(), 'stack'));
+  probe(() => { const o = {}; Error.captureStackTrace(o); return Object.getOwnPropertyDescriptor(o, 'stack'); });
+  probe(() => Object.getOwnPropertyDescriptor(function () {}, 'caller'));
+  probe(() => (function () { 'use strict'; return Object.getOwnPropertyDescriptor(arguments, 'callee'); })());
+  unreachable.push(vcluster);
+  for (const o of unreachable) deepFreeze(o);
   deepFreeze(globalThis);
+
+  return { run, register };
 })
 `;
 
-/** Source of a script that installs the helpers and freezes the isolate's realm. */
+/**
+ * Source of the script that installs the helpers, closes the channels and freezes the realm.
+ * Its completion value is a function of the SharedArrayBuffer for progress, returning the
+ * runner: `{run, register}`.
+ */
 export function preludeSource(settings: PreludeSettings): string {
-  return `${PRELUDE}(${JSON.stringify(settings)});`;
+  return `${PRELUDE}.bind(undefined, ${JSON.stringify(settings)});`;
 }

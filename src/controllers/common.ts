@@ -1,0 +1,39 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { GROUP_AUTHENTICATED, userGroup as platformUserGroup, teamGroup } from '../identity/groups.ts';
+import type { Clock } from '../runtime/clock.ts';
+import type { EventRecorder } from '../runtime/events.ts';
+import type { KubeApi } from '../runtime/kube-client.ts';
+
+/** What every controller's setup gets from the operator. */
+export interface ControllerDeps {
+  /** The host cluster, writes fenced by leadership. */
+  api: KubeApi;
+  clock: Clock;
+  events: EventRecorder;
+  maxConcurrentReconciles?: number;
+  /** Watch only this namespace (a namespace-scoped install, or tests); all namespaces when absent. */
+  namespace?: string;
+  /** The platform's own namespace (configuration, keys); `platform-system` when absent. */
+  platformNamespace?: string;
+  /**
+   * The controller's kubeconfig, for its cluster (server, TLS) only: clients that act as another
+   * identity (a syncer's ServiceAccount) are built from it with their own credentials.
+   */
+  kubeConfig?: KubeConfig;
+}
+
+export const DEFAULT_PLATFORM_NAMESPACE = 'platform-system';
+
+/** The finalizer of controllers whose cleanup garbage collection cannot do (a Project's namespace). */
+export const CLEANUP_FINALIZER = 'management.platform/cleanup';
+
+/** On every object a controller creates. */
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY = 'cluster-platform';
+
+/**
+ * The group RoleBindings name for a platform user (`*`: every authenticated identity); the names
+ * are src/identity/groups.ts's.
+ */
+export const userGroup = (user: string) => (user === '*' ? GROUP_AUTHENTICATED : platformUserGroup(user));
+export { teamGroup };

@@ -1,0 +1,261 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { patchStatus } from './apply.ts';
+import type { Clock } from './clock.ts';
+import { type Condition, type ConditionInput, removeCondition, setCondition } from './conditions.ts';
+import type { ReconcileContext, ReconcileResult, Reconciler } from './controller.ts';
+import { errorMessage, errorReason, isNotFound, TerminalError } from './errors.ts';
+import type { EventRecorder, ObjectReference } from './events.ts';
+import { addFinalizer, hasFinalizer, isBeingDeleted, removeFinalizer } from './finalizers.ts';
+import type { KubeApi, ResourceRef } from './kube-client.ts';
+
+/** The condition types the scaffold owns (kstatus reads Reconciling and Stalled; everyone reads Ready). */
+export const READY = 'Ready';
+export const RECONCILING = 'Reconciling';
+export const STALLED = 'Stalled';
+/** Reconciling's reason while a failed reconcile waits for its retry (Flux's word for it). */
+export const PROGRESSING_WITH_RETRY = 'ProgressingWithRetry';
+
+/** The status every object under the scaffold carries: its conditions and the generation they describe. */
+export interface ScaffoldStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export type ScaffoldObject = KubernetesObject & {
+  metadata: NonNullable<KubernetesObject['metadata']>;
+  status?: ScaffoldStatus;
+};
+
+/** A condition for the outcome, before generation and transition time are stamped. */
+export type ConditionState = Pick<ConditionInput, 'status' | 'reason' | 'message'>;
+
+/** What converging an object came to (when it did not throw). */
+export interface Converged<S> {
+  /** Ready: True when converged, False (or Unknown) for a settled state that is not ready (a disabled key). */
+  ready: ConditionState;
+  /** Work still outstanding (waiting for something to finish): Reconciling=True with this reason. */
+  reconciling?: Omit<ConditionState, 'status'>;
+  /** Conditions of the controller's own besides Ready (for example `Syncing`), set as given. */
+  conditions?: Array<Omit<ConditionInput, 'observedGeneration'>>;
+  /** Condition types of the controller's own to remove. */
+  removeConditions?: string[];
+  /** Status fields besides conditions and observedGeneration (merged over what `statusOf` gave). */
+  status?: Partial<S>;
+  /** The object itself was deleted (an expired key): nothing to write. */
+  deleted?: boolean;
+  requeueAfter?: number;
+}
+
+export interface ObjectReconcilerOptions<T extends ScaffoldObject, S> {
+  /** For Events and logs. */
+  kind: string;
+  resource: ResourceRef;
+  api: KubeApi;
+  clock: Clock;
+  events: EventRecorder;
+  /** The object from the cache. */
+  get(key: string): T | undefined;
+  /**
+   * A finalizer that guards `cleanup` while the object is being deleted. Omit it when owner
+   * references and garbage collection remove everything the object made.
+   */
+  finalizer?: string;
+  /** Finalizers earlier versions added: removed (after `cleanup`) when such an object is deleted. */
+  formerFinalizers?: string[];
+  /** The Event action of failures, UpperCamelCase (`ProjectAccess`). */
+  action: string;
+  /** Status fields that follow from the object alone (pure), written whatever `apply` comes to. */
+  statusOf?(obj: T): Partial<S>;
+  /** Converges what the object asks for. Throw to retry (TerminalError: stall until the object changes). */
+  apply(obj: T, ctx: ReconcileContext): Promise<Converged<S>>;
+  /**
+   * Removes what the object made: while it is being deleted (with `finalizer`, before the
+   * finalizer goes), and when it is gone (`obj` undefined: whatever was left behind).
+   */
+  cleanup?(key: string, obj: T | undefined, ctx: ReconcileContext): Promise<void>;
+}
+
+/**
+ * The one reconcile sequence every controller runs (in the spirit of kube-rs's `finalizer()` and
+ * Flux's reconcilers); a controller supplies only `apply`, `cleanup` and its pure parts.
+ *
+ * 1. Deletion first: a gone object gets `cleanup` of its leftovers; a deleting one gets `cleanup`,
+ *    then its finalizer removed. Nothing else runs for either.
+ * 2. The finalizer is added (and the patched object used from then on).
+ * 3. `apply` converges. Its outcome, or its error, becomes the status, written once at the end:
+ *    - success: `Ready` as the outcome says, `Reconciling=True` only while work is outstanding,
+ *      `Stalled` removed;
+ *    - an ordinary error: `Ready=False` (reason: the error's class), `Reconciling=True`
+ *      (`ProgressingWithRetry`), a Warning Event, and the error rethrown so the key is retried
+ *      with backoff;
+ *    - a `TerminalError`: `Stalled=True` and `Ready=False` with its class as reason, a Warning
+ *      Event, no retry (rethrown as terminal) and no further work on the key until the object
+ *      changes (a resync does not count as a change).
+ * 4. The status patch stamps `status.observedGeneration` with the generation `apply` saw; it is
+ *    skipped when nothing changed. A failed status write is logged, never swallowed: it fails
+ *    the reconcile (retry) unless `apply` already failed, whose error then wins.
+ *
+ * Between an object's creation (or a spec change) and that write, `observedGeneration` lags the
+ * generation, which is how kstatus tells work in flight without a write of its own.
+ */
+/**
+ * The conditions after a reconcile that converged (pure): `Ready` as the outcome says, the
+ * controller's own conditions, `Reconciling` only while work is outstanding, no `Stalled`.
+ * Every condition written carries `generation`; transition times move only when a status flips.
+ */
+export function convergedConditions(
+  conditions: readonly Condition[],
+  outcome: Pick<Converged<unknown>, 'ready' | 'reconciling' | 'conditions' | 'removeConditions'>,
+  generation: number | undefined,
+  now: Date,
+): Condition[] {
+  const stamp = stamper(generation, now);
+  let next = removeCondition(conditions, STALLED);
+  for (const type of outcome.removeConditions ?? []) next = removeCondition(next, type);
+  for (const condition of outcome.conditions ?? []) next = stamp(next, condition);
+  next = stamp(next, { type: READY, ...outcome.ready });
+  return outcome.reconciling
+    ? stamp(next, { type: RECONCILING, status: 'True', ...outcome.reconciling })
+    : removeCondition(next, RECONCILING);
+}
+
+/**
+ * The conditions after a reconcile that failed (pure): `Ready=False` with the error's class as
+ * reason; a `TerminalError` sets `Stalled=True` (and clears `Reconciling`), any other error sets
+ * `Reconciling=True` (`ProgressingWithRetry`: a retry is due) and clears `Stalled`.
+ */
+export function failedConditions(
+  conditions: readonly Condition[],
+  err: unknown,
+  generation: number | undefined,
+  now: Date,
+): Condition[] {
+  const stamp = stamper(generation, now);
+  const reason = errorReason(err);
+  const message = errorMessage(err);
+  const next = stamp(conditions, { type: READY, status: 'False', reason, message });
+  return err instanceof TerminalError
+    ? stamp(removeCondition(next, RECONCILING), { type: STALLED, status: 'True', reason, message })
+    : stamp(removeCondition(next, STALLED), {
+        type: RECONCILING,
+        status: 'True',
+        reason: PROGRESSING_WITH_RETRY,
+        message: `retrying after: ${message}`,
+      });
+}
+
+function stamper(generation: number | undefined, now: Date) {
+  return (conditions: readonly Condition[], state: Omit<ConditionInput, 'observedGeneration'>) =>
+    setCondition(
+      conditions,
+      { ...state, ...(generation !== undefined ? { observedGeneration: generation } : {}) },
+      now,
+    );
+}
+
+export function objectReconciler<T extends ScaffoldObject, S>(
+  options: ObjectReconcilerOptions<T, S>,
+): Reconciler {
+  const { api, resource, finalizer } = options;
+  /** key -> the resourceVersion the object had when it stalled (after our status write). */
+  const stalled = new Map<string, string>();
+
+  const regardingOf = (obj: T): ObjectReference => ({
+    apiVersion: obj.apiVersion,
+    kind: options.kind,
+    name: obj.metadata.name,
+    ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
+    uid: obj.metadata.uid,
+  });
+
+  /** Writes the status; returns the resourceVersion the object has afterwards. */
+  async function writeStatus(
+    obj: T,
+    conditionsOf: (conditions: Condition[]) => Condition[],
+    fields: Partial<S>,
+  ): Promise<string | undefined> {
+    const conditions = conditionsOf(obj.status?.conditions ?? []);
+    const status = {
+      ...obj.status,
+      ...fields,
+      observedGeneration: obj.metadata.generation,
+      conditions,
+    };
+    try {
+      const written = await patchStatus(api, resource, obj, status);
+      return (written ?? obj).metadata?.resourceVersion;
+    } catch (err) {
+      // Deleted meanwhile: there is no status left to write, and its deletion is an event of its own.
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
+    const found = options.get(key);
+    if (!found) {
+      stalled.delete(key);
+      await options.cleanup?.(key, undefined, ctx);
+      return undefined;
+    }
+    if (isBeingDeleted(found)) {
+      stalled.delete(key);
+      const ours = [...(finalizer ? [finalizer] : []), ...(options.formerFinalizers ?? [])].filter((f) =>
+        hasFinalizer(found, f),
+      );
+      if (ours.length > 0) {
+        await options.cleanup?.(key, found, ctx);
+        let current = found;
+        for (const f of ours) current = await removeFinalizer(api, resource, current, f);
+      }
+      return undefined;
+    }
+    if (stalled.get(key) === found.metadata.resourceVersion) {
+      ctx.logger.debug('stalled and unchanged since; not retrying');
+      return undefined;
+    }
+    stalled.delete(key);
+    const obj = finalizer ? await addFinalizer(api, resource, found, finalizer) : found;
+    const generation = obj.metadata.generation;
+    const now = new Date(options.clock.now());
+    const fields = options.statusOf?.(obj) ?? {};
+
+    let outcome: Converged<S>;
+    try {
+      outcome = await options.apply(obj, ctx);
+    } catch (err) {
+      const reason = errorReason(err);
+      void options.events.record(regardingOf(obj), {
+        type: 'Warning',
+        reason,
+        action: options.action,
+        note: errorMessage(err),
+      });
+      try {
+        const resourceVersion = await writeStatus(
+          obj,
+          (conditions) => failedConditions(conditions, err, generation, now),
+          fields,
+        );
+        if (err instanceof TerminalError && resourceVersion) stalled.set(key, resourceVersion);
+      } catch (statusErr) {
+        ctx.logger.warn(
+          { err: statusErr, reason: errorReason(statusErr) },
+          'writing the failure status failed',
+        );
+      }
+      throw err;
+    }
+    if (outcome.deleted) return undefined;
+    try {
+      await writeStatus(obj, (conditions) => convergedConditions(conditions, outcome, generation, now), {
+        ...fields,
+        ...outcome.status,
+      });
+    } catch (err) {
+      ctx.logger.warn({ err, reason: errorReason(err) }, 'writing the status failed; retrying');
+      throw err;
+    }
+    return outcome.requeueAfter !== undefined ? { requeueAfter: outcome.requeueAfter } : undefined;
+  };
+}
