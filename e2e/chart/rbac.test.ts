@@ -117,15 +117,17 @@ describe("the chart's RBAC is what each component needs, no more", () => {
         '--enable-admission-plugins=OwnerReferencesPermissionEnforcement',
       ],
     });
-    // Only the cluster role aggregation of kube-controller-manager: the project roles get their
-    // rules as in any cluster (an empty aggregated role could be bound without `bind`).
+    // Of kube-controller-manager only what any cluster runs and these features rely on: the
+    // cluster role aggregation (the project roles get their rules, as in any cluster; an empty
+    // aggregated role could be bound without `bind`), the garbage collector (children go with
+    // their owners) and the namespace controller (deleted namespaces go, with their Services).
     aggregation = await ManagedProcess.start({
-      name: 'kube-controller-manager (clusterrole aggregation)',
+      name: 'kube-controller-manager (clusterrole aggregation, garbage collector, namespaces)',
       command: inject('controlPlaneBinary'),
       args: [
         'kube-controller-manager',
         `--kubeconfig=${host.kubeconfigPath}`,
-        '--controllers=clusterrole-aggregation-controller',
+        '--controllers=clusterrole-aggregation-controller,garbage-collector-controller,namespace-controller',
         '--leader-elect=false',
         '--secure-port=0',
       ],

@@ -1,12 +1,12 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { stringify } from 'yaml';
+import { apiserverWritesWhere } from '../../bench/support.ts';
 import { CONTROLLER_NAMES } from '../../src/controllers/index.ts';
 import { syncerServiceAccountName } from '../../src/controllers/virtualcluster/identity.ts';
 import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
@@ -56,6 +56,10 @@ export interface TenantPlatform {
   mallory: Http;
   /** Mallory as the admin of her own virtual cluster. */
   virtual: Http;
+  /** The owner of project team (`platform-project-admin` there). */
+  lead: Http;
+  /** The gateway's URL, when it runs (`useTenantPlatform({ gateway: true })`). */
+  gatewayUrl: string | undefined;
   /** Each component's ServiceAccount. */
   components: Record<Component, Http>;
   /** The finance password, and the SharedSecret holding it. */
@@ -69,7 +73,7 @@ export interface TenantPlatform {
   writesTo(resources: readonly string[]): Promise<number>;
 }
 
-export function useTenantPlatform(): () => TenantPlatform {
+export function useTenantPlatform(options: { gateway?: boolean } = {}): () => TenantPlatform {
   const startCluster = useExtraClusters();
   let env: TenantPlatform | undefined;
   let components: RunningComponents | undefined;
@@ -124,6 +128,7 @@ export function useTenantPlatform(): () => TenantPlatform {
       kubeconfigs: credentials.kubeconfigs,
       webhookPort,
       controllers: CONTROLLER_NAMES,
+      gateway: options.gateway ?? false,
       logger: pino(
         { level: 'debug' },
         {
@@ -160,10 +165,12 @@ export function useTenantPlatform(): () => TenantPlatform {
         spec: { owner: { user: owner }, members },
       });
     }
-    const mallory = new Http(host.server, host.caPem, host.adminToken, {
-      'Impersonate-User': MALLORY,
-      'Impersonate-Group': [`platform:user:${MALLORY}`, 'platform:authenticated'],
-    });
+    const member = (user: string) =>
+      new Http(host.server, host.caPem, host.adminToken, {
+        'Impersonate-User': user,
+        'Impersonate-Group': [`platform:user:${user}`, 'platform:authenticated'],
+      });
+    const mallory = member(MALLORY);
     // Mallory's project role is in force (the project controller bound it, RBAC took it up).
     await eventually(
       async () => (await mallory.call('GET', `/api/v1/namespaces/${TEAM}/secrets`)).status === 200,
@@ -217,6 +224,8 @@ export function useTenantPlatform(): () => TenantPlatform {
       admin,
       mallory,
       virtual,
+      lead: member('lead'),
+      gatewayUrl: components.gatewayUrl,
       components: credentials.clients,
       secret: { value, namespace: FINANCE, name: 'prod-db' },
       instance: {
@@ -225,7 +234,7 @@ export function useTenantPlatform(): () => TenantPlatform {
       },
       logs: () => logLines.join(''),
       auditLogPath,
-      writesTo: (resources) => apiserverWritesTo(host, resources),
+      writesTo: (resources) => apiserverWritesWhere(host, (resource) => resources.includes(resource)),
     };
   }, 600_000);
 
@@ -303,38 +312,6 @@ export async function leaksOf(env: TenantPlatform, value: string): Promise<strin
   search('the components’ logs', env.logs());
   search('the host apiserver’s audit log', readFileSync(env.auditLogPath, 'utf8'));
   return found;
-}
-
-/**
- * Writes the apiserver served to `resources` (its `apiserver_request_total`, successful
- * POST/PUT/PATCH/APPLY/DELETE), so a test can tell whether controllers settled or keep writing.
- */
-export async function apiserverWritesTo(cluster: Cluster, resources: readonly string[]): Promise<number> {
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = request(
-      `${cluster.server}/metrics`,
-      { ca: cluster.caPem, headers: { authorization: `Bearer ${cluster.adminToken}` } },
-      (res) => {
-        let body = '';
-        res.on('data', (chunk: Buffer) => {
-          body += chunk.toString();
-        });
-        res.on('end', () => resolve(body));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-  return text
-    .split('\n')
-    .filter(
-      (line) =>
-        line.startsWith('apiserver_request_total{') &&
-        /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line) &&
-        /code="2\d\d"/.test(line) &&
-        resources.some((resource) => line.includes(`resource="${resource}"`)),
-    )
-    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
 
 /**

@@ -71,3 +71,10 @@ export function stopOnSignals(component: { stop(): Promise<void> }): void {
   for (const signal of ['SIGTERM', 'SIGINT'] as const)
     process.once(signal, () => void component.stop().finally(() => process.exit(0)));
 }
+
+/** `--<prefix>-host` and `--<prefix>-port` of a component's server (0: any free port). */
+export function withServerOptions(command: Command, prefix: string, what: string, port: number): Command {
+  return command
+    .option(`--${prefix}-host <host>`, `address of ${what}`, '0.0.0.0')
+    .option(`--${prefix}-port <port>`, `port of ${what} (0: any free port)`, Number, port);
+}

@@ -10,6 +10,7 @@ import {
   loadKubeConfig,
   stopOnSignals,
   withCommonOptions,
+  withServerOptions,
 } from './common.ts';
 
 export interface GatewayOptions extends CommonOptions {
@@ -24,9 +25,7 @@ export interface GatewayOptions extends CommonOptions {
 
 /** The gateway flags, shared by `platform gateway` and `platform operator`. */
 export function withGatewayOptions(command: Command): Command {
-  return command
-    .option('--gateway-host <host>', 'address of the management gateway', '0.0.0.0')
-    .option('--gateway-port <port>', 'port of the management gateway (0: any free port)', Number, 8443)
+  return withServerOptions(command, 'gateway', 'the management gateway', 8443)
     .option(
       '--gateway-cert-dir <dir>',
       'serving certificate of the gateway (tls.crt, tls.key); plain HTTP behind an ingress when absent',

@@ -10,6 +10,7 @@ import {
   loadKubeConfig,
   stopOnSignals,
   withCommonOptions,
+  withServerOptions,
 } from './common.ts';
 
 export interface WebhookOptions extends CommonOptions {
@@ -23,9 +24,7 @@ export interface WebhookOptions extends CommonOptions {
 
 /** The webhook flags, shared by `platform webhook` and `platform operator`. */
 export function withWebhookOptions(command: Command): Command {
-  return command
-    .option('--webhook-host <host>', 'address of the admission webhook server', '0.0.0.0')
-    .option('--webhook-port <port>', 'port of the admission webhook server (0: any free port)', Number, 9443)
+  return withServerOptions(command, 'webhook', 'the admission webhook server', 9443)
     .option(
       '--webhook-endpoint <endpoint>',
       'how the apiserver reaches us: local, service:<ns>/<name> or an https URL',
