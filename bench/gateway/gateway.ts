@@ -9,8 +9,8 @@
  *   argv: KUBECONFIG PLATFORM_NAMESPACE ACCESS_KEY
  */
 import pino from 'pino';
-import { impersonationHeaders } from '../../src/gateway/proxy.ts';
-import { GatewayError } from '../../src/gateway/status.ts';
+import { StatusError } from '../../src/api/status.ts';
+import { impersonationHeaders } from '../../src/gateway/proxy/impersonation.ts';
 import { gatewayOnly } from '../support.ts';
 
 const [kubeconfig = '', namespace = 'platform-system', accessKey = ''] = process.argv.slice(2);
@@ -38,7 +38,7 @@ async function main(): Promise<void> {
       const result = gateway.authenticator.authenticateCached(accessKey);
       if (result.ok) {
         const impersonation = impersonationHeaders(result.identity);
-        if (impersonation instanceof GatewayError) throw impersonation;
+        if (impersonation instanceof StatusError) throw impersonation;
         process.send?.({ url: server.url, impersonation });
         return;
       }

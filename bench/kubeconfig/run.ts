@@ -44,8 +44,8 @@ import {
 import { ensureControlPlaneBinary } from '../../src/dev/binaries.ts';
 import { ControlPlane } from '../../src/dev/controlplane.ts';
 import { installCrds } from '../../src/dev/install-crds.ts';
-import { generateAccessKey } from '../../src/gateway/auth/keys.ts';
 import { BASE_PATH, type Gateway } from '../../src/gateway/index.ts';
+import { generateAccessKey } from '../../src/identity/keys.ts';
 import { generateSigningKey, SIGNING_ALGORITHM } from '../../src/identity/signing-keys.ts';
 import { systemClock } from '../../src/runtime/clock.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';

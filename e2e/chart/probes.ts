@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
-import { generateAccessKey } from '../../src/gateway/auth/keys.ts';
+import { generateAccessKey } from '../../src/identity/keys.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
 import { type Http, HttpError } from './rbac-support.ts';
 

@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { AccessKeyDisabled } from '../../src/gateway/auth/authenticate.ts';
+import { AccessKeyDisabled } from '../../src/identity/authenticate.ts';
 import {
   type AccessKeyAuthenticator,
   setupAccessKeyAuthenticator,
-} from '../../src/gateway/auth/authenticator.ts';
-import { generateAccessKey, hashAccessKey } from '../../src/gateway/auth/keys.ts';
+} from '../../src/identity/authenticator.ts';
+import { generateAccessKey, hashAccessKey } from '../../src/identity/keys.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';

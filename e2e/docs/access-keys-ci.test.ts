@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { parseAccessKey } from '../../src/gateway/auth/keys.ts';
+import { parseAccessKey } from '../../src/identity/keys.ts';
 import { useGatewayEnv } from '../gateway/support.ts';
 import { runDocExamples } from './runner.ts';
 import { expectShellVar, gatewayVars, useTempDir } from './support.ts';

@@ -18,10 +18,12 @@ const env = useGatewayEnv({ https: true });
 const startCluster = useExtraClusters();
 const dir = useTempDir('doc-trust-');
 let aliceKey = '';
+let adminKey = '';
 const clusters: Cluster[] = [];
 
 beforeAll(async () => {
   aliceKey = await env().user('alice');
+  adminKey = await env().user('root', { admin: true });
 });
 
 /** The page's commands trust the gateway's CA and the CA of the clusters started here. */
@@ -36,6 +38,7 @@ runDocExamples('trust.md', {
   env: () => ({
     ...gatewayVars(env(), dir),
     PLATFORM_ACCESS_KEY: aliceKey,
+    PLATFORM_ADMIN_KEY: adminKey,
     // The commands name their servers and credentials themselves.
     KUBECONFIG: '',
   }),

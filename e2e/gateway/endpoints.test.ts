@@ -2,7 +2,7 @@ import { crc32 } from 'node:zlib';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { EXPIRED_MESSAGE, UNAUTHORIZED_MESSAGE } from '../../src/gateway/status.ts';
+import { EXPIRED_MESSAGE, UNAUTHORIZED_MESSAGE } from '../../src/api/status.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { call, GROUP_VERSION, useGatewayEnv } from './support.ts';
@@ -150,10 +150,17 @@ ${extra}`;
       { info: { name: 'alice', displayName: 'ALICE', username: 'alice', email: 'alice@example.com' } },
     ]);
     expect(answer.json.teams).toEqual([]);
-    // alice may not get the project: RBAC decides.
-    const denied = await call(`${env().api}/projects/web/members`, { token: alice });
-    expect(denied.status).toBe(403);
-    expect(denied.json.kind).toBe('Status');
+    // The owner lists the members too (members hold no `get` on the Project itself).
+    const owner = await call(`${env().api}/projects/web/members`, { token: alice });
+    expect(owner.status, owner.text).toBe(200);
+    expect(owner.json.users).toEqual(answer.json.users);
+    // An outsider may not, and cannot tell a project that exists from one that does not.
+    const outsider = await env().user(uniqueName('outsider'));
+    for (const project of ['web', 'no-such-project']) {
+      const denied = await call(`${env().api}/projects/${project}/members`, { token: outsider });
+      expect(denied.status).toBe(403);
+      expect(denied.json.kind).toBe('Status');
+    }
   });
 
   test('POST virtualclusterinstances/<name>/kubeconfig is routed but not served yet', async () => {
@@ -181,7 +188,7 @@ ${extra}`;
     const disabled = await env().key({ user: 'alice', disabled: true });
     const expired = await env().key({ user: 'alice', ttl: 1 });
     const wrong = withChecksum(`${alice.slice(0, 21)}${'0'.repeat(43)}`);
-    const unknown = (await import('../../src/gateway/auth/keys.ts')).generateAccessKey((n) =>
+    const unknown = (await import('../../src/identity/keys.ts')).generateAccessKey((n) =>
       new Uint8Array(n).fill(7),
     ).key;
     const bodies = new Set<string>();
@@ -581,7 +588,7 @@ ${extra}`;
     });
   });
 
-  test('discovery, version, openapi, health and metrics', async () => {
+  test('discovery, version, openapi, health; metrics on the health port only', async () => {
     const apis = await call(`${env().base}/apis`, { token: alice });
     expect(apis.json.groups[0].name).toBe('management.platform');
     const resources = await call(`${env().api}`, { token: alice });
@@ -609,7 +616,10 @@ ${extra}`;
     expect((await call(`${env().base}/openapi/v2`, { token: alice })).json.swagger).toBe('2.0');
     expect((await call(`${env().server.url}/healthz`)).status).toBe(200);
     expect((await call(`${env().server.url}/readyz`)).status).toBe(200);
-    const metrics = await call(`${env().server.url}/metrics`);
+    // Metrics are served on the health port with the process's others, not on the API port.
+    expect((await call(`${env().server.url}/metrics`)).status).toBe(404);
+    expect((await call(`${env().base}/metrics`, { token: alice })).status).toBe(404);
+    const metrics = await call(`http://127.0.0.1:${env().manager.healthPort}/metrics`);
     expect(metrics.text).toMatch(
       /gateway_request_total\{verb="LIST",group="management.platform",resource="sharedsecrets",subresource="",scope="namespace",component="gateway",code="200"\} \d+/,
     );

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
-import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/gateway/auth/keys.ts';
-import { DEFAULT_AUTH_FAILURE_LIMITS } from '../../src/gateway/ratelimit.ts';
+import { DEFAULT_AUTH_FAILURE_LIMITS } from '../../src/gateway/pipeline/throttle.ts';
+import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/identity/keys.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { call, GROUP_VERSION, useGatewayEnv } from './support.ts';
 

@@ -77,10 +77,14 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
   beforeAll(async () => {
     alice = await env().user('alice');
     bob = await env().user('bob');
-    // As the chart's project roles do (aggregated there): project admins may retrieve kubeconfigs.
-    await env().rbac.createClusterRole({
+    // The chart's project roles (installed with the CRDs) let project admins retrieve kubeconfigs,
+    // through ClusterRole aggregation; this apiserver runs no kube-controller-manager (the `silent`
+    // instance below needs one without a signer), so the aggregated rule is set here.
+    await new KubeClient(env().kc).request({
+      method: 'PATCH',
+      path: '/apis/rbac.authorization.k8s.io/v1/clusterroles/platform-project-admin',
+      contentType: 'application/merge-patch+json',
       body: {
-        metadata: { name: 'platform-project-admin' },
         rules: [
           {
             apiGroups: ['management.platform'],
@@ -116,6 +120,7 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
       tokenWebhookConfig: tokenWebhookConfig(
         `${env().server.url}/kubernetes/tokenreview/project/${PROJECT}/virtualcluster/dev`,
         env().caPem,
+        await env().reviewer({ project: PROJECT, virtualCluster: 'dev' }),
       ),
     });
     dir = join(virtual.kubeconfigPath, '..');
@@ -204,12 +209,14 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     const path = write('alice-other', answer.json.status.kubeConfig);
     // Once the gateway knows the key (its review for `other` says so), `dev` must refuse it.
     const token: string = parseYaml(answer.json.status.kubeConfig).users[0].user.token;
+    const otherReviewer = await env().reviewer({ project: PROJECT, virtualCluster: 'other' });
     await eventually(
       async () => {
         const review = await call(
           `${env().server.url}/kubernetes/tokenreview/project/${PROJECT}/virtualcluster/other`,
           {
             method: 'POST',
+            token: otherReviewer,
             dispatcher: env().dispatcher,
             headers: { 'Content-Type': 'application/json' },
             body: JSON.stringify({

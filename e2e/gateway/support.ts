@@ -15,9 +15,9 @@ import { afterAll, beforeAll } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { generateAccessKey, hashAccessKey } from '../../src/gateway/auth/keys.ts';
 import { BASE_PATH, type Gateway, type GatewayOptions, setupGateway } from '../../src/gateway/index.ts';
 import type { GatewayServer } from '../../src/gateway/server.ts';
+import { generateAccessKey, hashAccessKey } from '../../src/identity/keys.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { createCertificateAuthority, issueCertificate } from '../../src/pki/certificates.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
@@ -67,6 +67,11 @@ export interface GatewayEnv {
   key(spec: Record<string, unknown>, name?: string): Promise<string>;
   /** Waits until the gateway accepts `token`. */
   accepted(token: string): Promise<void>;
+  /**
+   * A reviewer credential (docs/trust.md) for the TokenReview endpoint of a connected cluster or a
+   * project's virtual cluster: a key of its own subject, with the role `agent` or `vcluster`.
+   */
+  reviewer(target: { cluster: string } | { project: string; virtualCluster: string }): Promise<string>;
   /** The CA of the gateway's serving certificate (HTTPS environments). */
   caPem: string | undefined;
   /** For `call` against an HTTPS gateway. */
@@ -85,6 +90,11 @@ export interface GatewayEnvOptions {
   onHost?: boolean;
   /** Run the SharedSecret controller (RBAC projection). Default true. */
   controllers?: string[];
+  /**
+   * Run kube-controller-manager beside the gateway's own apiserver (ClusterRole aggregation, which
+   * the project roles need; garbage collection).
+   */
+  controllerManager?: boolean;
 }
 
 export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv {
@@ -92,7 +102,12 @@ export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv
   let env: GatewayEnv | undefined;
   let webhooks: AdmissionWebhooks | undefined;
   beforeAll(async () => {
-    const cluster = options.onHost ? undefined : await startCluster({ name: uniqueName('gw') });
+    const cluster = options.onHost
+      ? undefined
+      : await startCluster({
+          name: uniqueName('gw'),
+          ...(options.controllerManager ? { controllerManager: true } : {}),
+        });
     const kc = cluster ? kubeConfigFor(cluster) : hostKubeConfig();
     const platformNamespace = options.onHost ? uniqueName('platform') : PLATFORM_NAMESPACE;
     await installCrds(kc);
@@ -199,7 +214,25 @@ export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv
         30_000,
         'the gateway to accept the key',
       );
+    const reviewer = async (target: { cluster: string } | { project: string; virtualCluster: string }) => {
+      const scope =
+        'cluster' in target
+          ? { roles: [{ role: 'agent' }], clusters: [{ cluster: target.cluster }] }
+          : {
+              roles: [
+                { role: 'vcluster', projects: [target.project], virtualClusters: [target.virtualCluster] },
+              ],
+            };
+      const token = await key({ subject: uniqueName('reviewer'), type: 'Other', scope });
+      await eventually(
+        () => gateway.authenticator.authenticateCached(token).ok,
+        30_000,
+        'the gateway to know the reviewer credential',
+      );
+      return token;
+    };
     env = {
+      reviewer,
       cluster,
       platformNamespace,
       kc,

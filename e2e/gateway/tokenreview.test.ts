@@ -13,8 +13,10 @@ import { call, useGatewayEnv } from './support.ts';
  * cluster, so this file starts only the trusting apiserver.
  */
 describe('gateway: TokenReview', () => {
-  const env = useGatewayEnv({ onHost: true });
+  // HTTPS: kube-apiserver sends the reviewer credential of its webhook kubeconfig over TLS only.
+  const env = useGatewayEnv({ onHost: true, https: true });
   const startCluster = useExtraClusters();
+  // Reviewers (the reviewing apiservers) authenticate; see e2e/security/gateway-tokenreview.test.ts.
   const user = uniqueName('tr-user');
   let edge: Cluster;
   let dispatcher: Agent;
@@ -25,7 +27,11 @@ describe('gateway: TokenReview', () => {
     const reviewUrl = `${env().server.url}/kubernetes/tokenreview/cluster/edge`;
     edge = await startCluster({
       name: uniqueName('edge'),
-      tokenWebhookConfig: tokenWebhookConfig(reviewUrl),
+      tokenWebhookConfig: tokenWebhookConfig(
+        reviewUrl,
+        env().caPem,
+        await env().reviewer({ cluster: 'edge' }),
+      ),
     });
     dispatcher = new Agent({ connect: { ca: edge.caPem } });
   });
@@ -93,9 +99,16 @@ describe('gateway: TokenReview', () => {
       user,
       scope: { virtualClusters: [{ project: 'web', virtualCluster: 'dev' }] },
     });
-    const review = (path: string) =>
+    const reviewers = {
+      dev: await env().reviewer({ project: 'web', virtualCluster: 'dev' }),
+      prod: await env().reviewer({ project: 'web', virtualCluster: 'prod' }),
+      edge: await env().reviewer({ cluster: 'edge' }),
+    };
+    const review = (path: string, reviewer: string = reviewers.dev) =>
       call(`${env().server.url}/kubernetes/tokenreview/${path}`, {
         method: 'POST',
+        token: reviewer,
+        dispatcher: env().dispatcher,
         headers: { 'Content-Type': 'application/json' },
         body: JSON.stringify({
           apiVersion: 'authentication.k8s.io/v1',
@@ -114,8 +127,10 @@ describe('gateway: TokenReview', () => {
       kind: 'TokenReview',
       status: { authenticated: true, user: { username: user } },
     });
-    expect((await review('project/web/virtualcluster/prod')).json.status.authenticated).toBe(false);
-    expect((await review('cluster/edge')).json.status.authenticated).toBe(false);
+    expect((await review('project/web/virtualcluster/prod', reviewers.prod)).json.status.authenticated).toBe(
+      false,
+    );
+    expect((await review('cluster/edge', reviewers.edge)).json.status.authenticated).toBe(false);
     expect((await review('somewhere/else')).status).toBe(404);
   });
 });

@@ -111,9 +111,10 @@ export function kubeConfigFor(cluster: Cluster): KubeConfig {
 
 /**
  * The kubeconfig of a token webhook (`--authentication-token-webhook-config-file`) that sends
- * TokenReviews to `url`, trusting `caPem` when given.
+ * TokenReviews to `url`, trusting `caPem` when given, authenticating with the reviewer
+ * credential `token` (a platform access key with the role `agent` or `vcluster`) when given.
  */
-export function tokenWebhookConfig(url: string, caPem?: string): string {
+export function tokenWebhookConfig(url: string, caPem?: string, token?: string): string {
   return stringifyYaml({
     apiVersion: 'v1',
     kind: 'Config',
@@ -126,7 +127,7 @@ export function tokenWebhookConfig(url: string, caPem?: string): string {
         },
       },
     ],
-    users: [{ name: 'apiserver', user: {} }],
+    users: [{ name: 'apiserver', user: token ? { token } : {} }],
     contexts: [{ name: 'platform', context: { cluster: 'platform', user: 'apiserver' } }],
     'current-context': 'platform',
   });

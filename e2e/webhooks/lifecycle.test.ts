@@ -1,8 +1,7 @@
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { generateAccessKey } from '../../src/gateway/auth/keys.ts';
-import { MAX_PREFIX_LENGTH, SUFFIX_ALPHABET } from '../../src/gateway/names.ts';
+import { generateAccessKey } from '../../src/identity/keys.ts';
 import {
   type CertificatePlan,
   type SelfManagedCertificates,
@@ -17,6 +16,10 @@ import {
   useWebhookEnv,
   type WebhookEnv,
 } from './support.ts';
+
+/** kube-apiserver's `names.SimpleNameGenerator`: the prefix cut to 58 characters, then five of this alphabet. */
+const MAX_PREFIX_LENGTH = 58;
+const SUFFIX_ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
 
 const env = useWebhookEnv();
 const GV = { group: API_GROUP, version: API_VERSION };

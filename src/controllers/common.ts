@@ -1,4 +1,5 @@
 import type { KubeConfig } from '@kubernetes/client-node';
+import { GROUP_AUTHENTICATED, userGroup as platformUserGroup, teamGroup } from '../identity/groups.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
@@ -30,8 +31,9 @@ export const CLEANUP_FINALIZER = 'management.platform/cleanup';
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY = 'cluster-platform';
 
-/** Every authenticated platform identity (DESIGN.md "Identity"); a rule's user `*` binds it. */
-export const AUTHENTICATED_GROUP = 'platform:authenticated';
-/** The group RoleBindings name for a platform user (`*`: every authenticated identity). */
-export const userGroup = (user: string) => (user === '*' ? AUTHENTICATED_GROUP : `platform:user:${user}`);
-export const teamGroup = (team: string) => `platform:team:${team}`;
+/**
+ * The group RoleBindings name for a platform user (`*`: every authenticated identity); the names
+ * are src/identity/groups.ts's.
+ */
+export const userGroup = (user: string) => (user === '*' ? GROUP_AUTHENTICATED : platformUserGroup(user));
+export { teamGroup };

@@ -4,8 +4,8 @@ import { describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { Team, User } from '../api/identity.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
-import type { AuthenticationContext } from '../gateway/auth/authenticate.ts';
-import { generateAccessKey, type RandomBytes, verifyAccessKey } from '../gateway/auth/keys.ts';
+import type { AuthenticationContext } from '../identity/authenticate.ts';
+import { generateAccessKey, type RandomBytes, verifyAccessKey } from '../identity/keys.ts';
 import {
   ADMIN_USER_NAME,
   adminKubeconfig,

@@ -9,14 +9,11 @@ import { PLATFORM_CONFIG_SECRET } from '../api/config.ts';
 import type { Team, User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
-import { configOfSecret } from '../controllers/platform-config.ts';
+import { PlatformConfigReader } from '../config/platform-config.ts';
 import { resources } from '../controllers/resources.ts';
-import {
-  type AuthenticationContext,
-  authenticateAccessKey,
-  GROUP_ADMINS,
-} from '../gateway/auth/authenticate.ts';
-import { type AccessKeyAuthenticator, BY_KEY_ID } from '../gateway/auth/authenticator.ts';
+import { type AuthenticationContext, authenticateAccessKey } from '../identity/authenticate.ts';
+import { type AccessKeyAuthenticator, BY_KEY_ID } from '../identity/authenticator.ts';
+import { GROUP_ADMINS } from '../identity/groups.ts';
 import {
   type GeneratedAccessKey,
   generateAccessKey,
@@ -24,7 +21,7 @@ import {
   MalformedAccessKey,
   parseAccessKey,
   type RandomBytes,
-} from '../gateway/auth/keys.ts';
+} from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { isAlreadyExists, isApiError, isNotFound } from '../runtime/errors.ts';
 import { collectionPath, type KubeApi, type ObjectList, objectPath } from '../runtime/kube-client.ts';
@@ -294,7 +291,7 @@ async function authenticationContextFromApi(
     lookupTeam: (name) => teams.get(name),
     pepper,
     now,
-    limits: configOfSecret(configSecret).auth,
+    limits: new PlatformConfigReader().of(configSecret).auth,
   };
 }
 

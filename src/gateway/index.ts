@@ -1,45 +1,63 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { Registry } from 'prom-client';
-import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../api/config.ts';
+import type { Registry } from 'prom-client';
 import type { Project } from '../api/project.ts';
+import { platformConfigSource } from '../config/platform-config.ts';
 import { resources, type Stored } from '../controllers/resources.ts';
+import type { Endpoint } from '../http/endpoint.ts';
+import { type AccessKeyAuthenticator, setupAccessKeyAuthenticator } from '../identity/authenticator.ts';
+import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { SigningKeyStore } from '../identity/signing-keys.ts';
 import { type Clock, systemClock } from '../runtime/clock.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { Auditor } from './audit/auditor.ts';
-import { type AccessKeyAuthenticator, setupAccessKeyAuthenticator } from './auth/authenticator.ts';
-import type { RandomBytes } from './auth/keys.ts';
+import { accessKeysEndpoints, issueKey } from './endpoints/access-keys.ts';
+import { configsEndpoint } from './endpoints/configs.ts';
+import { directTokensEndpoint, oidcEndpoints, SigningKeyRing } from './endpoints/direct-tokens.ts';
+import { discoveryEndpoints } from './endpoints/discovery.ts';
+import type { GatewayEndpoint } from './endpoints/endpoint.ts';
+import { healthEndpoints } from './endpoints/health.ts';
+import { kubeConfigEndpoint } from './endpoints/kubeconfig.ts';
+import { membersEndpoint } from './endpoints/members.ts';
+import { ownerAccessKeysEndpoints } from './endpoints/owner-access-keys.ts';
+import { tokenReviewEndpoint } from './endpoints/token-review.ts';
 import { GatewayMetrics } from './metrics.ts';
+import { EndpointTable } from './pipeline/route.ts';
+import { TrustedProxies } from './pipeline/source.ts';
+import {
+  AuthFailureLimiter,
+  type AuthFailureLimits,
+  DEFAULT_AUTH_FAILURE_LIMITS,
+  DEFAULT_WATCH_LIMITS,
+  Throttle,
+  type WatchLimits,
+} from './pipeline/throttle.ts';
 import { BY_PROJECT_NAMESPACE, projectOfNamespace, recordedNamespace } from './projects.ts';
-import { Upstream } from './proxy.ts';
-import { AuthFailureLimiter, type AuthFailureLimits, DEFAULT_AUTH_FAILURE_LIMITS } from './ratelimit.ts';
-import { type GatewayServer, type GatewayServerDeps, startGatewayServer } from './server.ts';
-import { directTokenHandler, oidcDocument, SigningKeyRing } from './virtual/direct-tokens.ts';
-import type { VirtualEndpoints } from './virtual/extension.ts';
-import { kubeConfigHandler } from './virtual/kubeconfig.ts';
+import { Upstream } from './proxy/upstream.ts';
+import { type GatewayServer, startGatewayServer } from './server.ts';
 
-export { BY_PROJECT_NAMESPACE } from './projects.ts';
-export { BASE_PATH } from './route.ts';
-export { TOKEN_REVIEW_BASE } from './tokenreview.ts';
+export { TOKEN_REVIEW_BASE } from './endpoints/token-review.ts';
+export { BASE_PATH } from './pipeline/route.ts';
+export type { GatewayServer } from './server.ts';
 
 /**
- * The management gateway in the operator process (every replica serves; nothing here is
- * leader-elected): the access key authenticator's informers, a Project informer (namespace to
- * project, members), the platform-config Secret (audit, flags), the HTTP server and the
- * connection pool to kube-apiserver.
+ * The management gateway (every replica serves; nothing here is leader-elected): the access key
+ * authenticator's informers, a Project informer (namespace to project, members), the platform
+ * config source, the endpoints, the HTTP server and the connection pools to kube-apiserver.
  *
  * `setupGateway` registers the informers on the manager before it starts; `start()` (after
  * `manager.start()`) ensures the access-key pepper exists, starts the authenticator and listens.
+ * Other components add endpoints of their own (`endpoints`, on the interface of
+ * `src/http/endpoint.ts`), without any change here.
  */
 
 export interface GatewayOptions {
-  /** The operator's kubeconfig (its identity needs `impersonate`, SubjectAccessReviews and the platform Secrets). */
+  /** The gateway's kubeconfig (its identity needs `impersonate`, SubjectAccessReviews and the platform Secrets). */
   readonly kubeConfig: KubeConfig;
   readonly api: KubeApi;
   readonly platformNamespace: string;
@@ -51,11 +69,17 @@ export interface GatewayOptions {
   readonly logger: Logger;
   readonly clock?: Clock;
   readonly random?: RandomBytes;
+  /** Where the gateway's metrics are registered; the manager's (served on its health port) by default. */
   readonly registry?: Registry;
-  readonly trustProxy?: boolean;
+  /**
+   * CIDRs (or addresses) of proxies in front of the gateway (an ingress): only from them is
+   * `X-Forwarded-For` believed. Default none.
+   */
+  readonly trustedProxies?: readonly string[];
   readonly authFailureLimits?: AuthFailureLimits;
-  /** Replaces the virtual endpoints (tests); by default direct tokens and kubeconfigs are served. */
-  readonly virtualEndpoints?: VirtualEndpoints;
+  readonly watchLimits?: WatchLimits;
+  /** Endpoints of other components served by the gateway (login pages and callbacks). */
+  readonly endpoints?: readonly Endpoint[];
   /**
    * The issuer (`iss`) of DirectClusterEndpointTokens: the gateway's external URL, where other
    * clusters read `/.well-known/openid-configuration` and the JWKS. Default: the URL it listens on.
@@ -87,7 +111,10 @@ export const PLATFORM_VERSION = 'v0.1.0';
 export function setupGateway(manager: Manager, options: GatewayOptions): Gateway {
   const clock = options.clock ?? systemClock;
   const random = options.random ?? ((size: number) => randomBytes(size));
+  const logger = options.logger;
+  const trustedProxies = new TrustedProxies(options.trustedProxies ?? []);
   const pepper = new PepperStore(options.api, options.platformNamespace, random);
+  const config = platformConfigSource(manager, options.platformNamespace, logger);
   const authenticator = setupAccessKeyAuthenticator(manager, {
     api: options.api,
     clock,
@@ -100,38 +127,13 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
     {},
     { [BY_PROJECT_NAMESPACE]: recordedNamespace },
   );
-  // The same shared informer the authenticator registered (same resource and selector).
-  const configInformer = manager.informer<V1Secret>(resources.secrets, {
-    namespace: options.platformNamespace,
-    fieldSelector: `metadata.name=${PLATFORM_CONFIG_SECRET}`,
-  });
-  const configSecret = () =>
-    configInformer.store.get(`${options.platformNamespace}/${PLATFORM_CONFIG_SECRET}`);
-  const registry = options.registry ?? new Registry();
+  const registry = options.registry ?? manager.registry;
   const metrics = new GatewayMetrics(registry);
-  const logger = options.logger;
   const auditor = new Auditor({
     onError: (error) => logger.error({ err: error.message }, 'audit log write failed'),
     ...(options.auditMaxSizeBytes ? { maxSizeBytes: options.auditMaxSizeBytes } : {}),
   });
-  const applyAuditConfig = () => {
-    const secret = configSecret();
-    const encoded = secret?.data?.[PLATFORM_CONFIG_KEY];
-    const parsed = safeParseConfig(
-      encoded === undefined ? '' : Buffer.from(encoded, 'base64').toString('utf8'),
-    );
-    if (parsed.ok) auditor.configure(parsed.config.audit);
-    else
-      logger.warn(
-        { issues: parsed.error.issues.length },
-        'the platform config is invalid; audit settings unchanged',
-      );
-  };
-  configInformer.addEventHandler({
-    onAdd: applyAuditConfig,
-    onUpdate: applyAuditConfig,
-    onDelete: () => auditor.configure(undefined),
-  });
+  config.onChange((current) => auditor.configure(current.audit));
 
   let server: GatewayServer | undefined;
   let upstream: Upstream | undefined;
@@ -140,20 +142,67 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
     keys: new SigningKeyStore(options.api, options.platformNamespace),
     clock,
   });
-  const virtualEndpoints: VirtualEndpoints = options.virtualEndpoints ?? {
-    directclusterendpointtokens: directTokenHandler({
-      ring: signingKeys,
-      issuer,
-      clock,
-      config: () => authenticator.config(),
-    }),
-    'virtualclusterinstances/kubeconfig': kubeConfigHandler({
-      api: options.api,
-      clock,
-      ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
-    }),
-  };
   const ready = () => authenticator.ready() && projects.hasSynced();
+  // Projects without a recorded namespace own `<configured prefix><name>`.
+  const projectOf = (namespace: string) =>
+    projectOfNamespace(namespace, {
+      byRecordedNamespace: (recorded) => projects.store.byIndex(BY_PROJECT_NAMESPACE, recorded),
+      byName: (name) => projects.store.get(name),
+      prefix: config.current().projectNamespacePrefix,
+    });
+
+  /** The endpoints and the throttle, on a connection to the apiserver. */
+  function pipelineParts(connection: Upstream) {
+    const failures = new AuthFailureLimiter(options.authFailureLimits ?? DEFAULT_AUTH_FAILURE_LIMITS);
+    const watchLimits = options.watchLimits ?? DEFAULT_WATCH_LIMITS;
+    const proxy = { upstream: connection, maxWatchSeconds: watchLimits.maxTimeoutSeconds };
+    const now = () => clock.now();
+    // The documents are served under the issuer URL's path (the root by default).
+    const issuerPath = options.issuer ? new URL(options.issuer).pathname.replace(/\/+$/, '') : '';
+    const own: GatewayEndpoint[] = [
+      ...healthEndpoints(() => {
+        const notReady: string[] = [];
+        if (!authenticator.ready()) notReady.push('access key authenticator (caches or pepper)');
+        if (!projects.hasSynced()) notReady.push('project cache');
+        return { ready: notReady.length === 0, notReady };
+      }),
+      ...oidcEndpoints(issuerPath, issuer, signingKeys),
+      tokenReviewEndpoint({
+        authenticator,
+        failures,
+        projectNamespacePrefix: () => config.current().projectNamespacePrefix,
+      }),
+      ...accessKeysEndpoints({
+        upstream: connection,
+        proxy,
+        random,
+        now,
+        limits: () => config.current().auth,
+      }),
+      ...ownerAccessKeysEndpoints({ upstream: connection, keys: authenticator.keys }),
+      membersEndpoint({ upstream: connection, users: authenticator.users, teams: authenticator.teams }),
+      configsEndpoint({ upstream: connection, config, platformNamespace: options.platformNamespace }),
+      directTokensEndpoint({ ring: signingKeys, issuer, clock, config: () => config.current() }),
+      kubeConfigEndpoint({
+        api: options.api,
+        upstream: connection,
+        clock,
+        projectOfNamespace: projectOf,
+        issueKey: (identity, body, signal) =>
+          issueKey({ upstream: connection, random, now }, identity, body, signal),
+        ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
+      }),
+    ];
+    let table: EndpointTable | undefined;
+    const discovery = discoveryEndpoints({
+      serves: (resource, subresource) => table?.serves(resource, subresource) ?? false,
+      version: options.version ?? PLATFORM_VERSION,
+      authenticateVersion: () => config.current().authenticateVersionEndpoint === true,
+    });
+    table = new EndpointTable([...own, ...discovery, ...(options.endpoints ?? [])]);
+    return { table, throttle: new Throttle(failures, watchLimits), proxy };
+  }
+
   return {
     authenticator,
     registry,
@@ -174,45 +223,21 @@ export function setupGateway(manager: Manager, options: GatewayOptions): Gateway
             key: readFileSync(join(options.certDir, 'tls.key')),
           }
         : undefined;
-      // The documents are served under the issuer URL's path (the root by default); the issuer is
-      // known from here on (the listening URL comes later only when it is the default, at the root).
-      const issuerPath = options.issuer ? new URL(options.issuer).pathname.replace(/\/+$/, '') : '';
-      const deps: GatewayServerDeps = {
-        upstream,
-        authenticator,
-        // Projects without a recorded namespace own `<configured prefix><name>`.
-        projectOfNamespace: (namespace) =>
-          projectOfNamespace(namespace, {
-            byRecordedNamespace: (recorded) => projects.store.byIndex(BY_PROJECT_NAMESPACE, recorded),
-            byName: (name) => projects.store.get(name),
-            prefix: authenticator.config().projectNamespacePrefix,
-          }),
-        configSecret,
-        platformNamespace: options.platformNamespace,
-        random,
-        logger,
-        metrics,
-        limiter: new AuthFailureLimiter(options.authFailureLimits ?? DEFAULT_AUTH_FAILURE_LIMITS),
-        auditor,
-        version: options.version ?? PLATFORM_VERSION,
-        virtualEndpoints,
-        publicDocument: (path) =>
-          path.startsWith(`${issuerPath}/`)
-            ? oidcDocument(path.slice(issuerPath.length), issuer(), signingKeys)
-            : Promise.resolve(undefined),
-        readiness: () => {
-          const notReady: string[] = [];
-          if (!authenticator.ready()) notReady.push('access key authenticator (caches or pepper)');
-          if (!projects.hasSynced()) notReady.push('project cache');
-          return { ready: notReady.length === 0, notReady };
+      const parts = pipelineParts(upstream);
+      server = await startGatewayServer(
+        {
+          endpoints: parts.table,
+          authenticator,
+          throttle: parts.throttle,
+          proxy: parts.proxy,
+          auditor,
+          metrics,
+          logger,
+          trustedProxies,
+          projectOfNamespace: projectOf,
         },
-      };
-      server = await startGatewayServer(deps, {
-        host: options.host,
-        port: options.port,
-        ...(tls ? { tls } : {}),
-        ...(options.trustProxy !== undefined ? { trustProxy: options.trustProxy } : {}),
-      });
+        { host: options.host, port: options.port, ...(tls ? { tls } : {}) },
+      );
       logger.info({ url: server.url }, 'management gateway serving');
       return server;
     },

@@ -1,5 +1,5 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
-import type { RequestAttributes } from './authz/request.ts';
+import type { RequestAttributes } from '../authz/attributes.ts';
 
 /**
  * Request metrics of the gateway, in the shape of kube-apiserver's `apiserver_request_total` and

@@ -1,7 +1,7 @@
 import { importJWK, SignJWT } from 'jose';
 import type { Scope } from '../api/scope.ts';
-import type { RequestAttributes } from '../gateway/authz/request.ts';
-import { checkScope, scopeNarrows } from '../gateway/authz/scope.ts';
+import { nonResourceRequest, type RequestAttributes } from '../authz/attributes.ts';
+import { checkScope, scopeNarrows } from '../authz/scope.ts';
 import { DEFAULT_ROTATION_POLICY, SIGNING_ALGORITHM, type SigningKey } from './signing-keys.ts';
 
 /**
@@ -53,19 +53,8 @@ export function directTokenTtlSeconds(
 }
 
 /** A request into a connected cluster or a virtual cluster, as the scope library sees it. */
-const requestInto = (
-  target: Pick<RequestAttributes, 'target' | 'cluster' | 'project' | 'virtualCluster'>,
-) => ({
-  verb: 'get',
-  resourceRequest: false,
-  apiGroup: '',
-  resource: '',
-  subresource: '',
-  name: '',
-  namespace: '',
-  path: '/',
-  ...target,
-});
+const requestInto = (target: Pick<RequestAttributes, 'target' | 'cluster' | 'project' | 'virtualCluster'>) =>
+  nonResourceRequest('get', '/', target);
 
 /**
  * The token's scope: the requested one, which may only narrow what the caller's access key may
@@ -79,6 +68,12 @@ export function directTokenScope(
   requested: Scope | undefined,
 ): Scope | undefined {
   if (requested === undefined || !scopeNarrows(requested)) return keyScope;
+  const partial = partialWildcard(requested);
+  if (partial !== undefined) {
+    throw new ScopeWidens(
+      `"${partial}": a wildcard may only stand for a whole name (\`*\`); names are matched exactly`,
+    );
+  }
   if (keyScope === undefined || !scopeNarrows(keyScope)) return requested;
   const clusters = requested.clusters ?? [];
   const virtualClusters = requested.virtualClusters ?? [];
@@ -108,6 +103,17 @@ export function directTokenScope(
     }
   }
   return requested;
+}
+
+/** A name of the scope's projects, clusters or virtual clusters with a `*` that is not the whole name. */
+function partialWildcard(scope: Scope): string | undefined {
+  const names = [
+    ...(scope.projects ?? []).map((entry) => entry.project),
+    ...(scope.clusters ?? []).map((entry) => entry.cluster),
+    ...(scope.spaces ?? []).flatMap((entry) => [entry.project, entry.space]),
+    ...(scope.virtualClusters ?? []).flatMap((entry) => [entry.project, entry.virtualCluster]),
+  ];
+  return names.find((name) => name !== '*' && name.includes('*'));
 }
 
 /** `aud`: the clusters the scope names, or the platform audience when it names none (or all). */

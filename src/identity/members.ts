@@ -1,6 +1,7 @@
 import { PLATFORM_ADMIN_CLUSTER_ROLE } from '../api/common.ts';
 import type { Team, User } from '../api/identity.ts';
 import type { EntityInfo, Project, ProjectMembers } from '../api/project.ts';
+import { teamGroup } from './groups.ts';
 
 /**
  * The members of a project (the `projects/<p>/members` virtual resource):
@@ -84,4 +85,32 @@ function teamInfo(team: Team): EntityInfo {
     displayName: team.spec.displayName,
     username: team.spec.username,
   });
+}
+
+/** Who asks whether they belong to a project: the identity a key acts as. */
+export interface MemberCandidate {
+  readonly kind: 'User' | 'Team' | 'Subject';
+  readonly name: string;
+  /** The identity's groups (`platform:team:<t>` for each of a user's teams). */
+  readonly groups: readonly string[];
+}
+
+/**
+ * Whether `candidate` is one of the project's members as {@link projectMembers} counts them (its
+ * owner, a listed user or `*`, a member of a listed or owning team), so members may see who else
+ * is. A bare subject is nobody's member.
+ */
+export function isProjectMember(project: Project, candidate: MemberCandidate): boolean {
+  const owner = project.spec.owner;
+  const members = project.spec.members ?? [];
+  const inTeam = (team: string) =>
+    candidate.kind === 'Team' ? candidate.name === team : candidate.groups.includes(teamGroup(team));
+  if (candidate.kind === 'Subject') return false;
+  if (candidate.kind === 'User' && owner?.user === candidate.name) return true;
+  if (owner?.team && inTeam(owner.team)) return true;
+  return members.some((member) =>
+    member.kind === 'User'
+      ? candidate.kind === 'User' && (member.name === '*' || member.name === candidate.name)
+      : inTeam(member.name),
+  );
 }

@@ -1,6 +1,6 @@
-import { MIN_PEPPER_BYTES, type RandomBytes } from '../gateway/auth/keys.ts';
 import { isAlreadyExists, isNotFound } from '../runtime/errors.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
+import { MIN_PEPPER_BYTES, type RandomBytes } from './keys.ts';
 
 /**
  * The access-key pepper: the HMAC key under which `OwnedAccessKey.spec.keyHash` is computed. It

@@ -1,5 +1,5 @@
 import { scrypt, timingSafeEqual } from 'node:crypto';
-import type { RandomBytes } from '../gateway/auth/keys.ts';
+import type { RandomBytes } from '../identity/keys.ts';
 
 /**
  * Password hashes: scrypt (RFC 7914, from node:crypto, run on libuv's thread pool so the event

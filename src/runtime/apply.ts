@@ -1,7 +1,10 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy } from '@kubernetes/client-node';
-import { isAlreadyExists, isNotFound } from './errors.ts';
+import { isAlreadyExists, isNotFound, RuntimeError } from './errors.ts';
 import { collectionPath, type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+
+/** Discovery of the group version lists no resource of that kind. */
+export class UnknownKind extends RuntimeError {}
 
 /**
  * Finds the resource (plural, scope) for an apiVersion and kind through discovery, cached per
@@ -32,7 +35,7 @@ export class RestMapper {
     }
     this.cache.set(apiVersion, byKind);
     const found = byKind.get(kind);
-    if (!found) throw new Error(`the server has no resource for kind ${kind} in ${apiVersion}`);
+    if (!found) throw new UnknownKind(`the server has no resource for kind ${kind} in ${apiVersion}`);
     return found;
   }
 }

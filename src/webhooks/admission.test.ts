@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { request as httpsRequest } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateAccessKey, hashAccessKey } from '../gateway/auth/keys.ts';
+import { generateAccessKey, hashAccessKey } from '../identity/keys.ts';
 import { createCertificateAuthority, issueCertificate } from '../pki/certificates.ts';
 import { applyJsonPatch, invalid } from './decision.ts';
 import { admissionResponse, MalformedAdmissionReview, parseAdmissionReview } from './review.ts';

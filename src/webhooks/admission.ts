@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { ApiException } from '@kubernetes/client-node';
+import { ApiException, type V1Secret } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
+import { PlatformConfigReader } from '../config/platform-config.ts';
 import { PROJECT_LABEL } from '../controllers/project/desired.ts';
-import type { RandomBytes } from '../gateway/auth/keys.ts';
+import type { RandomBytes } from '../identity/keys.ts';
 import type { PepperStore } from '../identity/pepper.ts';
-import type { RestMapper } from '../runtime/apply.ts';
+import { type RestMapper, UnknownKind } from '../runtime/apply.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { type AdmissionDecision, allow, combine, internalError, invalid } from './decision.ts';
 import type { AdmissionRequest, AdmittedObject, UserInfo } from './review.ts';
@@ -22,10 +23,8 @@ import {
   validateOwnedAccessKey,
 } from './rules/ownedaccesskey.ts';
 import {
-  configText,
   decideSecretSync,
   isPlatformComponent,
-  maxAccessKeyTtl,
   PLATFORM_CONFIG_SECRET,
   refuseComponentSecretSync,
   syncSourceToAuthorize,
@@ -65,6 +64,8 @@ const isOurs = (request: AdmissionRequest) => request.resource.group === API_GRO
 export class Admission {
   /** Used only for dry-runs before the pepper exists: the hash shown is then not the one that would be stored. */
   private dryRunPepper: Uint8Array | undefined;
+  /** The configuration in effect, with the one rule for an invalid one. */
+  private readonly platformConfig = new PlatformConfigReader();
 
   constructor(private readonly deps: AdmissionDependencies) {}
 
@@ -126,15 +127,8 @@ export class Admission {
     ];
     switch (request.resource.resource) {
       case 'ownedaccesskeys': {
-        const max = needsMaxTtl(oldObject, object)
-          ? await this.maxAccessKeyTtl()
-          : { ok: true as const, max: undefined };
-        if (!max.ok) {
-          return internalError(
-            `the platform configuration (Secret ${this.deps.platformNamespace}/${PLATFORM_CONFIG_SECRET}) is invalid, so the maximum access key ttl is unknown; fix the configuration first`,
-          );
-        }
-        decisions.push(validateOwnedAccessKey(oldObject, object, max.max));
+        const max = needsMaxTtl(oldObject, object) ? await this.maxAccessKeyTtl() : undefined;
+        decisions.push(validateOwnedAccessKey(oldObject, object, max));
         break;
       }
       case 'sharedsecrets':
@@ -254,17 +248,19 @@ export class Admission {
     return new Map(entries);
   }
 
-  private async maxAccessKeyTtl() {
+  /** The platform maximum key ttl, from the configuration in effect (`PlatformConfigReader`'s rule). */
+  private async maxAccessKeyTtl(): Promise<number | undefined> {
+    let secret: V1Secret | undefined;
     try {
-      const secret = await this.deps.api.request<AdmittedObject>({
+      secret = await this.deps.api.request<V1Secret>({
         method: 'GET',
         path: `/api/v1/namespaces/${encodeURIComponent(this.deps.platformNamespace)}/secrets/${PLATFORM_CONFIG_SECRET}`,
       });
-      return maxAccessKeyTtl(configText(secret));
     } catch (err) {
-      if (err instanceof ApiException && err.code === 404) return { ok: true as const, max: undefined };
-      throw err;
+      if (!(err instanceof ApiException && err.code === 404)) throw err;
     }
+    const max = this.platformConfig.of(secret).auth.accessKeyMaxTTLSeconds;
+    return max ? max : undefined;
   }
 
   private async missingIdentities(object: AdmittedObject) {
@@ -295,7 +291,7 @@ export class Admission {
 /** Discovery does not know the owner's group version (404) or kind (RestMapper's miss). */
 function isUnknownKind(err: unknown): boolean {
   if (err instanceof ApiException) return err.code === 404;
-  return err instanceof Error && err.message.startsWith('the server has no resource');
+  return err instanceof UnknownKind;
 }
 
 /** Never used to hash: `mutateOwnedAccessKey` only hashes when `spec.key` is present. */

@@ -1,23 +1,13 @@
+import type { FieldCause } from '../api/status.ts';
+
 /**
  * What an admission rule decides, independent of the AdmissionReview wire format. Rules are pure
  * functions returning a {@link AdmissionDecision}; `review.ts` turns it into the response the
  * apiserver reads.
  */
 
-/** The `reason` of a `details.causes[]` entry, as kube-apiserver spells field errors. */
-export type CauseReason =
-  | 'FieldValueInvalid'
-  | 'FieldValueRequired'
-  | 'FieldValueForbidden'
-  | 'FieldValueNotSupported'
-  | 'FieldValueDuplicate';
-
 /** One field-level problem: `field` is a path such as `spec.scope.rules[0].resources[1]`. */
-export interface Cause {
-  readonly field: string;
-  readonly message: string;
-  readonly reason: CauseReason;
-}
+export type Cause = FieldCause;
 
 /** An RFC 6902 operation; `path` is a JSON pointer. */
 export type JsonPatchOperation =

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { RandomBytes } from '../gateway/auth/keys.ts';
+import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { RestMapper } from '../runtime/apply.ts';
 import type { Clock } from '../runtime/clock.ts';

@@ -1,3 +1,4 @@
+import type { Status } from '../api/status.ts';
 import type { AdmissionDecision } from './decision.ts';
 
 /**
@@ -177,21 +178,7 @@ export interface AdmissionReviewResponse {
   response: {
     uid: string;
     allowed: boolean;
-    status?: {
-      apiVersion: 'v1';
-      kind: 'Status';
-      metadata: Record<string, never>;
-      status: 'Failure';
-      code: number;
-      reason: string;
-      message: string;
-      details?: {
-        name?: string;
-        group?: string;
-        kind?: string;
-        causes: { field: string; message: string; reason: string }[];
-      };
-    };
+    status?: Status;
     patchType?: 'JSONPatch';
     patch?: string;
     warnings?: string[];

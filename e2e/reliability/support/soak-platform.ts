@@ -6,7 +6,7 @@ import { stringify } from 'yaml';
 import { API_GROUP, API_VERSION } from '../../../src/api/meta.ts';
 import type { Cluster } from '../../../src/dev/controlplane.ts';
 import { freePort } from '../../../src/dev/controlplane.ts';
-import { generateAccessKey } from '../../../src/gateway/auth/keys.ts';
+import { generateAccessKey } from '../../../src/identity/keys.ts';
 import { KubeClient } from '../../../src/runtime/kube-client.ts';
 import { call } from '../../gateway/support.ts';
 import { kubeConfigFor, uniqueName } from '../../support/cluster.ts';

@@ -1,7 +1,7 @@
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE } from '../common.ts';
-import { platformConfigInformer, platformConfigReader } from '../platform-config.ts';
 import { resources, type Stored } from '../resources.ts';
 import { accessKeyReconciler, decideKeyLifecycle } from './reconcile.ts';
 
@@ -12,8 +12,8 @@ import { accessKeyReconciler, decideKeyLifecycle } from './reconcile.ts';
 export function setupAccessKeyController(manager: Manager, deps: ControllerDeps) {
   const keys = manager.informer<Stored<OwnedAccessKey>>(resources.ownedAccessKeys);
   const platformNamespace = deps.platformNamespace ?? DEFAULT_PLATFORM_NAMESPACE;
-  const configInformer = platformConfigInformer(manager, platformNamespace);
-  const config = platformConfigReader(configInformer, platformNamespace);
+  const platformConfig = platformConfigSource(manager, platformNamespace);
+  const config = () => platformConfig.current();
   const controller = manager.controller({
     name: 'accesskey',
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
@@ -36,6 +36,6 @@ export function setupAccessKeyController(manager: Manager, deps: ControllerDeps)
   controller
     .watchPrimary(keys)
     .watch(keys, scheduleDeadline)
-    .watch(configInformer, () => keys.store.keys());
+    .watch(platformConfig.informer, () => keys.store.keys());
   return { controller };
 }

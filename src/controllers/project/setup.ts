@@ -1,8 +1,8 @@
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import type { Project } from '../../api/project.ts';
+import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE } from '../common.ts';
-import { platformConfigInformer, platformConfigReader } from '../platform-config.ts';
 import { resources, type Stored } from '../resources.ts';
 import { PROJECT_LABEL } from './desired.ts';
 import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
@@ -21,7 +21,7 @@ export function setupProjectController(manager: Manager, deps: ControllerDeps) {
     { labelSelector: PROJECT_LABEL },
     { [BY_PROJECT]: projectOf },
   );
-  const config = platformConfigInformer(manager, platformNamespace);
+  const config = platformConfigSource(manager, platformNamespace);
   const controller = manager.controller({
     name: 'project',
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
@@ -32,13 +32,13 @@ export function setupProjectController(manager: Manager, deps: ControllerDeps) {
       projects: projects.store,
       namespaces: namespaces.store,
       roleBindings: roleBindings.store,
-      config: platformConfigReader(config, platformNamespace),
+      config: () => config.current(),
     }),
   });
   controller
     .watchPrimary(projects)
     .watch(namespaces, projectOf)
     .watch(roleBindings, projectOf)
-    .watch(config, () => projects.store.keys());
+    .watch(config.informer, () => projects.store.keys());
   return { controller };
 }

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { AUDIT_LEVELS } from '../../api/config.ts';
-import { generateAccessKey } from '../auth/keys.ts';
-import type { RequestAttributes } from '../authz/request.ts';
+import type { RequestAttributes } from '../../authz/attributes.ts';
+import { generateAccessKey } from '../../identity/keys.ts';
 import { Auditor } from './auditor.ts';
 import { type AuditRequestInfo, buildAuditEvent, capLevel, serializeAuditEvent } from './event.ts';
 

@@ -1,4 +1,4 @@
-import type { RequestAttributes } from '../authz/request.ts';
+import type { RequestAttributes } from '../../authz/attributes.ts';
 import type { AuditLevel, AuditStage } from './policy.ts';
 
 /**

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import type { AuditPolicy, AuditPolicyRule } from '../../api/config.ts';
 import { AUDIT_LEVELS, AUDIT_REQUEST_TARGETS, AUDIT_STAGES } from '../../api/config.ts';
-import type { RequestTarget } from '../authz/request.ts';
+import type { RequestTarget } from '../../authz/attributes.ts';
 import { type AuditRequestAttributes, auditLevelFor } from './policy.ts';
 
 /**

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { AuditPolicy, AuditPolicyRule } from '../../api/config.ts';
-import type { RequestTarget } from '../authz/request.ts';
+import type { RequestTarget } from '../../authz/attributes.ts';
 import {
   type AuditDecision,
   type AuditRequestAttributes,

@@ -7,8 +7,8 @@ import {
   type AuditPolicyRule,
 } from '../../api/config.ts';
 import { API_GROUP } from '../../api/meta.ts';
-import type { RequestAttributes, RequestTarget } from '../authz/request.ts';
-import { ruleTargetMatches } from '../authz/scope.ts';
+import type { RequestAttributes, RequestTarget } from '../../authz/attributes.ts';
+import { ruleTargetMatches } from '../../authz/scope.ts';
 
 /**
  * Audit policy evaluation with Kubernetes' semantics

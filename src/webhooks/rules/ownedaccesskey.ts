@@ -4,7 +4,7 @@ import {
   LAST_APPLIED_ANNOTATION,
   lastAppliedWithoutKey,
 } from '../../api/ownedaccesskey.ts';
-import { hashAccessKey, MalformedAccessKey, parseAccessKey } from '../../gateway/auth/keys.ts';
+import { hashAccessKey, MalformedAccessKey, parseAccessKey } from '../../identity/keys.ts';
 import {
   type AdmissionDecision,
   allow,

@@ -1,5 +1,5 @@
 import type { Scope } from '../../api/scope.ts';
-import { validateScope } from '../../gateway/authz/scope.ts';
+import { validateScope } from '../../authz/scope.ts';
 import type { Cause } from '../decision.ts';
 
 /**

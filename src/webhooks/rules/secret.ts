@@ -95,14 +95,3 @@ export function validatePlatformConfigSecret(object: AdmittedObject): AdmissionD
   }));
   return invalid(subject, causes);
 }
-
-/** `auth.accessKeyMaxTTLSeconds` of a configuration text; undefined when unset or zero. Throws nothing. */
-export function maxAccessKeyTtl(
-  text: string | undefined,
-): { ok: true; max: number | undefined } | { ok: false } {
-  if (text === undefined) return { ok: true, max: undefined };
-  const result = safeParseConfig(text);
-  if (!result.ok) return { ok: false };
-  const max = result.config.auth?.accessKeyMaxTTLSeconds;
-  return { ok: true, max: max ? max : undefined };
-}

@@ -1,0 +1,128 @@
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../api/config.ts';
+import { StatusError } from '../../api/status.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import {
+  DEFAULT_ROTATION_POLICY,
+  generateSigningKey,
+  rotateKeyRing,
+  type SigningKeyStore,
+} from '../../identity/signing-keys.ts';
+import { FakeClock } from '../../runtime/fake-clock.ts';
+import {
+  directTokensEndpoint,
+  JWKS_PATH,
+  OPENID_CONFIGURATION_PATH,
+  oidcEndpoints,
+  SigningKeyRing,
+} from './direct-tokens.ts';
+import type { GatewayRequest } from './endpoint.ts';
+
+/** A public document as its endpoint serves it. */
+async function oidcDocument(path: string, issuer: string, ring: SigningKeyRing): Promise<unknown> {
+  const endpoint = oidcEndpoints('', () => issuer, ring).find(
+    (candidate) => candidate.route.kind === 'path' && candidate.route.path === path,
+  );
+  const answer = await endpoint?.handle({} as GatewayRequest);
+  return answer && 'body' in answer ? JSON.parse(String(answer.body)) : undefined;
+}
+
+const ISSUER = 'https://platform.example';
+
+async function setup(scope?: AuthenticatedIdentity['accessKey']['scope'], expiresAt: Date | null = null) {
+  const clock = new FakeClock();
+  let reads = 0;
+  const ring = await rotateKeyRing([], clock.now(), DEFAULT_ROTATION_POLICY, generateSigningKey);
+  const keys = {
+    ensure: async () => {
+      reads++;
+      return ring;
+    },
+  } as unknown as SigningKeyStore;
+  const keyRing = new SigningKeyRing({ keys, clock, ringCacheMs: 30_000 });
+  const handler = directTokensEndpoint({
+    ring: keyRing,
+    clock,
+    issuer: () => ISSUER,
+    config: () => parseConfig('auth:\n  accessKeyMaxTTLSeconds: 600\n'),
+  });
+  const identity: AuthenticatedIdentity = {
+    kind: 'User',
+    name: 'alice',
+    username: 'alice',
+    groups: ['platform:authenticated', 'platform:user:alice'],
+    uid: 'uid-a',
+    accessKey: { name: 'k', id: 'i', type: 'User', scope, expiresAt },
+  };
+  const call = async (body: unknown) => {
+    const answer = await handler.handle({ identity, object: () => body } as unknown as GatewayRequest);
+    if (!('object' in answer)) throw new Error('not an object answer');
+    return { code: answer.code, body: answer.object };
+  };
+  return { clock, handler, call, keyRing, ring, reads: () => reads };
+}
+
+describe('directTokensEndpoint', () => {
+  it('answers 201 with a token that verifies against the published JWKS, ttl capped by the config', async () => {
+    const { call, keyRing, clock } = await setup();
+    const response = await call({ spec: { ttl: 3600, scope: { clusters: [{ cluster: 'east' }] } } });
+    expect(response.code).toBe(201);
+    const token = (response.body as { status: { token: string } }).status.token;
+    const jwks = (await oidcDocument(JWKS_PATH, ISSUER, keyRing)) as unknown as Parameters<
+      typeof createLocalJWKSet
+    >[0];
+    const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
+      issuer: ISSUER,
+      audience: 'east',
+      currentDate: new Date(clock.now()),
+    });
+    expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(600);
+    expect(await oidcDocument(OPENID_CONFIGURATION_PATH, ISSUER, keyRing)).toMatchObject({
+      issuer: ISSUER,
+      jwks_uri: `${ISSUER}${JWKS_PATH}`,
+    });
+  });
+
+  it('ends no later than the caller key', async () => {
+    const clock = new FakeClock();
+    const { call, keyRing } = await setup(undefined, new Date(clock.now() + 120_000));
+    const response = await call({ spec: { ttl: 3600 } });
+    const token = (response.body as { status: { token: string } }).status.token;
+    const jwks = (await oidcDocument(JWKS_PATH, ISSUER, keyRing)) as Parameters<typeof createLocalJWKSet>[0];
+    const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
+      issuer: ISSUER,
+      currentDate: new Date(clock.now()),
+    });
+    expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(120);
+  });
+
+  it('refuses a wildcard inside a name: it would widen the audience to the whole platform', async () => {
+    const { call } = await setup();
+    await expect(call({ spec: { scope: { clusters: [{ cluster: 'x*' }] } } })).rejects.toMatchObject({
+      code: 403,
+    });
+    await expect(
+      call({ spec: { scope: { virtualClusters: [{ project: 'p', virtualCluster: 'd*v' }] } } }),
+    ).rejects.toMatchObject({ code: 403 });
+  });
+
+  it('refuses a scope wider than the key, and an invalid body, as Status errors', async () => {
+    const { call } = await setup({ clusters: [{ cluster: 'east' }] });
+    await expect(call({ spec: { scope: { clusters: [{ cluster: 'west' }] } } })).rejects.toMatchObject({
+      code: 403,
+    });
+    const invalid = await call({ spec: { ttl: -1 } }).catch((err: unknown) => err);
+    expect(invalid).toBeInstanceOf(StatusError);
+    expect((invalid as StatusError).code).toBe(422);
+  });
+
+  it('reads the key ring at most once per cache period', async () => {
+    const { call, clock, reads } = await setup();
+    for (let i = 0; i < 5; i++) await call({});
+    expect(reads()).toBe(1);
+    await clock.advance(30_000);
+    await call({});
+    expect(reads()).toBe(2);
+  });
+});

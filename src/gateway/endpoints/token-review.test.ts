@@ -1,0 +1,54 @@
+import { describe, expect, test } from 'vitest';
+import { StatusError } from '../../api/status.ts';
+import { parseTokenReview, reviewTarget, scopeAdmitsTarget } from './token-review.ts';
+
+describe('token review', () => {
+  test('targets from the path', () => {
+    expect(reviewTarget('/cluster/edge')).toEqual({ kind: 'Cluster', cluster: 'edge' });
+    expect(reviewTarget('/project/web/virtualcluster/dev')).toEqual({
+      kind: 'VirtualCluster',
+      project: 'web',
+      virtualCluster: 'dev',
+    });
+    expect(reviewTarget('/cluster')).toBeInstanceOf(StatusError);
+    expect(reviewTarget('/cluster/Edge')).toBeInstanceOf(StatusError);
+  });
+
+  test('scopes admit their cluster or virtual cluster only', () => {
+    const edge = { kind: 'Cluster', cluster: 'edge' } as const;
+    const dev = { kind: 'VirtualCluster', project: 'web', virtualCluster: 'dev' } as const;
+    expect(scopeAdmitsTarget(undefined, edge, 'p-')).toBe(true);
+    expect(scopeAdmitsTarget({ clusters: [{ cluster: 'edge' }] }, edge, 'p-')).toBe(true);
+    expect(scopeAdmitsTarget({ clusters: [{ cluster: '*' }] }, edge, 'p-')).toBe(true);
+    expect(scopeAdmitsTarget({ clusters: [{ cluster: 'core' }] }, edge, 'p-')).toBe(false);
+    expect(scopeAdmitsTarget({ projects: [{ project: 'web' }] }, dev, 'p-')).toBe(true);
+    expect(scopeAdmitsTarget({ projects: [{ project: 'web' }] }, edge, 'p-')).toBe(false);
+    expect(
+      scopeAdmitsTarget({ virtualClusters: [{ project: 'web', virtualCluster: 'prod' }] }, dev, 'p-'),
+    ).toBe(false);
+    expect(
+      scopeAdmitsTarget(
+        { rules: [{ requestTargets: ['Cluster'], cluster: 'edge', verbs: ['get'] }] },
+        edge,
+        'p-',
+      ),
+    ).toBe(true);
+    expect(scopeAdmitsTarget({ rules: [{ requestTargets: ['Management'] }] }, edge, 'p-')).toBe(false);
+  });
+
+  test('review bodies', () => {
+    expect(
+      parseTokenReview({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token: 't' } }),
+    ).toEqual({
+      apiVersion: 'authentication.k8s.io/v1',
+      token: 't',
+      audiences: undefined,
+    });
+    expect(
+      parseTokenReview({ kind: 'TokenReview', apiVersion: 'x/v1', spec: { token: 't' } }),
+    ).toBeInstanceOf(StatusError);
+    expect(
+      parseTokenReview({ kind: 'TokenReview', apiVersion: 'authentication.k8s.io/v1', spec: {} }),
+    ).toBeInstanceOf(StatusError);
+  });
+});

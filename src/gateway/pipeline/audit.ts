@@ -1,0 +1,41 @@
+import { randomUUID } from 'node:crypto';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { formatMicroTime } from '../../runtime/clock.ts';
+import type { Auditor } from '../audit/auditor.ts';
+import { ANONYMOUS_USER, type AuditRequestInfo, type AuditUser } from '../audit/event.ts';
+import { ACCESS_KEY_EXTRA } from '../proxy/impersonation.ts';
+import type { Exchange } from './exchange.ts';
+import { nonResourceAttributes } from './route.ts';
+
+/**
+ * The audit stage: starts the request's audit record (when an audit log is configured and the
+ * policy logs it). Bodies of sensitive endpoints (keys, tokens, kubeconfigs, the platform config,
+ * logins) never reach it.
+ */
+export function beginAudit(auditor: Auditor, exchange: Exchange, sensitive: boolean): void {
+  if (!auditor.enabled) return;
+  exchange.audit = auditor.begin(auditInfo(exchange), sensitive ? undefined : exchange.requestObject);
+}
+
+/** The request side of the request's audit events. */
+export function auditInfo(exchange: Exchange): AuditRequestInfo {
+  const userAgent = exchange.request.headers['user-agent'];
+  return {
+    auditID: randomUUID(),
+    requestURI: exchange.request.url ?? '',
+    attributes: exchange.attributes ?? nonResourceAttributes(exchange.method, exchange.path),
+    user: exchange.identity ? auditUser(exchange.identity) : ANONYMOUS_USER,
+    sourceIPs: [exchange.source],
+    ...(userAgent ? { userAgent } : {}),
+    requestReceivedTimestamp: formatMicroTime(exchange.receivedAt),
+  };
+}
+
+export function auditUser(identity: AuthenticatedIdentity): AuditUser {
+  return {
+    username: identity.username,
+    ...(identity.uid ? { uid: identity.uid } : {}),
+    groups: identity.groups,
+    extra: { [ACCESS_KEY_EXTRA]: [identity.accessKey.name] },
+  };
+}

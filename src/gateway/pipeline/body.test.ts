@@ -1,0 +1,98 @@
+import fc from 'fast-check';
+import { describe, expect, test } from 'vitest';
+import { StatusError } from '../../api/status.ts';
+import { checkJsonPatch, negotiate, parseObjectBody, parsePatchBody } from './body.ts';
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+const code = (value: unknown) => (value instanceof StatusError ? value.code : 0);
+
+describe('bodies', () => {
+  test('YAML and JSON objects', () => {
+    expect(parseObjectBody(bytes('kind: SharedSecret\nmetadata:\n  name: a\n'), 'application/yaml')).toEqual({
+      kind: 'SharedSecret',
+      metadata: { name: 'a' },
+    });
+    expect(parseObjectBody(bytes('{"a":1}'), 'application/json; charset=utf-8')).toEqual({ a: 1 });
+    expect(code(parseObjectBody(bytes('a: [1'), 'application/yaml'))).toBe(400);
+    expect(code(parseObjectBody(bytes('a: 1\n---\nb: 2\n'), 'application/yaml'))).toBe(400);
+    expect(code(parseObjectBody(bytes('[1]'), 'application/json'))).toBe(400);
+    expect(code(parseObjectBody(bytes(''), 'application/json'))).toBe(400);
+    expect(code(parseObjectBody(bytes('a'), 'text/plain'))).toBe(415);
+    // Without a content type the body is JSON, as kube-apiserver reads it.
+    expect(parseObjectBody(bytes('{"kind":"X"}'), undefined)).toEqual({ kind: 'X' });
+    expect(code(parseObjectBody(bytes('kind: X'), undefined))).toBe(400);
+    expect(code(parseObjectBody(new Uint8Array([0xff, 0xfe]), 'application/json'))).toBe(400);
+    // A recursive alias (found by the gateway fuzz test): 400, not a value that contains itself.
+    expect(code(parseObjectBody(bytes('a: &a [*a]'), 'application/yaml'))).toBe(400);
+    // Aliases that do not recurse are fine, also when one value is used twice.
+    expect(parseObjectBody(bytes('a: &x [1]\nb: *x\nc: *x\n'), 'application/yaml')).toEqual({
+      a: [1],
+      b: [1],
+      c: [1],
+    });
+  });
+
+  test('patches by media type', () => {
+    expect(
+      parsePatchBody(bytes('[{"op":"add","path":"/a","value":1}]'), 'application/json-patch+json'),
+    ).toEqual({
+      type: 'json',
+      value: [{ op: 'add', path: '/a', value: 1 }],
+    });
+    expect(code(parsePatchBody(bytes('{"op":"add"}'), 'application/json-patch+json'))).toBe(400);
+    expect(
+      code(parsePatchBody(bytes('[{"op":"add","path":"a","value":1}]'), 'application/json-patch+json')),
+    ).toBe(400);
+    expect(code(parsePatchBody(bytes('[{"op":"add","path":"/a"}]'), 'application/json-patch+json'))).toBe(
+      400,
+    );
+    expect(code(parsePatchBody(bytes('[{"op":"move","path":"/a"}]'), 'application/json-patch+json'))).toBe(
+      400,
+    );
+    expect(code(parsePatchBody(bytes('[1]'), 'application/merge-patch+json'))).toBe(400);
+    expect(parsePatchBody(bytes('spec:\n  a: 1\n'), 'application/apply-patch+yaml')).toEqual({
+      type: 'apply',
+      value: { spec: { a: 1 } },
+    });
+    expect(code(parsePatchBody(bytes('{}'), 'application/strategic-merge-patch+json'))).toBe(415);
+  });
+
+  test('never throws on any input', () => {
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ maxLength: 200 }),
+        fc.constantFrom(
+          'application/json',
+          'application/yaml',
+          'application/json-patch+json',
+          'application/merge-patch+json',
+          'application/apply-patch+yaml',
+          'x/y',
+          '',
+        ),
+        (body, type) => {
+          parseObjectBody(body, type);
+          parsePatchBody(body, type);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const result = checkJsonPatch(value);
+        expect(result === undefined || result instanceof StatusError).toBe(true);
+      }),
+    );
+  });
+
+  test('negotiation', () => {
+    expect(negotiate(undefined)).toEqual({ format: 'json', upstreamAccept: 'application/json' });
+    expect(negotiate('application/yaml')).toEqual({ format: 'yaml', upstreamAccept: 'application/json' });
+    expect(negotiate('application/json;as=Table;v=v1;g=meta.k8s.io,application/json')).toEqual({
+      format: 'json',
+      upstreamAccept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json',
+    });
+    expect(negotiate('*/*')).toMatchObject({ format: 'json' });
+    expect(code(negotiate('text/html'))).toBe(406);
+  });
+});

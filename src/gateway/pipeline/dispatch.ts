@@ -1,0 +1,91 @@
+import { StatusError } from '../../api/status.ts';
+import type { GatewayAnswer, GatewayRequest } from '../endpoints/endpoint.ts';
+import { impersonationHeaders } from '../proxy/impersonation.ts';
+import { type ProxyDeps, proxy } from '../proxy/proxy.ts';
+import { parseObjectBody, type RequestBody } from './body.ts';
+import type { Exchange } from './exchange.ts';
+import type { Routed } from './route.ts';
+import type { Throttle } from './throttle.ts';
+import { userSubject } from './throttle.ts';
+
+/**
+ * The dispatch stage: the routed request to its endpoint, or to the impersonating proxy.
+ */
+
+export interface DispatchDeps {
+  readonly proxy: ProxyDeps;
+  readonly throttle: Throttle;
+}
+
+export interface DispatchInput {
+  readonly exchange: Exchange;
+  readonly routed: Exclude<Routed, { kind: 'unknown' }>;
+  readonly query: URLSearchParams;
+  /** The raw body (empty when none). */
+  readonly bytes: Buffer;
+  /** The body decoded by the verb, for resource writes. */
+  readonly body: RequestBody | undefined;
+}
+
+export function dispatch(deps: DispatchDeps, input: DispatchInput): Promise<GatewayAnswer> | GatewayAnswer {
+  const { exchange, routed } = input;
+  if (routed.kind === 'endpoint') return routed.endpoint.handle(endpointRequest(deps, input));
+  const identity = exchange.identity;
+  if (!identity) throw new StatusError(500, 'InternalError', 'a proxied request without an identity');
+  const impersonation = impersonationHeaders(identity);
+  if (impersonation instanceof StatusError) throw impersonation;
+  return proxy(
+    deps.proxy,
+    {
+      method: exchange.method,
+      attributes: routed.attributes,
+      resource: routed.resource,
+      search: exchange.search,
+      body: input.body,
+      accept: exchange.negotiated.upstreamAccept,
+      userAgent: exchange.request.headers['user-agent'],
+      signal: exchange.signal,
+    },
+    impersonation,
+  );
+}
+
+function endpointRequest(deps: DispatchDeps, input: DispatchInput): GatewayRequest {
+  const { exchange, routed, bytes, query } = input;
+  let decoded: Record<string, unknown> | undefined;
+  return {
+    method: exchange.method,
+    path: exchange.path,
+    query,
+    headers: exchange.request.headers,
+    source: exchange.source,
+    secure: exchange.secure,
+    attributes: routed.attributes,
+    identity: exchange.identity,
+    body: bytes,
+    object: () => {
+      if (decoded) return decoded;
+      if (input.body !== undefined && routed.attributes.verb !== 'patch') {
+        decoded = input.body as Record<string, unknown>;
+        return decoded;
+      }
+      const parsed = parseObjectBody(bytes, exchange.request.headers['content-type']);
+      if (parsed instanceof StatusError) throw parsed;
+      decoded = parsed;
+      return parsed;
+    },
+    signal: exchange.signal,
+    resource: routed.resource,
+    decoded: input.body,
+    failedAttempt: (subject) =>
+      deps.throttle.failures.failed(
+        exchange.source,
+        subject === undefined ? undefined : userSubject(subject),
+      ),
+    blockedFor: (subject) =>
+      deps.throttle.failures.blockedFor(
+        exchange.source,
+        subject === undefined ? undefined : userSubject(subject),
+      ),
+  };
+}

@@ -1,0 +1,247 @@
+import type { OutgoingHttpHeaders } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import type { Logger } from 'pino';
+import { internalError, StatusError } from '../../api/status.ts';
+import type { EndpointAnswer, EndpointHeaders } from '../../http/endpoint.ts';
+import type { AuditOutcome } from '../audit/event.ts';
+import type { Relay } from '../endpoints/endpoint.ts';
+import type { GatewayMetrics } from '../metrics.ts';
+import { RedactingStream, redactDocuments, UnredactableAnswer } from '../proxy/redact.ts';
+import { encodeBody, mediaType } from './body.ts';
+import type { Exchange } from './exchange.ts';
+
+/**
+ * The encode stage, the only one that writes responses: objects in the negotiated format (JSON,
+ * or YAML), raw bodies as they are, apiserver answers relayed (streamed, or read whole when they
+ * must be looked at: redaction, YAML, an audit log of responses), and every error as a Kubernetes
+ * `Status`. Finishing an answer counts it (metrics), completes its audit record and gives back
+ * what the request held (a watch slot).
+ */
+
+export interface EncodeDeps {
+  readonly metrics: GatewayMetrics;
+  readonly logger: Logger;
+}
+
+/** Apiserver answers up to this size are relayed as one buffer; larger ones are streamed. */
+const BUFFERED_RESPONSE_BYTES = 256 * 1024;
+/** The most of an apiserver answer read whole (to redact or re-encode it); more is refused (502). */
+export const MAX_READ_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+/** Headers of an apiserver answer passed on to the client. */
+const RELAYED_HEADERS = ['warning', 'retry-after'] as const;
+
+/** Counts the answer, completes the audit record, gives back what the request held. Once per request. */
+export function finish(
+  deps: EncodeDeps,
+  exchange: Exchange,
+  code: number,
+  responseObject: unknown,
+  annotations?: Readonly<Record<string, string>>,
+): void {
+  if (exchange.finished) return;
+  exchange.finished = true;
+  deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000);
+  if (exchange.audit) {
+    const status =
+      code >= 400 ? (responseObject as { message?: string; reason?: string } | undefined) : undefined;
+    exchange.audit.complete({
+      code,
+      ...(status ? { status: 'Failure', message: status.message, reason: status.reason } : {}),
+      ...(responseObject !== undefined ? { responseObject } : {}),
+      ...(annotations ? { annotations } : {}),
+    } as AuditOutcome);
+  }
+  exchange.release?.();
+}
+
+function write(
+  exchange: Exchange,
+  code: number,
+  headers: OutgoingHttpHeaders,
+  body: string | Uint8Array,
+): void {
+  const response = exchange.response;
+  if (response.headersSent || response.destroyed) return;
+  response.writeHead(code, { ...headers, 'content-length': Buffer.byteLength(body) });
+  response.end(body);
+}
+
+const plainHeaders = (headers: EndpointHeaders | undefined): OutgoingHttpHeaders =>
+  (headers ?? {}) as OutgoingHttpHeaders;
+
+/** An object in the negotiated format. `sensitive`: never in the audit log. */
+export function sendObject(
+  deps: EncodeDeps,
+  exchange: Exchange,
+  code: number,
+  value: unknown,
+  headers?: EndpointHeaders,
+  sensitive = false,
+  annotations?: Readonly<Record<string, string>>,
+): void {
+  const encoded = encodeBody(value, exchange.negotiated.format);
+  write(exchange, code, { ...plainHeaders(headers), 'content-type': encoded.contentType }, encoded.body);
+  finish(deps, exchange, code, sensitive && code < 400 ? undefined : value, annotations);
+}
+
+/** A `Status` for an error: the gateway's own, or a 500 (logged) for anything unexpected. */
+export function sendError(deps: EncodeDeps, exchange: Exchange, error: unknown): void {
+  const status = error instanceof StatusError ? error : unexpected(deps, error);
+  if (exchange.response.headersSent) {
+    // Too late for a Status: the answer was already under way.
+    exchange.response.destroy();
+    finish(deps, exchange, status.code, status.toStatus());
+    return;
+  }
+  const encoded = encodeBody(status.toStatus(), exchange.negotiated.format);
+  write(exchange, status.code, { ...status.headers, 'content-type': encoded.contentType }, encoded.body);
+  finish(deps, exchange, status.code, status.toStatus());
+}
+
+function unexpected(deps: EncodeDeps, error: unknown): StatusError {
+  deps.logger.error({ err: error }, 'gateway request failed');
+  return internalError();
+}
+
+/** An endpoint's answer. */
+export function sendAnswer(
+  deps: EncodeDeps,
+  exchange: Exchange,
+  answer: EndpointAnswer,
+  sensitive: boolean,
+): void {
+  if ('object' in answer) {
+    sendObject(
+      deps,
+      exchange,
+      answer.code,
+      answer.object,
+      answer.headers,
+      sensitive,
+      answer.auditAnnotations,
+    );
+    return;
+  }
+  write(
+    exchange,
+    answer.code,
+    { ...plainHeaders(answer.headers), 'content-type': answer.contentType },
+    answer.body,
+  );
+  finish(deps, exchange, answer.code, undefined, answer.auditAnnotations);
+}
+
+/**
+ * An apiserver answer passed on. Streamed as it comes when nothing needs to look at it (a watch,
+ * or a large answer); read whole when it is small (one write with its length is cheaper than a
+ * chunked stream), when it must be redacted, re-encoded as YAML, or logged with its body.
+ */
+export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Relay): Promise<void> {
+  const { relay: response, redaction } = relay;
+  const code = response.statusCode;
+  const contentType = headerValue(response.headers['content-type']) ?? 'application/json';
+  const headers: OutgoingHttpHeaders = { 'content-type': contentType };
+  for (const name of RELAYED_HEADERS) {
+    const value = headerValue(response.headers[name]);
+    if (value !== undefined) headers[name] = value;
+  }
+  const isJson = mediaType(contentType) === 'application/json';
+
+  if (exchange.attributes?.verb === 'watch' && code === 200) {
+    exchange.audit?.responseStarted({ code });
+    deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000);
+    const audit = exchange.audit;
+    exchange.audit = undefined;
+    const stream = redaction ? response.body.pipe(new RedactingStream(redaction)) : response.body;
+    response.body.once('error', (error) => stream.destroy(error));
+    const raw = exchange.response;
+    // Headers go out at once (a watch may stay silent for minutes); then events as they come.
+    raw.writeHead(code, { ...headers, 'cache-control': 'no-cache, private' });
+    raw.flushHeaders();
+    exchange.finished = true;
+    try {
+      await pipeline(stream, raw);
+    } catch {
+      // The client went away, the apiserver ended the watch, or an event could not be redacted
+      // (the stream is cut rather than passed on): nothing to answer any more.
+    } finally {
+      audit?.complete({ code });
+      exchange.release?.();
+    }
+    return;
+  }
+
+  const wantsBody = exchange.audit?.level === 'RequestResponse';
+  if (!redaction && exchange.negotiated.format === 'json' && !wantsBody) {
+    const length = Number(headerValue(response.headers['content-length']) ?? Number.NaN);
+    if (length <= BUFFERED_RESPONSE_BYTES) {
+      const body = Buffer.from(await response.body.arrayBuffer());
+      write(exchange, code, headers, body);
+      finish(deps, exchange, code, undefined);
+      return;
+    }
+    exchange.response.writeHead(code, headers);
+    await pipeline(response.body, exchange.response).catch(() => {
+      // The client went away, or the apiserver broke off: the answer is incomplete either way.
+    });
+    finish(deps, exchange, code, undefined);
+    return;
+  }
+
+  const text = await readBounded(response.body);
+  if (!isJson) {
+    if (redaction) throw unredactable();
+    write(exchange, code, headers, text);
+    finish(deps, exchange, code, undefined);
+    return;
+  }
+  let documents: { single: unknown } | { many: unknown[] };
+  try {
+    documents = redactDocuments(text, redaction ?? ((value) => value));
+  } catch (error) {
+    if (!(error instanceof UnredactableAnswer)) throw error;
+    if (redaction) throw unredactable();
+    write(exchange, code, headers, text);
+    finish(deps, exchange, code, undefined);
+    return;
+  }
+  if ('many' in documents) {
+    // A stream of events read whole (the apiserver ended it): passed on as it came, one per line.
+    write(exchange, code, headers, documents.many.map((value) => `${JSON.stringify(value)}\n`).join(''));
+    finish(deps, exchange, code, undefined);
+    return;
+  }
+  sendObject(deps, exchange, code, documents.single, pick(headers, RELAYED_HEADERS));
+}
+
+async function readBounded(body: Relay['relay']['body']): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_READ_RESPONSE_BYTES) {
+      body.destroy();
+      throw new StatusError(502, 'BadGateway', 'the answer of the cluster is too large to pass on');
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const unredactable = () =>
+  new StatusError(
+    502,
+    'BadGateway',
+    'the answer of the cluster could not be checked for secrets; it was not passed on',
+  );
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+function pick(headers: OutgoingHttpHeaders, names: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) if (typeof headers[name] === 'string') out[name] = headers[name] as string;
+  return out;
+}

@@ -1,0 +1,48 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestAttributes } from '../../authz/attributes.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import type { AuditRecord } from '../audit/auditor.ts';
+import type { Negotiated } from './body.ts';
+import type { Routed } from './route.ts';
+
+/**
+ * One request on its way through the pipeline (route → authenticate → throttle → scope → audit →
+ * dispatch → encode): what the HTTP server received, and what each stage adds to it. Stages read
+ * what earlier ones wrote; only `encode` writes the response.
+ */
+export interface Exchange {
+  readonly request: IncomingMessage;
+  readonly response: ServerResponse;
+  /** `GET`, `POST`, ...; `HEAD` as sent (answered like `GET`, without a body). */
+  readonly method: string;
+  /** The path as sent, not percent-decoded. */
+  readonly path: string;
+  /** The query with its `?`, or empty. */
+  readonly search: string;
+  /** The client's address (trusted proxies resolved). */
+  readonly source: string;
+  /** Whether the client reached the gateway over HTTPS (trusted proxies resolved). */
+  readonly secure: boolean;
+  /** `performance.now()` when the request arrived. */
+  readonly started: number;
+  /** `Date.now()` when the request arrived (audit timestamps). */
+  readonly receivedAt: number;
+  /** Aborted when the client goes away before the answer is complete. */
+  readonly signal: AbortSignal;
+  /** JSON until the Accept header was read. */
+  negotiated: Negotiated;
+  routed: Routed | undefined;
+  /** The routed attributes (metrics and audit label the request with them once known). */
+  attributes: RequestAttributes | undefined;
+  identity: AuthenticatedIdentity | undefined;
+  audit: AuditRecord | undefined;
+  /** The decoded request body, for the audit log. */
+  requestObject: unknown;
+  /** Resources to give back when the answer is complete (a watch slot). */
+  release: (() => void) | undefined;
+  /** Set by `encode` once the answer is written (or streaming). */
+  finished: boolean;
+}
+
+/** `application/json` both ways: what a request is answered in until its Accept header was read. */
+export const JSON_ONLY: Negotiated = Object.freeze({ format: 'json', upstreamAccept: 'application/json' });

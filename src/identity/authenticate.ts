@@ -1,0 +1,263 @@
+import { PLATFORM_ADMIN_CLUSTER_ROLE } from '../api/common.ts';
+import type { Team, User } from '../api/identity.ts';
+import type { AccessKeyType, OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import type { Scope } from '../api/scope.ts';
+import {
+  type AccessKeyLifetimeLimits,
+  AccessKeyWithoutCreationTimestamp,
+  accessKeyExpiry,
+} from './expiry.ts';
+import {
+  GROUP_ADMINS,
+  GROUP_AUTHENTICATED,
+  isReservedName,
+  teamGroup,
+  teamUsername,
+  userGroup,
+} from './groups.ts';
+import {
+  accessKeyDigest,
+  digestMatches,
+  MalformedAccessKey,
+  parseAccessKey,
+  UNMATCHABLE_ACCESS_KEY_HASH,
+} from './keys.ts';
+
+/**
+ * The authentication decision for a bearer access key, free of HTTP and Kubernetes calls: the
+ * gateway and the TokenReview webhook call it with informer-cache lookups.
+ *
+ * Order (each step only runs when the previous ones passed):
+ * 1. parse the token ({@link MalformedAccessKey}: no lookup at all);
+ * 2. find the keys with that id and verify the secret against their `spec.keyHash`: the key is
+ *    the one whose hash matches, whatever order the objects come in (ids are unique at
+ *    admission, but a copy of someone's id with another secret must not shadow their key). An
+ *    unknown id is verified against a dummy hash, so it costs the same work as a wrong secret,
+ *    and both give the same {@link InvalidAccessKey}. Nothing about a key's state is revealed
+ *    before this step succeeds;
+ * 3. {@link AccessKeyDisabled} (also while the key is being deleted);
+ * 4. {@link AccessKeyExpired} when `now >= accessKeyExpiry(...)` (the gateway answers "the access
+ *    key expired, log in again");
+ * 5. resolve who the key acts as ({@link AccessKeyOwnerInvalid}, {@link UserDisabled}).
+ *
+ * Identity (DESIGN.md "Identity"):
+ * - user key (`spec.user: u`): username = the User's `spec.subject` (the Kubernetes username the
+ *   platform acts as for it), or `u` when unset; groups `platform:authenticated`,
+ *   `platform:user:u`, `platform:team:t` for each existing team `t` in the User's `status.teams`
+ *   (never a scan of all teams), the key's `spec.groups`, and `platform:admins` when the User or one
+ *   of those teams holds the cluster role `platform-admin`.
+ * - team key (`spec.team: t`) acts as the team, not as any user: username `platform:team:t`
+ *   (cannot collide with a user: object names have no `:`), groups `platform:authenticated`,
+ *   `platform:team:t`, the key's groups, and `platform:admins` when the team is an admin team.
+ * - subject key (`spec.subject: s`): username `s`, groups `platform:authenticated` and the key's.
+ * Exactly one of `user`, `team`, `subject` must be set. The `system:` and `platform:` prefixes are
+ * reserved: a key whose extra groups or resulting username (other than the team form above) use
+ * them is refused, so a key can never claim `platform:admins`, another team, or a Kubernetes
+ * system identity, whatever admission let through.
+ */
+
+/** Unknown key id or wrong secret; deliberately one class with one message for both. */
+export class InvalidAccessKey extends Error {
+  override readonly name = 'InvalidAccessKey';
+  constructor() {
+    super('access key not found or invalid');
+  }
+}
+
+export class AccessKeyDisabled extends Error {
+  override readonly name = 'AccessKeyDisabled';
+  constructor() {
+    super('access key is disabled');
+  }
+}
+
+export class AccessKeyExpired extends Error {
+  override readonly name = 'AccessKeyExpired';
+  constructor(readonly expiredAt: Date | undefined) {
+    super('access key expired, log in again');
+  }
+}
+
+/** The key names no usable owner: none or several of user/team/subject, a missing user or team, or a reserved name. */
+export class AccessKeyOwnerInvalid extends Error {
+  override readonly name = 'AccessKeyOwnerInvalid';
+}
+
+export class UserDisabled extends Error {
+  override readonly name = 'UserDisabled';
+  constructor() {
+    super("the access key's user is disabled");
+  }
+}
+
+export type AuthenticationFailure =
+  | MalformedAccessKey
+  | InvalidAccessKey
+  | AccessKeyDisabled
+  | AccessKeyExpired
+  | AccessKeyOwnerInvalid
+  | UserDisabled;
+
+export interface AuthenticatedIdentity {
+  /** Who the key acts as: a user, a team or a bare subject. */
+  readonly kind: 'User' | 'Team' | 'Subject';
+  /** The User or Team object name, or the subject. */
+  readonly name: string;
+  /** Kubernetes username to impersonate. */
+  readonly username: string;
+  /** Kubernetes groups to impersonate; sorted, without duplicates. */
+  readonly groups: readonly string[];
+  /** UID of the User or Team object, when there is one. */
+  readonly uid: string | undefined;
+  readonly accessKey: {
+    /** Object name of the OwnedAccessKey (for activity records and audit). */
+    readonly name: string;
+    readonly id: string;
+    readonly type: AccessKeyType | undefined;
+    readonly scope: Scope | undefined;
+    /** When the key stops working, or null for never. */
+    readonly expiresAt: Date | null;
+  };
+}
+
+export type AuthenticationResult =
+  | { readonly ok: true; readonly identity: AuthenticatedIdentity }
+  | {
+      readonly ok: false;
+      readonly failure: AuthenticationFailure;
+      /** The public key id when the token parsed (for per-key rate limits and logs); never the secret. */
+      readonly keyId: string | undefined;
+    };
+
+export interface AuthenticationContext {
+  /** The key objects whose `spec.keyId` is `id` (an informer-cache index): normally one or none. */
+  readonly lookupKey: (id: string) => readonly OwnedAccessKey[];
+  readonly lookupUser: (name: string) => User | undefined;
+  readonly lookupTeam: (name: string) => Team | undefined;
+  /** The HMAC key of `spec.keyHash`. */
+  readonly pepper: Uint8Array | string;
+  readonly now: () => Date;
+  /** `Config.status.auth` lifetime limits. */
+  readonly limits: AccessKeyLifetimeLimits;
+  /** Activity seen but maybe not written yet (ActivityRecorder.lastActivityOf), for ttlAfterLastActivity keys. */
+  readonly recentActivity?: (keyName: string) => Date | undefined;
+}
+
+const fail = (failure: AuthenticationFailure, keyId?: string): AuthenticationResult => ({
+  ok: false,
+  failure,
+  keyId,
+});
+
+const isAdmin = (holder: { spec: { clusterRoles?: { name: string }[] | undefined } }) =>
+  (holder.spec.clusterRoles ?? []).some((role) => role.name === PLATFORM_ADMIN_CLUSTER_ROLE);
+
+const sortedUnique = (items: readonly string[]) => [...new Set(items)].sort();
+
+type Owner = Omit<AuthenticatedIdentity, 'accessKey'>;
+
+function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owner | AuthenticationFailure {
+  const { user: userName, team: teamName, subject } = key.spec;
+  const extraGroups = key.spec.groups ?? [];
+  const set = [userName, teamName, subject].filter((value) => value !== undefined && value !== '');
+  if (set.length !== 1)
+    return new AccessKeyOwnerInvalid('the access key must name exactly one user, team or subject');
+  if (extraGroups.some(isReservedName)) {
+    return new AccessKeyOwnerInvalid('the access key claims a reserved group (system: or platform: prefix)');
+  }
+
+  if (userName) {
+    const user = context.lookupUser(userName);
+    if (!user) return new AccessKeyOwnerInvalid("the access key's user does not exist");
+    if (user.spec.disabled === true) return new UserDisabled();
+    const username = user.spec.subject || userName;
+    if (isReservedName(username))
+      return new AccessKeyOwnerInvalid("the access key's user has a reserved username");
+    const teams = (user.status?.teams ?? [])
+      .map((name) => context.lookupTeam(name))
+      .filter((team): team is Team => team !== undefined);
+    const admin = isAdmin(user) || teams.some(isAdmin);
+    return {
+      kind: 'User',
+      name: userName,
+      username,
+      uid: user.metadata.uid,
+      groups: sortedUnique([
+        GROUP_AUTHENTICATED,
+        userGroup(userName),
+        ...teams.map((team) => teamGroup(team.metadata.name ?? '')),
+        ...extraGroups,
+        ...(admin ? [GROUP_ADMINS] : []),
+      ]),
+    };
+  }
+
+  if (teamName) {
+    const team = context.lookupTeam(teamName);
+    if (!team) return new AccessKeyOwnerInvalid("the access key's team does not exist");
+    return {
+      kind: 'Team',
+      name: teamName,
+      username: teamUsername(teamName),
+      uid: team.metadata.uid,
+      groups: sortedUnique([
+        GROUP_AUTHENTICATED,
+        teamGroup(teamName),
+        ...extraGroups,
+        ...(isAdmin(team) ? [GROUP_ADMINS] : []),
+      ]),
+    };
+  }
+
+  const name = subject ?? '';
+  if (isReservedName(name)) return new AccessKeyOwnerInvalid('the access key claims a reserved subject');
+  return {
+    kind: 'Subject',
+    name,
+    username: name,
+    uid: undefined,
+    groups: sortedUnique([GROUP_AUTHENTICATED, ...extraGroups]),
+  };
+}
+
+/** Decides who a bearer token is, or why it is nobody. See the module comment for the rules. */
+export function authenticateAccessKey(token: string, context: AuthenticationContext): AuthenticationResult {
+  const parsed = parseAccessKey(token);
+  if (parsed instanceof MalformedAccessKey) return fail(parsed);
+  const { id } = parsed;
+
+  const candidates = context.lookupKey(id).filter((found) => found.spec.keyId === id);
+  // Always one HMAC and at least one constant-time comparison, found or not.
+  const digest = accessKeyDigest(token, context.pepper);
+  let key: OwnedAccessKey | undefined;
+  if (candidates.length === 0) digestMatches(digest, UNMATCHABLE_ACCESS_KEY_HASH);
+  for (const candidate of candidates) {
+    if (digestMatches(digest, candidate.spec.keyHash ?? UNMATCHABLE_ACCESS_KEY_HASH)) key = candidate;
+  }
+  if (!key) return fail(new InvalidAccessKey(), id);
+
+  if (key.spec.disabled === true || key.metadata.deletionTimestamp) return fail(new AccessKeyDisabled(), id);
+
+  const keyName = key.metadata.name ?? '';
+  let expiresAt: Date | null;
+  try {
+    expiresAt = accessKeyExpiry(key, context.limits, context.recentActivity?.(keyName));
+  } catch (error) {
+    // A lifetime limit without a creation time: fail closed.
+    if (error instanceof AccessKeyWithoutCreationTimestamp) return fail(new AccessKeyExpired(undefined), id);
+    throw error;
+  }
+  if (expiresAt !== null && context.now().getTime() >= expiresAt.getTime()) {
+    return fail(new AccessKeyExpired(expiresAt), id);
+  }
+
+  const owner = resolveOwner(key, context);
+  if (owner instanceof Error) return fail(owner, id);
+  return {
+    ok: true,
+    identity: {
+      ...owner,
+      accessKey: { name: keyName, id, type: key.spec.type, scope: key.spec.scope, expiresAt },
+    },
+  };
+}

@@ -1,0 +1,287 @@
+import type { ConfigStatus } from '../api/config.ts';
+import type { Team, User } from '../api/identity.ts';
+import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import { platformConfigSource } from '../config/platform-config.ts';
+import { resources, type Stored } from '../controllers/resources.ts';
+import type { Clock } from '../runtime/clock.ts';
+import { isConflict, isNotFound } from '../runtime/errors.ts';
+import type { Informer } from '../runtime/informer.ts';
+import { collectionPath, type KubeApi, type ObjectList, objectPath } from '../runtime/kube-client.ts';
+import type { Manager } from '../runtime/manager.ts';
+import type { Store } from '../runtime/store.ts';
+import { ActivityRecorder, type ActivityRecorderOptions, type ActivityWrite } from './activity.ts';
+import {
+  AccessKeyOwnerInvalid,
+  type AuthenticationContext,
+  type AuthenticationResult,
+  authenticateAccessKey,
+  InvalidAccessKey,
+} from './authenticate.ts';
+import { accessKeyExpiry } from './expiry.ts';
+import { MalformedAccessKey, parseAccessKey } from './keys.ts';
+import type { PepperStore } from './pepper.ts';
+
+/** Index of OwnedAccessKeys by `spec.keyId`, the public part of a bearer key. */
+export const BY_KEY_ID = 'key-id';
+
+export interface AccessKeyAuthenticatorDeps {
+  api: KubeApi;
+  clock: Clock;
+  pepper: PepperStore;
+  platformNamespace: string;
+  /** Overrides of the activity recorder's timing (tests). */
+  activity?: Pick<ActivityRecorderOptions, 'minWriteIntervalMs' | 'tickMs' | 'onWriteError'>;
+}
+
+/** How long a read past the caches may take before the key is judged on the caches alone. */
+const LIVE_LOOKUP_TIMEOUT_MS = 5000;
+
+/** Objects a caller's key needs that the caches did not have, read from the apiserver. */
+interface LiveObjects {
+  keys: OwnedAccessKey[];
+  user: User | undefined;
+}
+
+/** The pepper is not loaded yet (the caller answers 503, not 401: the key may well be valid). */
+export class AuthenticatorNotReady extends Error {
+  override readonly name = 'AuthenticatorNotReady';
+  constructor() {
+    super('the authenticator is starting');
+  }
+}
+
+/**
+ * Authentication of bearer access keys from informer caches: no apiserver call per request.
+ * The informers run in every replica (they are not leader-elected), so every gateway replica
+ * answers alone. Successful authentications feed the {@link ActivityRecorder}, which writes
+ * `status.lastActivity` in batches.
+ *
+ * A key created a moment ago may not have reached the caches yet (a CI job creates a key and
+ * uses it at once). When the caches know no key with the presented id, or not the key's user,
+ * {@link authenticate} reads exactly those objects from the apiserver (a list by the selectable
+ * field `spec.keyId`, a get of the user) and decides on them: a fresh key works on its first
+ * use, never a 401 that the caller would have to retry through. Concurrent misses for one id
+ * share one read; callers that failed recently are kept on the caches alone
+ * ({@link authenticateCached}), so bogus ids cannot turn into apiserver load.
+ */
+export class AccessKeyAuthenticator {
+  readonly keys: Store<Stored<OwnedAccessKey>>;
+  readonly users: Store<Stored<User>>;
+  readonly teams: Store<Stored<Team>>;
+  private readonly informers: Informer<never>[];
+  /** The current platform configuration (lifetime limits of keys). */
+  readonly config: () => ConfigStatus;
+  private readonly activity: ActivityRecorder;
+  private pepper: Uint8Array | undefined;
+  /** Reads past the caches in flight, by key id: concurrent misses share one. */
+  private readonly liveReads = new Map<string, Promise<LiveObjects | undefined>>();
+
+  constructor(
+    manager: Manager,
+    private readonly deps: AccessKeyAuthenticatorDeps,
+  ) {
+    const keys = manager.informer<Stored<OwnedAccessKey>>(
+      resources.ownedAccessKeys,
+      {},
+      { [BY_KEY_ID]: (key) => (key.spec?.keyId ? [key.spec.keyId] : []) },
+    );
+    const users = manager.informer<Stored<User>>(resources.users);
+    const teams = manager.informer<Stored<Team>>(resources.teams);
+    const config = platformConfigSource(manager, deps.platformNamespace);
+    this.keys = keys.store;
+    this.users = users.store;
+    this.teams = teams.store;
+    this.informers = [keys, users, teams, config.informer] as unknown as Informer<never>[];
+    this.config = () => config.current();
+    const now = () => new Date(deps.clock.now());
+    this.activity = new ActivityRecorder({
+      ...deps.activity,
+      now,
+      writer: (batch) => this.writeActivity(batch),
+      timers: {
+        setTimeout: (callback, ms) => deps.clock.setTimer(ms, callback),
+        clearTimeout: (handle) => (handle as { cancel(): void }).cancel(),
+      },
+    });
+  }
+
+  /** Loads the pepper (waiting for it to exist) and starts writing activity. Call after `manager.start()`. */
+  async start(signal?: AbortSignal): Promise<void> {
+    this.activity.start();
+    while (!this.pepper && !signal?.aborted) {
+      this.pepper = await this.deps.pepper.load().catch(() => undefined);
+      if (!this.pepper)
+        await new Promise((resolve) => this.deps.clock.setTimer(1000, () => resolve(undefined)));
+    }
+  }
+
+  /** Writes what activity is pending; throws when some of it could not be written. */
+  stop(): Promise<void> {
+    return this.activity.stop();
+  }
+
+  /** Caches synced and pepper loaded: until then nothing can be decided. */
+  ready(): boolean {
+    return this.pepper !== undefined && this.informers.every((informer) => informer.hasSynced());
+  }
+
+  /** Who the token is, from the caches alone; records the key's activity when it authenticates. */
+  authenticateCached(token: string): AuthenticationResult {
+    const pepper = this.pepper;
+    if (!pepper) throw new AuthenticatorNotReady();
+    return this.accepted(this.decide(token, pepper, undefined, { key: false, user: false }));
+  }
+
+  /**
+   * Who the token is. From the caches when they know the key; otherwise (see the class comment)
+   * a promise that reads the missing objects from the apiserver first. Records the key's
+   * activity when it authenticates.
+   */
+  authenticate(token: string): AuthenticationResult | Promise<AuthenticationResult> {
+    const pepper = this.pepper;
+    if (!pepper) throw new AuthenticatorNotReady();
+    const misses = { key: false, user: false };
+    const result = this.decide(token, pepper, undefined, misses);
+    if (result.ok || !(misses.key || misses.user)) return this.accepted(result);
+    if (!(result.failure instanceof InvalidAccessKey || result.failure instanceof AccessKeyOwnerInvalid)) {
+      return result;
+    }
+    const parsed = parseAccessKey(token);
+    if (parsed instanceof MalformedAccessKey) return result;
+    return this.readLive(parsed.id).then((live) =>
+      live ? this.accepted(this.decide(token, pepper, live, misses)) : result,
+    );
+  }
+
+  private decide(
+    token: string,
+    pepper: Uint8Array,
+    live: LiveObjects | undefined,
+    misses: { key: boolean; user: boolean },
+  ): AuthenticationResult {
+    const context: AuthenticationContext = {
+      lookupKey: (id) => {
+        const cached = this.keys.byIndex(BY_KEY_ID, id);
+        if (cached.length === 0) misses.key = true;
+        return cached.length > 0 || !live ? cached : live.keys;
+      },
+      lookupUser: (name) => {
+        const cached = this.users.get(name);
+        if (!cached) misses.user = true;
+        return cached ?? (live?.user?.metadata.name === name ? live.user : undefined);
+      },
+      lookupTeam: (name) => this.teams.get(name),
+      pepper,
+      now: () => new Date(this.deps.clock.now()),
+      limits: this.config().auth,
+      recentActivity: (keyName) => this.activity.lastActivityOf(keyName),
+    };
+    return authenticateAccessKey(token, context);
+  }
+
+  private accepted(result: AuthenticationResult): AuthenticationResult {
+    if (result.ok) {
+      const keyName = result.identity.accessKey.name;
+      const key =
+        this.keys.get(keyName) ?? ({ spec: { ttlAfterLastActivity: false } } as unknown as OwnedAccessKey); // not cached yet
+      // For a key whose life counts from its activity, the deadline others see is the stored one.
+      const storedDeadline =
+        key.spec.ttlAfterLastActivity === true
+          ? (accessKeyExpiry(key, this.config().auth) ?? undefined)
+          : undefined;
+      this.activity.record(keyName, new Date(this.deps.clock.now()), storedDeadline);
+    }
+    return result;
+  }
+
+  /** The keys with this id and their user, from the apiserver; undefined when that read failed. */
+  private readLive(id: string): Promise<LiveObjects | undefined> {
+    const inFlight = this.liveReads.get(id);
+    if (inFlight) return inFlight;
+    const read = (async (): Promise<LiveObjects | undefined> => {
+      try {
+        const list = await this.deps.api.request<ObjectList<OwnedAccessKey>>({
+          method: 'GET',
+          path: collectionPath(resources.ownedAccessKeys),
+          query: { fieldSelector: `spec.keyId=${id}` },
+          timeoutMs: LIVE_LOOKUP_TIMEOUT_MS,
+        });
+        const keys = list.items;
+        const userName = keys.find((key) => key.spec.user)?.spec.user;
+        const cachedUser = userName ? this.users.get(userName) : undefined;
+        const user =
+          userName && !cachedUser
+            ? await this.deps.api
+                .request<User>({
+                  method: 'GET',
+                  path: objectPath(resources.users, undefined, userName),
+                  timeoutMs: LIVE_LOOKUP_TIMEOUT_MS,
+                })
+                .catch((error: unknown) => {
+                  if (isNotFound(error)) return undefined;
+                  throw error;
+                })
+            : cachedUser;
+        return { keys, user };
+      } catch {
+        return undefined; // judged on the caches alone
+      } finally {
+        this.liveReads.delete(id);
+      }
+    })();
+    this.liveReads.set(id, read);
+    return read;
+  }
+
+  /**
+   * The ActivityWriter contract: never move `status.lastActivity` backwards, skip keys that are
+   * gone. The status subresource is patched with the stored resourceVersion as a precondition, so
+   * a concurrent newer write makes this one fail and be retried against the newer value.
+   */
+  private async writeActivity(batch: readonly ActivityWrite[]): Promise<void> {
+    const results = await Promise.allSettled(batch.map((write) => this.writeOne(write)));
+    const failed = results.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  private async writeOne({ keyName, lastActivity }: ActivityWrite): Promise<void> {
+    // Stored timestamps have whole seconds: compare and write at that precision.
+    const value = new Date(Math.floor(lastActivity.getTime() / 1000) * 1000);
+    const path = objectPath(resources.ownedAccessKeys, undefined, keyName);
+    let key: OwnedAccessKey | undefined = this.keys.get(keyName);
+    // The cache may lag our own previous write: on a conflict, read the key afresh and try again.
+    for (let attempt = 0; ; attempt++) {
+      if (!key) return;
+      const stored = key.status?.lastActivity ? Date.parse(key.status.lastActivity) : Number.NaN;
+      if (stored >= value.getTime()) return;
+      try {
+        await this.deps.api.request({
+          method: 'PATCH',
+          path: `${path}/status`,
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: { resourceVersion: key.metadata.resourceVersion },
+            status: { lastActivity: value.toISOString().replace(/\.\d{3}Z$/, 'Z') },
+          },
+        });
+        return;
+      } catch (err) {
+        if (isNotFound(err)) return;
+        if (!isConflict(err) || attempt >= 2) throw err;
+      }
+      try {
+        key = await this.deps.api.request<OwnedAccessKey>({ method: 'GET', path });
+      } catch (err) {
+        if (isNotFound(err)) return;
+        throw err;
+      }
+    }
+  }
+}
+
+export function setupAccessKeyAuthenticator(
+  manager: Manager,
+  deps: AccessKeyAuthenticatorDeps,
+): AccessKeyAuthenticator {
+  return new AccessKeyAuthenticator(manager, deps);
+}

@@ -1,0 +1,213 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+import { KEY_HASH_PATTERN } from '../api/ownedaccesskey.ts';
+
+/**
+ * Platform access keys.
+ *
+ * Format: `pak_<id>_<secret><checksum>`, always {@link ACCESS_KEY_LENGTH} (70) characters:
+ *
+ * | part     | length | alphabet                          | content                                        |
+ * |----------|--------|-----------------------------------|------------------------------------------------|
+ * | prefix   | 3 + 1  | `pak_`                            | "platform access key"; lets secret scanners match `pak_[a-z2-7]{16}_[0-9A-Za-z]{49}` |
+ * | id       | 16 + 1 | RFC 4648 base32, lowercase (`a-z2-7`) | 10 random bytes; public, names the key (usable in a DNS-1123 object name) |
+ * | secret   | 43     | base62 (`0-9A-Za-z`)              | 32 random bytes as a big-endian integer, left-padded with `0` |
+ * | checksum | 6      | base62                            | CRC-32 of `pak_<id>_<secret>`, left-padded with `0` |
+ *
+ * The checksum is not a security measure: it lets the gateway refuse typos, truncated
+ * copies and random strings before any lookup, and lets scanners tell real keys from lookalikes
+ * offline. Security rests on the 256-bit secret alone.
+ *
+ * At rest only {@link hashAccessKey}'s keyed hash is kept (`spec.keyHash`, with the id in `spec.keyId`) (HMAC-SHA-256 with a pepper that is not
+ * stored next to the hash), so a leaked object store does not leak usable keys and the hash cannot
+ * be brute-forced without the pepper.
+ */
+
+export const ACCESS_KEY_PREFIX = 'pak';
+export const ACCESS_KEY_ID_LENGTH = 16;
+export const ACCESS_KEY_SECRET_LENGTH = 43;
+export const ACCESS_KEY_CHECKSUM_LENGTH = 6;
+export const ACCESS_KEY_LENGTH =
+  ACCESS_KEY_PREFIX.length +
+  1 +
+  ACCESS_KEY_ID_LENGTH +
+  1 +
+  ACCESS_KEY_SECRET_LENGTH +
+  ACCESS_KEY_CHECKSUM_LENGTH;
+
+/** Random bytes supplied by the caller (`crypto.randomBytes` in production, seeded in tests). */
+export type RandomBytes = (size: number) => Uint8Array;
+
+/** Shortest pepper accepted: as many bytes as the HMAC-SHA-256 output. */
+export const MIN_PEPPER_BYTES = 32;
+
+const ID_RANDOM_BYTES = 10; // 80 bits -> exactly 16 base32 characters
+const SECRET_RANDOM_BYTES = 32;
+const BASE32_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+const BASE62_ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+const ACCESS_KEY_PATTERN = new RegExp(
+  `^${ACCESS_KEY_PREFIX}_([a-z2-7]{${ACCESS_KEY_ID_LENGTH}})_([0-9A-Za-z]{${ACCESS_KEY_SECRET_LENGTH}})([0-9A-Za-z]{${ACCESS_KEY_CHECKSUM_LENGTH}})$`,
+);
+
+/** The text is not an access key of this platform (wrong length, alphabet, shape or checksum). */
+export class MalformedAccessKey extends Error {
+  override readonly name = 'MalformedAccessKey';
+  constructor(readonly problem: 'length' | 'shape' | 'checksum') {
+    // The message never quotes the text: it may be someone's mistyped secret.
+    super(`not a platform access key (${problem})`);
+  }
+}
+
+/** The pepper is too short to be a secret key for HMAC-SHA-256. */
+export class WeakPepper extends Error {
+  override readonly name = 'WeakPepper';
+  constructor() {
+    super(`the access key pepper must be at least ${MIN_PEPPER_BYTES} bytes`);
+  }
+}
+
+/** The random source returned fewer bytes than asked for. */
+export class ShortRandomBytes extends Error {
+  override readonly name = 'ShortRandomBytes';
+  constructor(wanted: number, got: number) {
+    super(`random source returned ${got} bytes, ${wanted} wanted`);
+  }
+}
+
+export interface ParsedAccessKey {
+  /** Public identifier: 16 characters of lowercase base32; safe to log and to use in object names. */
+  readonly id: string;
+  /** The secret part (without the checksum). Never log it. */
+  readonly secret: string;
+}
+
+export interface GeneratedAccessKey extends ParsedAccessKey {
+  /** The whole key, shown to its owner exactly once. */
+  readonly key: string;
+}
+
+function randomExactly(random: RandomBytes, size: number): Uint8Array {
+  const bytes = random(size);
+  if (bytes.length < size) throw new ShortRandomBytes(size, bytes.length);
+  return bytes.subarray(0, size);
+}
+
+/** RFC 4648 base32 without padding; `bytes.length * 8` must be a multiple of 5. */
+function base32(bytes: Uint8Array): string {
+  let bits = 0;
+  let value = 0;
+  let out = '';
+  for (const byte of bytes) {
+    value = (value << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      out += BASE32_ALPHABET[(value >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  return out;
+}
+
+/** Big-endian unsigned integer in base62, left-padded with `0` to `width` characters. */
+function base62(value: bigint, width: number): string {
+  let out = '';
+  let rest = value;
+  while (rest > 0n) {
+    out = BASE62_ALPHABET[Number(rest % 62n)] + out;
+    rest /= 62n;
+  }
+  if (out.length > width) throw new RangeError('value does not fit the base62 width');
+  return out.padStart(width, '0');
+}
+
+function bytesToBigInt(bytes: Uint8Array): bigint {
+  let value = 0n;
+  for (const byte of bytes) value = (value << 8n) | BigInt(byte);
+  return value;
+}
+
+/** The largest secret 32 random bytes can give, in its key spelling. */
+const MAX_SECRET = base62((1n << 256n) - 1n, ACCESS_KEY_SECRET_LENGTH);
+
+function checksumOf(body: string): string {
+  return base62(BigInt(crc32(body)), ACCESS_KEY_CHECKSUM_LENGTH);
+}
+
+/** A new key from 10 + 32 random bytes. The caller stores only {@link hashAccessKey} of `key`. */
+export function generateAccessKey(random: RandomBytes): GeneratedAccessKey {
+  const id = base32(randomExactly(random, ID_RANDOM_BYTES));
+  const secret = base62(bytesToBigInt(randomExactly(random, SECRET_RANDOM_BYTES)), ACCESS_KEY_SECRET_LENGTH);
+  return { id, secret, key: composeAccessKey(id, secret) };
+}
+
+/** The key text for an id and a secret, checksum included (the format is public: see above). */
+export function composeAccessKey(id: string, secret: string): string {
+  const body = `${ACCESS_KEY_PREFIX}_${id}_${secret}`;
+  return body + checksumOf(body);
+}
+
+/**
+ * Splits a key into id and secret, or says why it is not one. Strict: exact length, exact
+ * alphabets per part, and a matching checksum. Does no lookup and touches no secret store, so it
+ * is safe (and meant) to run before anything else on untrusted input.
+ */
+export function parseAccessKey(text: string): ParsedAccessKey | MalformedAccessKey {
+  if (text.length !== ACCESS_KEY_LENGTH) return new MalformedAccessKey('length');
+  const match = ACCESS_KEY_PATTERN.exec(text);
+  if (!match) return new MalformedAccessKey('shape');
+  const [, id, secret, checksum] = match as unknown as [string, string, string, string];
+  // A secret above 2^256 - 1 cannot come from 32 bytes; refuse it so each key has one spelling.
+  // Fixed width and an alphabet in ASCII order: comparing the text compares the numbers.
+  if (secret > MAX_SECRET) return new MalformedAccessKey('shape');
+  if (checksumOf(`${ACCESS_KEY_PREFIX}_${id}_${secret}`) !== checksum)
+    return new MalformedAccessKey('checksum');
+  return { id, secret };
+}
+
+function pepperBytes(pepper: Uint8Array | string): Uint8Array {
+  const bytes = typeof pepper === 'string' ? Buffer.from(pepper, 'utf8') : pepper;
+  if (bytes.length < MIN_PEPPER_BYTES) throw new WeakPepper();
+  return bytes;
+}
+
+function hmac(key: string, pepper: Uint8Array | string): Buffer {
+  return createHmac('sha256', pepperBytes(pepper)).update(key, 'utf8').digest();
+}
+
+/**
+ * The value stored instead of the key (`OwnedAccessKey.spec.keyHash`): 64 lowercase hex
+ * characters of HMAC-SHA-256 over the whole key text (so the hash is bound to the id as well as
+ * the secret) under `pepper`. Deterministic, so equal keys hash equally. Throws
+ * {@link WeakPepper} for a pepper under 32 bytes. The stored form carries no algorithm tag because
+ * `keyHash` is defined as exactly this (`KEY_HASH_PATTERN`); a future algorithm needs a new field.
+ */
+export function hashAccessKey(key: string, pepper: Uint8Array | string): string {
+  return hmac(key, pepper).toString('hex');
+}
+
+/** A well-formed stored hash that no key produces in practice; see {@link verifyAccessKey}. */
+export const UNMATCHABLE_ACCESS_KEY_HASH = '0'.repeat(64);
+
+/**
+ * Whether `key` hashes to `storedHash` under `pepper`. The comparison runs in constant time
+ * over 32 bytes whatever the inputs: a stored hash of the wrong shape is compared like any other
+ * (against zeros, then the answer is forced to false), so neither the key nor the stored value
+ * changes the amount of work done. Callers that have no stored hash (unknown id) pass
+ * {@link UNMATCHABLE_ACCESS_KEY_HASH} to spend the same work.
+ */
+export function verifyAccessKey(key: string, storedHash: string, pepper: Uint8Array | string): boolean {
+  return digestMatches(accessKeyDigest(key, pepper), storedHash);
+}
+
+/** The HMAC of `key` under `pepper`, to compare with several stored hashes ({@link digestMatches}). */
+export function accessKeyDigest(key: string, pepper: Uint8Array | string): Buffer {
+  return hmac(key, pepper);
+}
+
+/** {@link verifyAccessKey} for a digest computed once: the same constant-time comparison. */
+export function digestMatches(digest: Buffer, storedHash: string): boolean {
+  const wellFormed = KEY_HASH_PATTERN.test(storedHash);
+  const stored = wellFormed ? Buffer.from(storedHash, 'hex') : Buffer.alloc(digest.length);
+  const equal = timingSafeEqual(digest, stored);
+  return wellFormed && equal;
+}
