@@ -2,6 +2,7 @@ import type { PatchConfig, ReferencePatchConfig } from '../config.ts';
 import {
   hostLabelSelector,
   hostServiceSelector,
+  LABEL_MANAGED_BY,
   type Labels,
   virtualLabelSelector,
   virtualServiceSelector,
@@ -195,6 +196,9 @@ function translateReference(
   value: Json,
   references: ObjectReference[],
 ): Json {
+  // A label selector whose selected objects are the references: translated like a Service's
+  // selector, so it selects their host copies (the syncer syncs them by its selector index).
+  if (ref.labels !== undefined) return translateSelector(run, value);
   const isObject = isJsonObject(value);
   if (!isObject && typeof value !== 'string') return value;
   if (isObject && !ref.namePath) {
@@ -238,10 +242,18 @@ function translateReference(
   return result;
 }
 
+/**
+ * A label selector (or a map of labels) translated as a Service's selector is: keys translated,
+ * and toward the host the marker labels added so that it selects the synced copies. One that
+ * already carries this virtual cluster's marker is in the host's form (the translation of a
+ * Service's own selector made it so) and stays as it is.
+ */
 function translateSelector(run: PatchRun, value: Json): Json {
   if (!isJsonObject(value)) return value;
   const vc = run.ctx.vclusterName;
   const isLabelSelector = 'matchLabels' in value || 'matchExpressions' in value;
+  const labels = isLabelSelector ? value.matchLabels : value;
+  if (run.direction === 'toHost' && isJsonObject(labels) && labels[LABEL_MANAGED_BY] === vc) return value;
   if (isLabelSelector) {
     const selector = value as Parameters<typeof hostLabelSelector>[0];
     const translated =
@@ -250,14 +262,13 @@ function translateSelector(run: PatchRun, value: Json): Json {
       translated.matchLabels =
         run.direction === 'toHost'
           ? hostServiceSelector(selector.matchLabels ?? {}, sourceNamespace(run), vc)
-          : virtualServiceSelector(translated.matchLabels, vc);
+          : virtualServiceSelector(selector.matchLabels ?? {}, vc);
     }
     return translated as unknown as Json;
   }
-  const labels = value as Labels;
   return run.direction === 'toHost'
-    ? hostServiceSelector(labels, sourceNamespace(run), vc)
-    : virtualServiceSelector(labels, vc);
+    ? hostServiceSelector(value as Labels, sourceNamespace(run), vc)
+    : virtualServiceSelector(value as Labels, vc);
 }
 
 const NO_OBJECTS: EvaluationObjects = { hostJson: null, virtualJson: null };
