@@ -2,11 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { NotInAllowedGroups } from '../../src/login/identity.ts';
 import { OidcConnector } from '../../src/login/oidc.ts';
 import { UnknownUser } from '../../src/login/outcome.ts';
-import { SamlConnector } from '../../src/login/saml.ts';
+import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { startRedirect, viaForm, viaUrl } from './support/sso.ts';
 
 /**
  * What a sign-in does, against a real apiserver with the platform's admission and gateway, a
@@ -35,13 +36,13 @@ ${extra}`;
 
 async function oidcSignIn(account: string) {
   const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
-  const { url, transaction } = await connector.start();
+  const { url, transaction } = await startRedirect(connector);
   const agent = new ScriptedAgent([env().oidc.caPem]);
   const callback = await agent.followUntil(url.toString(), env().oidcCallback, {
     path: /^\/interaction\//,
     fields: { username: account },
   });
-  return connector.finish(new URL(callback), transaction);
+  return connector.finish(viaUrl(callback), transaction);
 }
 
 describe('password sign-in', () => {
@@ -211,13 +212,13 @@ auth:
       nameID: `${account}-id`,
       attributes: { uid: account, mail: `${account}@example.com`, memberOf: 'team-a,team-b' },
     });
-    const { url, transaction } = await connector.start();
+    const { url, transaction } = await startRedirect(connector);
     const agent = new ScriptedAgent();
     const page = await agent.request(url.toString());
     const requestId = /name="request" value="([^"]+)"/.exec(page.text)?.[1] ?? '';
-    expect(requestId).toBe(transaction.requestId);
+    expect(requestId).toBe((transaction as SamlTransaction).requestId);
     const identity = await connector.finish(
-      await saml.issue({ inResponseTo: requestId, account }),
+      viaForm({ SAMLResponse: await saml.issue({ inResponseTo: requestId, account }) }),
       transaction,
     );
     expect(identity).toMatchObject({

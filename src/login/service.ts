@@ -19,7 +19,9 @@ import {
 } from './outcome.ts';
 import { hashPassword, passwordProblem, verifyPassword } from './password.ts';
 import { PasswordStore } from './password-store.ts';
-import type { Attempt, LoginThrottle } from './throttle.ts';
+import { type Attempt, type LoginThrottle, LoginThrottled } from './throttle.ts';
+
+export { LoginThrottled };
 
 /**
  * Sign-ins against the apiserver: checks a password or takes an identity a connector verified,
@@ -44,14 +46,6 @@ export class InvalidCredentials extends LoginRefused {
   override readonly code = 401;
   constructor() {
     super('wrong username or password');
-  }
-}
-
-export class LoginThrottled extends LoginRefused {
-  override readonly name = 'LoginThrottled';
-  override readonly code = 429;
-  constructor(readonly retryAfterSeconds: number) {
-    super(`too many failed sign-ins; try again in ${retryAfterSeconds} seconds`);
   }
 }
 
@@ -235,12 +229,7 @@ export class LoginService {
             path: objectPath(resources.users, undefined, name),
             contentType: PatchStrategy.MergePatch,
             body: {
-              metadata: {
-                resourceVersion: existing?.metadata.resourceVersion,
-                ...(Object.keys(plan.update.annotations).length > 0
-                  ? { annotations: plan.update.annotations }
-                  : {}),
-              },
+              metadata: { resourceVersion: existing?.metadata.resourceVersion },
               spec: plan.update.spec,
             },
           });

@@ -1,5 +1,6 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { RandomBytes } from '../identity/keys.ts';
+import { LoginRefused } from './identity.ts';
 import { mac, macEqual } from './secrets.ts';
 
 /**
@@ -18,6 +19,15 @@ import { mac, macEqual } from './secrets.ts';
  * terminal they signed in from before. Counters are in memory per gateway replica
  * (rate-limiter-flexible), as the gateway's key-failure limits.
  */
+
+/** Too many failed sign-ins from here or for this user; try again after `retryAfterSeconds`. */
+export class LoginThrottled extends LoginRefused {
+  override readonly name = 'LoginThrottled';
+  override readonly code = 429;
+  constructor(readonly retryAfterSeconds: number) {
+    super(`too many failed sign-ins; try again in ${retryAfterSeconds} seconds`);
+  }
+}
 
 export interface ThrottleLimit {
   readonly failures: number;

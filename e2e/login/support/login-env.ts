@@ -9,6 +9,7 @@ import { type ConfigStatus, parseConfig } from '../../../src/api/config.ts';
 import { PepperStore } from '../../../src/identity/pepper.ts';
 import { LoginEndpoints } from '../../../src/login/endpoints.ts';
 import { serveLogin } from '../../../src/login/node-http.ts';
+import { ConnectorRegistry } from '../../../src/login/registry.ts';
 import { loginSecrets } from '../../../src/login/secrets.ts';
 import { LoginService } from '../../../src/login/service.ts';
 import {
@@ -20,6 +21,7 @@ import { KubeClient } from '../../../src/runtime/kube-client.ts';
 import { type Answer, call, type GatewayEnv, useGatewayEnv } from '../../gateway/support.ts';
 import { uniqueName } from '../../support/cluster.ts';
 import { startTestOidcProvider, type TestOidcProvider } from './oidc-provider.ts';
+import { type ProviderStandIns, startProviderStandIns } from './provider-stand-ins.ts';
 import { startTestSamlIdp, type TestSamlIdp } from './saml-idp.ts';
 
 /**
@@ -47,13 +49,19 @@ export interface LoginEnv {
   config(): ConfigStatus;
   /** Creates a User named `prefix-<unique>` with this password; returns its name. */
   userWithPassword(prefix: string, password: string): Promise<string>;
+  /** The hosted providers' stand-ins (with `providers: true`). */
+  providers: ProviderStandIns | undefined;
+  /** The login endpoints' connectors. */
+  connectors: ConnectorRegistry;
   /** Login keys of a user, as stored. */
   loginKeys(user: string): Promise<StoredKey[]>;
   /** A GET through the gateway with `key`. */
   use(key: string, path: string): Promise<{ status: number; json: Answer['json'] }>;
 }
 
-export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): () => LoginEnv {
+export function useLoginEnv(
+  options: { throttle?: LoginThrottleLimits; providers?: boolean } = {},
+): () => LoginEnv {
   const gateway = useGatewayEnv({ controllers: ['sharedsecret', 'accesskey'] });
   let env: LoginEnv | undefined;
   let platform: Server | undefined;
@@ -74,6 +82,7 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
     const samlCallback = `${platformUrl}/auth/saml/callback`;
     const oidc = await startTestOidcProvider({ redirectUris: [oidcCallback], caDir });
     const saml = await startTestSamlIdp();
+    const providers = options.providers ? await startProviderStandIns(platformUrl, caDir) : undefined;
     const api = new KubeClient(g.kc);
     const pepper = await new PepperStore(api, g.platformNamespace, randomBytes).ensure();
     const throttle = new LoginThrottle(
@@ -89,8 +98,10 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
       throttle,
     });
     const secrets = loginSecrets(pepper);
+    const connectors = new ConnectorRegistry({ throttle, addresses: providers?.addresses });
     endpoints = new LoginEndpoints({
       service,
+      connectors,
       config: () => config,
       secrets: async () => secrets,
       serverUrl: () => g.base,
@@ -104,6 +115,8 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
       saml,
       service,
       throttle,
+      providers,
+      connectors,
       configure: (yaml) => {
         config = parseConfig(yaml);
       },
@@ -142,6 +155,7 @@ export function useLoginEnv(options: { throttle?: LoginThrottleLimits } = {}): (
   afterAll(async () => {
     await env?.oidc.close();
     await env?.saml.close();
+    await env?.providers?.close();
     await new Promise((resolve) => platform?.close(resolve));
   });
   return () => {
