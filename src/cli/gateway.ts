@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import type { Logger } from 'pino';
 import { type Gateway, setupGateway } from '../gateway/index.ts';
 import type { GatewayServer } from '../gateway/server.ts';
+import { setupLogin } from '../login/setup.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
 import {
@@ -67,9 +68,18 @@ export function setupGatewayComponent(
       ...(options.healthPort !== undefined ? { healthPort: options.healthPort } : {}),
       ...(options.healthHost ? { healthHost: options.healthHost } : {}),
     });
+  // Signing in (`/auth`): served by the gateway, on its identity.
+  const login = setupLogin({
+    manager,
+    api,
+    platformNamespace: options.namespace,
+    logger: logger.child({ component: 'login' }),
+    ...(options.issuerUrl ? { externalUrl: new URL(options.issuerUrl).origin } : {}),
+  });
   const gateway = setupGateway(manager, {
     kubeConfig,
     api,
+    endpoints: login.endpoints,
     platformNamespace: options.namespace,
     host: options.gatewayHost,
     port: options.gatewayPort,
