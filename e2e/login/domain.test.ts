@@ -7,6 +7,7 @@ import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/servi
 import { uniqueName } from '../support/cluster.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { oidcSection } from './support/sign-in.ts';
 import { startRedirect, viaForm, viaUrl } from './support/sso.ts';
 
 /**
@@ -18,17 +19,11 @@ import { startRedirect, viaForm, viaUrl } from './support/sso.ts';
 const env = useLoginEnv();
 
 function oidcConfig(extra = '', authExtra = '') {
-  const { oidc } = env();
   return `
 auth:
 ${authExtra}
   groupsFilters: ['^team-']
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
     scopes: [email, profile, groups, extra, offline_access]
     allowedExtraClaims: [department]
 ${extra}`;

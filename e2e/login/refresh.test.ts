@@ -17,6 +17,7 @@ import {
   browserFor,
   configureClusterManager,
   configureHostedGit,
+  oidcSection,
   postClusterManagerKey,
   signIn,
   standIns,
@@ -87,12 +88,7 @@ describe('OIDC identity refresh (real OpenID provider)', () => {
     oidc.accounts.set(account, { claims: { preferred_username: account, groups: [kept, dropped] } });
     await env().configure(`
 auth:
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
     scopes: [profile, groups, offline_access]
 `);
     const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
