@@ -1,18 +1,13 @@
-import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Team, User } from '../../src/api/identity.ts';
 import { OidcConnector } from '../../src/login/oidc.ts';
 import { userNameFor } from '../../src/login/outcome.ts';
-import { IDENTITY_REFRESHED_CONDITION, setupIdentityRefreshController } from '../../src/login/refresh.ts';
-import { systemClock } from '../../src/runtime/clock.ts';
-import { EventRecorder } from '../../src/runtime/events.ts';
-import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { Manager } from '../../src/runtime/manager.ts';
 import { call } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { ScriptedAgent } from './support/browse.ts';
-import { type StoredKey, useLoginEnv } from './support/login-env.ts';
+import { useLoginEnv } from './support/login-env.ts';
+import { refreshConditionOf, useIdentityRefresher } from './support/refresher.ts';
 import {
   browserFor,
   configureClusterManager,
@@ -33,38 +28,9 @@ import { startRedirect, viaUrl } from './support/sso.ts';
  */
 
 const env = useLoginEnv({ providers: true });
-const INTERVAL_MS = 1500;
-let refresher: Manager | undefined;
+useIdentityRefresher(env, 1500);
 
-beforeAll(async () => {
-  const g = env().gateway;
-  const api = new KubeClient(g.kc);
-  const logger = pino({ level: 'silent' });
-  refresher = new Manager({ api, logger });
-  setupIdentityRefreshController(
-    refresher,
-    {
-      api,
-      clock: systemClock,
-      events: new EventRecorder({
-        api,
-        clock: systemClock,
-        logger,
-        reportingController: 'management.platform/operator',
-        reportingInstance: 'refresh-test',
-      }),
-      platformNamespace: g.platformNamespace,
-    },
-    { intervalMs: INTERVAL_MS, addresses: standIns(env()).addresses },
-  );
-  await refresher.start();
-});
-afterAll(async () => {
-  await refresher?.stop();
-});
-
-const conditionOf = (key: StoredKey | undefined) =>
-  (key?.status?.conditions ?? []).find((c: { type: string }) => c.type === IDENTITY_REFRESHED_CONDITION);
+const conditionOf = refreshConditionOf;
 
 async function object<T>(plural: string, name: string): Promise<T> {
   return (await env().gateway.custom.getClusterCustomObject({
