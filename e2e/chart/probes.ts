@@ -1,10 +1,12 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the probes read loosely typed objects
 import { randomBytes } from 'node:crypto';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { SIGNING_KEYS_SECRET } from '../../src/identity/signing-keys.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
+import { ScriptedAgent } from '../login/support/browse.ts';
+import { type ClusterManagerApi, startClusterManagerApi } from '../login/support/cluster-manager-api.ts';
 import type { Http } from './rbac-support.ts';
 import type { Component } from './support.ts';
 
@@ -899,6 +901,269 @@ const gatewaySigningKeysProbe: Probe = {
   ],
 };
 
+/**
+ * The stand-in cluster manager the probes share (the configuration has one `auth.clusterManager`,
+ * and the probes of a run share the configuration): started, and the configuration pointed at it,
+ * by the first probe that needs it; stopped, and the configuration restored, after the last.
+ */
+let sharedClusterManager:
+  | { users: number; api: Promise<ClusterManagerApi>; restore: () => Promise<unknown> }
+  | undefined;
+
+async function clusterManagerFor(ctx: ProbeContext): Promise<ClusterManagerApi> {
+  if (!sharedClusterManager) {
+    const path = corePath(ctx.setting.namespace, 'secrets', 'platform-config');
+    const api = startClusterManagerApi();
+    const admin = ctx.admin;
+    let original: string | undefined;
+    sharedClusterManager = {
+      users: 0,
+      api: api.then(async (clusterManager) => {
+        const secret = await admin.get(path);
+        original = Buffer.from(secret?.data?.config ?? '', 'base64').toString('utf8');
+        const config = (parse(original) ?? {}) as Record<string, any>;
+        config.auth = {
+          ...config.auth,
+          clusterManager: {
+            host: clusterManager.host,
+            bearerToken: clusterManager.adminKey(),
+            insecure: true,
+          },
+        };
+        await admin.merge(path, { data: { config: b64(stringify(config)) } });
+        return clusterManager;
+      }),
+      restore: () => admin.merge(path, { data: { config: b64(original ?? '') } }),
+    };
+  }
+  const shared = sharedClusterManager;
+  shared.users += 1;
+  ctx.cleanup.push(async () => {
+    shared.users -= 1;
+    if (shared.users > 0) return;
+    sharedClusterManager = undefined;
+    await shared.restore();
+    await (await shared.api).close();
+  });
+  return shared.api;
+}
+
+/** A call to the gateway's login endpoints (plain HTTP here). */
+async function authCall(
+  ctx: ProbeContext,
+  path: string,
+  body: Record<string, unknown>,
+  key?: string,
+): Promise<{ status: number; body: any }> {
+  if (!ctx.gatewayUrl) throw new Error('the gateway is not running');
+  const answer = await fetch(`${ctx.gatewayUrl}${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      ...(key ? { authorization: `Bearer ${key}` } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+  const text = await answer.text();
+  return { status: answer.status, body: text ? JSON.parse(text) : undefined };
+}
+
+/** A sign-in through the cluster manager's key form, as a browser does it; whether a key came back. */
+async function clusterManagerSignIn(ctx: ProbeContext, personalKey: string): Promise<boolean> {
+  const agent = new ScriptedAgent();
+  await agent.request(`${ctx.gatewayUrl}/auth/clusterManager/login`);
+  const page = await agent.request(`${ctx.gatewayUrl}/auth/clusterManager/callback`, {
+    method: 'POST',
+    form: { key: personalKey },
+  });
+  return page.status === 200 && page.text.includes('id="access-key"');
+}
+
+/**
+ * Signing in, served by the gateway (src/login): a helpdesk RBAC allows sets a user's password
+ * through the API twice (its Secret created, then replaced); the user signs in with it (a Login
+ * key) and out (the key deleted); a person signs in through the cluster manager (stood in for
+ * here), which makes the User and the Team of its group, and again with another group, which
+ * updates both.
+ */
+const loginProbe: Probe = {
+  id: 'login',
+  needs: { controllers: [], gateway: true },
+  before: async (ctx) => {
+    const clusterManager = await clusterManagerFor(ctx);
+    ctx.state.clusterManager = clusterManager;
+    const user = `lu-${ctx.id}`;
+    const helpdesk = `lh-${ctx.id}`;
+    const sso = `ls-${ctx.id}`;
+    for (const name of [user, helpdesk]) {
+      await ctx.admin.create(clusterPath('users'), {
+        apiVersion: V1,
+        kind: 'User',
+        metadata: { name },
+        spec: { username: name },
+      });
+      ctx.cleanup.push(() => ctx.admin.delete(clusterPath('users', name)));
+    }
+    ctx.cleanup.push(
+      () => ctx.admin.delete(clusterPath('users', sso)),
+      () => ctx.admin.delete(clusterPath('teams', `lg-${ctx.id}`)),
+      () => ctx.admin.delete(clusterPath('teams', `lg2-${ctx.id}`)),
+      () => ctx.admin.delete(corePath(ctx.setting.namespace, 'secrets', `platform-password-${user}`)),
+    );
+    await ctx.admin.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      metadata: { name: helpdesk },
+      rules: [
+        { apiGroups: [GROUP], resources: ['users/password'], resourceNames: [user], verbs: ['update'] },
+      ],
+    });
+    await ctx.admin.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: helpdesk },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: helpdesk },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: `platform:user:${helpdesk}` }],
+    });
+    ctx.cleanup.push(
+      () => ctx.admin.delete(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${helpdesk}`),
+      () => ctx.admin.delete(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${helpdesk}`),
+    );
+    ctx.cleanup.push(() => ctx.admin.delete(clusterPath('ownedaccesskeys', `lk-${ctx.id}`)));
+    clusterManager.users.set('u-sso', {
+      id: 'u-sso',
+      username: sso,
+      enabled: true,
+      groups: [`lg-${ctx.id}`],
+    });
+  },
+  steps: (ctx) => {
+    const user = `lu-${ctx.id}`;
+    const sso = `ls-${ctx.id}`;
+    const clusterManager = ctx.state.clusterManager as ClusterManagerApi;
+    const team = (name: string) => ctx.admin.get(clusterPath('teams', name));
+    return [
+      {
+        what: "the helpdesk sets the user's password through the API, twice",
+        // Keys are made through admission (which stores only their hash), once it serves.
+        run: async () => {
+          ctx.state.helpdeskKey = generateAccessKey(randomBytes).key;
+          await ctx.admin.create(
+            clusterPath('ownedaccesskeys'),
+            accessKey(`lk-${ctx.id}`, { user: `lh-${ctx.id}`, key: ctx.state.helpdeskKey }),
+          );
+        },
+        until: async () => {
+          const path = `/auth/users/${user}/password`;
+          const first = await authCall(ctx, path, { password: 'first password 1' }, ctx.state.helpdeskKey);
+          if (first.status !== 200) return false;
+          return (
+            (await authCall(ctx, path, { password: 'probe password 1' }, ctx.state.helpdeskKey)).status ===
+            200
+          );
+        },
+      },
+      {
+        what: 'the user signs in with the password (a Login key) and out (the key deleted)',
+        until: async () => {
+          const signedIn = await authCall(ctx, '/auth/password/login', {
+            username: user,
+            password: 'probe password 1',
+          });
+          if (signedIn.status !== 200) return false;
+          const out = await authCall(ctx, '/auth/logout', {}, signedIn.body.key);
+          return out.status === 200 && out.body?.loggedOut === true;
+        },
+      },
+      {
+        what: 'a person signs in through the cluster manager: the User and the Team of its group are made',
+        until: async () =>
+          (await clusterManagerSignIn(ctx, clusterManager.apiKey('u-sso'))) &&
+          ((await team(`lg-${ctx.id}`))?.spec?.users ?? []).includes(sso),
+      },
+      {
+        what: 'signing in again with another group updates the User and the teams',
+        run: async () => {
+          clusterManager.users.set('u-sso', {
+            id: 'u-sso',
+            username: sso,
+            enabled: true,
+            groups: [`lg2-${ctx.id}`],
+          });
+        },
+        until: async () =>
+          (await clusterManagerSignIn(ctx, clusterManager.apiKey('u-sso'))) &&
+          JSON.stringify((await ctx.admin.get(clusterPath('users', sso)))?.spec?.groups) ===
+            JSON.stringify([`lg2-${ctx.id}`]) &&
+          !((await team(`lg-${ctx.id}`))?.spec?.users ?? []).includes(sso),
+      },
+    ];
+  },
+};
+
+/**
+ * Identity refresh (the identityrefresh controller): a Login key signed in through the cluster
+ * manager is refreshed (its identity written, the User given its groups, the Team of its group
+ * made with the user in it), and disabled once the cluster manager disables the user.
+ */
+const identityRefreshProbe: Probe = {
+  id: 'identity-refresh',
+  needs: { controllers: ['identityrefresh'] },
+  before: async (ctx) => {
+    const clusterManager = await clusterManagerFor(ctx);
+    ctx.state.clusterManager = clusterManager;
+    const user = `lr-${ctx.id}`;
+    clusterManager.users.set('u-ref', { id: 'u-ref', username: user, enabled: true, groups: [] });
+    await ctx.admin.create(clusterPath('users'), {
+      apiVersion: V1,
+      kind: 'User',
+      metadata: { name: user, annotations: { 'login.management.platform/connector': 'clusterManager' } },
+      spec: { username: user },
+    });
+    ctx.cleanup.push(
+      () => ctx.admin.delete(clusterPath('ownedaccesskeys', `lrk-${ctx.id}`)),
+      () => ctx.admin.delete(clusterPath('users', user)),
+      () => ctx.admin.delete(clusterPath('teams', `lrg-${ctx.id}`)),
+    );
+  },
+  steps: (ctx) => {
+    const key = clusterPath('ownedaccesskeys', `lrk-${ctx.id}`);
+    const user = `lr-${ctx.id}`;
+    return [
+      {
+        what: "the identity is refreshed: the User gets its groups, the group's Team is made with the user",
+        // A Login key signed in long ago (made through admission, once it serves).
+        run: () =>
+          ctx.admin.create(
+            clusterPath('ownedaccesskeys'),
+            accessKey(`lrk-${ctx.id}`, {
+              user,
+              type: 'Login',
+              key: generateAccessKey(randomBytes).key,
+              identity: {
+                connector: 'clusterManager',
+                userId: 'u-ref',
+                username: user,
+                groups: [`lrg-${ctx.id}`],
+              },
+              identityRefresh: '2020-01-01T00:00:00Z',
+            }),
+          ),
+        until: async () =>
+          (await ctx.admin.get(key))?.spec?.identityRefresh !== '2020-01-01T00:00:00Z' &&
+          ((await ctx.admin.get(clusterPath('teams', `lrg-${ctx.id}`)))?.spec?.users ?? []).includes(user),
+      },
+      {
+        what: 'a user the cluster manager disabled ends the key (disabled)',
+        run: async () => {
+          const clusterManager = ctx.state.clusterManager as ClusterManagerApi;
+          const managed = clusterManager.users.get('u-ref');
+          if (managed) managed.enabled = false;
+          await ctx.admin.merge(key, { spec: { identityRefresh: '2020-01-01T00:00:00Z' } });
+        },
+        until: async () => (await ctx.admin.get(key))?.spec?.disabled === true,
+      },
+    ];
+  },
+};
+
 export const PROBES: Probe[] = [
   sharedSecretProbe,
   admissionIdentitiesProbe,
@@ -915,6 +1180,8 @@ export const PROBES: Probe[] = [
   webhookConfigurationsProbe,
   gatewayProbe,
   gatewaySigningKeysProbe,
+  loginProbe,
+  identityRefreshProbe,
 ];
 
 /** `<owner>:<group>/<resource>:<verb>` for each verb. */
@@ -938,6 +1205,9 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each('controller', 'management.platform/users', ['list', 'watch'], 'team-membership'),
   ...each('controller', 'management.platform/teams', ['list', 'watch'], 'team-membership'),
   'controller:management.platform/users/status:patch': 'team-membership',
+  ...each('controller', 'management.platform/ownedaccesskeys', ['get', 'patch'], 'identity-refresh'),
+  ...each('controller', 'management.platform/users', ['get', 'patch'], 'identity-refresh'),
+  ...each('controller', 'management.platform/teams', ['get', 'create', 'update'], 'identity-refresh'),
   ...each('controller', 'management.platform/projects', ['list', 'watch', 'patch'], 'projects'),
   'controller:management.platform/projects/status:patch': 'projects',
   ...each(
@@ -1027,6 +1297,10 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'gateway:core/secrets:watch[platform-config]': 'gateway',
   'gateway:core/secrets:create': 'gateway',
   'gateway:core/secrets:patch[platform-token-signing-keys]': 'gateway-signing-keys',
+  'gateway:core/secrets:update': 'login',
+  ...each('gateway', 'management.platform/users', ['get', 'create', 'patch'], 'login'),
+  ...each('gateway', 'management.platform/teams', ['get', 'create', 'update'], 'login'),
+  'gateway:management.platform/ownedaccesskeys:delete': 'login',
   // The syncers (their ClusterRoles, bound in their host namespaces).
   ...Object.fromEntries(
     ['services', 'endpoints', 'secrets', 'configmaps'].flatMap((plural) =>

@@ -11,6 +11,7 @@ import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
 import {
   browserFor,
+  clientLines,
   configureClusterManager,
   configureHostedGit,
   postClusterManagerKey,
@@ -115,9 +116,7 @@ auth:
     - id: hosted-git-enterprise
       displayName: Corp code
       hostedGit:
-        clientId: ${hostedGit.clientId}
-        clientSecret: ${hostedGit.clientSecret}
-        redirectURI: ${env().platformUrl}/auth/hosted-git-enterprise/callback
+${clientLines(env(), 'hosted-git-enterprise', hostedGit, '        ')}
         hostName: ${hostedGit.host}
 ${withRoot ? `        rootCA: ${rootCA}` : ''}
 `).auth;
@@ -178,9 +177,7 @@ describe('code hosting with groups (hostedGitGroups)', () => {
     await env().configure(`
 auth:
   hostedGitGroups:
-    clientId: ${hostedGitGroups.clientId}
-    clientSecret: ${hostedGitGroups.clientSecret}
-    redirectURI: ${env().platformUrl}/auth/hostedGitGroups/callback
+${clientLines(env(), 'hostedGitGroups', hostedGitGroups)}
     baseURL: ${hostedGitGroups.issuer}
     groups: [dev/platform, ops]
 `);
@@ -209,9 +206,7 @@ describe('web identity (idpA)', () => {
     return env().configure(`
 auth:
   idpA:
-    clientId: ${idpA.clientId}
-    clientSecret: ${idpA.clientSecret}
-    redirectURI: ${env().platformUrl}/auth/idpA/callback
+${clientLines(env(), 'idpA', idpA)}
     hostedDomains: [example.com]
     serviceAccountFilePath: ${idpADirectory.serviceAccountFile}
     adminEmail: ${idpADirectory.adminEmail}
@@ -292,16 +287,12 @@ describe('enterprise identity (idpB)', () => {
     await env().configure(`
 auth:
   idpB:
-    clientId: ${idpB.clientId}
-    clientSecret: ${idpB.clientSecret}
-    redirectURI: ${env().platformUrl}/auth/idpB/callback
+${clientLines(env(), 'idpB', idpB)}
     tenant: ${idpB.tenantId}
   connectors:
     - id: idp-b-tenant
       idpB:
-        clientId: ${idpB.clientId}
-        clientSecret: ${idpB.clientSecret}
-        redirectURI: ${env().platformUrl}/auth/idp-b-tenant/callback
+${clientLines(env(), 'idp-b-tenant', idpB, '        ')}
         tenant: ${idpB.tenantDomain}
         groups: [Platform Admins, Developers]
         onlySecurityGroups: true

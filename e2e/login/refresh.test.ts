@@ -10,6 +10,7 @@ import { useLoginEnv } from './support/login-env.ts';
 import { refreshConditionOf, useIdentityRefresher } from './support/refresher.ts';
 import {
   browserFor,
+  clientLines,
   configureClusterManager,
   configureHostedGit,
   oidcSection,
@@ -147,6 +148,48 @@ describe('refresh through the hosted providers', () => {
       status: 'False',
       reason: 'RefreshRevoked',
     });
+  });
+
+  it('enterprise identity: each refresh keeps the rotated refresh token, so refreshes go on', async () => {
+    const { idpB } = standIns(env());
+    idpB.groups.set('g-rot', { id: 'g-rot', displayName: 'Rotators', securityEnabled: true });
+    idpB.groups.set('g-new', { id: 'g-new', displayName: 'Newcomers', securityEnabled: true });
+    const upn = `${uniqueName('rotor')}@${idpB.tenantDomain}`;
+    const oid = uniqueName('oid');
+    idpB.accounts.set(upn, { id: oid, groups: ['g-rot'] });
+    await env().configure(`
+auth:
+  idpB:
+${clientLines(env(), 'idpB', idpB)}
+    tenant: ${idpB.tenantId}
+`);
+    const page = await signIn(env(), 'idpB', upn);
+    expect(page.status, page.text).toBe(200);
+    const [key] = await env().loginKeys(userNameFor(upn));
+    const keyName = key?.metadata.name ?? '';
+    const tokens = new Set<string>([JSON.parse(key?.spec.identity.connectorData).refreshToken]);
+    // Three refreshes, each with the token the one before got (the provider spends each on use).
+    await eventually(
+      async () => {
+        const stored = await env().storedKey(keyName);
+        tokens.add(JSON.parse(stored?.spec.identity.connectorData).refreshToken);
+        return tokens.size >= 4;
+      },
+      60_000,
+      'three refreshes with rotated tokens',
+    );
+    expect((await env().storedKey(keyName))?.spec.disabled).toBeUndefined();
+    idpB.accounts.set(upn, { id: oid, groups: ['g-rot', 'g-new'] });
+    await eventually(
+      async () => (await env().storedKey(keyName))?.spec.identity.groups.includes('Newcomers'),
+      30_000,
+      'the new group',
+    );
+    expect(conditionOf(await env().storedKey(keyName))).toMatchObject({
+      status: 'True',
+      reason: 'Refreshed',
+    });
+    expect(idpB.oauth.tokenRequests).not.toContain('invalid_grant');
   });
 
   it('cluster manager: a user disabled there ends the key; a removed connector stops refreshing', async () => {

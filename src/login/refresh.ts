@@ -8,7 +8,7 @@ import { patchStatus } from '../runtime/apply.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { type Condition, type ConditionInput, setCondition } from '../runtime/conditions.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
-import { isNotFound } from '../runtime/errors.ts';
+import { isConflict, isNotFound } from '../runtime/errors.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import { type KubeApi, objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
@@ -43,6 +43,7 @@ import { PASSWORD_CONNECTOR } from './service.ts';
 export const IDENTITY_REFRESHED_CONDITION = 'IdentityRefreshed';
 /** How long an identity stays as the provider last stated it, by default. */
 export const DEFAULT_IDENTITY_REFRESH_INTERVAL_MS = 10 * 60_000;
+const MAX_WRITE_ATTEMPTS = 5;
 
 export type RefreshSchedule =
   | { readonly action: 'skip' }
@@ -119,15 +120,60 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
     });
   }
 
+  /** The key as the apiserver has it now (the cache may not show our own last write yet). */
+  async function readKey(name: string): Promise<Stored<OwnedAccessKey> | undefined> {
+    try {
+      return await deps.api.request<Stored<OwnedAccessKey>>({
+        method: 'GET',
+        path: objectPath(resources.ownedAccessKeys, undefined, name),
+      });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Writes the refreshed identity onto the key read before the refresh, with its resourceVersion
+   * as a precondition. When the key changed meanwhile, the identity is written all the same (it
+   * holds the grant the provider now expects, a rotated refresh token), but `identityRefresh` only
+   * when nobody else set it in between (someone asking for a refresh now gets one).
+   */
+  async function writeIdentity(read: Stored<OwnedAccessKey>, fresh: ExternalIdentity) {
+    const name = read.metadata.name ?? '';
+    let current: Stored<OwnedAccessKey> | undefined = read;
+    for (let attempt = 0; current && attempt < MAX_WRITE_ATTEMPTS; attempt++) {
+      const stillOurs = current.spec.identityRefresh === read.spec.identityRefresh;
+      try {
+        await deps.api.request({
+          method: 'PATCH',
+          path: objectPath(resources.ownedAccessKeys, undefined, name),
+          contentType: PatchStrategy.MergePatch,
+          body: {
+            metadata: { resourceVersion: current.metadata.resourceVersion },
+            spec: {
+              identity: keyIdentity(fresh),
+              ...(stillOurs ? { identityRefresh: new Date(deps.clock.now()).toISOString() } : {}),
+            },
+          },
+        });
+        return;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+      }
+      current = await readKey(name);
+    }
+    if (current) throw new Error('the key kept changing while its identity was written');
+  }
+
   async function refreshed(key: Stored<OwnedAccessKey>, fresh: ExternalIdentity) {
-    await setRefreshed(key, {
+    await writeIdentity(key, fresh);
+    const latest = await readKey(key.metadata.name ?? '');
+    if (!latest) return;
+    await setRefreshed(latest, {
       status: 'True',
       reason: 'Refreshed',
       message: 'the identity is as the identity provider last stated it',
-    });
-    await patchSpec(key.metadata.name ?? '', {
-      identity: keyIdentity(fresh),
-      identityRefresh: new Date(deps.clock.now()).toISOString(),
     });
   }
 
@@ -152,7 +198,14 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
   }
 
   return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
-    const key = deps.keys.get(name);
+    const cached = deps.keys.get(name);
+    if (!cached) return undefined;
+    const due = refreshSchedule(cached, deps.intervalMs, deps.clock.now());
+    if (due.action === 'skip') return undefined;
+    if (due.action === 'wait') return { requeueAfter: due.inMs };
+    // Due by the cache: decided again on the key itself, whose grant is the one to use (a grant
+    // used twice is refused by providers that rotate refresh tokens).
+    const key = await readKey(name);
     if (!key) return undefined;
     const schedule = refreshSchedule(key, deps.intervalMs, deps.clock.now());
     if (schedule.action === 'skip') return undefined;

@@ -73,9 +73,7 @@ export function configureHostedGit(env: LoginEnv, extra = ''): Promise<void> {
   return env.configure(`
 auth:
   hostedGit:
-    clientId: ${hostedGit.clientId}
-    clientSecret: ${hostedGit.clientSecret}
-    redirectURI: ${env.platformUrl}/auth/hostedGit/callback
+${clientLines(env, 'hostedGit', hostedGit)}
 ${extra}
 `);
 }
@@ -105,4 +103,23 @@ export function oidcSection(env: LoginEnv): string {
     clientSecret: ${oidc.clientSecret}
     redirectURI: ${env.oidcCallback}
     caFile: ${oidc.caFile}`;
+}
+
+/**
+ * The client lines of a connector section (`clientId`, `clientSecret`, `redirectURI`), indented by
+ * `indent`: the client registered at a stand-in, and the platform's callback for connector `id`.
+ */
+export function clientLines(
+  env: LoginEnv,
+  id: string,
+  client: { clientId: string; clientSecret: string },
+  indent = '    ',
+): string {
+  return [
+    `clientId: ${client.clientId}`,
+    `clientSecret: ${client.clientSecret}`,
+    `redirectURI: ${env.platformUrl}/auth/${id}/callback`,
+  ]
+    .map((line) => `${indent}${line}`)
+    .join('\n');
 }
