@@ -166,6 +166,25 @@ const sharedSecretProbe: Probe = {
         },
       },
       {
+        what: "changing a rule's verbs and users updates its Role and RoleBinding",
+        run: () =>
+          ctx.admin.jsonPatch(path, [
+            { op: 'replace', path: '/spec/access/0/verbs', value: ['get'] },
+            { op: 'replace', path: '/spec/access/0/users', value: [ctx.setting.users.bob] },
+          ]),
+        until: async () => {
+          const [roles, bindings] = [await children('roles'), await children('rolebindings')];
+          const role = roles.find((r: any) => r.metadata.name.startsWith('ss-s-all-'));
+          const binding = bindings.find((b: any) => b.metadata.name.startsWith('ss-s-all-'));
+          return (
+            JSON.stringify(role?.rules?.[0]?.verbs) === '["get"]' &&
+            (binding?.subjects ?? []).some(
+              (subject: any) => subject.name === `platform:user:${ctx.setting.users.bob}`,
+            )
+          );
+        },
+      },
+      {
         what: 'removing a rule removes its Role and RoleBinding',
         run: () => ctx.admin.jsonPatch(path, [{ op: 'remove', path: '/spec/access/1' }]),
         until: async () => isTrueAndCurrent(await ctx.admin.get(path), 'Ready') && projected(1),
