@@ -49,6 +49,8 @@ export interface OperatorOptions {
   gatewayCertDir?: string;
   /** The external URL of the gateway, the issuer of direct cluster endpoint tokens; default: the URL it listens on. */
   issuerUrl?: string;
+  /** CIDRs of proxies in front of the gateway, whose `X-Forwarded-For` is believed. */
+  trustedProxies?: string[];
 }
 
 /** `15s`, `500ms`, `1m` or a plain number of seconds, as milliseconds. */
@@ -119,6 +121,11 @@ export function operatorCommand(): Command {
     .option(
       '--gateway-cert-dir <dir>',
       'serving certificate of the gateway (tls.crt, tls.key); plain HTTP behind an ingress when absent',
+    )
+    .option(
+      '--trusted-proxies <cidrs>',
+      'comma-separated CIDRs of proxies in front of the gateway (an ingress): only their X-Forwarded-For is believed',
+      list,
     )
     .option(
       '--issuer-url <url>',
@@ -235,6 +242,7 @@ export async function startOperator(
           port: options.gatewayPort ?? 8443,
           ...(options.gatewayCertDir ? { certDir: options.gatewayCertDir } : {}),
           ...(options.issuerUrl ? { issuer: options.issuerUrl } : {}),
+          ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
           logger: logger.child({ component: 'gateway' }),
         });
       })()

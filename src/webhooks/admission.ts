@@ -8,6 +8,7 @@ import type { PepperStore } from '../identity/pepper.ts';
 import { type RestMapper, UnknownKind } from '../runtime/apply.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { type AdmissionDecision, allow, combine, internalError, invalid } from './decision.ts';
+import { KeyIdClaims } from './key-id-claims.ts';
 import type { AdmissionRequest, AdmittedObject, UserInfo } from './review.ts';
 import {
   blockOwnerDeletionCauses,
@@ -66,8 +67,11 @@ export class Admission {
   private dryRunPepper: Uint8Array | undefined;
   /** The configuration in effect, with the one rule for an invalid one. */
   private readonly platformConfig = new PlatformConfigReader();
+  private readonly claims: KeyIdClaims;
 
-  constructor(private readonly deps: AdmissionDependencies) {}
+  constructor(private readonly deps: AdmissionDependencies) {
+    this.claims = new KeyIdClaims(deps.api, deps.platformNamespace);
+  }
 
   /** Dispatches by path; unknown paths throw {@link UnexpectedAdmissionRequest}. */
   async review(path: string, request: AdmissionRequest): Promise<AdmissionDecision> {
@@ -129,7 +133,10 @@ export class Admission {
       case 'ownedaccesskeys': {
         const max = needsMaxTtl(oldObject, object) ? await this.maxAccessKeyTtl() : undefined;
         decisions.push(validateOwnedAccessKey(oldObject, object, max));
-        break;
+        // The id is claimed last, once everything else admitted the key (a refused key claims nothing).
+        const decided = combine(subject, decisions);
+        if (!decided.allowed || request.operation !== 'CREATE' || request.dryRun) return decided;
+        return combine(subject, [decided, await this.claimKeyId(object)]);
       }
       case 'sharedsecrets':
         decisions.push(validateSharedSecret(object, await this.missingIdentities(object)));
@@ -246,6 +253,22 @@ export class Admission {
       }),
     );
     return new Map(entries);
+  }
+
+  /** A new key's id, unique (key-id-claims.ts): refused when another key has it. */
+  private async claimKeyId(object: AdmittedObject): Promise<AdmissionDecision> {
+    const keyId = (object.spec as { keyId?: unknown } | undefined)?.keyId;
+    const uid = object.metadata?.uid;
+    if (typeof keyId !== 'string' || !uid) return allow();
+    const outcome = await this.claims.claim({ name: object.metadata?.name ?? '', uid, keyId });
+    if (outcome === 'claimed') return allow();
+    return invalid(subjectOf(object, 'OwnedAccessKey'), [
+      {
+        field: 'spec.key',
+        reason: 'FieldValueDuplicate',
+        message: 'another access key has this id; leave spec.key empty to have a new key generated',
+      },
+    ]);
   }
 
   /** The platform maximum key ttl, from the configuration in effect (`PlatformConfigReader`'s rule). */
