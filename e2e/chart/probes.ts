@@ -1,5 +1,5 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the probes read loosely typed objects
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
@@ -794,6 +794,49 @@ const gatewayOwnKeysProbe: Probe = {
   },
 };
 
+/**
+ * Unique key ids: admission claims a new key's id with a Lease, reads a claim in its way and takes
+ * over a stale one (its key never came): here one acquired an hour ago for a key that does not
+ * exist.
+ */
+const keyIdClaimsProbe: Probe = {
+  id: 'key-id-claims',
+  needs: { controllers: [] },
+  steps: (ctx) => {
+    const keyId = generateAccessKey(randomBytes).id;
+    const name = `kc-${ctx.id}`;
+    const claims = `/apis/coordination.k8s.io/v1/namespaces/${ctx.setting.namespace}/leases`;
+    ctx.cleanup.push(() => ctx.admin.delete(clusterPath('ownedaccesskeys', name)));
+    ctx.cleanup.push(() => ctx.admin.delete(`${claims}/accesskey-id-${keyId}`));
+    return [
+      {
+        what: 'a stale claim of the id (its key never came)',
+        run: () =>
+          ctx.admin.create(claims, {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: {
+              name: `accesskey-id-${keyId}`,
+              ownerReferences: [{ apiVersion: V1, kind: 'OwnedAccessKey', name: 'gone', uid: randomUUID() }],
+            },
+            spec: {
+              holderIdentity: 'gone',
+              acquireTime: new Date(Date.now() - 3600_000).toISOString().replace('Z', '000Z'),
+            },
+          }),
+      },
+      {
+        what: 'a key with that id is admitted: admission took the claim over',
+        run: () =>
+          ctx.admin.create(
+            clusterPath('ownedaccesskeys'),
+            accessKey(name, { keyId, keyHash: randomBytes(32).toString('hex') }),
+          ),
+      },
+    ];
+  },
+};
+
 /** The gateway's kubeconfig endpoint reads the instance as itself (after a SubjectAccessReview). */
 const gatewayKubeconfigProbe: Probe = {
   id: 'gateway-kubeconfig',
@@ -836,6 +879,7 @@ export const PROBES: Probe[] = [
   gatewayImpersonationProbe,
   gatewayOwnKeysProbe,
   gatewayKubeconfigProbe,
+  keyIdClaimsProbe,
 ];
 
 /**
@@ -919,7 +963,8 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'admissionregistration.k8s.io/mutatingwebhookconfigurations:patch[platform-mutating-webhooks]':
     'webhook-configurations',
   'coordination.k8s.io/leases:create': 'leader-election',
-  'coordination.k8s.io/leases:get[platform-operator]': 'leader-election',
+  'coordination.k8s.io/leases:get': 'key-id-claims',
+  'coordination.k8s.io/leases:delete': 'key-id-claims',
   'coordination.k8s.io/leases:update[platform-operator]': 'leader-election',
   'core/users:impersonate': 'gateway-impersonation',
   'core/groups:impersonate': 'gateway-impersonation',

@@ -23,6 +23,11 @@ describe('key id claims', () => {
 
   test('a claim whose key never came, or is gone, is stale after a while', () => {
     expect(judgeClaim(claim('uid-other', STALE_CLAIM_MS), key, false, now)).toBe('stale');
+    const acquired = {
+      ...claim('uid-other', 0),
+      spec: { acquireTime: new Date(now - STALE_CLAIM_MS).toISOString() },
+    };
+    expect(judgeClaim(acquired, key, false, now)).toBe('stale');
     expect(judgeClaim({ metadata: {} }, key, false, now)).toBe('taken');
   });
 });

@@ -27,7 +27,8 @@ const LEASES: ResourceRef = {
  *
  * A claim whose key does not exist is stale (the create it was made for was refused later on, or
  * the key is gone and garbage collection has not caught up) once it is older than
- * {@link STALE_CLAIM_MS}; younger ones are kept, as their key may still be on its way to storage.
+ * {@link STALE_CLAIM_MS} (by its `spec.acquireTime`); younger ones are kept, as their key may
+ * still be on its way to storage.
  * Keys that existed before claims (or were stored while the webhook was away) are found by a list
  * by the selectable field `spec.keyId`.
  */
@@ -51,6 +52,7 @@ interface Lease {
     creationTimestamp?: string;
     ownerReferences?: { uid?: string; name?: string }[];
   };
+  spec?: { acquireTime?: string };
 }
 
 /** Whether a claim found in the way belongs to `key`, may be taken over, or stands. Pure. */
@@ -62,7 +64,7 @@ export function judgeClaim(
 ): 'ours' | 'stale' | 'taken' {
   const owner = claim.metadata.ownerReferences?.[0];
   if (owner?.uid === key.uid) return 'ours';
-  const created = Date.parse(claim.metadata.creationTimestamp ?? '');
+  const created = Date.parse(claim.spec?.acquireTime ?? claim.metadata.creationTimestamp ?? '');
   if (!ownerExists && Number.isFinite(created) && now - created >= STALE_CLAIM_MS) return 'stale';
   return 'taken';
 }
@@ -94,7 +96,10 @@ export class KeyIdClaims {
                 { apiVersion: GROUP_VERSION, kind: 'OwnedAccessKey', name: key.name, uid: key.uid },
               ],
             },
-            spec: { holderIdentity: key.name },
+            spec: {
+              holderIdentity: key.name,
+              acquireTime: new Date(this.now()).toISOString().replace('Z', '000Z'),
+            },
           },
         });
         return 'claimed';
