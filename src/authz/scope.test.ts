@@ -678,3 +678,45 @@ describe('scopeWithin: writing or minting a scope widens nothing', () => {
     expect(scopeWithin(inner as Scope | undefined, outer as Scope | undefined)).toBe(within);
   });
 });
+
+describe('validateScope: every part means something', () => {
+  test('roles without a meaning here are refused; the supported ones pass', () => {
+    for (const role of ['network-peer', 'runner', 'workspace'] as const) {
+      const { errors } = validateScope({ roles: [{ role }] });
+      expect(errors).toEqual([{ path: 'roles[0].role', message: expect.stringContaining('opens nothing') }]);
+    }
+    for (const role of ['platform-cli', 'platformCLI', 'vcluster'] as const) {
+      expect(validateScope({ roles: [{ role }] }).errors).toEqual([]);
+    }
+    expect(validateScope({ roles: [{ role: 'agent' }], clusters: [{ cluster: 'edge' }] })).toEqual({
+      errors: [],
+      warnings: [],
+    });
+  });
+
+  test('a wildcard inside a name is refused: names match exactly', () => {
+    const { errors } = validateScope({
+      projects: [{ project: 'web*' }],
+      clusters: [{ cluster: '*' }, { cluster: 'e*ge' }],
+      spaces: [{ project: 'web', space: 'p-*' }],
+      virtualClusters: [{ project: 'web', virtualCluster: 'dev-*' }],
+      roles: [{ role: 'vcluster', virtualClusters: ['d*'] }],
+    });
+    expect(errors.map((e) => e.path).sort()).toEqual([
+      'clusters[1].cluster',
+      'projects[0].project',
+      'roles[0].virtualClusters[0]',
+      'spaces[0].space',
+      'virtualClusters[0].virtualCluster',
+    ]);
+  });
+
+  test('parts that can match nothing are warned about', () => {
+    expect(validateScope({ roles: [{ role: 'agent' }] }).warnings).toEqual([
+      expect.stringContaining('matches nothing'),
+    ]);
+    expect(
+      validateScope({ rules: [{ cluster: 'edge', requestTargets: ['Management'] }] }).warnings,
+    ).toContainEqual(expect.stringContaining('matches nothing'));
+  });
+});
