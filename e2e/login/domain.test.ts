@@ -2,11 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { NotInAllowedGroups } from '../../src/login/identity.ts';
 import { OidcConnector } from '../../src/login/oidc.ts';
 import { UnknownUser } from '../../src/login/outcome.ts';
-import { SamlConnector } from '../../src/login/saml.ts';
+import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { startRedirect, viaForm, viaUrl } from './support/sso.ts';
 
 /**
  * What a sign-in does, against a real apiserver with the platform's admission and gateway, a
@@ -35,19 +36,19 @@ ${extra}`;
 
 async function oidcSignIn(account: string) {
   const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
-  const { url, transaction } = await connector.start();
+  const { url, transaction } = await startRedirect(connector);
   const agent = new ScriptedAgent([env().oidc.caPem]);
   const callback = await agent.followUntil(url.toString(), env().oidcCallback, {
     path: /^\/interaction\//,
     fields: { username: account },
   });
-  return connector.finish(new URL(callback), transaction);
+  return connector.finish(viaUrl(callback), transaction);
 }
 
 describe('password sign-in', () => {
   it('mints a Login key for the right password only, which works through the gateway', async () => {
     const { gateway, service } = env();
-    env().configure('auth: { loginAccessKeyTTLSeconds: 3600 }');
+    await env().configure('auth: { loginAccessKeyTTLSeconds: 3600 }');
     const name = await env().userWithPassword('pw', 'correct horse battery');
     await expect(
       service.passwordLogin({ username: name, password: 'wrong horse battery', source: '10.0.0.1' }),
@@ -104,11 +105,11 @@ describe('password sign-in', () => {
 
   it('is refused when password login is disabled, and an unknown user is refused like a wrong password', async () => {
     const { service } = env();
-    env().configure('auth: { password: { disabled: true } }');
+    await env().configure('auth: { password: { disabled: true } }');
     await expect(
       service.passwordLogin({ username: 'nobody', password: 'whatever123', source: 's' }),
     ).rejects.toBeInstanceOf(PasswordLoginDisabled);
-    env().configure('');
+    await env().configure('');
     await expect(
       service.passwordLogin({ username: uniqueName('nobody'), password: 'whatever123', source: 's' }),
     ).rejects.toBeInstanceOf(InvalidCredentials);
@@ -129,7 +130,7 @@ describe('OIDC sign-in', () => {
         employee_id: '42',
       },
     });
-    env().configure(oidcConfig());
+    await env().configure(oidcConfig());
     const identity = await oidcSignIn(account);
     expect(identity).toMatchObject({
       userId: account,
@@ -180,9 +181,9 @@ describe('OIDC sign-in', () => {
     const { oidc } = env();
     const account = uniqueName('mallory');
     oidc.accounts.set(account, { claims: { preferred_username: account, groups: ['everyone'] } });
-    env().configure(oidcConfig('    groups: [team-dev]'));
+    await env().configure(oidcConfig('    groups: [team-dev]'));
     await expect(oidcSignIn(account)).rejects.toBeInstanceOf(NotInAllowedGroups);
-    env().configure(oidcConfig('', '  disableUserCreation: true'));
+    await env().configure(oidcConfig('', '  disableUserCreation: true'));
     const identity = await oidcSignIn(account);
     await expect(env().service.ssoLogin(identity)).rejects.toBeInstanceOf(UnknownUser);
     expect(await env().loginKeys(account)).toEqual([]);
@@ -192,7 +193,7 @@ describe('OIDC sign-in', () => {
 describe('SAML sign-in', () => {
   it('signs a user in through the identity provider', async () => {
     const { saml, service } = env();
-    env().configure(`
+    await env().configure(`
 auth:
   saml:
     redirectURI: ${env().samlCallback}
@@ -211,13 +212,13 @@ auth:
       nameID: `${account}-id`,
       attributes: { uid: account, mail: `${account}@example.com`, memberOf: 'team-a,team-b' },
     });
-    const { url, transaction } = await connector.start();
+    const { url, transaction } = await startRedirect(connector);
     const agent = new ScriptedAgent();
     const page = await agent.request(url.toString());
     const requestId = /name="request" value="([^"]+)"/.exec(page.text)?.[1] ?? '';
-    expect(requestId).toBe(transaction.requestId);
+    expect(requestId).toBe((transaction as SamlTransaction).requestId);
     const identity = await connector.finish(
-      await saml.issue({ inResponseTo: requestId, account }),
+      viaForm({ SAMLResponse: await saml.issue({ inResponseTo: requestId, account }) }),
       transaction,
     );
     expect(identity).toMatchObject({

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { OidcConnector, ProviderLoginFailed } from '../../src/login/oidc.ts';
-import { SamlConnector } from '../../src/login/saml.ts';
+import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, LoginThrottled } from '../../src/login/service.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
+import { startRedirect, viaForm, viaUrl } from '../login/support/sso.ts';
 import { uniqueName } from '../support/cluster.ts';
 
 /**
@@ -19,9 +20,9 @@ const env = useLoginEnv({
   },
 });
 
-function configureOidc() {
+async function configureOidc() {
   const { oidc } = env();
-  env().configure(`
+  await env().configure(`
 auth:
   oidc:
     issuerUrl: ${oidc.issuer}
@@ -34,7 +35,7 @@ auth:
 }
 
 async function authorize(connector: OidcConnector, account: string) {
-  const { url, transaction } = await connector.start();
+  const { url, transaction } = await startRedirect(connector);
   const callback = await new ScriptedAgent([env().oidc.caPem]).followUntil(
     url.toString(),
     env().oidcCallback,
@@ -54,42 +55,48 @@ function account() {
 
 describe('OIDC attacks', () => {
   it('refuses a replayed authorization code', async () => {
-    const connector = configureOidc();
+    const connector = await configureOidc();
     const name = account();
     const { callback, transaction } = await authorize(connector, name);
-    await env().service.ssoLogin(await connector.finish(callback, transaction));
+    await env().service.ssoLogin(await connector.finish(viaUrl(callback), transaction));
     const before = env().oidc.tokenRequests.length;
-    await expect(connector.finish(callback, transaction)).rejects.toBeInstanceOf(ProviderLoginFailed);
+    await expect(connector.finish(viaUrl(callback), transaction)).rejects.toBeInstanceOf(ProviderLoginFailed);
     // The replay reached the provider, which refused the spent code.
     expect(env().oidc.tokenRequests.slice(before)).toEqual(['400']);
     expect(await env().loginKeys(name)).toHaveLength(1);
   });
 
   it('refuses a callback whose state is not the one this browser started with', async () => {
-    const connector = configureOidc();
+    const connector = await configureOidc();
     const name = account();
     const { callback, transaction } = await authorize(connector, name);
     const forged = new URL(callback);
     forged.searchParams.set('state', 'attacker-state');
     const before = env().oidc.tokenRequests.length;
-    await expect(connector.finish(forged, transaction)).rejects.toThrow(/state/);
+    await expect(connector.finish(viaUrl(forged), transaction)).rejects.toThrow(/state/);
     // A login-CSRF callback from another transaction: the attacker's code with the victim's state.
     const other = await authorize(connector, name);
-    await expect(connector.finish(other.callback, transaction)).rejects.toBeInstanceOf(ProviderLoginFailed);
+    await expect(connector.finish(viaUrl(other.callback), transaction)).rejects.toBeInstanceOf(
+      ProviderLoginFailed,
+    );
     expect(env().oidc.tokenRequests.length).toBe(before);
     expect(await env().loginKeys(name)).toEqual([]);
   });
 
   it('refuses an ID token with another nonce or for another audience', async () => {
-    const connector = configureOidc();
+    const connector = await configureOidc();
     const name = account();
     try {
       env().oidc.tamper = { nonce: 'replayed-nonce' };
       const first = await authorize(connector, name);
-      await expect(connector.finish(first.callback, first.transaction)).rejects.toThrow(/nonce|claim/);
+      await expect(connector.finish(viaUrl(first.callback), first.transaction)).rejects.toThrow(
+        /nonce|claim/,
+      );
       env().oidc.tamper = { audience: 'another-client' };
       const second = await authorize(connector, name);
-      await expect(connector.finish(second.callback, second.transaction)).rejects.toThrow(/audience|claim/);
+      await expect(connector.finish(viaUrl(second.callback), second.transaction)).rejects.toThrow(
+        /audience|claim/,
+      );
     } finally {
       env().oidc.tamper = undefined;
     }
@@ -100,7 +107,7 @@ describe('OIDC attacks', () => {
 describe('SAML attacks', () => {
   it('refuses unsigned, tampered, expired, misaddressed and unsolicited assertions', async () => {
     const { saml } = env();
-    env().configure(`
+    await env().configure(`
 auth:
   saml:
     redirectURI: ${env().samlCallback}
@@ -113,9 +120,11 @@ auth:
     const name = uniqueName('samlvictim');
     saml.accounts.set(name, { nameID: name, attributes: {} });
     const { transaction } = await connector.start();
-    const inResponseTo = transaction.requestId;
+    const inResponseTo = (transaction as SamlTransaction).requestId;
     const refused = async (response: string) =>
-      expect(connector.finish(response, transaction)).rejects.toBeInstanceOf(ProviderLoginFailed);
+      expect(connector.finish(viaForm({ SAMLResponse: response }), transaction)).rejects.toBeInstanceOf(
+        ProviderLoginFailed,
+      );
     await refused(await saml.issue({ inResponseTo, account: name, unsigned: true }));
     const signed = Buffer.from(await saml.issue({ inResponseTo, account: name }), 'base64').toString();
     await refused(Buffer.from(signed.replace(`>${name}<`, '>admin<'), 'utf8').toString('base64'));
@@ -127,7 +136,12 @@ auth:
     await refused(await saml.issue({ inResponseTo: '_someone-elses-request', account: name }));
     // The same response, well formed, is accepted: the refusals above are for their defect alone.
     expect(
-      (await connector.finish(await saml.issue({ inResponseTo, account: name }), transaction)).userId,
+      (
+        await connector.finish(
+          viaForm({ SAMLResponse: await saml.issue({ inResponseTo, account: name }) }),
+          transaction,
+        )
+      ).userId,
     ).toBe(name);
     expect(await env().loginKeys(name)).toEqual([]);
   });
@@ -136,7 +150,7 @@ auth:
 describe('password guessing', () => {
   it('is throttled per user and per source without locking the real user out of its device', async () => {
     const { service } = env();
-    env().configure('');
+    await env().configure('');
     const name = await env().userWithPassword('target', 'the real password');
     const real = await service.passwordLogin({
       username: name,

@@ -133,8 +133,9 @@ export function serviceAndEndpoints(
 }
 
 /**
- * The configuration the tests run with: a reversible patch on Services and Endpoints, a
- * reference from Services to a Secret, one hostile patch; ConfigMaps enabled, Secrets not.
+ * The configuration the tests run with: reversible patches on Services (an annotation, the port
+ * names) and Endpoints, a reference from Services to a Secret by name and to the Secrets their
+ * selector picks (reference.labels), one hostile patch; ConfigMaps enabled, Secrets not.
  */
 export const TEST_CONFIG = {
   sync: {
@@ -151,6 +152,12 @@ export const TEST_CONFIG = {
             path: 'metadata.annotations["platform.test/tls-secret"]',
             reference: { apiVersion: 'v1', kind: 'Secret' },
           },
+          {
+            path: 'spec.ports[*].name',
+            expression: '"t-" + value',
+            reverseExpression: 'value.replace(/^t-/, "")',
+          },
+          { path: 'spec.selector', reference: { apiVersion: 'v1', kind: 'Secret', labels: {} } },
         ],
       },
       endpoints: {
@@ -190,6 +197,7 @@ export async function spawnSyncer(
     config: string;
   },
   logPath: string,
+  env: NodeJS.ProcessEnv = {},
 ): Promise<SpawnedSyncer> {
   const healthPort = await freePort();
   const log = createWriteStream(logPath, { flags: 'a' });
@@ -216,7 +224,7 @@ export async function spawnSyncer(
       '--log-level',
       'info',
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);

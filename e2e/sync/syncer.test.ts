@@ -195,6 +195,29 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     );
   });
 
+  test('a Service port renamed on the host comes back through its reverse patch', async () => {
+    const before = await waitFor(
+      'host Service db with its patched port name',
+      () => host.get('services', hostNamespace(), hostName('db')),
+      (s) => s?.spec.ports?.[0]?.name === 't-p',
+    );
+    await host.patch('services', hostNamespace(), hostName('db'), {
+      spec: { ports: [{ ...before.spec.ports[0], name: 't-q' }] },
+    });
+    await waitFor(
+      'the port name back in the virtual cluster, without the host prefix',
+      () => virtual.get('services', 'apps', 'db'),
+      (s) => s.spec.ports[0].name === 'q',
+    );
+    // The way out again gives the host what it has: it keeps its form, nothing flaps.
+    const after = await host.get('services', hostNamespace(), hostName('db'));
+    expect(after.spec.ports[0].name).toBe('t-q');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await host.get('services', hostNamespace(), hostName('db'))).metadata.resourceVersion).toBe(
+      after.metadata.resourceVersion,
+    );
+  });
+
   test('Endpoints created before their Service sync once the Service exists', async () => {
     const { service, endpoints } = serviceAndEndpoints('late');
     await virtual.create('endpoints', 'apps', endpoints);
@@ -357,6 +380,50 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
       'host ConfigMap settings removed',
       () => host.get('configmaps', hostNamespace(), hostName('settings')),
       (c) => c === null,
+    );
+  });
+
+  test('reference.labels: the Secrets a Service selects are synced while it selects them', async () => {
+    // web selects app=web; its patch reference.labels makes the Secrets it selects references.
+    await virtual.create('secrets', 'apps', {
+      metadata: { name: 'web-settings', labels: { app: 'web' } },
+      stringData: { mode: 'fast' },
+    });
+    await virtual.create('secrets', 'apps', {
+      metadata: { name: 'db-settings', labels: { app: 'db' } },
+      stringData: { mode: 'slow' },
+    });
+    await waitFor(
+      'host Secret web-settings',
+      () => host.get('secrets', hostNamespace(), hostName('web-settings')),
+      (s) => s !== null,
+    );
+    const web = await host.get('services', hostNamespace(), hostName('web'));
+    expect(web.spec.selector).toEqual({
+      app: 'web',
+      'vcluster.platform/managed-by': vcName,
+      'vcluster.platform/namespace': 'apps',
+    });
+    expect(await host.get('secrets', hostNamespace(), hostName('db-settings'))).toBeNull();
+    // Relabelled, the other Secret is selected too; unlabelled, the first is no longer.
+    await virtual.patch('secrets', 'apps', 'db-settings', { metadata: { labels: { app: 'web' } } });
+    await waitFor(
+      'host Secret db-settings once selected',
+      () => host.get('secrets', hostNamespace(), hostName('db-settings')),
+      (s) => s !== null,
+    );
+    await virtual.patch('secrets', 'apps', 'web-settings', { metadata: { labels: { app: null } } });
+    await waitFor(
+      'host Secret web-settings removed once no longer selected',
+      () => host.get('secrets', hostNamespace(), hostName('web-settings')),
+      (s) => s === null,
+    );
+    expect(await virtual.get('secrets', 'apps', 'web-settings')).not.toBeNull();
+    await virtual.delete('secrets', 'apps', 'db-settings');
+    await waitFor(
+      'host Secret db-settings removed with the virtual one',
+      () => host.get('secrets', hostNamespace(), hostName('db-settings')),
+      (s) => s === null,
     );
   });
 

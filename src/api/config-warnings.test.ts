@@ -27,11 +27,8 @@ projectNamespacePrefix: team-
     expect(fields.sort()).toEqual(
       [
         'oidc',
-        'auth.hostedGit',
         'auth.saml.insecureSkipSignatureValidation',
-        'auth.connectors[0].hostedGitGroups',
         'auth.connectors[1].id',
-        'auth.connectors[2].idpB',
         'auth.connectors[2].idpB',
         'audit.dataStoreEndpoint',
         'uiSettings.primaryColor',
@@ -45,6 +42,26 @@ projectNamespacePrefix: team-
     for (const warning of warnings)
       expect(warning).toMatch(/accepted; (this connector )?has no effect in this platform/);
     expect(warnings.join('\n')).not.toContain('very-secret-value');
+  });
+
+  it('has nothing to say about the sign-in providers, which all work; the cluster manager works at the top level only', () => {
+    const warnings = configWarnings(`
+auth:
+  hostedGit: { clientId: a }
+  hostedGitGroups: { clientId: a }
+  idpA: { clientId: a }
+  idpB: { clientId: a }
+  clusterManager: { host: cm.example }
+  connectors:
+    - { id: a, hostedGit: { clientId: a } }
+    - { id: b, hostedGitGroups: { clientId: a } }
+    - { id: c, idpA: { clientId: a } }
+    - { id: d, idpB: { clientId: a } }
+    - { id: e, clusterManager: { host: cm.example } }
+`);
+    expect(warnings).toEqual([
+      'auth.connectors[4].clusterManager: accepted; has no effect in this platform (the cluster manager is a top-level section of auth only, as the spec lists the connector sections)',
+    ]);
   });
 
   it('says nothing for an empty or unparsable configuration', () => {

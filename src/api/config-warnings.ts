@@ -13,23 +13,10 @@ export const CONNECTOR_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
  */
 export const INERT_CONFIG_FIELDS: ReadonlyArray<{ readonly path: string; readonly reason: string }> = [
   { path: 'oidc', reason: 'the platform does not act as an OpenID provider' },
-  { path: 'auth.hostedGit', reason: 'sign-in through the code-hosting provider is not implemented' },
-  { path: 'auth.hostedGitGroups', reason: 'sign-in through the code-hosting provider is not implemented' },
-  { path: 'auth.idpA', reason: 'sign-in through the web-identity provider is not implemented' },
-  { path: 'auth.idpB', reason: 'sign-in through the enterprise-identity provider is not implemented' },
-  { path: 'auth.clusterManager', reason: 'sign-in through the cluster manager is not implemented' },
   {
-    path: 'auth.connectors[*].hostedGit',
-    reason: 'sign-in through the code-hosting provider is not implemented',
-  },
-  {
-    path: 'auth.connectors[*].hostedGitGroups',
-    reason: 'sign-in through the code-hosting provider is not implemented',
-  },
-  { path: 'auth.connectors[*].idpA', reason: 'sign-in through the web-identity provider is not implemented' },
-  {
-    path: 'auth.connectors[*].idpB',
-    reason: 'sign-in through the enterprise-identity provider is not implemented',
+    path: 'auth.connectors[*].clusterManager',
+    reason:
+      'the cluster manager is a top-level section of auth only, as the spec lists the connector sections',
   },
   {
     path: 'auth.saml.insecureSkipSignatureValidation',

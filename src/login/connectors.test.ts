@@ -7,6 +7,7 @@ describe('sign-in methods of a configuration', () => {
 auth:
   oidc: { issuerUrl: https://idp.example, clientId: c, type: Corporate SSO }
   hostedGit: { clientId: g }
+  clusterManager: { host: cm.example, bearerToken: 'token-x:secret' }
   password: { disabled: true }
   connectors:
     - { id: partner, displayName: Partner login, saml: { caData: eA==, ssoURL: https://p } }
@@ -19,13 +20,20 @@ auth:
     expect(configuredMethods(config.auth).map((m) => [m.id, m.kind, m.displayName])).toEqual([
       ['oidc', 'oidc', 'Corporate SSO'],
       ['hostedGit', 'hostedGit', 'code hosting'],
+      ['clusterManager', 'clusterManager', 'the cluster manager'],
       ['partner', 'saml', 'Partner login'],
       ['two', 'oidc', 'OpenID Connect'],
     ]);
   });
 
-  it('offers only the kinds this platform signs in with', () => {
-    expect(loginMethods(config.auth).map((m) => m.id)).toEqual(['oidc', 'partner', 'two']);
+  it('offers every configured method', () => {
+    expect(loginMethods(config.auth).map((m) => m.id)).toEqual([
+      'oidc',
+      'hostedGit',
+      'clusterManager',
+      'partner',
+      'two',
+    ]);
   });
 
   it('knows when password sign-in is off', () => {

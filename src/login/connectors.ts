@@ -6,14 +6,12 @@ import { CONNECTOR_ID_PATTERN, PROVIDER_SECTIONS } from '../api/config-warnings.
  * (`/auth/<id>/login`, `/auth/<id>/callback`). The top-level provider sections of `auth` get
  * their section name as id (`auth.oidc` is `oidc`); each entry of `auth.connectors` its own
  * `id`. A connector names one provider section; when it names several, the first of
- * {@link PROVIDER_KINDS} is used and the others are reported by the configuration warnings.
+ * {@link PROVIDER_SECTIONS} is used and the others are reported by the configuration warnings.
+ * The cluster manager is a top-level section only.
  */
 
-export const PROVIDER_KINDS = PROVIDER_SECTIONS;
+export const PROVIDER_KINDS = [...PROVIDER_SECTIONS, 'clusterManager'] as const;
 export type ProviderKind = (typeof PROVIDER_KINDS)[number];
-
-/** The kinds this platform signs people in with; the others are accepted and warned about. */
-export const SUPPORTED_PROVIDER_KINDS: readonly ProviderKind[] = ['oidc', 'saml'];
 
 type Sections = Pick<AuthConfig, ProviderKind>;
 export type ProviderConfig<K extends ProviderKind> = NonNullable<Sections[K]>;
@@ -36,6 +34,7 @@ const DEFAULT_NAMES: Record<ProviderKind, string> = {
   hostedGitGroups: 'code hosting (groups)',
   idpA: 'web identity',
   idpB: 'enterprise identity',
+  clusterManager: 'the cluster manager',
 };
 
 function methodOf(
@@ -78,9 +77,7 @@ export function configuredMethods(auth: AuthConfig): LoginMethod[] {
   return methods;
 }
 
-/** The methods a person can sign in with here. */
-export function loginMethods(auth: AuthConfig): LoginMethod[] {
-  return configuredMethods(auth).filter((method) => SUPPORTED_PROVIDER_KINDS.includes(method.kind));
-}
+/** The methods a person can sign in with here (every configured one). */
+export const loginMethods = configuredMethods;
 
 export const passwordLoginEnabled = (auth: AuthConfig) => auth.password?.disabled !== true;

@@ -1,9 +1,8 @@
 import type { ConfigStatus } from '../api/config.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
-import { OidcConnector, type OidcTransaction } from './oidc.ts';
-import { errorPage, handOffPage, keyPage, loginPage, loopbackReturn } from './pages.ts';
-import { SamlConnector, type SamlTransaction } from './saml.ts';
+import { accessKeyFormPage, errorPage, handOffPage, keyPage, loginPage, loopbackReturn } from './pages.ts';
+import type { ConnectorRegistry } from './registry.ts';
 import { type LoginSecrets, SealBroken, seal, unseal } from './secrets.ts';
 import { type LoginService, LoginThrottled, type MintedLogin } from './service.ts';
 
@@ -16,9 +15,9 @@ import { type LoginService, LoginThrottled, type MintedLogin } from './service.t
  * | GET `/auth/login` | the login page (`?return=` a loopback address of `platform login`) |
  * | POST `/auth/password/login` | the password form (HTML), or JSON `{username, password}` → `{key, ...}` |
  * | POST `/auth/password/change` | JSON `{username, oldPassword, newPassword}` |
- * | GET `/auth/<id>/login` | starts OIDC or SAML: sealed state cookie, redirect to the provider |
- * | GET `/auth/<id>/callback` | OIDC redirect back (`redirectURI` points here) |
- * | POST `/auth/<id>/callback` | SAML assertion consumer service (`redirectURI` points here) |
+ * | GET `/auth/<id>/login` | starts a single sign-on: sealed state cookie, redirect to the provider (or the cluster manager's key form) |
+ * | GET `/auth/<id>/callback` | OAuth/OIDC redirect back (`redirectURI` points here) |
+ * | POST `/auth/<id>/callback` | SAML assertion consumer service (`redirectURI` points here); the key form |
  * | POST `/auth/logout` | deletes the caller's Login key (authenticated by the gateway) |
  *
  * Every answer carries `auth.customHttpHeaders`. A successful sign-in answers with the key page,
@@ -52,14 +51,14 @@ export interface LoginHttpResponse {
 
 interface Transaction {
   readonly connector: string;
-  readonly oidc?: OidcTransaction;
-  readonly saml?: SamlTransaction;
+  /** What the connector keeps from start to finish (state, nonce, PKCE verifier, request id). */
+  readonly started: unknown;
   readonly returnTo?: string | undefined;
-  readonly state?: string | undefined;
 }
 
 export interface LoginEndpointsDeps {
   readonly service: LoginService;
+  readonly connectors: ConnectorRegistry;
   readonly config: () => ConfigStatus;
   readonly secrets: () => Promise<LoginSecrets>;
   /** The management API's public URL for kubeconfigs (`<gateway>/kubernetes/management`). */
@@ -98,7 +97,6 @@ const REASONS: Record<number, string> = {
 };
 
 export class LoginEndpoints {
-  private readonly connectors = new Map<string, { key: string; connector: OidcConnector | SamlConnector }>();
   private readonly now: () => number;
 
   constructor(private readonly deps: LoginEndpointsDeps) {
@@ -128,7 +126,7 @@ export class LoginEndpoints {
     const match = /^\/([^/]+)\/(login|callback)$/.exec(path);
     if (!match) return undefined;
     const id = decodeURIComponent(match[1] as string);
-    const method = loginMethods(auth).find((candidate) => candidate.id === id);
+    const method = this.deps.connectors.method(auth, id);
     if (!method) throw new LoginRefused(`there is no sign-in method "${id}"`);
     if (match[2] === 'login' && request.method === 'GET') return this.start(request, url, method);
     if (match[2] === 'callback' && (request.method === 'GET' || request.method === 'POST'))
@@ -154,30 +152,11 @@ export class LoginEndpoints {
     };
   }
 
-  private connector(method: LoginMethod): OidcConnector | SamlConnector {
-    // One connector object per configuration of the method (discovery is cached in it).
-    const key = JSON.stringify(method.config);
-    const cached = this.connectors.get(method.id);
-    if (cached && cached.key === key) return cached.connector;
-    const connector =
-      method.kind === 'oidc'
-        ? new OidcConnector(method.id, method.config)
-        : new SamlConnector(method.id, method.config as never);
-    this.connectors.set(method.id, { key, connector });
-    return connector;
-  }
-
   private async start(request: LoginHttpRequest, url: URL, method: LoginMethod): Promise<LoginHttpResponse> {
-    const connector = this.connector(method);
+    const connector = this.deps.connectors.connectorFor(method);
     const returnTo = loopbackReturn(url.searchParams.get('return'))?.toString();
     const started = await connector.start();
-    const transaction: Transaction = {
-      connector: method.id,
-      ...(connector instanceof OidcConnector
-        ? { oidc: started.transaction as OidcTransaction }
-        : { saml: started.transaction as SamlTransaction }),
-      returnTo,
-    };
+    const transaction: Transaction = { connector: method.id, started: started.transaction, returnTo };
     const { transactionKey } = await this.deps.secrets();
     const sealed = await seal(transaction, transactionKey, this.now() + TRANSACTION_TTL_MS);
     // SAML comes back by a cross-site POST, which only carries SameSite=None cookies.
@@ -190,7 +169,17 @@ export class LoginEndpoints {
       `SameSite=${sameSite}`,
       ...(request.secure ? ['Secure'] : []),
     ].join('; ');
-    return { status: 303, headers: { location: started.url.toString(), 'set-cookie': cookie }, body: '' };
+    if ('form' in started)
+      return {
+        status: 200,
+        headers: { 'content-type': HTML, 'set-cookie': cookie },
+        body: accessKeyFormPage(method),
+      };
+    return {
+      status: 303,
+      headers: { location: started.redirect.toString(), 'set-cookie': cookie },
+      body: '',
+    };
   }
 
   private async callback(request: LoginHttpRequest, method: LoginMethod): Promise<LoginHttpResponse> {
@@ -202,14 +191,15 @@ export class LoginEndpoints {
       this.now(),
     )) as Transaction;
     if (transaction.connector !== method.id) throw new SealBroken();
-    const connector = this.connector(method);
-    const identity =
-      connector instanceof OidcConnector
-        ? await connector.finish(new URL(request.url, 'http://gateway'), transaction.oidc as OidcTransaction)
-        : await connector.finish(
-            new URLSearchParams(request.body ?? '').get('SAMLResponse') ?? undefined,
-            transaction.saml as SamlTransaction,
-          );
+    const connector = this.deps.connectors.connectorFor(method);
+    const identity = await connector.finish(
+      {
+        url: new URL(request.url, 'http://gateway'),
+        form: new URLSearchParams(request.method === 'POST' ? (request.body ?? '') : ''),
+        source: request.source,
+      },
+      transaction.started,
+    );
     const minted = await this.deps.service.ssoLogin(identity);
     const response = this.signedIn(request, minted, transaction.returnTo);
     return {

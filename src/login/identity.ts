@@ -54,6 +54,22 @@ export class ReservedUsername extends LoginRefused {
   }
 }
 
+/**
+ * Group rules of the connectors (pure): without `required` every group passes; with it the user
+ * must be in at least one of them ({@link NotInAllowedGroups} otherwise), and with `keepOnlyRequired`
+ * only those enter the identity (a whitelist), else all the user's groups do.
+ */
+export function requireGroups(
+  groups: readonly string[],
+  required: readonly string[] | undefined,
+  keepOnlyRequired: boolean,
+): string[] {
+  if (!required || required.length === 0) return [...groups];
+  const kept = groups.filter((group) => required.includes(group));
+  if (kept.length === 0) throw new NotInAllowedGroups();
+  return keepOnlyRequired ? kept : [...groups];
+}
+
 const RESERVED = ['system:', 'platform:'];
 export const isReservedName = (name: string) => RESERVED.some((prefix) => name.startsWith(prefix));
 
@@ -134,10 +150,7 @@ export function identityFromClaims(connector: string, claims: Claims, config: Oi
     throw new IdentityIncomplete(`the identity provider sent no "${config.platformUsernameClaim}" claim`);
   const username = `${config.usernamePrefix ?? ''}${name}`;
   if (isReservedName(username)) throw new ReservedUsername();
-  const rawGroups = asStrings(claims[config.groupsClaim || 'groups']);
-  const required = config.groups ?? [];
-  if (required.length > 0 && !rawGroups.some((group) => required.includes(group)))
-    throw new NotInAllowedGroups();
+  const rawGroups = requireGroups(asStrings(claims[config.groupsClaim || 'groups']), config.groups, false);
   const emailVerified = claims.email_verified;
   return {
     connector,
@@ -178,11 +191,7 @@ export function identityFromSaml(
   let groups = asStrings(attribute(config.groupsAttr));
   if (config.groupsDelim)
     groups = groups.flatMap((value) => value.split(config.groupsDelim as string)).filter(Boolean);
-  const allowed = config.allowedGroups ?? [];
-  if (allowed.length > 0) {
-    if (!groups.some((group) => allowed.includes(group))) throw new NotInAllowedGroups();
-    if (config.filterGroups) groups = groups.filter((group) => allowed.includes(group));
-  }
+  groups = requireGroups(groups, config.allowedGroups, config.filterGroups === true);
   return {
     connector,
     userId,

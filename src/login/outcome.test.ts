@@ -12,6 +12,7 @@ import {
   UnknownUser,
   UserBoundElsewhere,
   UserDisabledAtLogin,
+  UserNotBound,
 } from './outcome.ts';
 
 const auth = (fields: Record<string, unknown> = {}) => AuthSchema.parse(fields);
@@ -54,11 +55,17 @@ describe('what a login does', () => {
     );
   });
 
-  it('updates groups and email of an existing user, and binds an unbound one', () => {
-    const plan = planUser(identity, auth({ disableUserCreation: true }), user({ groups: ['old'] }));
+  it('never takes over an unbound user (an admin binds it), and updates groups and email of a bound one', () => {
+    expect(() => planUser(identity, auth({ disableUserCreation: true }), user({ groups: ['old'] }))).toThrow(
+      UserNotBound,
+    );
+    const plan = planUser(
+      identity,
+      auth({ disableUserCreation: true }),
+      user({ groups: ['old'] }, { [LOGIN_CONNECTOR_ANNOTATION]: 'corp' }),
+    );
     expect(plan.update).toEqual({
       spec: { groups: ['dev', 'ops'], email: 'alice@example.com' },
-      annotations: { [LOGIN_CONNECTOR_ANNOTATION]: 'corp' },
     });
     const same = user(
       { groups: ['dev', 'ops'], email: 'alice@example.com' },

@@ -38,6 +38,20 @@ export class UserBoundElsewhere extends LoginRefused {
   }
 }
 
+/**
+ * An existing User no sign-in method is bound to (made by an admin, or by `platform dev`): a
+ * single sign-on does not take it over, since the username is the provider's to give (anyone may
+ * register a free login at a public provider). An admin binds it with the annotation.
+ */
+export class UserNotBound extends LoginRefused {
+  override readonly name = 'UserNotBound';
+  constructor(connector: string) {
+    super(
+      `a user of this name exists and is not bound to this sign-in method; an admin binds it by annotating it ${LOGIN_CONNECTOR_ANNOTATION}=${connector}`,
+    );
+  }
+}
+
 export const userNameFor = (username: string) => objectNameFor(username);
 export const teamNameFor = (group: string) => objectNameFor(group);
 
@@ -52,14 +66,15 @@ export interface UserPlan {
   readonly name: string;
   /** The User to create, or undefined when it exists. */
   readonly create: User | undefined;
-  /** Changes to an existing User's spec and annotations (undefined: none). */
-  readonly update: { spec: Partial<User['spec']>; annotations: Record<string, string> } | undefined;
+  /** Changes to an existing User's spec (undefined: none). */
+  readonly update: { spec: Partial<User['spec']> } | undefined;
 }
 
 /**
  * The User a single-sign-on identity maps to (named from the username): refused when it does not
- * exist and users are not created, when it is disabled, or when another connector signed it in
- * first.
+ * exist and users are not created, when it is disabled, when another connector signed it in
+ * first, or when it exists unbound (made by an admin: bound by annotation only, see
+ * {@link UserNotBound}).
  */
 export function planUser(identity: ExternalIdentity, auth: AuthConfig, existing: User | undefined): UserPlan {
   const name = userNameFor(identity.username);
@@ -85,16 +100,18 @@ export function planUser(identity: ExternalIdentity, auth: AuthConfig, existing:
   }
   if (existing.spec.disabled === true) throw new UserDisabledAtLogin();
   const bound = existing.metadata.annotations?.[LOGIN_CONNECTOR_ANNOTATION];
-  if (bound !== undefined && bound !== identity.connector) throw new UserBoundElsewhere();
+  if (bound === undefined) throw new UserNotBound(identity.connector);
+  if (bound !== identity.connector) throw new UserBoundElsewhere();
   const spec: Partial<User['spec']> = {};
   const current = existing.spec.groups ?? [];
   if (current.length !== groups.length || current.some((group, i) => group !== groups[i]))
     spec.groups = groups;
   if (identity.email && existing.spec.email !== identity.email) spec.email = identity.email;
-  const annotations: Record<string, string> =
-    bound === undefined ? { [LOGIN_CONNECTOR_ANNOTATION]: identity.connector } : {};
-  const changed = Object.keys(spec).length > 0 || Object.keys(annotations).length > 0;
-  return { name, create: undefined, update: changed ? { spec, annotations } : undefined };
+  return {
+    name,
+    create: undefined,
+    update: Object.keys(spec).length > 0 ? { spec } : undefined,
+  };
 }
 
 /** Teams to create for groups that have none (none with `disableTeamCreation`). */

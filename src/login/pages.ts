@@ -58,6 +58,18 @@ ${input.legalTemplate ? `<div class="legal">${input.legalTemplate}</div>` : ''}`
   );
 }
 
+/** The cluster manager's sign-in: the person's own API key of the cluster manager, posted to the callback. */
+export function accessKeyFormPage(method: Pick<LoginMethod, 'id' | 'displayName'>): string {
+  return page(
+    `Sign in with ${method.displayName}`,
+    `<h1>Sign in with ${escapeHtml(method.displayName)}</h1>
+<p>Create an API key under your account in ${escapeHtml(method.displayName)} (not scoped to a cluster) and paste it here. It is used once to find out who you are and is not stored.</p>
+<form method="post" action="/auth/${encodeURIComponent(method.id)}/callback" id="access-key-form">
+<label>API key <input name="key" type="password" autocomplete="off" required></label>
+<button type="submit">Sign in</button></form>`,
+  );
+}
+
 export function errorPage(message: string): string {
   return page(
     'Sign-in failed',

@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { SAML, type SamlConfig } from '@node-saml/node-saml';
 import { DOMParser } from '@xmldom/xmldom';
+import { ConnectorMisconfigured, ProviderLoginFailed } from './code-flow.ts';
 import type { ProviderConfig } from './connectors.ts';
 import { type ExternalIdentity, identityFromSaml, LoginRefused } from './identity.ts';
-import { ConnectorMisconfigured, ProviderLoginFailed } from './oidc.ts';
+import type { SsoCallback, SsoConnector, SsoStart } from './sso.ts';
 
 /**
  * A SAML 2.0 service provider for one connector, through @node-saml/node-saml: the AuthnRequest
@@ -52,7 +53,7 @@ const attributeOf = (xml: string, localName: string, attribute: string): string 
   return element?.getAttribute(attribute) || null;
 };
 
-export class SamlConnector {
+export class SamlConnector implements SsoConnector {
   constructor(
     readonly id: string,
     private readonly config: SamlProviderConfig,
@@ -90,14 +91,17 @@ export class SamlConnector {
   }
 
   /** The identity provider's URL (HTTP-Redirect binding) and the transaction to keep. */
-  async start(): Promise<{ url: URL; transaction: SamlTransaction }> {
+  async start(): Promise<SsoStart> {
     const requestId = `_${randomBytes(20).toString('hex')}`;
     const url = await this.saml(requestId).getAuthorizeUrlAsync('', undefined, {});
-    return { url: new URL(url), transaction: { requestId } };
+    const transaction: SamlTransaction = { requestId };
+    return { redirect: new URL(url), transaction };
   }
 
   /** Validates the posted `SAMLResponse` for this transaction and returns the identity it asserts. */
-  async finish(samlResponse: string | undefined, transaction: SamlTransaction): Promise<ExternalIdentity> {
+  async finish(callback: SsoCallback, started: unknown): Promise<ExternalIdentity> {
+    const samlResponse = callback.form.get('SAMLResponse') ?? undefined;
+    const transaction = started as SamlTransaction;
     if (!samlResponse) throw new ProviderLoginFailed('the identity provider sent no SAML response');
     const saml = this.saml();
     let profile: Awaited<ReturnType<SAML['validatePostResponseAsync']>>['profile'];

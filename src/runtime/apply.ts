@@ -1,7 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy } from '@kubernetes/client-node';
-import { isNotFound, RuntimeError } from './errors.ts';
-import { type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+import { isAlreadyExists, isNotFound, RuntimeError } from './errors.ts';
+import { collectionPath, type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
 
 /** Discovery of the group version lists no resource of that kind. */
 export class UnknownKind extends RuntimeError {}
@@ -74,6 +74,31 @@ export async function applyObject<T extends KubernetesObject>(
     body: { ...obj, metadata },
     contentType: PatchStrategy.ServerSideApply,
   });
+}
+
+/**
+ * Writes a controller's child: created with a plain POST when the cache does not have it (the
+ * apiserver creates for a fraction of what a server-side apply of a new object costs), otherwise,
+ * or when the POST finds the name taken (a cache behind), server-side applied with `force`.
+ */
+export async function createOrApply<T extends KubernetesObject>(
+  api: KubeApi,
+  obj: T,
+  options: ApplyOptions & { resource: ResourceRef; cached: boolean },
+): Promise<T> {
+  if (!options.cached) {
+    try {
+      return await api.request<T>({
+        method: 'POST',
+        path: collectionPath(options.resource, obj.metadata?.namespace),
+        query: { fieldManager: options.fieldManager },
+        body: obj,
+      });
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+    }
+  }
+  return applyObject(api, obj, { ...options, force: true });
 }
 
 /**

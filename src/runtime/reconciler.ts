@@ -7,6 +7,7 @@ import { errorMessage, errorReason, isNotFound, TerminalError } from './errors.t
 import type { EventRecorder, ObjectReference } from './events.ts';
 import { addFinalizer, hasFinalizer, isBeingDeleted, removeFinalizer } from './finalizers.ts';
 import type { KubeApi, ResourceRef } from './kube-client.ts';
+import type { Store } from './store.ts';
 
 /** The condition types the scaffold owns (kstatus reads Reconciling and Stalled; everyone reads Ready). */
 export const READY = 'Ready';
@@ -53,8 +54,8 @@ export interface ObjectReconcilerOptions<T extends ScaffoldObject, S> {
   api: KubeApi;
   clock: Clock;
   events: EventRecorder;
-  /** The object from the cache. */
-  get(key: string): T | undefined;
+  /** The primary objects' cache; the scaffold reads it and records its own writes in it. */
+  store: Store<T>;
   /**
    * A finalizer that guards `cleanup` while the object is being deleted. Omit it when owner
    * references and garbage collection remove everything the object made.
@@ -183,6 +184,7 @@ export function objectReconciler<T extends ScaffoldObject, S>(
     };
     try {
       const written = await patchStatus(api, resource, obj, status);
+      if (written) options.store.recordWrite(written, obj.metadata.resourceVersion);
       return (written ?? obj).metadata?.resourceVersion;
     } catch (err) {
       // Deleted meanwhile: there is no status left to write, and its deletion is an event of its own.
@@ -192,7 +194,7 @@ export function objectReconciler<T extends ScaffoldObject, S>(
   }
 
   return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
-    const found = options.get(key);
+    const found = options.store.fresh(key);
     if (!found) {
       stalled.delete(key);
       await options.cleanup?.(key, undefined, ctx);
@@ -216,6 +218,7 @@ export function objectReconciler<T extends ScaffoldObject, S>(
     }
     stalled.delete(key);
     const obj = finalizer ? await addFinalizer(api, resource, found, finalizer) : found;
+    if (obj !== found) options.store.recordWrite(obj, found.metadata.resourceVersion);
     const generation = obj.metadata.generation;
     const now = new Date(options.clock.now());
     const fields = options.statusOf?.(obj) ?? {};

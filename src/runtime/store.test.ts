@@ -111,3 +111,42 @@ describe('computeReplaceDelta', () => {
     expect(store.byIndex(LabelIndex, 'l=v')).toEqual([]);
   });
 });
+
+describe('Store: our own writes until the cache catches up', () => {
+  it('returns the written object while the cache still holds the version it replaced', () => {
+    const store = new Store();
+    store.upsert(cm('ns', 'a', { resourceVersion: '1' }));
+    store.recordWrite(cm('ns', 'a', { resourceVersion: '5', labels: { written: 'yes' } }), '1');
+    expect(store.fresh('ns/a')?.metadata?.resourceVersion).toBe('5');
+    // An event older than the write changes nothing the write replaced: the cache moved on.
+    store.upsert(cm('ns', 'a', { resourceVersion: '5', labels: { written: 'yes' } }));
+    expect(store.fresh('ns/a')?.metadata?.labels).toEqual({ written: 'yes' });
+  });
+
+  it('a create the cache has not seen yet; forgotten once the cache has any other version', () => {
+    const store = new Store();
+    store.recordWrite(cm('ns', 'b', { resourceVersion: '7' }), undefined);
+    expect(store.fresh('ns/b')?.metadata?.resourceVersion).toBe('7');
+    expect(store.get('ns/b')).toBeUndefined();
+    // Someone changed it after our write: the cache is the truth from now on.
+    store.upsert(cm('ns', 'b', { resourceVersion: '9' }));
+    expect(store.fresh('ns/b')?.metadata?.resourceVersion).toBe('9');
+    store.delete('ns/b');
+    expect(store.fresh('ns/b')).toBeUndefined();
+  });
+
+  it('a write over our own write (finalizer, then status) counts from what the cache holds', () => {
+    const store = new Store();
+    store.upsert(cm('ns', 'c', { resourceVersion: '1' }));
+    store.recordWrite(cm('ns', 'c', { resourceVersion: '2' }), '1');
+    store.recordWrite(cm('ns', 'c', { resourceVersion: '3' }), '2');
+    expect(store.fresh('ns/c')?.metadata?.resourceVersion).toBe('3');
+  });
+
+  it('a write over a version the cache does not hold is not trusted: the cache wins', () => {
+    const store = new Store();
+    store.upsert(cm('ns', 'd', { resourceVersion: '1' }));
+    store.recordWrite(cm('ns', 'd', { resourceVersion: '4' }), '2');
+    expect(store.fresh('ns/d')?.metadata?.resourceVersion).toBe('1');
+  });
+});

@@ -20,6 +20,8 @@ export const defaultIndexers: Record<string, IndexFunc> = {
   [LabelIndex]: (obj) => Object.entries(obj.metadata?.labels ?? {}).map(([k, v]) => `${k}=${v}`),
 };
 
+const MAX_REMEMBERED_WRITES = 10_000;
+
 /**
  * A thread-unsafe-by-design (single event loop) cache of objects keyed by `ns/name` with
  * secondary indexes maintained on every change, like client-go's `cache.Indexer`. Objects
@@ -30,6 +32,8 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   private readonly indexers = new Map<string, IndexFunc<T>>();
   /** index name -> index value -> keys */
   private readonly indices = new Map<string, Map<string, Set<string>>>();
+  /** key -> an object we wrote, and the resourceVersion the cache had then (see `recordWrite`). */
+  private readonly writes = new Map<string, { from: string | undefined; written: T }>();
 
   constructor(indexers: Record<string, IndexFunc<T>> = defaultIndexers as Record<string, IndexFunc<T>>) {
     for (const [name, fn] of Object.entries(indexers)) this.addIndexer(name, fn);
@@ -46,6 +50,40 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
 
   get(key: string): T | undefined {
     return this.items.get(key);
+  }
+
+  /**
+   * Remembers an object a controller just wrote (the apiserver's answer) over the cached version
+   * `fromResourceVersion` (undefined: the cache did not have it). Until the watch brings the
+   * cache past that version, `fresh` returns the written object: a reconcile that runs again
+   * before its own writes came back (woken by the events of the first writes) sees them, and
+   * does not write them again. Exact, not a guess about ordering: the memory counts only while
+   * the cache still holds precisely the version the write replaced.
+   */
+  recordWrite(written: T, fromResourceVersion: string | undefined): void {
+    const key = objectKey(written);
+    const previous = this.writes.get(key);
+    // A write over our own earlier write (a finalizer, then the status) replaced what the
+    // cache still holds: the chain counts from there.
+    const from =
+      previous && previous.written.metadata?.resourceVersion === fromResourceVersion
+        ? previous.from
+        : fromResourceVersion;
+    this.writes.delete(key);
+    this.writes.set(key, { from, written });
+    // Bounded: a write whose watch event never reaches this store (it left the selector) must
+    // not stay forever; the oldest go first.
+    if (this.writes.size > MAX_REMEMBERED_WRITES) this.writes.delete(this.writes.keys().next().value!);
+  }
+
+  /** The cached object, or the one we wrote over it while the cache has not caught up. */
+  fresh(key: string): T | undefined {
+    const cached = this.items.get(key);
+    const write = this.writes.get(key);
+    if (!write) return cached;
+    if (cached?.metadata?.resourceVersion === write.from) return write.written;
+    this.writes.delete(key);
+    return cached;
   }
 
   getByName(namespace: string | undefined, name: string): T | undefined {
@@ -85,6 +123,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   /** Inserts or replaces; returns the previous object. */
   upsert(obj: T): T | undefined {
     const key = objectKey(obj);
+    this.forgetWrite(key, obj.metadata?.resourceVersion);
     const previous = this.items.get(key);
     if (previous) this.unindex(key, previous);
     this.items.set(key, obj);
@@ -94,6 +133,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
 
   /** Removes by key; returns the removed object. */
   delete(key: string): T | undefined {
+    this.writes.delete(key);
     const previous = this.items.get(key);
     if (!previous) return undefined;
     this.unindex(key, previous);
@@ -108,6 +148,12 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
     for (const obj of delta.added) this.upsert(obj);
     for (const { newObject } of delta.updated) this.upsert(newObject);
     return delta;
+  }
+
+  /** A write is forgotten once the cache holds any version other than the one it replaced. */
+  private forgetWrite(key: string, resourceVersion: string | undefined): void {
+    const write = this.writes.get(key);
+    if (write && write.from !== resourceVersion) this.writes.delete(key);
   }
 
   private unindex(key: string, obj: T): void {

@@ -548,6 +548,80 @@ describe('reference and labels patches', () => {
     expect(r.object.data).toEqual({ secretName: 'creds', widget: 'unknown' });
   });
 
+  it('reference.labels (as SPEC.md writes it) translates the selector both ways, like labels beside reference', async () => {
+    const both = ctxWith({
+      sync: {
+        toHost: {
+          configMaps: {
+            patches: [
+              { path: 'data.specForm', reference: { apiVersion: 'v1', kind: 'Secret', labels: {} } },
+              { path: 'data.referenceForm', labels: {} },
+            ],
+          },
+        },
+      },
+    });
+    const selector = { matchLabels: { app: 'web', release: 'r' } };
+    const source: KubeObject = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'c', namespace: 'shop' },
+      data: { specForm: selector, referenceForm: selector } as any,
+    };
+    const sb = sandboxFor(both);
+    const host = syncToHost({
+      kind: 'ConfigMap',
+      source,
+      previousSource: null,
+      existingTarget: null,
+      ctx: both,
+      sandbox: sb,
+    });
+    const expected = {
+      matchLabels: {
+        app: 'web',
+        [hostLabelKey('release', 'vc')]: 'r',
+        'vcluster.platform/managed-by': 'vc',
+        'vcluster.platform/namespace': 'shop',
+      },
+    };
+    expect(host.object.data).toEqual({ specForm: expected, referenceForm: expected });
+    const back = syncToVirtual({
+      kind: 'ConfigMap',
+      source: host.object,
+      previousSource: null,
+      existingTarget: null,
+      ctx: both,
+      sandbox: sb,
+    });
+    expect(back.object.data).toEqual({ specForm: selector, referenceForm: selector });
+  });
+
+  it('a Service selector already in the host form is not translated twice', () => {
+    const svcCtx = ctxWith({
+      sync: { toHost: { services: { patches: [{ path: 'spec.selector', labels: {} }] } } },
+    });
+    const service: KubeObject = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'shop' },
+      spec: { selector: { app: 'web' }, ports: [{ port: 80 }] },
+    };
+    const host = syncToHost({
+      kind: 'Service',
+      source: service,
+      previousSource: null,
+      existingTarget: null,
+      ctx: svcCtx,
+      sandbox: sandboxFor(svcCtx),
+    });
+    expect((host.object.spec as any).selector).toEqual({
+      app: 'web',
+      'vcluster.platform/managed-by': 'vc',
+      'vcluster.platform/namespace': 'shop',
+    });
+  });
+
   it('labels patches translate a selector like a Service selector', async () => {
     const secret: KubeObject = {
       kind: 'Secret',
@@ -572,5 +646,110 @@ describe('reference and labels patches', () => {
       matchLabels: { [key]: 'r', 'vcluster.platform/managed-by': 'vc', 'vcluster.platform/namespace': 'ns' },
       matchExpressions: [{ key, operator: 'Exists' }],
     });
+  });
+});
+
+describe('nothing from the virtual side sets reserved metadata on the host', () => {
+  const secret = (labels: Record<string, string>, annotations: Record<string, string> = {}): KubeObject => ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: { name: 'db', namespace: 'apps', uid: 'u', labels, annotations },
+    data: { password: 'aHVudGVy' },
+  });
+  const hostile = {
+    'management.platform/sharedsecret-name': 'prod-db',
+    'management.platform/sharedsecret-namespace': 'finance',
+    'x.vcluster.platform/anything': 'y',
+    'rbac.authorization.k8s.io/aggregate-to-admin': 'true',
+    'kubernetes.io/legacy-token-last-used': '2024-01-01',
+    app: 'db',
+    'app.kubernetes.io/name': 'db',
+  };
+
+  it('reserved labels and annotations of the virtual object are dropped; ordinary ones and the translated ones pass', () => {
+    const host = translateToHost(
+      'Secret',
+      secret(
+        { ...hostile, release: 'r1' },
+        {
+          'kubernetes.io/service-account.name': 'default',
+          'vcluster.platform/skip-backsync': 'true',
+          'service.beta.kubernetes.io/aws-load-balancer-type': 'nlb',
+          note: 'n',
+        },
+      ),
+      null,
+      plain,
+    );
+    const m = host.metadata as any;
+    expect(m.labels).toEqual({
+      app: 'db',
+      'app.kubernetes.io/name': 'db',
+      [hostLabelKey('release', 'vc')]: 'r1',
+      'vcluster.platform/managed-by': 'vc',
+      'vcluster.platform/namespace': 'apps',
+    });
+    expect(Object.keys(m.annotations).filter((k) => !k.startsWith('vcluster.platform/'))).toEqual([
+      'service.beta.kubernetes.io/aws-load-balancer-type',
+      'note',
+    ]);
+  });
+
+  it("the host's own reserved keys stay; ones copied by an earlier syncer are removed", () => {
+    const existing = translateToHost('Secret', secret({ app: 'db' }), null, plain);
+    const em = existing.metadata as any;
+    em.labels['management.platform/project'] = 'owned-by-host';
+    em.labels['management.platform/sharedsecret-name'] = 'prod-db';
+    em.annotations['vcluster.platform/managed-labels'] = 'app\nmanagement.platform/sharedsecret-name';
+    const host = translateToHost('Secret', secret({ app: 'db' }), existing, plain);
+    expect((host.metadata as any).labels).toEqual({
+      app: 'db',
+      'management.platform/project': 'owned-by-host',
+      'vcluster.platform/managed-by': 'vc',
+      'vcluster.platform/namespace': 'apps',
+    });
+  });
+
+  it('patches cannot set them either: not through a wildcard, not through the whole object', () => {
+    const ctx = ctxWith({
+      sync: {
+        toHost: {
+          secrets: {
+            enabled: true,
+            patches: [
+              { path: 'metadata.labels.*', expression: 'value' },
+              {
+                path: '',
+                expression:
+                  '({ metadata: { ...value.metadata, labels: { ...value.metadata.labels, "management.platform/sharedsecret-name": "prod-db" }, annotations: { ...value.metadata.annotations, "kubernetes.io/service-account.name": "default", "vcluster.platform/object-name": "other" } } })',
+              },
+            ],
+          },
+        },
+      },
+    });
+    const { object } = syncToHost({
+      kind: 'Secret',
+      source: secret({ app: 'db' }),
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox: sandboxFor(ctx),
+    });
+    const m = object.metadata as any;
+    expect(m.labels['management.platform/sharedsecret-name']).toBeUndefined();
+    expect(m.annotations['kubernetes.io/service-account.name']).toBeUndefined();
+    expect(m.annotations['vcluster.platform/object-name']).toBe('db');
+    expect(isManagedHostObject(object, ctx, 'Secret')).toBe(true);
+  });
+
+  it("the host's reserved keys do not come back to the virtual object", () => {
+    const existing = translateToHost('Secret', secret({ app: 'db' }), null, plain);
+    (existing.metadata as any).labels['management.platform/project'] = 'p';
+    (existing.metadata as any).annotations['endpoints.kubernetes.io/last-change-trigger-time'] = 't';
+    const back = translateToVirtual('Secret', existing, secret({ app: 'db' }), plain);
+    expect((back.metadata as any).labels).toEqual({ app: 'db' });
+    expect((back.metadata as any).annotations).toBeUndefined();
   });
 });

@@ -1,5 +1,4 @@
 import { RESOURCE_BY_KIND } from './config.ts';
-import { LABEL_MANAGED_BY, LABEL_NAMESPACE } from './names.ts';
 import {
   applyPatches,
   type Direction,
@@ -10,16 +9,17 @@ import {
   applyMergePatch,
   cloneJson,
   isJsonObject,
+  type Json,
   type JsonObject,
   mergePatchDiff,
 } from './patches/merge-patch.ts';
 import { Sandbox, type SandboxOptions } from './patches/sandbox.ts';
+import { isReservedKey } from './reserved.ts';
 import {
   assertSyncedKind,
   type KubeObject,
   namespaceRules,
   type SyncContext,
-  translateMetadataToHost,
   translateToHost,
   translateToVirtual,
 } from './translate.ts';
@@ -41,6 +41,12 @@ export interface SyncInput {
   previousSource: KubeObject | null;
   /** The object on the target side, or null when it does not exist yet. */
   existingTarget: KubeObject | null;
+  /**
+   * The target as of the last sync, when its own changes since then must win over the source's
+   * (the virtual side's, when a host change flows back): fields changed on both sides keep the
+   * target's value.
+   */
+  previousTarget?: KubeObject | null;
   ctx: SyncContext;
   sandbox: Sandbox;
   /** Host name -> virtual name for `reference` patches on the way back. */
@@ -93,6 +99,20 @@ function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+/** Drops from a merge patch every field the other merge patch changes (it wins them). */
+function withoutFieldsOf(delta: JsonObject, winner: JsonObject): void {
+  for (const [key, value] of Object.entries(winner)) {
+    if (!Object.hasOwn(delta, key)) continue;
+    const mine = delta[key];
+    if (isJsonObject(mine) && isJsonObject(value)) {
+      withoutFieldsOf(mine, value);
+      if (Object.keys(mine).length === 0) delete delta[key];
+    } else {
+      delete delta[key];
+    }
+  }
+}
+
 function run(direction: Direction, input: SyncInput): SyncResult {
   const { kind, source, previousSource, existingTarget, ctx } = input;
   assertSyncedKind(kind);
@@ -111,10 +131,15 @@ function run(direction: Direction, input: SyncInput): SyncResult {
   };
   const keepStatus = direction === 'toVirtual' && kind === 'Service';
 
+  const translated = translate(source);
+  // The host metadata the translation gives (identity, bookkeeping, reserved keys): what the
+  // patches may not change, restored after them.
+  const expectedMetadata =
+    direction === 'toHost' && isJsonObject(translated.metadata) ? cloneJson(translated.metadata) : null;
   let object: KubeObject;
   let references: ObjectReference[];
   if (existingTarget === null) {
-    object = translate(source);
+    object = translated;
     references = applyPatches({
       ...common,
       document: object,
@@ -123,9 +148,15 @@ function run(direction: Direction, input: SyncInput): SyncResult {
       virtualObject: direction === 'toHost' ? source : null,
     });
   } else {
-    const after = comparable(translate(source), keepStatus);
+    const after = comparable(translated, keepStatus);
     const before = comparable(previousSource ? translate(previousSource) : existingTarget, keepStatus);
     const delta = mergePatchDiff(before, after);
+    if (input.previousTarget) {
+      withoutFieldsOf(
+        delta,
+        mergePatchDiff(comparable(input.previousTarget, false), comparable(existingTarget, false)),
+      );
+    }
     references = applyPatches({
       ...common,
       document: delta,
@@ -135,26 +166,25 @@ function run(direction: Direction, input: SyncInput): SyncResult {
     });
     object = applyMergePatch(existingTarget, delta) as KubeObject;
   }
-  object = reassertIdentity(direction, kind, object, source, existingTarget, ctx);
+  object = reassertIdentity(object, expectedMetadata, existingTarget);
   return { object, references, changed: existingTarget === null || !sameJson(object, existingTarget) };
 }
 
 /**
- * Whatever the patches did, the target keeps its name, namespace and bookkeeping: a patch can
- * neither move an object nor make it unmanaged (validation forbids such paths; this holds even for
- * wildcards and reference patches).
+ * Whatever the patches did, the target keeps its name, namespace and bookkeeping, and the host
+ * gets no reserved label or annotation the translation did not give it: a patch can neither move
+ * an object, nor make it unmanaged, nor set what the host's controllers act on (validation
+ * forbids such paths; this holds even for wildcards, the whole object and reference patches).
  */
 function reassertIdentity(
-  direction: Direction,
-  kind: string,
   object: KubeObject,
-  source: KubeObject,
+  expected: JsonObject | null,
   existingTarget: KubeObject | null,
-  ctx: SyncContext,
 ): KubeObject {
   const m: JsonObject = isJsonObject(object.metadata) ? object.metadata : {};
   object.metadata = m;
-  if (direction === 'toVirtual') {
+  if (expected === null) {
+    // Toward the virtual cluster: the existing object keeps its name and namespace.
     const identity = existingTarget && isJsonObject(existingTarget.metadata) ? existingTarget.metadata : null;
     if (identity) {
       m.name = identity.name ?? m.name ?? null;
@@ -162,23 +192,24 @@ function reassertIdentity(
     }
     return object;
   }
-  const expected = translateMetadataToHost(kind, 'v1', source, existingTarget, ctx);
   m.name = expected.name ?? null;
   m.namespace = expected.namespace ?? null;
-  const expectedAnnotations = isJsonObject(expected.annotations) ? expected.annotations : {};
-  const annotations: JsonObject = isJsonObject(m.annotations) ? m.annotations : {};
-  for (const [k, v] of Object.entries(expectedAnnotations)) {
-    if (k.startsWith('vcluster.platform/object-')) annotations[k] = v;
-  }
-  m.annotations = annotations;
-  const expectedLabels = isJsonObject(expected.labels) ? expected.labels : {};
-  const labels: JsonObject = isJsonObject(m.labels) ? m.labels : {};
-  for (const k of [LABEL_MANAGED_BY, LABEL_NAMESPACE]) {
-    const v = expectedLabels[k];
-    if (v !== undefined) labels[k] = v;
-  }
-  m.labels = labels;
+  m.annotations = withReservedKeysOf(m.annotations, expected.annotations);
+  m.labels = withReservedKeysOf(m.labels, expected.labels);
   return object;
+}
+
+/**
+ * A label or annotation map whose reserved keys (`reserved.ts`) are exactly those of the
+ * translation (our bookkeeping, and what the host object itself carries): whatever the patches
+ * did, nothing from the virtual side sets a reserved key on the host.
+ */
+function withReservedKeysOf(map: Json | undefined, expected: Json | undefined): JsonObject {
+  const result: JsonObject = {};
+  if (isJsonObject(map)) for (const [k, v] of Object.entries(map)) if (!isReservedKey(k)) result[k] = v;
+  if (isJsonObject(expected))
+    for (const [k, v] of Object.entries(expected)) if (isReservedKey(k)) result[k] = v;
+  return result;
 }
 
 /** The host object to write for a virtual object (translation, then `expression` patches). */

@@ -15,6 +15,7 @@ import {
   hostServiceSelector,
   LABEL_CONTROLLED_BY,
   LABEL_MANAGED_BY,
+  LABELS_TO_TRANSLATE,
   type Labels,
   PREFIX,
   virtualLabelKey,
@@ -22,6 +23,7 @@ import {
   virtualServiceSelector,
 } from './names.ts';
 import { cloneJson, isJsonObject, type Json, type JsonObject } from './patches/merge-patch.ts';
+import { isReservedKey } from './reserved.ts';
 
 /** What every translation needs to know about the virtual cluster. */
 export interface SyncContext {
@@ -170,9 +172,31 @@ function isBookkeepingAnnotation(key: string): boolean {
   );
 }
 
-/** Whether an annotation is copied between the clusters. */
+/**
+ * Whether an annotation is copied between the clusters: not our bookkeeping, not excluded, and
+ * not a reserved key (`reserved.ts`: nothing from the virtual side sets those on the host, and
+ * the host's do not come back).
+ */
 export function isSyncedAnnotation(key: string): boolean {
-  return !isBookkeepingAnnotation(key) && !EXCLUDED_ANNOTATIONS.includes(key);
+  return !isBookkeepingAnnotation(key) && !EXCLUDED_ANNOTATIONS.includes(key) && !isReservedKey(key);
+}
+
+/** Whether a virtual label is copied to the host (translated, for the keys the reference translates). */
+function isSyncedVirtualLabel(key: string): boolean {
+  return LABELS_TO_TRANSLATE.includes(key) || !isReservedKey(key);
+}
+
+/**
+ * The reserved keys of a host object's map that belong to the host (set by its components or
+ * admins): kept as they are. Ours (`vcluster.platform/*`) are recomputed every time, and keys
+ * we copied earlier (listed as managed) are not the host's.
+ */
+function hostOwnedReserved(existing: Labels, previouslyManaged: ReadonlySet<string>): Labels {
+  const owned: Labels = {};
+  for (const [k, v] of Object.entries(existing)) {
+    if (isReservedKey(k) && !k.startsWith(`${PREFIX}/`) && !previouslyManaged.has(k)) owned[k] = v;
+  }
+  return owned;
 }
 
 function splitList(v: string | undefined): string[] {
@@ -218,7 +242,7 @@ export function translateMetadataToHost(
   const existingMeta = existingHost ? meta(existingHost) : {};
   const existingAnnotations = stringMap(existingMeta.annotations) ?? {};
   const previouslyManaged = new Set(splitList(existingAnnotations[ANNOTATION_MANAGED_ANNOTATIONS]));
-  const annotations: Labels = {};
+  const annotations: Labels = hostOwnedReserved(existingAnnotations, previouslyManaged);
   for (const [k, v] of Object.entries(existingAnnotations)) {
     if (!previouslyManaged.has(k) && isSyncedAnnotation(k)) annotations[k] = v;
   }
@@ -241,8 +265,11 @@ export function translateMetadataToHost(
     if (!previouslyManagedLabels.has(k) && k !== LABEL_MANAGED_BY && !k.startsWith(`${PREFIX}/`))
       labels[k] = v;
   }
+  const virtualLabelsToCopy = Object.fromEntries(
+    Object.entries(stringMap(vMeta.labels) ?? {}).filter(([k]) => isSyncedVirtualLabel(k)),
+  );
   const fromVirtual =
-    hostLabels(stringMap(vMeta.labels) ?? {}, existingLabels, namespace, true, ctx.vclusterName) ?? {};
+    hostLabels(virtualLabelsToCopy, existingLabels, namespace, true, ctx.vclusterName) ?? {};
   Object.assign(labels, fromVirtual);
   const managedLabelKeys = Object.keys(fromVirtual)
     .filter(
@@ -278,7 +305,8 @@ export function translateMetadataToVirtual(
   if (Object.keys(annotations).length > 0) result.annotations = annotations;
   else delete result.annotations;
   const labels = virtualLabels(stringMap(hMeta.labels) ?? {}, ctx.vclusterName) ?? {};
-  for (const k of Object.keys(labels)) if (k.startsWith(`${PREFIX}/`)) delete labels[k];
+  for (const k of Object.keys(labels))
+    if (isReservedKey(k) && !LABELS_TO_TRANSLATE.includes(k)) delete labels[k];
   if (Object.keys(labels).length > 0) result.labels = labels;
   else delete result.labels;
   return result;
@@ -451,6 +479,24 @@ function translateEndpointsSubsets(subsets: Json | undefined, ctx: SyncContext):
   });
 }
 
+/**
+ * Service spec fields that flow both ways, as the reference syncer copies them: whichever side
+ * changed since the last sync wins, the virtual side when both did. Every other field of a
+ * Service's spec is the virtual side's (the selector, the cluster IP, ...).
+ */
+export const SERVICE_BIDIRECTIONAL_FIELDS: readonly string[] = [
+  'type',
+  'ports',
+  'externalIPs',
+  'externalName',
+  'loadBalancerIP',
+  'publishNotReadyAddresses',
+  'externalTrafficPolicy',
+  'sessionAffinity',
+  'sessionAffinityConfig',
+  'loadBalancerSourceRanges',
+];
+
 /** Fields the host apiserver allocates; an existing host Service keeps them. */
 const SERVICE_ALLOCATED = ['clusterIP', 'clusterIPs', 'ipFamilies', 'ipFamilyPolicy', 'healthCheckNodePort'];
 
@@ -534,10 +580,11 @@ export function translateToHost(
 }
 
 /**
- * The virtual object for a host object, before reverse patches: metadata back-translated onto the
- * existing virtual object; for a Service the host status (and an existing virtual spec); for
- * Endpoints the virtual subsets win (host subsets never flow back); Secrets and ConfigMaps take
- * their data from the host.
+ * The virtual object for a host object, before reverse patches. With an existing virtual object
+ * (the syncer's case) only what flows back changes: labels and annotations, a Service's status
+ * and its bidirectional spec fields (`SERVICE_BIDIRECTIONAL_FIELDS`; node ports stay the virtual
+ * side's); Endpoints subsets and Secret/ConfigMap contents stay the virtual side's. Without one
+ * (an import, as `sync preview --to-virtual` shows it), everything is brought over.
  */
 export function translateToVirtual(
   kind: string,
@@ -553,23 +600,51 @@ export function translateToVirtual(
       if (!existingVirtual && host.subsets !== undefined) base.subsets = cloneJson(host.subsets);
       break;
     case 'Service': {
-      if (!existingVirtual && isJsonObject(host.spec)) {
-        const spec = cloneJson(host.spec);
-        const selector = stringMap(spec.selector);
-        if (selector) spec.selector = virtualServiceSelector(selector, ctx.vclusterName);
-        base.spec = spec;
+      if (isJsonObject(host.spec)) {
+        if (!existingVirtual) {
+          const spec = cloneJson(host.spec);
+          const selector = stringMap(spec.selector);
+          if (selector) spec.selector = virtualServiceSelector(selector, ctx.vclusterName);
+          base.spec = spec;
+        } else {
+          base.spec = withBidirectionalServiceFields(base.spec, host.spec);
+        }
       }
       return copyServiceStatusToVirtual(host, base);
     }
     case 'Secret':
     case 'ConfigMap':
+      if (existingVirtual) break;
       for (const f of ['data', 'binaryData', 'stringData', 'type', 'immutable']) {
         if (host[f] !== undefined) base[f] = cloneJson(host[f]);
-        else delete base[f];
       }
       break;
   }
   return base;
+}
+
+/** A virtual Service spec with the bidirectional fields of a host spec (node ports excepted). */
+function withBidirectionalServiceFields(virtualSpec: Json | undefined, hostSpec: JsonObject): JsonObject {
+  const spec: JsonObject = isJsonObject(virtualSpec) ? virtualSpec : {};
+  const virtualPorts = Array.isArray(spec.ports) ? spec.ports.filter(isJsonObject) : [];
+  for (const field of SERVICE_BIDIRECTIONAL_FIELDS) {
+    const value = hostSpec[field];
+    if (value === undefined) {
+      delete spec[field];
+    } else if (field === 'ports' && Array.isArray(value)) {
+      spec.ports = value.map((port) => {
+        if (!isJsonObject(port)) return cloneJson(port);
+        const { nodePort: _hostNodePort, ...rest } = cloneJson(port);
+        const same = virtualPorts.find(
+          (v) => v.port === port.port && (v.protocol ?? 'TCP') === (port.protocol ?? 'TCP'),
+        );
+        return same?.nodePort !== undefined ? { ...rest, nodePort: same.nodePort } : rest;
+      });
+    } else {
+      spec[field] = cloneJson(value);
+    }
+  }
+  return spec;
 }
 
 /** The virtual Service with the host Service's status (load balancer ingress, conditions). */

@@ -20,7 +20,12 @@ declare module 'oidc-provider' {
     interactionDetails(
       req: IncomingMessage,
       res: ServerResponse,
-    ): Promise<{ uid: string; prompt: { name: string }; params: Record<string, unknown> }>;
+    ): Promise<{
+      uid: string;
+      prompt: { name: string };
+      params: Record<string, unknown>;
+      session?: { accountId: string };
+    }>;
     interactionFinished(
       req: IncomingMessage,
       res: ServerResponse,

@@ -4,6 +4,7 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { decodeJwt, importJWK, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { createCertificateAuthority, issueCertificate } from '../../../src/pki/certificates.ts';
 
 /**
@@ -32,6 +33,8 @@ export interface TestOidcProvider {
   tamper: { audience?: string; nonce?: string } | undefined;
   /** Token requests seen (grant types), to assert a replayed code reached the provider. */
   readonly tokenRequests: string[];
+  /** Revokes a refresh token at the provider (RFC 7009), as a user withdrawing consent does. */
+  revoke(refreshToken: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -48,11 +51,28 @@ function readForm(req: IncomingMessage): Promise<URLSearchParams> {
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+/** The claims of each scope (oidc-provider's `claims` setting); the default is a generic enterprise provider's. */
+const DEFAULT_CLAIMS: Record<string, string[]> = {
+  openid: ['sub'],
+  email: ['email', 'email_verified'],
+  profile: ['preferred_username', 'name'],
+  groups: ['groups'],
+  extra: ['department', 'employee_id'],
+};
+
 export async function startTestOidcProvider(options: {
   redirectUris: string[];
   postLogoutRedirectUris?: string[];
   caDir: string;
+  /** Scope → claims, to answer as a particular provider documents its claims. */
+  claims?: Record<string, string[]>;
+  /**
+   * Claims of scopes go to UserInfo only, not into the ID token, when an access token is issued
+   * (oidc-provider's conformIdTokenClaims), as providers that keep groups out of ID tokens do.
+   */
+  claimsInUserInfoOnly?: boolean;
 }): Promise<TestOidcProvider> {
+  const claimsConfig = options.claims ?? DEFAULT_CLAIMS;
   const ca = await createCertificateAuthority('test-oidc-ca', 3600);
   const serving = await issueCertificate(ca, {
     commonName: 'oidc',
@@ -89,16 +109,14 @@ export async function startTestOidcProvider(options: {
     jwks: { keys: [jwk] },
     cookies: { keys: [randomBytes(16).toString('hex')] },
     pkce: { required: () => true },
-    conformIdTokenClaims: false,
-    claims: {
-      openid: ['sub'],
-      email: ['email', 'email_verified'],
-      profile: ['preferred_username', 'name'],
-      groups: ['groups'],
-      extra: ['department', 'employee_id'],
+    conformIdTokenClaims: options.claimsInUserInfoOnly === true,
+    claims: claimsConfig,
+    scopes: ['offline_access', ...Object.keys(claimsConfig)],
+    features: {
+      devInteractions: { enabled: false },
+      rpInitiatedLogout: { enabled: true },
+      revocation: { enabled: true },
     },
-    scopes: ['openid', 'offline_access', 'email', 'profile', 'groups', 'extra'],
-    features: { devInteractions: { enabled: false }, rpInitiatedLogout: { enabled: true } },
     interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
     issueRefreshToken: () => true,
     async findAccount(_ctx: unknown, id: string) {
@@ -114,15 +132,7 @@ export async function startTestOidcProvider(options: {
         clientId: ctx.oidc.client.clientId,
       });
       grant.addOIDCScope(ctx.oidc.params.scope);
-      grant.addOIDCClaims([
-        'preferred_username',
-        'email',
-        'email_verified',
-        'groups',
-        'department',
-        'employee_id',
-        'name',
-      ]);
+      grant.addOIDCClaims(Object.values(claimsConfig).flat());
       await grant.save();
       return grant;
     },
@@ -137,7 +147,23 @@ export async function startTestOidcProvider(options: {
     accounts,
     tamper: undefined,
     tokenRequests,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    revoke: async (refreshToken) => {
+      const response = await undiciFetch(`${issuer}/token/revocation`, {
+        method: 'POST',
+        dispatcher: new Agent({ connect: { ca: ca.certPem } }),
+        headers: {
+          authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: new URLSearchParams({ token: refreshToken, token_type_hint: 'refresh_token' }).toString(),
+      });
+      if (response.status !== 200) throw new Error(`revocation answered ${response.status}`);
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 
   provider.use(async (ctx, next) => {
@@ -173,6 +199,23 @@ export async function startTestOidcProvider(options: {
           return;
         }
         const form = await readForm(req);
+        if (details.prompt.name === 'consent' && details.session) {
+          // Consent asked for explicitly (prompt=consent): the person agrees to what was asked.
+          const grant = new provider.Grant({
+            accountId: details.session.accountId,
+            clientId: String(details.params.client_id),
+          });
+          grant.addOIDCScope(String(details.params.scope));
+          grant.addOIDCClaims(Object.values(claimsConfig).flat());
+          const grantId = await grant.save();
+          await provider.interactionFinished(
+            req,
+            res,
+            { consent: { grantId } },
+            { mergeWithLastSubmission: true },
+          );
+          return;
+        }
         const username = form.get('username') ?? '';
         if (!accounts.has(username)) {
           await provider.interactionFinished(req, res, {

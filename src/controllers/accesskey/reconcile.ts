@@ -109,7 +109,7 @@ export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
     api: deps.api,
     clock: deps.clock,
     events: deps.events,
-    get: (name) => deps.keys.get(name),
+    store: deps.keys,
     action: 'ExpireAccessKey',
     // An omitted expirationTimestamp is removed (undefined becomes null in the merge patch).
     statusOf: (key) => ({ expirationTimestamp: expiryOf(key)?.toISOString() }),

@@ -76,7 +76,7 @@ export function clusterReconciler(deps: ClusterReconcilerDeps) {
     api,
     clock: deps.clock,
     events: deps.events,
-    get: (name) => clusters.get(name),
+    store: clusters,
     action: 'ProbeCluster',
     async apply(cluster) {
       const ref = cluster.spec.credentialsSecretRef;

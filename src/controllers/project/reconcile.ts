@@ -139,7 +139,7 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
     api,
     clock: deps.clock,
     events: deps.events,
-    get: (name) => projects.get(name),
+    store: projects,
     finalizer: CLEANUP_FINALIZER,
     action: 'ConvergeProject',
     apply: converge,

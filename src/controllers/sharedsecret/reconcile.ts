@@ -1,6 +1,6 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import type { SharedSecret, SharedSecretStatus } from '../../api/sharedsecret.ts';
-import { applyObject, deepEqual, deleteObject } from '../../runtime/apply.ts';
+import { createOrApply, deepEqual, deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { errorMessage, isApiError, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
@@ -57,13 +57,23 @@ export function sharedSecretReconciler(deps: SharedSecretReconcilerDeps) {
   ];
   const deleteChild = (child: Child) =>
     deleteObject(api, child.kind === 'Role' ? resources.roles : resources.roleBindings, child.object);
-  const applyChild = async (child: Child) => {
+  const storeOf = (kind: Child['kind']): Store<V1Role | V1RoleBinding> =>
+    (kind === 'Role' ? roles : roleBindings) as Store<V1Role | V1RoleBinding>;
+  /** The child as last known: the cache, or our own write the cache has not caught up with. */
+  const currentOf = (child: Child): Child | undefined => {
+    const object = storeOf(child.kind).fresh(
+      `${child.object.metadata?.namespace}/${child.object.metadata?.name}`,
+    );
+    return object ? ({ kind: child.kind, object } as Child) : undefined;
+  };
+  const writeChild = async (child: Child, current: Child | undefined) => {
     try {
-      await applyObject(api, child.object, {
+      const written = await createOrApply(api, child.object, {
         fieldManager: fieldManagers.sharedSecret,
-        force: true,
         resource: child.kind === 'Role' ? resources.roles : resources.roleBindings,
+        cached: current !== undefined,
       });
+      storeOf(child.kind).recordWrite(written, current?.object.metadata?.resourceVersion);
     } catch (err) {
       if (!isApiError(err, 422)) throw err;
       throw new ProjectionRejected(`${child.kind} ${child.object.metadata?.name}: ${errorMessage(err)}`, {
@@ -79,18 +89,19 @@ export function sharedSecretReconciler(deps: SharedSecretReconcilerDeps) {
       ...desired.roles.map((object) => ({ kind: 'Role' as const, object })),
       ...desired.roleBindings.map((object) => ({ kind: 'RoleBinding' as const, object })),
     ];
-    const existing = new Map(
-      childrenOf(key)
-        .filter((c) => c.object.metadata?.ownerReferences?.some((r) => r.uid === secret.metadata.uid))
-        .map((c) => [childId(c), c]),
-    );
-    const changes = wanted.filter((c) => !matches(existing.get(childId(c)), c));
-    // A Role that changes is updated before any RoleBinding is written: a binding that gains
-    // subjects must never meet the Role's old, wider rules. New Roles need no such order (a
-    // binding to a Role that does not exist yet grants nothing), so a new secret takes one round.
-    const roleUpdates = changes.filter((c) => c.kind === 'Role' && existing.has(childId(c)));
-    await Promise.all(roleUpdates.map(applyChild));
-    await Promise.all(changes.filter((c) => !roleUpdates.includes(c)).map(applyChild));
+    const changes = wanted
+      .map((child) => ({ child, current: currentOf(child) }))
+      .filter(({ child, current }) => !matches(current, child, secret.metadata.uid));
+    // Roles before RoleBindings: a binding that gains subjects must never meet a Role's old, wider
+    // rules, nor a same-named Role we do not control (one someone made before the secret existed,
+    // which our write then takes over, or refuses when another owner controls it).
+    for (const kind of ['Role', 'RoleBinding'] as const) {
+      await Promise.all(
+        changes
+          .filter(({ child }) => child.kind === kind)
+          .map(({ child, current }) => writeChild(child, current)),
+      );
+    }
     const wantedIds = new Set(wanted.map(childId));
     await Promise.all(
       childrenOf(key)
@@ -105,7 +116,7 @@ export function sharedSecretReconciler(deps: SharedSecretReconcilerDeps) {
     api,
     clock: deps.clock,
     events: deps.events,
-    get: (key) => sharedSecrets.get(key),
+    store: sharedSecrets,
     // Earlier versions guarded cleanup with a finalizer; it is removed when such a secret goes.
     formerFinalizers: [CLEANUP_FINALIZER],
     action: 'ProjectAccess',
@@ -122,9 +133,9 @@ export function sharedSecretReconciler(deps: SharedSecretReconcilerDeps) {
   });
 }
 
-/** Whether a cached child already has the desired content (so no write is needed). */
-function matches(existing: Child | undefined, desired: Child): boolean {
-  if (!existing) return false;
+/** Whether a child already has the desired content and owner (so no write is needed). */
+function matches(existing: Child | undefined, desired: Child, ownerUid: string | undefined): boolean {
+  if (!existing?.object.metadata?.ownerReferences?.some((r) => r.uid === ownerUid)) return false;
   const a = existing.object;
   const b = desired.object;
   const labels = b.metadata?.labels ?? {};

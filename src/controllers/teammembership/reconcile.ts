@@ -35,7 +35,7 @@ export function teamMembershipReconciler(deps: TeamMembershipReconcilerDeps) {
     api: deps.api,
     clock: deps.clock,
     events: deps.events,
-    get: (name) => deps.users.get(name),
+    store: deps.users,
     action: 'ResolveTeams',
     statusOf: (user) => ({ teams: teamsOfUser(deps.teams.byIndex(BY_MEMBER, user.metadata.name ?? '')) }),
     apply: async () => ({

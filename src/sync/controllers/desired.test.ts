@@ -208,3 +208,106 @@ describe('desiredPair', () => {
     expect((record.host.metadata as any).annotations.note).toBe('n');
   });
 });
+
+describe('reverse patches on every path that flows back', () => {
+  const svcCtx: SyncContext = {
+    vclusterName: 'vc',
+    hostNamespace: 'vc-ns',
+    config: loadSyncConfig({
+      sync: {
+        toHost: {
+          services: {
+            patches: [
+              {
+                path: 'spec.ports[*].name',
+                expression: '"tenant-" + value',
+                reverseExpression: 'value.replace(/^tenant-/, "")',
+              },
+              {
+                path: 'metadata.annotations.blob',
+                expression: 'btoa(value)',
+                reverseExpression: 'atob(value)',
+              },
+              {
+                path: 'status.loadBalancer.ingress[*].hostname',
+                reverseExpression: 'value.replace(/[.]host[.]example$/, ".example")',
+              },
+            ],
+          },
+        },
+      },
+    }),
+  };
+  const svcSandbox = createSandbox(svcCtx, { timeoutMs: 2000, objectTimeoutMs: 4000 });
+  afterAll(() => svcSandbox.dispose());
+
+  const virtualService = () =>
+    stored({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'default', annotations: { blob: 'secret-ish' } },
+      spec: { type: 'ClusterIP', selector: { app: 'web' }, ports: [{ name: 'http', port: 80 }] },
+    });
+  const createdService = (virtual: KubeObject): SyncRecord => {
+    const { object } = syncToHost({
+      kind: 'Service',
+      source: virtual,
+      previousSource: null,
+      existingTarget: null,
+      ctx: svcCtx,
+      sandbox: svcSandbox,
+    });
+    return { virtual, host: stored(object) };
+  };
+  const pairOf = (virtual: KubeObject, host: KubeObject, record: SyncRecord | null) =>
+    desiredPair({ kind: 'Service', virtual, host, record, ctx: svcCtx, sandbox: svcSandbox });
+
+  it('a host change to a port name, an encoded annotation and the status comes back decoded', () => {
+    const record = createdService(virtualService());
+    expect((record.host.spec as any).ports[0].name).toBe('tenant-http');
+    expect((record.host.metadata as any).annotations.blob).toBe(btoa('secret-ish'));
+    const host = edit(record.host, {
+      spec: { ports: [{ name: 'tenant-web', port: 80 }] },
+      metadata: { annotations: { blob: btoa('changed') } },
+      status: { loadBalancer: { ingress: [{ hostname: 'lb.host.example' }] } },
+    });
+    const pair = pairOf(record.virtual, host, record);
+    expect(pair.backSynced).toBe(true);
+    expect((pair.virtual.spec as any).ports).toEqual([{ name: 'web', port: 80 }]);
+    expect((pair.virtual.metadata as any).annotations.blob).toBe('changed');
+    expect(pair.virtual.status).toEqual({ loadBalancer: { ingress: [{ hostname: 'lb.example' }] } });
+    // Forward again, the host keeps its form: nothing to write.
+    expect(pair.host.spec).toEqual(host.spec);
+    expect((pair.host.metadata as any).annotations).toEqual((host.metadata as any).annotations);
+  });
+
+  it('without a record only the status comes back, through its reverse patches', () => {
+    const record = createdService(virtualService());
+    const host = edit(record.host, {
+      spec: { ports: [{ name: 'tenant-web', port: 80 }] },
+      status: { loadBalancer: { ingress: [{ hostname: 'lb.host.example' }] } },
+    });
+    const pair = pairOf(record.virtual, host, null);
+    expect(pair.virtual.status).toEqual({ loadBalancer: { ingress: [{ hostname: 'lb.example' }] } });
+    expect((pair.virtual.spec as any).ports).toEqual([{ name: 'http', port: 80 }]);
+    expect((pair.host.spec as any).ports).toEqual([{ name: 'tenant-http', port: 80 }]);
+  });
+
+  it('a field both sides changed keeps the virtual value', () => {
+    const record = createdService(virtualService());
+    const virtual = edit(record.virtual, { spec: { ports: [{ name: 'api', port: 80 }] } });
+    const host = edit(record.host, { spec: { ports: [{ name: 'tenant-web', port: 80 }] } });
+    const pair = pairOf(virtual, host, record);
+    expect((pair.virtual.spec as any).ports).toEqual([{ name: 'api', port: 80 }]);
+    expect((pair.host.spec as any).ports).toEqual([{ name: 'tenant-api', port: 80 }]);
+  });
+
+  it("the rest of the spec is the virtual side's: a host edit to the selector is reverted, never brought back", () => {
+    const record = createdService(virtualService());
+    const host = edit(record.host, { spec: { selector: { app: 'other' } } });
+    const pair = pairOf(record.virtual, host, record);
+    expect(pair.drifted).toBe(true);
+    expect((pair.virtual.spec as any).selector).toEqual({ app: 'web' });
+    expect((pair.host.spec as any).selector).toEqual((record.host.spec as any).selector);
+  });
+});

@@ -1,13 +1,8 @@
-import { jsonEqual } from '../patches/merge-patch.ts';
+import { cloneJson, jsonEqual } from '../patches/merge-patch.ts';
 import type { Sandbox } from '../patches/sandbox.ts';
 import { syncToHost, syncToVirtual } from '../sync.ts';
-import {
-  copyServiceStatusToVirtual,
-  type KubeObject,
-  type SyncContext,
-  type SyncedKind,
-} from '../translate.ts';
-import { ownedFields, resourceVersionOf, withOwnedFieldsOf } from './plan.ts';
+import type { KubeObject, SyncContext, SyncedKind } from '../translate.ts';
+import { resourceVersionOf, virtualOwnedFields } from './plan.ts';
 
 /**
  * The pair of objects both sides should hold when both exist, computed before anything is
@@ -41,15 +36,18 @@ export interface DesiredPair {
 }
 
 /**
- * 1. Host -> virtual, only if the host object changed since our last sync: what changed in its
- *    labels, annotations (and a Service's status) comes back through `reverseExpression`. The
- *    owned fields (Endpoints subsets, Service spec, Secret/ConfigMap data) are pinned to what we
- *    last wrote, so host edits to them never flow back. Without a record (first sync after a
- *    restart) a Service's host status is copied as it is.
+ * 1. Host -> virtual, only if the host object changed since our last sync: what changed in the
+ *    fields that flow back (labels, annotations, a Service's status and bidirectional spec
+ *    fields; see `translateToVirtual`) comes back through `reverseExpression`, on whatever path
+ *    the patch names. A field the virtual side changed too since our last sync keeps the virtual
+ *    value. The fields the virtual side owns (Endpoints subsets, the rest of a Service's spec,
+ *    Secret/ConfigMap contents) never flow back.
+ *    Without a record (first sync after a restart) only a Service's status comes back (through
+ *    its reverse patches); everything else is taken from the virtual side, once.
  * 2. Virtual -> host through `expression`: what changed on the virtual side since our last sync
  *    (including what step 1 brought in, which the patches turn back into the host's form); or,
- *    when the host's owned fields drifted from what we wrote (or we know nothing), everything that
- *    differs from the host object, which reverts the drift.
+ *    when the host's virtual-owned fields drifted from what we wrote (or we know nothing),
+ *    everything that differs from the host object, which reverts the drift.
  * Measuring changes against the last sync, not against the other side, keeps a field nobody
  * changed at its patched value and evaluates expressions only for fields that changed.
  */
@@ -58,20 +56,30 @@ export function desiredPair(input: DesiredPairInput): DesiredPair {
   let virtualNext = virtual;
   let backSynced = false;
   if (record !== null && resourceVersionOf(host) !== resourceVersionOf(record.host)) {
-    const back = syncToVirtual({
+    virtualNext = syncToVirtual({
       kind,
-      source: withOwnedFieldsOf(host, record.host),
+      source: host,
       previousSource: record.host,
+      existingTarget: virtual,
+      previousTarget: record.virtual,
+      ctx,
+      sandbox,
+    }).object;
+    backSynced = true;
+  } else if (kind === 'Service' && record === null) {
+    // The host's status, through the reverse patches of its paths.
+    virtualNext = syncToVirtual({
+      kind,
+      source: host,
+      previousSource: { ...host, status: cloneJson(virtual.status ?? {}) },
       existingTarget: virtual,
       ctx,
       sandbox,
-    });
-    virtualNext = withOwnedFieldsOf(back.object, virtual);
-    backSynced = true;
+    }).object;
   }
-  if (kind === 'Service' && !backSynced) virtualNext = copyServiceStatusToVirtual(host, virtualNext);
 
-  const drifted = record === null || !jsonEqual(ownedFields(host), ownedFields(record.host));
+  const drifted =
+    record === null || !jsonEqual(virtualOwnedFields(kind, host), virtualOwnedFields(kind, record.host));
   const forward = syncToHost({
     kind,
     source: virtualNext,

@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { errorReason, RuntimeError } from '../../runtime/errors.ts';
-import { ReferencePatchError } from '../patches/apply.ts';
+import { ReferencePatchError, RestrictedFieldPatched, WholeObjectPatchInvalid } from '../patches/apply.ts';
 import { ExpressionFailure } from '../patches/sandbox.ts';
 
 /**
@@ -12,6 +12,12 @@ export class HostObjectConflict extends RuntimeError {}
 
 /** The host object we synced lost its bookkeeping (someone edited it): it is left alone. */
 export class HostObjectNotManaged extends RuntimeError {}
+
+/**
+ * After the patches the object is one the host may not hold from a virtual cluster (a Secret
+ * turned into a service-account token): nothing is written.
+ */
+export class HostObjectIneligible extends RuntimeError {}
 
 /** Kinds whose content must never appear in an Event, a condition or a log line. */
 const SECRET_KINDS = new Set(['Secret']);
@@ -30,6 +36,10 @@ function apiMessage(err: ApiException<unknown>): string {
 export function describeSyncError(kind: string, err: unknown): string {
   const reason = errorReason(err);
   const secret = SECRET_KINDS.has(kind);
+  // These name only the patch and the field: nothing of the object's content.
+  if (err instanceof RestrictedFieldPatched || err instanceof WholeObjectPatchInvalid) {
+    return `${reason}: ${err.message}`;
+  }
   if (err instanceof ExpressionFailure || err instanceof ReferencePatchError) {
     return secret ? `${reason} in ${err.patch}` : `${reason}: ${err.message}`;
   }

@@ -4,12 +4,14 @@ import { loadSyncConfig } from '../config.ts';
 import { type KubeObject, type SyncContext, translateToHost } from '../translate.ts';
 import {
   hasSelector,
+  hostIneligibility,
   isOlder,
-  ownedFields,
   type PlanInput,
   planSync,
+  syncedFields,
   virtualKeyOfHost,
-  withOwnedFieldsOf,
+  virtualOwnedFields,
+  virtualWritableView,
   writableView,
 } from './plan.ts';
 
@@ -164,14 +166,41 @@ describe('helpers', () => {
     expect(virtualKeyOfHost({ metadata: { name: 'x' } })).toBeNull();
   });
 
-  it('owned fields are everything but identity, metadata and status', () => {
-    const svc: KubeObject = { ...service(), status: { loadBalancer: {} } };
-    expect(ownedFields(svc)).toEqual({ spec: svc.spec });
-    const other: KubeObject = { ...service({ x: 'y' }), status: { s: 1 } };
-    const mixed = withOwnedFieldsOf(svc, other);
-    expect(mixed.spec).toEqual(other.spec);
-    expect(mixed.status).toEqual(svc.status);
-    expect(mixed.metadata).toEqual(svc.metadata);
+  it("synced fields are everything but identity, metadata and status; the virtual side owns all but a Service's bidirectional ones", () => {
+    const svc: KubeObject = {
+      ...service({ app: 'db' }),
+      spec: { ports: [{ port: 80 }], type: 'ClusterIP', selector: { app: 'db' }, clusterIP: 'None' },
+      status: { loadBalancer: {} },
+    };
+    expect(syncedFields(svc)).toEqual({ spec: svc.spec });
+    expect(virtualOwnedFields('Service', svc)).toEqual({
+      spec: { selector: { app: 'db' }, clusterIP: 'None' },
+    });
+    expect(virtualOwnedFields('Endpoints', endpoints())).toEqual({ subsets: endpoints().subsets });
     expect(writableView(svc)).toEqual({ spec: svc.spec, metadata: {} });
+    expect(virtualWritableView('Service', svc)).toEqual({
+      spec: { ports: [{ port: 80 }], type: 'ClusterIP' },
+      metadata: {},
+    });
+    const labelled = { ...endpoints(), metadata: { name: 'db', labels: { app: 'db' } } };
+    expect(virtualWritableView('Endpoints', labelled)).toEqual({ metadata: { labels: { app: 'db' } } });
+  });
+});
+
+describe('hostIneligibility (checked on the virtual object, and again on the patched host object)', () => {
+  it('a service-account token Secret may not be written to the host; anything else may', () => {
+    const secret = (type: string): KubeObject => ({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type,
+      metadata: { name: 's' },
+    });
+    expect(hostIneligibility('Secret', secret('kubernetes.io/service-account-token'))).toBe(
+      'service account tokens belong to their cluster',
+    );
+    expect(hostIneligibility('Secret', secret('Opaque'))).toBeNull();
+    expect(
+      hostIneligibility('ConfigMap', { ...secret('kubernetes.io/service-account-token'), kind: 'ConfigMap' }),
+    ).toBeNull();
   });
 });

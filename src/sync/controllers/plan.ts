@@ -5,8 +5,14 @@ import {
   ANNOTATION_OBJECT_UID,
   ANNOTATION_SKIP_BACKSYNC,
 } from '../names.ts';
-import { cloneJson, isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
-import { gvkString, isControlledElsewhere, type KubeObject, type SyncedKind } from '../translate.ts';
+import { isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
+import {
+  gvkString,
+  isControlledElsewhere,
+  type KubeObject,
+  SERVICE_BIDIRECTIONAL_FIELDS,
+  type SyncedKind,
+} from '../translate.ts';
 
 /**
  * The pure decisions of the syncer controllers: what to do with one virtual key given what the
@@ -71,6 +77,18 @@ export function hasSelector(service: KubeObject): boolean {
   return isJsonObject(selector) && Object.keys(selector).length > 0;
 }
 
+/**
+ * Why an object, as it would be written on the host, may not be there (null: it may). Checked on
+ * the virtual object before anything is computed, and again on the host object after the patches,
+ * right before it is written.
+ */
+export function hostIneligibility(kind: SyncedKind, obj: KubeObject): string | null {
+  if (kind === 'Secret' && obj.type === 'kubernetes.io/service-account-token') {
+    return 'service account tokens belong to their cluster';
+  }
+  return null;
+}
+
 /** Whether a virtual object is one the syncer may copy to the host (before `wanted`). */
 function eligible(input: PlanInput, virtual: KubeObject): string | null {
   const { kind } = input;
@@ -78,10 +96,7 @@ function eligible(input: PlanInput, virtual: KubeObject): string | null {
     if (!isLive(input.service)) return 'the virtual Service does not exist';
     if (hasSelector(input.service)) return 'the virtual Service has a selector';
   }
-  if (kind === 'Secret' && virtual.type === 'kubernetes.io/service-account-token') {
-    return 'service account tokens belong to their cluster';
-  }
-  return null;
+  return hostIneligibility(kind, virtual);
 }
 
 /**
@@ -160,43 +175,53 @@ export function isOlder(cached: string, known: string): boolean {
 }
 
 /**
- * The fields the virtual side owns: everything but metadata and status (Endpoints subsets,
- * Service spec, Secret and ConfigMap data). Host edits to them are reverted, never synced back.
+ * The fields the syncer writes on the host besides labels and annotations: everything but
+ * identity, metadata and status (Endpoints subsets, Service spec, Secret and ConfigMap data).
  */
-export function ownedFields(obj: KubeObject | null): JsonObject {
+export function syncedFields(obj: KubeObject | null): JsonObject {
   if (obj === null) return {};
   const { metadata: _m, status: _s, apiVersion: _a, kind: _k, ...rest } = obj;
   return rest;
 }
 
-/** `obj` with its owned fields replaced by those of `from` (metadata and status stay). */
-export function withOwnedFieldsOf(obj: KubeObject, from: KubeObject): KubeObject {
-  const result: KubeObject = {};
-  for (const [k, v] of Object.entries(obj)) {
-    if (k === 'metadata' || k === 'status' || k === 'apiVersion' || k === 'kind')
-      (result as JsonObject)[k] = v;
-  }
-  for (const [k, v] of Object.entries(ownedFields(from))) result[k] = cloneJson(v);
-  return result;
+/**
+ * The synced fields only the virtual side owns: all of them but a Service's bidirectional spec
+ * fields. Host edits to them are reverted, never synced back.
+ */
+export function virtualOwnedFields(kind: SyncedKind, obj: KubeObject | null): JsonObject {
+  const fields = syncedFields(obj);
+  if (kind !== 'Service' || !isJsonObject(fields.spec)) return fields;
+  const spec: JsonObject = { ...fields.spec };
+  for (const f of SERVICE_BIDIRECTIONAL_FIELDS) delete spec[f];
+  return { ...fields, spec };
+}
+
+function labelsAndAnnotations(obj: KubeObject): JsonObject {
+  const m = meta(obj);
+  const metadata: JsonObject = {};
+  if (m.labels !== undefined) metadata.labels = m.labels;
+  if (m.annotations !== undefined) metadata.annotations = m.annotations;
+  return metadata;
 }
 
 /**
- * What a merge patch may change on an object: its owned fields plus labels and annotations.
+ * What a merge patch may change on a host object: its synced fields plus labels and annotations.
  * Identity, server fields and status are left out (status has its own subresource).
  */
 export function writableView(obj: KubeObject): JsonObject {
-  const m = meta(obj);
-  const metadata: JsonObject = {};
-  if (m.labels !== undefined) metadata.labels = m.labels;
-  if (m.annotations !== undefined) metadata.annotations = m.annotations;
-  return { ...ownedFields(obj), metadata };
+  return { ...syncedFields(obj), metadata: labelsAndAnnotations(obj) };
 }
 
-/** Labels and annotations only: all the syncer ever writes to a virtual object's main resource. */
-export function metadataView(obj: KubeObject): JsonObject {
-  const m = meta(obj);
-  const metadata: JsonObject = {};
-  if (m.labels !== undefined) metadata.labels = m.labels;
-  if (m.annotations !== undefined) metadata.annotations = m.annotations;
-  return { metadata };
+/**
+ * What the syncer writes to a virtual object's main resource: labels and annotations, and a
+ * Service's bidirectional spec fields (its status has its own subresource).
+ */
+export function virtualWritableView(kind: SyncedKind, obj: KubeObject): JsonObject {
+  const view: JsonObject = { metadata: labelsAndAnnotations(obj) };
+  if (kind === 'Service' && isJsonObject(obj.spec)) {
+    const spec: JsonObject = {};
+    for (const f of SERVICE_BIDIRECTIONAL_FIELDS) if (obj.spec[f] !== undefined) spec[f] = obj.spec[f];
+    view.spec = spec;
+  }
+  return view;
 }

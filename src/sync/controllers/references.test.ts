@@ -2,7 +2,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadSyncConfig } from '../config.ts';
 import { createSandbox, syncToHost } from '../sync.ts';
 import type { KubeObject, SyncContext } from '../translate.ts';
-import { hasReferencePatches, referencedKinds, referencesOf } from './references.ts';
+import {
+  hasReferencePatches,
+  referencedKinds,
+  referencesOf,
+  selectorMatches,
+  selectorReferencesOf,
+} from './references.ts';
 
 const ctxWith = (config: unknown): SyncContext => ({
   vclusterName: 'vc',
@@ -97,6 +103,60 @@ describe('referencesOf', () => {
       .filter((r) => r.apiVersion === 'v1' && (r.kind === 'Secret' || r.kind === 'ConfigMap'))
       .map((r) => ({ kind: r.kind, ...r.virtual }));
     expect(fromSync).toEqual(referencesOf('Service', service, ctx));
+  });
+});
+
+describe('reference.labels: the objects a selector picks are the references', () => {
+  const selectorCtx = ctxWith({
+    sync: {
+      toHost: {
+        services: {
+          patches: [
+            { path: 'spec.selector', reference: { apiVersion: 'v1', kind: 'ConfigMap', labels: {} } },
+          ],
+        },
+      },
+    },
+  });
+  const web: KubeObject = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'web', namespace: 'apps' },
+    spec: { selector: { app: 'web' } },
+  };
+
+  it('reads the selector from the virtual object, for its kind and namespace', () => {
+    expect(selectorReferencesOf('Service', web, selectorCtx)).toEqual([
+      { kind: 'ConfigMap', namespace: 'apps', selector: { matchLabels: { app: 'web' } } },
+    ]);
+    expect(referencesOf('Service', web, selectorCtx)).toEqual([]);
+    expect(hasReferencePatches('Service', selectorCtx.config)).toBe(true);
+    expect([...referencedKinds(selectorCtx.config)]).toEqual(['ConfigMap']);
+  });
+
+  it.each<[string, Record<string, unknown>, Record<string, string>, boolean]>([
+    ['matchLabels', { matchLabels: { app: 'web' } }, { app: 'web', x: 'y' }, true],
+    ['matchLabels, other value', { matchLabels: { app: 'web' } }, { app: 'db' }, false],
+    ['In', { matchExpressions: [{ key: 'tier', operator: 'In', values: ['a', 'b'] }] }, { tier: 'b' }, true],
+    ['In, absent', { matchExpressions: [{ key: 'tier', operator: 'In', values: ['a'] }] }, {}, false],
+    ['NotIn, absent', { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['a'] }] }, {}, true],
+    [
+      'NotIn',
+      { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['a'] }] },
+      { tier: 'a' },
+      false,
+    ],
+    ['Exists', { matchExpressions: [{ key: 'tier', operator: 'Exists' }] }, { tier: '' }, true],
+    ['DoesNotExist', { matchExpressions: [{ key: 'tier', operator: 'DoesNotExist' }] }, { tier: '' }, false],
+    ['empty', {}, { any: 'thing' }, true],
+    [
+      'unknown operator',
+      { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] },
+      { a: '2' },
+      false,
+    ],
+  ])('%s', (_name, selector, labels, expected) => {
+    expect(selectorMatches(selector, labels)).toBe(expected);
   });
 });
 

@@ -1,10 +1,12 @@
 import { type PatchConfig, RESOURCE_BY_KIND, type SyncConfig } from '../config.ts';
+import type { LabelSelector } from '../names.ts';
 import { isJsonObject, type Json } from '../patches/merge-patch.ts';
 import { expandPath, getAt, parsePath } from '../patches/path.ts';
 import { type KubeObject, type SyncContext, translateToHost } from '../translate.ts';
 
 /**
- * Which Secrets and ConfigMaps a virtual object points at through its `reference` patches. The
+ * Which Secrets and ConfigMaps a virtual object points at through its `reference` patches: by
+ * name, or (`reference.labels`) by a label selector. The
  * syncer copies such objects to the host even when their own resource is disabled ("used"
  * objects, as the reference syncer does), and removes the copies once nothing points at them.
  *
@@ -21,6 +23,16 @@ export type ReferenceableKind = (typeof REFERENCEABLE_KINDS)[number];
 
 /** Index name on virtual informers: values are `<Kind>/<namespace>/<name>`. */
 export const REFERENCES_INDEX = 'vcluster-references';
+
+/**
+ * Index name on virtual informers for `reference.labels` patches: values are `<Kind>/<namespace>`,
+ * the kind and namespace whose objects the object's selectors pick.
+ */
+export const SELECTOR_REFERENCES_INDEX = 'vcluster-selector-references';
+
+export function selectorIndexValue(kind: string, namespace: string): string {
+  return `${kind}/${namespace}`;
+}
 
 export function referenceIndexValue(kind: string, namespace: string, name: string): string {
   return `${kind}/${namespace}/${name}`;
@@ -64,12 +76,83 @@ export interface Reference {
   name: string;
 }
 
+/** A `reference.labels` patch's value: the objects of `kind` in `namespace` that it selects. */
+export interface SelectorReference {
+  kind: ReferenceableKind;
+  namespace: string;
+  selector: LabelSelector;
+}
+
+/** A label selector (`matchLabels`/`matchExpressions`), or a map of labels read as `matchLabels`. */
+function asSelector(value: Json): LabelSelector | null {
+  if (!isJsonObject(value)) return null;
+  if ('matchLabels' in value || 'matchExpressions' in value) return value as unknown as LabelSelector;
+  const labels: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) if (typeof v === 'string') labels[k] = v;
+  return { matchLabels: labels };
+}
+
+/** Whether labels match a selector, as the apiserver matches them; an empty selector matches all. */
+export function selectorMatches(selector: LabelSelector, labels: Record<string, string>): boolean {
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const e of selector.matchExpressions ?? []) {
+    const has = Object.hasOwn(labels, e.key);
+    const values = e.values ?? [];
+    switch (e.operator) {
+      case 'In':
+        if (!has || !values.includes(labels[e.key]!)) return false;
+        break;
+      case 'NotIn':
+        if (has && values.includes(labels[e.key]!)) return false;
+        break;
+      case 'Exists':
+        if (!has) return false;
+        break;
+      case 'DoesNotExist':
+        if (has) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * The selectors that `virtual`'s `reference.labels` patches hold, each for the objects of its
+ * kind in the object's namespace (the way the reference product's docs and SPEC.md read a label
+ * selector in a reference: the objects it selects are the references).
+ */
+export function selectorReferencesOf(
+  kind: string,
+  virtual: KubeObject,
+  ctx: SyncContext,
+): SelectorReference[] {
+  const patches = referencePatches(kind, ctx.config).filter((p) => p.reference?.labels !== undefined);
+  if (patches.length === 0) return [];
+  // Read from the virtual object: the selector picks virtual objects (translation may already
+  // have put a Service's own selector into the host's form).
+  const document = virtual;
+  const m = isJsonObject(virtual.metadata) ? virtual.metadata : {};
+  const namespace = typeof m.namespace === 'string' ? m.namespace : '';
+  const found: SelectorReference[] = [];
+  for (const patch of patches) {
+    const ref = patch.reference!;
+    if (ref.apiVersion !== 'v1' || !(REFERENCEABLE_KINDS as readonly string[]).includes(ref.kind)) continue;
+    for (const path of expandPath(document, parsePath(patch.path))) {
+      const selector = asSelector(getAt(document, path) as Json);
+      if (selector !== null) found.push({ kind: ref.kind as ReferenceableKind, namespace, selector });
+    }
+  }
+  return found;
+}
+
 /**
  * The Secrets and ConfigMaps (core v1) that `virtual`'s reference patches name, deduplicated.
  * Anything that cannot be read (an unmapped namespace, a malformed value) names nothing.
  */
 export function referencesOf(kind: string, virtual: KubeObject, ctx: SyncContext): Reference[] {
-  const patches = referencePatches(kind, ctx.config);
+  const patches = referencePatches(kind, ctx.config).filter((p) => p.reference?.labels === undefined);
   if (patches.length === 0) return [];
   let document: KubeObject;
   try {

@@ -24,14 +24,20 @@ import {
   type SyncedKind,
 } from '../translate.ts';
 import { desiredPair, type SyncRecord } from './desired.ts';
-import { describeSyncError, HostObjectConflict, HostObjectNotManaged } from './errors.ts';
 import {
+  describeSyncError,
+  HostObjectConflict,
+  HostObjectIneligible,
+  HostObjectNotManaged,
+} from './errors.ts';
+import {
+  hostIneligibility,
   isLive,
   isOlder,
-  metadataView,
   planSync,
   resourceVersionOf,
   type SyncPlan,
+  virtualWritableView,
   writableView,
 } from './plan.ts';
 
@@ -178,6 +184,16 @@ export function kindSyncer(options: KindSyncerOptions) {
     return service !== null && isManagedHostObject(service, ctx, 'Service');
   };
 
+  /** The eligibility checks again, on the object as the patches made it, before it is written. */
+  const assertEligible = (object: KubeObject, ref: ObjectRef) => {
+    const reason = hostIneligibility(kind, object);
+    if (reason !== null) {
+      throw new HostObjectIneligible(
+        `host ${kind} ${ref.namespace}/${ref.name} after the patches: ${reason}`,
+      );
+    }
+  };
+
   async function create(
     key: string,
     virtual: KubeObject,
@@ -191,6 +207,7 @@ export function kindSyncer(options: KindSyncerOptions) {
       ctx,
       sandbox,
     });
+    assertEligible(object, ref);
     const post = () =>
       hostApi.request<KubeObject>({
         method: 'POST',
@@ -221,13 +238,17 @@ export function kindSyncer(options: KindSyncerOptions) {
 
   async function update(key: string, virtual: KubeObject, host: KubeObject, record: SyncRecord | null) {
     const desired = desiredPair({ kind, virtual, host, record, ctx, sandbox });
+    assertEligible(desired.host, nameOf(host));
     const virtualNext = desired.virtual;
 
     // Writes, virtual first: if the host write then fails, the retry finds the host's change
     // already applied to the virtual side (and the host unchanged since our record), so it is
     // not brought back twice.
     let virtualNow: KubeObject = virtual;
-    const virtualPatch = createMergePatch(metadataView(virtual), metadataView(virtualNext));
+    const virtualPatch = createMergePatch(
+      virtualWritableView(kind, virtual),
+      virtualWritableView(kind, virtualNext),
+    );
     if (virtualPatch !== undefined) {
       virtualNow = await mergePatch(virtualApi, resource, virtual, virtualPatch as JsonObject);
     }

@@ -4,9 +4,9 @@ import type { Controller } from '../../runtime/controller.ts';
 import { EventRecorder } from '../../runtime/events.ts';
 import type { ReadinessReport } from '../../runtime/health-server.ts';
 import type { Informer } from '../../runtime/informer.ts';
-import { type KubeApi, objectKey, type ResourceRef } from '../../runtime/kube-client.ts';
+import { type KubeApi, objectKey, type ResourceRef, splitKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import type { IndexFunc } from '../../runtime/store.ts';
+import { type IndexFunc, NamespaceIndex } from '../../runtime/store.ts';
 import type { SyncConfig } from '../config.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
 import type { SandboxOptions } from '../patches/sandbox.ts';
@@ -28,6 +28,10 @@ import {
   referencedKinds,
   referenceIndexValue,
   referencesOf,
+  SELECTOR_REFERENCES_INDEX,
+  selectorIndexValue,
+  selectorMatches,
+  selectorReferencesOf,
 } from './references.ts';
 import { kindSyncer, type SyncReporter } from './resource.ts';
 
@@ -176,22 +180,44 @@ export function startSyncer(options: SyncerOptions): Syncer {
   };
 
   // Virtual caches: the synced kinds, plus Services for the Endpoints syncer. Kinds whose
-  // patches hold reference patches are indexed by the Secrets/ConfigMaps they name.
-  const referenceIndex =
-    (kind: SyncedKind): IndexFunc =>
-    (obj) =>
+  // patches hold reference patches are indexed by the Secrets/ConfigMaps they name, and by the
+  // kind and namespace their `reference.labels` selectors pick from.
+  const referenceIndexers = (kind: SyncedKind): Record<string, IndexFunc> => ({
+    [REFERENCES_INDEX]: (obj) =>
       referencesOf(kind, obj as unknown as KubeObject, ctx).map((r) =>
         referenceIndexValue(r.kind, r.namespace, r.name),
-      );
+      ),
+    [SELECTOR_REFERENCES_INDEX]: (obj) => [
+      ...new Set(
+        selectorReferencesOf(kind, obj as unknown as KubeObject, ctx).map((r) =>
+          selectorIndexValue(r.kind, r.namespace),
+        ),
+      ),
+    ],
+  });
   const virtualKinds = new Set<SyncedKind>(kinds);
   if (kinds.includes('Endpoints')) virtualKinds.add('Service');
   const virtualInformers = new Map<SyncedKind, Informer>();
   for (const kind of virtualKinds) {
-    const indexers: Record<string, IndexFunc> = hasReferencePatches(kind, config)
-      ? { [REFERENCES_INDEX]: referenceIndex(kind) }
-      : {};
+    const indexers = hasReferencePatches(kind, config) ? referenceIndexers(kind) : {};
     virtualInformers.set(kind, makeInformer('virtual', kind, {}, indexers));
   }
+  /** The objects of `kind` in a namespace that `referencing`'s selector references pick. */
+  const selectedBy = (
+    from: SyncedKind,
+    referencing: KubernetesObject,
+    kind: SyncedKind,
+  ): KubernetesObject[] => {
+    const candidates = virtualInformers.get(kind)?.store;
+    if (!candidates) return [];
+    return selectorReferencesOf(from, referencing as unknown as KubeObject, ctx)
+      .filter((r) => r.kind === kind)
+      .flatMap((r) =>
+        candidates
+          .byIndex(NamespaceIndex, r.namespace)
+          .filter((obj) => selectorMatches(r.selector, obj.metadata?.labels ?? {})),
+      );
+  };
   // Host caches: only our objects, in the namespace we write to. The syncer's identity may read
   // nothing else (a ServiceAccount bound in its namespaces only), so the caches are cluster-wide
   // only where namespace mappings name several namespaces or patterns.
@@ -248,15 +274,28 @@ export function startSyncer(options: SyncerOptions): Syncer {
     const virtualInformer = virtualInformers.get(kind)!;
     const hostInformer = hostInformers.get(kind)!;
     const enabled = config.sync.toHost[ENABLED_KEY[kind]].enabled;
-    // Secrets and ConfigMaps that are not enabled are synced only while something names them.
+    // Secrets and ConfigMaps that are not enabled are synced only while something names them,
+    // or selects them (reference.labels).
     const referencing = [...virtualInformers.entries()]
       .filter(([k]) => hasReferencePatches(k, config))
       .map(([k, informer]) => ({ kind: k, informer }));
-    const wanted = (key: string) =>
-      enabled ||
-      referencing.some(
-        ({ informer }) => informer.store.byIndex(REFERENCES_INDEX, `${kind}/${key}`).length > 0,
+    const wanted = (key: string) => {
+      if (enabled) return true;
+      if (
+        referencing.some(
+          ({ informer }) => informer.store.byIndex(REFERENCES_INDEX, `${kind}/${key}`).length > 0,
+        )
+      ) {
+        return true;
+      }
+      const candidate = virtualInformer.store.get(key);
+      const namespace = splitKey(key).namespace ?? '';
+      return referencing.some(({ kind: from, informer }) =>
+        informer.store
+          .byIndex(SELECTOR_REFERENCES_INDEX, selectorIndexValue(kind, namespace))
+          .some((obj) => candidate !== undefined && selectedBy(from, obj, kind).includes(candidate)),
       );
+    };
     const syncer = kindSyncer({
       kind,
       resource: RESOURCES[kind],
@@ -302,11 +341,12 @@ export function startSyncer(options: SyncerOptions): Syncer {
     }
     if ((REFERENCEABLE_KINDS as readonly string[]).includes(kind)) {
       for (const { kind: from, informer } of referencing) {
-        controller.watch(informer, (obj: KubernetesObject) =>
-          referencesOf(from, obj as unknown as KubeObject, ctx)
+        controller.watch(informer, (obj: KubernetesObject) => [
+          ...referencesOf(from, obj as unknown as KubeObject, ctx)
             .filter((r) => r.kind === kind)
             .map((r) => `${r.namespace}/${r.name}`),
-        );
+          ...selectedBy(from, obj, kind).map((selected) => objectKey(selected)),
+        ]);
       }
     }
     controllers.push(controller);

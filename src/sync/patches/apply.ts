@@ -2,6 +2,7 @@ import type { PatchConfig, ReferencePatchConfig } from '../config.ts';
 import {
   hostLabelSelector,
   hostServiceSelector,
+  LABEL_MANAGED_BY,
   type Labels,
   virtualLabelSelector,
   virtualServiceSelector,
@@ -195,6 +196,9 @@ function translateReference(
   value: Json,
   references: ObjectReference[],
 ): Json {
+  // A label selector whose selected objects are the references: translated like a Service's
+  // selector, so it selects their host copies (the syncer syncs them by its selector index).
+  if (ref.labels !== undefined) return translateSelector(run, value);
   const isObject = isJsonObject(value);
   if (!isObject && typeof value !== 'string') return value;
   if (isObject && !ref.namePath) {
@@ -238,10 +242,18 @@ function translateReference(
   return result;
 }
 
+/**
+ * A label selector (or a map of labels) translated as a Service's selector is: keys translated,
+ * and toward the host the marker labels added so that it selects the synced copies. One that
+ * already carries this virtual cluster's marker is in the host's form (the translation of a
+ * Service's own selector made it so) and stays as it is.
+ */
 function translateSelector(run: PatchRun, value: Json): Json {
   if (!isJsonObject(value)) return value;
   const vc = run.ctx.vclusterName;
   const isLabelSelector = 'matchLabels' in value || 'matchExpressions' in value;
+  const labels = isLabelSelector ? value.matchLabels : value;
+  if (run.direction === 'toHost' && isJsonObject(labels) && labels[LABEL_MANAGED_BY] === vc) return value;
   if (isLabelSelector) {
     const selector = value as Parameters<typeof hostLabelSelector>[0];
     const translated =
@@ -250,14 +262,13 @@ function translateSelector(run: PatchRun, value: Json): Json {
       translated.matchLabels =
         run.direction === 'toHost'
           ? hostServiceSelector(selector.matchLabels ?? {}, sourceNamespace(run), vc)
-          : virtualServiceSelector(translated.matchLabels, vc);
+          : virtualServiceSelector(selector.matchLabels ?? {}, vc);
     }
     return translated as unknown as Json;
   }
-  const labels = value as Labels;
   return run.direction === 'toHost'
-    ? hostServiceSelector(labels, sourceNamespace(run), vc)
-    : virtualServiceSelector(labels, vc);
+    ? hostServiceSelector(value as Labels, sourceNamespace(run), vc)
+    : virtualServiceSelector(value as Labels, vc);
 }
 
 const NO_OBJECTS: EvaluationObjects = { hostJson: null, virtualJson: null };
@@ -328,15 +339,19 @@ interface PendingPatch {
  */
 export function applyPatches(run: PatchRun): ObjectReference[] {
   const references: ObjectReference[] = [];
-  let objects: EvaluationObjects | undefined;
-  const objectsFor = (batch: readonly PendingPatch[]): EvaluationObjects => {
-    if (!batch.some((p) => readsOf(p.expression).objects)) return NO_OBJECTS;
-    objects ??= {
-      hostJson: run.hostObject === null ? null : JSON.stringify(run.hostObject),
-      virtualJson: run.virtualObject === null ? null : JSON.stringify(run.virtualObject),
-    };
-    return objects;
-  };
+  // Serialized before any patch runs (the objects as they were), only if an expression may read them.
+  const mayRead = run.patches.some((p) => {
+    const expression = run.direction === 'toHost' ? p.expression : p.reverseExpression;
+    return expression !== undefined && readsOf(expression).objects;
+  });
+  const objects: EvaluationObjects = mayRead
+    ? {
+        hostJson: run.hostObject === null ? null : JSON.stringify(run.hostObject),
+        virtualJson: run.virtualObject === null ? null : JSON.stringify(run.virtualObject),
+      }
+    : NO_OBJECTS;
+  const objectsFor = (batch: readonly PendingPatch[]): EvaluationObjects =>
+    batch.some((p) => readsOf(p.expression).objects) ? objects : NO_OBJECTS;
   let pending: PendingPatch[] = [];
   const flush = () => {
     if (pending.length === 0) return;

@@ -1,0 +1,97 @@
+import { expect } from 'vitest';
+import { userNameFor } from '../../../src/login/outcome.ts';
+import { ScriptedAgent } from './browse.ts';
+import type { LoginEnv } from './login-env.ts';
+import type { ProviderStandIns } from './provider-stand-ins.ts';
+
+/** Helpers of the tests that sign in through the hosted providers' stand-ins. */
+
+export function standIns(env: LoginEnv): ProviderStandIns {
+  if (!env.providers) throw new Error('provider stand-ins not started (useLoginEnv({ providers: true }))');
+  return env.providers;
+}
+
+/** The access key on the platform's key page, if any. */
+export const keyOn = (text: string) => /<code id="access-key">([^<]+)<\/code>/.exec(text)?.[1];
+
+/** A browser that trusts the platform (the gateway's CA) and the providers' stand-ins. */
+export const browserFor = (env: LoginEnv) =>
+  new ScriptedAgent([env.caPem, env.oidc.caPem, env.providers?.addresses.ca ?? ''].filter(Boolean));
+
+/** Starts a sign-in through `id` in `agent` and returns the callback URL the provider sent it to. */
+export async function callbackFor(env: LoginEnv, agent: ScriptedAgent, id: string, username: string) {
+  const start = await agent.request(`${env.platformUrl}/auth/${id}/login`);
+  expect(start.status, start.text).toBe(303);
+  const callback = await agent.followUntil(
+    start.location as string,
+    `${env.platformUrl}/auth/${id}/callback`,
+    {
+      path: /authorize$|^\/interaction\//,
+      fields: { username },
+    },
+  );
+  return { callback, authorizeUrl: new URL(start.location as string) };
+}
+
+/** A whole sign-in through `id`: the page the platform answers at the end, and the key on it. */
+export async function signIn(env: LoginEnv, id: string, username: string) {
+  const agent = browserFor(env);
+  const { callback, authorizeUrl } = await callbackFor(env, agent, id, username);
+  const page = await agent.request(callback);
+  return { ...page, key: keyOn(page.text), authorizeUrl };
+}
+
+/** The User a username maps to, as stored (undefined when there is none). */
+export async function storedUser(env: LoginEnv, username: string) {
+  try {
+    return (await env.gateway.custom.getClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'users',
+      name: userNameFor(username),
+    })) as { spec: Record<string, unknown>; metadata: { annotations?: Record<string, string> } };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Posts a cluster-manager API key to the platform's form (after opening it, for its cookie). */
+export async function postClusterManagerKey(env: LoginEnv, agent: ScriptedAgent, key: string) {
+  const form = await agent.request(`${env.platformUrl}/auth/clusterManager/login`);
+  expect(form.status).toBe(200);
+  expect(form.text).toContain('name="key"');
+  const page = await agent.request(`${env.platformUrl}/auth/clusterManager/callback`, {
+    method: 'POST',
+    form: { key },
+  });
+  return { ...page, key: keyOn(page.text) };
+}
+
+/** Configures the top-level `hostedGit` section for the stand-in, with `extra` lines (4 spaces in). */
+export function configureHostedGit(env: LoginEnv, extra = ''): Promise<void> {
+  const { hostedGit } = standIns(env);
+  return env.configure(`
+auth:
+  hostedGit:
+    clientId: ${hostedGit.clientId}
+    clientSecret: ${hostedGit.clientSecret}
+    redirectURI: ${env.platformUrl}/auth/hostedGit/callback
+${extra}
+`);
+}
+
+/** Configures the top-level `clusterManager` section for the stand-in, with `extra` YAML under `auth`. */
+export function configureClusterManager(
+  env: LoginEnv,
+  options: { insecure?: boolean; extra?: string } = {},
+): Promise<void> {
+  const { clusterManager } = standIns(env);
+  return env.configure(`
+auth:
+  clusterManager:
+    host: ${clusterManager.host}
+    bearerToken: ${clusterManager.adminKey()}
+    insecure: ${options.insecure ?? true}
+${options.extra ?? ''}
+`);
+}
