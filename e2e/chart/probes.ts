@@ -887,48 +887,66 @@ const gatewayProbe: Probe = {
 
 /**
  * Unique key ids: admission claims a new key's id with a Lease, reads a claim in its way, looks
- * up the key it names and takes over a stale one (here one acquired an hour ago for a key that does
- * not exist); a scope's spaces are looked up in their project (a warning when they are not its).
+ * up the key it names (a key that exists keeps its id) and takes over a stale one (here one
+ * acquired an hour ago by nobody); a scope's spaces are looked up in their project (a warning
+ * when they are not its).
  */
 const keyIdClaimsProbe: Probe = {
   id: 'key-id-claims',
   needs: { controllers: [] },
   steps: (ctx) => {
-    const keyId = generateAccessKey(randomBytes).id;
-    const name = `kc-${ctx.id}`;
+    const [held, stale] = [0, 1].map(() => generateAccessKey(randomBytes).id) as [string, string];
+    const names = [`kc-${ctx.id}-a`, `kc-${ctx.id}-b`, `kc-${ctx.id}-c`] as const;
     const claims = `/apis/coordination.k8s.io/v1/namespaces/${ctx.setting.namespace}/leases`;
+    const claim = (keyId: string, spec: Record<string, unknown>, owner?: { name: string; uid: string }) =>
+      ctx.admin.create(claims, {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: {
+          name: `accesskey-id-${keyId}`,
+          ...(owner ? { ownerReferences: [{ apiVersion: V1, kind: 'OwnedAccessKey', ...owner }] } : {}),
+        },
+        spec,
+      });
+    const key = (name: string, keyId: string) =>
+      accessKey(name, {
+        keyId,
+        keyHash: randomBytes(32).toString('hex'),
+        scope: { spaces: [{ project: `kc-${ctx.id}`, space: `p-kc-${ctx.id}` }] },
+      });
+    const microTime = (ms: number) => new Date(ms).toISOString().replace('Z', '000Z');
     ctx.cleanup.push(
-      () => ctx.admin.delete(clusterPath('ownedaccesskeys', name)),
-      () => ctx.admin.delete(`${claims}/accesskey-id-${keyId}`),
+      ...names.map((name) => () => ctx.admin.delete(clusterPath('ownedaccesskeys', name))),
+      ...[held, stale].map((keyId) => () => ctx.admin.delete(`${claims}/accesskey-id-${keyId}`)),
     );
     return [
       {
-        what: 'a stale claim of the id (its key never came)',
-        run: () =>
-          ctx.admin.create(claims, {
-            apiVersion: 'coordination.k8s.io/v1',
-            kind: 'Lease',
-            metadata: {
-              name: `accesskey-id-${keyId}`,
-              ownerReferences: [{ apiVersion: V1, kind: 'OwnedAccessKey', name: 'gone', uid: randomUUID() }],
+        what: 'an id claimed for a key that exists is refused to another key',
+        run: async () => {
+          const owner = await ctx.admin.create(
+            clusterPath('ownedaccesskeys'),
+            key(names[0], generateAccessKey(randomBytes).id),
+          );
+          await claim(
+            held,
+            { holderIdentity: names[0], acquireTime: microTime(Date.now()) },
+            {
+              name: names[0],
+              uid: owner.metadata.uid,
             },
-            spec: {
-              holderIdentity: 'gone',
-              acquireTime: new Date(Date.now() - 3600_000).toISOString().replace('Z', '000Z'),
-            },
-          }),
+          );
+          const refused = await ctx.admin.call('POST', clusterPath('ownedaccesskeys'), {
+            body: key(names[1], held),
+          });
+          if (refused.status !== 422) throw new Error(`a second key with the id: ${refused.status}`);
+        },
       },
       {
-        what: 'a key with that id (and a space in its scope) is admitted: admission took the claim over',
-        run: () =>
-          ctx.admin.create(
-            clusterPath('ownedaccesskeys'),
-            accessKey(name, {
-              keyId,
-              keyHash: randomBytes(32).toString('hex'),
-              scope: { spaces: [{ project: `kc-${ctx.id}`, space: `p-kc-${ctx.id}` }] },
-            }),
-          ),
+        what: 'a stale claim (acquired an hour ago by nobody) is taken over',
+        run: async () => {
+          await claim(stale, { acquireTime: microTime(Date.now() - 3600_000) });
+          await ctx.admin.create(clusterPath('ownedaccesskeys'), key(names[2], stale));
+        },
       },
     ];
   },

@@ -40,7 +40,11 @@ export function withGatewayOptions(command: Command): Command {
     .option(
       '--trusted-proxies <cidrs>',
       'comma-separated CIDRs of the proxies in front of the gateway (an ingress): only their X-Forwarded-For is believed',
-      (value: string) => value.split(',').map((cidr) => cidr.trim()).filter(Boolean),
+      (value: string) =>
+        value
+          .split(',')
+          .map((cidr) => cidr.trim())
+          .filter(Boolean),
     );
 }
 
