@@ -2,15 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { CONTROLLER_NAMES, type ControllerName, controllerSetups } from '../controllers/index.ts';
 import { type Gateway, setupGateway } from '../gateway/index.ts';
 import type { GatewayServer } from '../gateway/server.ts';
 import { systemClock, systemRandom } from '../runtime/clock.ts';
 import { EventRecorder } from '../runtime/events.ts';
-import { KubeClient } from '../runtime/kube-client.ts';
+import { DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT_MS, KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
+import { RestClientMetrics } from '../runtime/rest-client-metrics.ts';
 import type { WebhookEndpoint } from '../webhooks/configurations.ts';
 import { type AdmissionWebhooks, startAdmissionWebhooks } from '../webhooks/index.ts';
 
@@ -49,6 +50,11 @@ export interface OperatorOptions {
   gatewayCertDir?: string;
   /** The external URL of the gateway, the issuer of direct cluster endpoint tokens; default: the URL it listens on. */
   issuerUrl?: string;
+  /** Client-side rate limit of every client of the apiserver (`--kube-api-qps`, `--kube-api-burst`); <= 0: none. */
+  kubeApiQps?: number;
+  kubeApiBurst?: number;
+  /** Timeout of every apiserver request but watches (`--kube-api-timeout`), in ms. */
+  kubeApiTimeout?: number;
 }
 
 /** `15s`, `500ms`, `1m` or a plain number of seconds, as milliseconds. */
@@ -96,6 +102,17 @@ export function operatorCommand(): Command {
     .option('--health-port <port>', 'port of /metrics, /healthz and /readyz (0: any free port)', Number, 8081)
     .option('--health-host <host>', 'address of /metrics, /healthz and /readyz', '0.0.0.0')
     .option('--max-concurrent-reconciles <n>', 'workers per controller', Number)
+    .option(
+      '--kube-api-qps <n>',
+      `client-side limit of requests per second to the apiserver, per client (<= 0: none; ${DEFAULT_QPS})`,
+      Number,
+    )
+    .option('--kube-api-burst <n>', `requests allowed at once above the qps (${DEFAULT_BURST})`, Number)
+    .option(
+      '--kube-api-timeout <duration>',
+      `timeout of every apiserver request but watches (${DEFAULT_TIMEOUT_MS / 1000}s)`,
+      parseDuration,
+    )
     .addOption(
       new Option('--log-level <level>', 'log level')
         .choices(['debug', 'info', 'warn', 'error'])
@@ -139,13 +156,14 @@ export function createOperator(options: OperatorOptions, logger = operatorLogger
   if (unknown.length > 0) throw new Error(`unknown controller(s): ${unknown.join(', ')}`);
 
   const kubeConfig = loadKubeConfig(options.kubeconfig);
-  const api = new KubeClient(kubeConfig);
+  const registry = new Registry();
+  const api = apiClient(options, kubeConfig, registry, logger);
   const manager = new Manager({
     api,
     clock: systemClock,
     random: systemRandom,
     logger,
-    registry: new Registry(),
+    registry,
     healthPort: options.healthPort,
     healthHost: options.healthHost,
     ...(options.leaderElect
@@ -229,7 +247,7 @@ export async function startOperator(
         const kubeConfig = loadKubeConfig(options.kubeconfig);
         return setupGateway(manager, {
           kubeConfig,
-          api: new KubeClient(kubeConfig),
+          api: apiClient(options, kubeConfig, manager.registry, logger),
           platformNamespace: options.namespace,
           host: options.gatewayHost ?? '0.0.0.0',
           port: options.gatewayPort ?? 8443,
@@ -251,6 +269,27 @@ export async function startOperator(
       await manager.stop();
     },
   };
+}
+
+/**
+ * A client of the operator's apiserver: rate limit and timeout from the flags, `rest_client_*`
+ * metrics on the operator's registry, the kubeconfig read again as credentials rotate.
+ */
+function apiClient(
+  options: OperatorOptions,
+  kubeConfig: KubeConfig,
+  registry: Registry,
+  logger: Logger,
+): KubeClient {
+  return new KubeClient(kubeConfig, {
+    ...(options.kubeApiQps !== undefined ? { qps: options.kubeApiQps } : {}),
+    ...(options.kubeApiBurst !== undefined ? { burst: options.kubeApiBurst } : {}),
+    ...(options.kubeApiTimeout !== undefined ? { timeoutMs: options.kubeApiTimeout } : {}),
+    metrics: RestClientMetrics.for(registry),
+    reload: () => loadKubeConfig(options.kubeconfig),
+    onCredentialsError: (err) =>
+      logger.warn({ err }, 'reading the credentials again failed; keeping the last ones'),
+  });
 }
 
 export function parseWebhookEndpoint(text: string): WebhookEndpoint | 'local' {
