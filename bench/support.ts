@@ -59,6 +59,14 @@ export function quantile(values: readonly number[], q: number): number {
  * out the resources in `exclude` (for example `events` and `leases`, which are not the work measured).
  */
 export async function apiserverWrites(cluster: Cluster, exclude: readonly string[] = []): Promise<number> {
+  return apiserverWritesWhere(cluster, (resource) => !exclude.includes(resource));
+}
+
+/** Successful write requests the apiserver has served to the resources `counted` accepts. */
+export async function apiserverWritesWhere(
+  cluster: Cluster,
+  counted: (resource: string) => boolean,
+): Promise<number> {
   const { request } = await import('node:https');
   const text = await new Promise<string>((resolve, reject) => {
     const req = request(
@@ -75,14 +83,13 @@ export async function apiserverWrites(cluster: Cluster, exclude: readonly string
     req.on('error', reject);
     req.end();
   });
-  const excluded = (line: string) => exclude.some((resource) => line.includes(`resource="${resource}"`));
   return text
     .split('\n')
     .filter(
       (line) =>
         line.startsWith('apiserver_request_total{') && /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line),
     )
-    .filter((line) => /code="2\d\d"/.test(line) && !excluded(line))
+    .filter((line) => /code="2\d\d"/.test(line) && counted(/resource="([^"]*)"/.exec(line)?.[1] ?? ''))
     .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
 

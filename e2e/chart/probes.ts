@@ -3,8 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
+import { SIGNING_KEYS_SECRET } from '../../src/identity/signing-keys.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
-import { type Http, HttpError } from './rbac-support.ts';
+import type { Http } from './rbac-support.ts';
+import type { Component } from './support.ts';
 
 /**
  * Fast checks of each feature of the operator, as the e2e tests of each component make them,
@@ -45,8 +47,8 @@ export interface ProbeContext {
   /** The operator's leader election identity in this run. */
   identity: string;
   admin: Http;
-  /** The chart's ServiceAccount (its token). */
-  sa: Http;
+  /** Each component's ServiceAccount (its token). */
+  sa: Record<Component, Http>;
   /** Admin of the virtual cluster. */
   virtual: Http;
   setting: Setting;
@@ -121,7 +123,7 @@ const accessKey = (name: string, spec: Record<string, unknown>) => ({
   spec: { user: 'alice', type: 'User', ...spec },
 });
 
-/** SharedSecret projection: finalizer, Roles and RoleBindings per access rule, status, stale ones removed, cleanup on delete. */
+/** SharedSecret projection: Roles and RoleBindings per access rule (owned by the secret), status, stale ones removed. */
 const sharedSecretProbe: Probe = {
   id: 'sharedsecret',
   needs: { controllers: ['sharedsecret'] },
@@ -157,7 +159,6 @@ const sharedSecretProbe: Probe = {
         until: async () => {
           const secret = await ctx.admin.get(path);
           return (
-            secret?.metadata.finalizers?.includes('management.platform/cleanup') &&
             isTrueAndCurrent(secret, 'Ready') &&
             secret.status.dataKeys?.join() === 'token' &&
             (await projected(2))
@@ -170,7 +171,8 @@ const sharedSecretProbe: Probe = {
         until: async () => isTrueAndCurrent(await ctx.admin.get(path), 'Ready') && projected(1),
       },
       {
-        what: 'deleting the SharedSecret removes its children and then the finalizer',
+        // Its children are owned by it: the garbage collector removes them.
+        what: 'deleting the SharedSecret removes it and its children',
         run: () => ctx.admin.delete(path),
         until: async () =>
           (await ctx.admin.get(path)) === null &&
@@ -452,7 +454,13 @@ function virtualObject(
     case 'Secret':
       return { apiVersion: 'v1', kind, metadata, data: { k: b64('v') } };
     case 'Service':
-      return { apiVersion: 'v1', kind, metadata, spec: { ports: [{ name: 'p', port: 5432 }] } };
+      // Headless: the test apiserver's service range is small, and every run adds Services.
+      return {
+        apiVersion: 'v1',
+        kind,
+        metadata,
+        spec: { clusterIP: 'None', ports: [{ name: 'p', port: 5432 }] },
+      };
     case 'Endpoints':
       return {
         apiVersion: 'v1',
@@ -716,107 +724,179 @@ const webhookConfigurationsProbe: Probe = {
   ],
 };
 
+/** A call to the gateway (plain HTTP here) with an access key; the status and the decoded body. */
+async function gatewayCall(
+  ctx: ProbeContext,
+  method: string,
+  path: string,
+  key: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<{ status: number; body: any }> {
+  if (!ctx.gatewayUrl) throw new Error('the gateway is not running');
+  const answer = await fetch(`${ctx.gatewayUrl}/kubernetes/management${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${key}`,
+      accept: 'application/json',
+      ...(body === undefined ? {} : { 'content-type': contentType }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await answer.text();
+  return { status: answer.status, body: text ? JSON.parse(text) : undefined };
+}
+
 /**
- * The gateway calls kube-apiserver as the key's user: user, groups and the access-key extra.
- * Until the gateway's own e2e probe can run here, a SelfSubjectReview with those headers, sent
- * as the ServiceAccount, shows that the chart lets it impersonate exactly that.
+ * The management gateway, as a user who is not a platform admin uses it: her key authenticated
+ * from the caches (keys, users, teams, the pepper, the configuration; projects for scopes), her
+ * requests sent as her (impersonation), a direct token signed (the signing keys created), a
+ * kubeconfig for her virtual cluster (a SubjectAccessReview, the instance read, a key of hers
+ * created), her own keys managed through the gateway (which acts as itself after its ownership
+ * check), and her key's last use recorded.
  */
-const gatewayImpersonationProbe: Probe = {
-  id: 'gateway-impersonation',
-  needs: null,
+const gatewayProbe: Probe = {
+  id: 'gateway',
+  needs: { controllers: [], gateway: true },
+  before: async (ctx) => {
+    // A project's namespace: a kubeconfig's key is scoped to the project's virtual cluster.
+    const project = `gw-${ctx.id}`;
+    const ns = `${ctx.setting.projectPrefix}${project}`;
+    await ctx.admin.create(clusterPath('projects'), {
+      apiVersion: V1,
+      kind: 'Project',
+      metadata: { name: project },
+      spec: { owner: { user: ctx.setting.users.alice } },
+    });
+    ctx.cleanup.push(forceDelete(ctx.admin, clusterPath('projects', project)));
+    await createNamespace(ctx, ns);
+    await ctx.admin.delete(corePath(ctx.setting.namespace, 'secrets', SIGNING_KEYS_SECRET));
+    const alice = ctx.setting.users.alice;
+    await ctx.admin.create(rbacPath(ns, 'roles'), {
+      metadata: { name: 'alice' },
+      rules: [
+        { apiGroups: [GROUP], resources: ['sharedsecrets'], verbs: ['list'] },
+        { apiGroups: [GROUP], resources: ['virtualclusterinstances/kubeconfig'], verbs: ['create'] },
+      ],
+    });
+    await ctx.admin.create(rbacPath(ns, 'rolebindings'), {
+      metadata: { name: 'alice' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'alice' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: `platform:user:${alice}` }],
+    });
+    await ctx.admin.create(`${MP}/namespaces/${ns}/virtualclusterinstances`, {
+      apiVersion: V1,
+      kind: 'VirtualClusterInstance',
+      metadata: { name: 'vc' },
+      spec: { accessPoint: { ingress: { enabled: true } }, endpoint: ctx.setting.virtual.server },
+    });
+  },
+  steps: (ctx) => {
+    const ns = `${ctx.setting.projectPrefix}gw-${ctx.id}`;
+    const keyName = `ga-${ctx.id}`;
+    const ownKey = `gb-${ctx.id}`;
+    const generated = generateAccessKey(randomBytes);
+    ctx.cleanup.push(
+      () => ctx.admin.delete(clusterPath('ownedaccesskeys', keyName)),
+      () => ctx.admin.delete(clusterPath('ownedaccesskeys', ownKey)),
+    );
+    const call = (method: string, path: string, body?: unknown, contentType?: string) =>
+      gatewayCall(ctx, method, path, generated.key, body, contentType);
+    return [
+      {
+        what: "alice's key (hashed at admission) is accepted by the gateway",
+        run: () =>
+          ctx.admin.create(clusterPath('ownedaccesskeys'), accessKey(keyName, { key: generated.key })),
+        until: async () => (await call('GET', '/apis')).status === 200,
+      },
+      {
+        what: 'alice lists SharedSecrets through the gateway, as herself',
+        until: async () => (await call('GET', `${MP}/namespaces/${ns}/sharedsecrets`)).status === 200,
+      },
+      {
+        what: 'alice gets a direct cluster endpoint token (signed with a key the gateway created)',
+        until: async () =>
+          (
+            await call('POST', `${MP}/directclusterendpointtokens`, {
+              apiVersion: V1,
+              kind: 'DirectClusterEndpointToken',
+              spec: { ttl: 600 },
+            })
+          ).status === 201,
+      },
+      {
+        what: 'alice gets a kubeconfig for her virtual cluster',
+        until: async () =>
+          (
+            await call('POST', `${MP}/namespaces/${ns}/virtualclusterinstances/vc/kubeconfig`, {
+              apiVersion: V1,
+              kind: 'VirtualClusterInstanceKubeConfig',
+              spec: {},
+            })
+          ).status === 201,
+      },
+      {
+        what: 'alice creates, reads, updates and patches a key of her own through the gateway',
+        run: async () => {
+          const created = await call(
+            'POST',
+            `${MP}/ownedaccesskeys`,
+            accessKey(ownKey, { description: 'created through the gateway' }),
+          );
+          if (created.status !== 201) throw new Error(`create: ${created.status}`);
+          const read = await call('GET', `${MP}/ownedaccesskeys/${ownKey}`);
+          if (read.status !== 200) throw new Error(`get: ${read.status}`);
+          // Read-modify-write: the access key controller may write its status meanwhile (409).
+          let current = read.body;
+          for (let attempt = 1; ; attempt++) {
+            const updated = await call('PUT', `${MP}/ownedaccesskeys/${ownKey}`, {
+              ...current,
+              spec: { ...current.spec, description: 'updated' },
+            });
+            if (updated.status === 200) break;
+            if (updated.status !== 409 || attempt === 5) throw new Error(`update: ${updated.status}`);
+            current = (await call('GET', `${MP}/ownedaccesskeys/${ownKey}`)).body;
+          }
+          const patched = await call(
+            'PATCH',
+            `${MP}/ownedaccesskeys/${ownKey}`,
+            { spec: { displayName: 'patched' } },
+            'application/merge-patch+json',
+          );
+          if (patched.status !== 200) throw new Error(`patch: ${patched.status}`);
+        },
+      },
+      {
+        what: "the key's last use is recorded",
+        until: async () =>
+          Boolean((await ctx.admin.get(clusterPath('ownedaccesskeys', keyName)))?.status?.lastActivity),
+      },
+    ];
+  },
+};
+
+/** The signing keys are rotated in their Secret (here: an empty key ring gets its first key). */
+const gatewaySigningKeysProbe: Probe = {
+  id: 'gateway-signing-keys',
+  needs: { controllers: [], gateway: true },
+  before: async (ctx) => {
+    const path = corePath(ctx.setting.namespace, 'secrets', SIGNING_KEYS_SECRET);
+    await ctx.admin.delete(path);
+    await ctx.admin.create(corePath(ctx.setting.namespace, 'secrets'), {
+      metadata: { name: SIGNING_KEYS_SECRET },
+      data: { 'keys.json': b64('[]') },
+    });
+  },
   steps: (ctx) => [
     {
-      what: 'the ServiceAccount acts as a user with groups and the access-key extra',
+      what: 'the key ring holds a key',
       until: async () => {
-        const answer = await ctx.sa.call('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', {
-          body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' },
-          headers: {
-            'Impersonate-User': ctx.setting.users.alice,
-            'Impersonate-Group': [`platform:user:${ctx.setting.users.alice}`, 'platform:authenticated'],
-            'Impersonate-Extra-management.platform%2faccess-key': `key-${ctx.id}`,
-          },
-        });
-        const info = answer.body?.status?.userInfo;
-        return (
-          answer.status === 201 &&
-          info?.username === ctx.setting.users.alice &&
-          info.groups?.includes(`platform:user:${ctx.setting.users.alice}`) &&
-          info.extra?.['management.platform/access-key']?.[0] === `key-${ctx.id}`
-        );
+        const secret = await ctx.admin.get(corePath(ctx.setting.namespace, 'secrets', SIGNING_KEYS_SECRET));
+        const ring = secret?.data?.['keys.json'];
+        return ring !== undefined && JSON.parse(Buffer.from(ring, 'base64').toString()).length > 0;
       },
     },
   ],
-};
-
-/**
- * Users who are not platform admins manage their own keys through the gateway, which then acts
- * as itself: create, get, update and patch of OwnedAccessKeys as the ServiceAccount.
- */
-const gatewayOwnKeysProbe: Probe = {
-  id: 'gateway-own-keys',
-  needs: { controllers: [] },
-  steps: (ctx) => {
-    const name = `kg-${ctx.id}`;
-    const path = clusterPath('ownedaccesskeys', name);
-    ctx.cleanup.push(() => ctx.admin.delete(path));
-    return [
-      {
-        what: 'create',
-        run: () =>
-          ctx.sa.create(
-            clusterPath('ownedaccesskeys'),
-            accessKey(name, {
-              keyId: generateAccessKey(randomBytes).id,
-              keyHash: randomBytes(32).toString('hex'),
-            }),
-          ),
-      },
-      { what: 'get', run: async () => (ctx.state.key = await ctx.sa.ok('GET', path)) },
-      {
-        what: 'update',
-        // Read-modify-write: the access key controller writes the new key's status (its expiry
-        // and Ready condition) meanwhile, and a stale resourceVersion is answered with 409.
-        run: async () => {
-          for (let attempt = 1; ; attempt++) {
-            try {
-              return await ctx.sa.ok('PUT', path, {
-                body: { ...ctx.state.key, spec: { ...ctx.state.key.spec, description: 'u' } },
-              });
-            } catch (err) {
-              if (!(err instanceof HttpError && err.status === 409) || attempt === 5) throw err;
-              ctx.state.key = await ctx.sa.ok('GET', path);
-            }
-          }
-        },
-      },
-      { what: 'patch', run: () => ctx.sa.merge(path, { spec: { displayName: 'p' } }) },
-    ];
-  },
-};
-
-/** The gateway's kubeconfig endpoint reads the instance as itself (after a SubjectAccessReview). */
-const gatewayKubeconfigProbe: Probe = {
-  id: 'gateway-kubeconfig',
-  needs: { controllers: [] },
-  steps: (ctx) => {
-    const ns = `kc-${ctx.id}`;
-    const path = `${MP}/namespaces/${ns}/virtualclusterinstances/vc`;
-    return [
-      {
-        what: 'an instance exists',
-        run: async () => {
-          await createNamespace(ctx, ns);
-          await ctx.admin.create(`${MP}/namespaces/${ns}/virtualclusterinstances`, {
-            apiVersion: V1,
-            kind: 'VirtualClusterInstance',
-            metadata: { name: 'vc' },
-            spec: { accessPoint: { ingress: { enabled: true } }, endpoint: ctx.setting.virtual.server },
-          });
-        },
-      },
-      { what: 'get', run: () => ctx.sa.ok('GET', path) },
-    ];
-  },
 };
 
 export const PROBES: Probe[] = [
@@ -833,99 +913,127 @@ export const PROBES: Probe[] = [
   leaderElectionProbe,
   webhookCertificatesProbe,
   webhookConfigurationsProbe,
-  gatewayImpersonationProbe,
-  gatewayOwnKeysProbe,
-  gatewayKubeconfigProbe,
+  gatewayProbe,
+  gatewaySigningKeysProbe,
 ];
 
+/** `<owner>:<group>/<resource>:<verb>` for each verb. */
+const each = (owner: string, resource: string, verbs: string[], probe: string) =>
+  Object.fromEntries(verbs.map((verb) => [`${owner}:${resource}:${verb}`, probe]));
+
 /**
- * Which probe shows that a rule entry (`group/resource:verb[name]`) is needed: removing the
- * entry must make that probe fail. Where a permission serves several features, the probe named
- * is the one that exercises it most directly. Gateway rules have capability probes until the
- * gateway's own probe can run here (add it to PROBES and point its entries at it).
+ * Which probe shows that a rule entry (`<owner>:group/resource:verb[name]`, the owner a component
+ * or `syncer` for the syncer roles) is needed: removing the entry must make that probe fail on a
+ * request of that owner that the apiserver denied. Where a permission serves several features,
+ * the probe named is the one that exercises it most directly.
  */
 export const PROBE_OF_ENTRY: Record<string, string> = {
-  'management.platform/sharedsecrets:*': 'sharedsecret',
-  'management.platform/sharedsecrets/status:*': 'sharedsecret',
-  'management.platform/sharedsecrets/finalizers:update': 'sharedsecret',
-  'management.platform/projects/finalizers:update': 'projects',
-  'management.platform/ownedaccesskeys:list': 'access-keys',
-  'management.platform/ownedaccesskeys:watch': 'access-keys',
-  'management.platform/ownedaccesskeys:delete': 'access-keys',
-  'management.platform/ownedaccesskeys/status:patch': 'access-keys',
-  'management.platform/users:get': 'admission-identities',
-  'management.platform/teams:get': 'admission-identities',
-  'management.platform/users:list': 'team-membership',
-  'management.platform/users:watch': 'team-membership',
-  'management.platform/teams:list': 'team-membership',
-  'management.platform/teams:watch': 'team-membership',
-  'management.platform/users/status:patch': 'team-membership',
-  'management.platform/projects:list': 'projects',
-  'management.platform/projects:watch': 'projects',
-  'management.platform/projects:patch': 'projects',
-  'management.platform/projects/status:patch': 'projects',
-  'management.platform/virtualclusterinstances:list': 'virtual-cluster',
-  'management.platform/virtualclusterinstances:watch': 'virtual-cluster',
-  'management.platform/virtualclusterinstances/status:patch': 'virtual-cluster',
-  'management.platform/virtualclusterinstances:get': 'gateway-kubeconfig',
-  'management.platform/clusters:list': 'cluster',
-  'management.platform/clusters:watch': 'cluster',
-  'management.platform/clusters/status:patch': 'cluster',
-  ...Object.fromEntries(
-    ['roles', 'rolebindings'].flatMap((resource) =>
-      ['list', 'watch', 'create', 'patch', 'delete'].map((verb) => [
-        `rbac.authorization.k8s.io/${resource}:${verb}`,
-        'sharedsecret',
-      ]),
-    ),
+  // The controller.
+  'controller:management.platform/sharedsecrets:*': 'sharedsecret',
+  'controller:management.platform/sharedsecrets/status:*': 'sharedsecret',
+  'controller:management.platform/sharedsecrets/finalizers:update': 'sharedsecret',
+  'controller:management.platform/projects/finalizers:update': 'projects',
+  ...each('controller', 'management.platform/ownedaccesskeys', ['list', 'watch', 'delete'], 'access-keys'),
+  'controller:management.platform/ownedaccesskeys/status:patch': 'access-keys',
+  ...each('controller', 'management.platform/users', ['list', 'watch'], 'team-membership'),
+  ...each('controller', 'management.platform/teams', ['list', 'watch'], 'team-membership'),
+  'controller:management.platform/users/status:patch': 'team-membership',
+  ...each('controller', 'management.platform/projects', ['list', 'watch', 'patch'], 'projects'),
+  'controller:management.platform/projects/status:patch': 'projects',
+  ...each(
+    'controller',
+    'management.platform/virtualclusterinstances',
+    ['list', 'watch', 'patch'],
+    'virtual-cluster',
   ),
-  'rbac.authorization.k8s.io/clusterroles:bind[platform-project-admin]': 'projects',
-  'rbac.authorization.k8s.io/clusterroles:bind[platform-project-user]': 'projects',
-  'rbac.authorization.k8s.io/clusterroles:bind[platform-project-viewer]': 'projects',
-  'core/namespaces:get': 'project-conflict',
-  'core/namespaces:list': 'projects',
-  'core/namespaces:watch': 'projects',
-  'core/namespaces:create': 'projects',
-  'core/namespaces:patch': 'projects',
-  'core/namespaces:delete': 'projects',
-  'core/secrets:list': 'secret-sync',
-  'core/secrets:watch': 'secret-sync',
-  'core/secrets:patch': 'secret-sync',
-  'core/secrets:get': 'virtual-cluster',
-  'core/secrets:create': 'access-keys',
-  'core/secrets:update[platform-webhook-serving]': 'webhook-certificates',
-  'management.platform/virtualclusterinstances:patch': 'virtual-cluster',
-  'core/serviceaccounts:list': 'virtual-cluster',
-  'core/serviceaccounts:watch': 'virtual-cluster',
-  'core/serviceaccounts:create': 'virtual-cluster',
-  'core/serviceaccounts:patch': 'virtual-cluster',
-  'core/serviceaccounts:delete': 'virtual-cluster',
-  'core/serviceaccounts/token:create': 'virtual-cluster',
+  'controller:management.platform/virtualclusterinstances/status:patch': 'virtual-cluster',
+  ...each('controller', 'management.platform/clusters', ['list', 'watch'], 'cluster'),
+  'controller:management.platform/clusters/status:patch': 'cluster',
+  ...each(
+    'controller',
+    'rbac.authorization.k8s.io/roles',
+    ['list', 'watch', 'create', 'patch', 'delete'],
+    'sharedsecret',
+  ),
+  ...each(
+    'controller',
+    'rbac.authorization.k8s.io/rolebindings',
+    ['list', 'watch', 'create', 'patch', 'delete'],
+    'sharedsecret',
+  ),
+  ...Object.fromEntries(
+    ['platform-project-admin', 'platform-project-user', 'platform-project-viewer'].map((role) => [
+      `controller:rbac.authorization.k8s.io/clusterroles:bind[${role}]`,
+      'projects',
+    ]),
+  ),
   ...Object.fromEntries(
     ['services', 'endpoints', 'secrets', 'configmaps'].map((plural) => [
-      `rbac.authorization.k8s.io/clusterroles:bind[platform-vcluster-syncer-${plural}]`,
+      `controller:rbac.authorization.k8s.io/clusterroles:bind[platform-vcluster-syncer-${plural}]`,
       'virtual-cluster',
     ]),
   ),
-  'events.k8s.io/events:create': 'events',
-  'events.k8s.io/events:patch': 'events',
-  'authorization.k8s.io/subjectaccessreviews:create': 'secret-sync',
-  'admissionregistration.k8s.io/validatingwebhookconfigurations:create[platform-validating-webhooks]':
+  ...each(
+    'controller',
+    'core/serviceaccounts',
+    ['list', 'watch', 'create', 'patch', 'delete'],
+    'virtual-cluster',
+  ),
+  'controller:core/serviceaccounts/token:create': 'virtual-cluster',
+  'controller:core/namespaces:get': 'project-conflict',
+  ...each('controller', 'core/namespaces', ['list', 'watch', 'create', 'patch', 'delete'], 'projects'),
+  'controller:core/secrets:get': 'virtual-cluster',
+  ...each('controller', 'core/secrets', ['list', 'watch', 'patch'], 'secret-sync'),
+  ...each('controller', 'events.k8s.io/events', ['create', 'patch'], 'events'),
+  'controller:coordination.k8s.io/leases:create': 'leader-election',
+  'controller:coordination.k8s.io/leases:get[platform-operator]': 'leader-election',
+  'controller:coordination.k8s.io/leases:update[platform-operator]': 'leader-election',
+  // The webhook.
+  'webhook:authorization.k8s.io/subjectaccessreviews:create': 'secret-sync',
+  'webhook:management.platform/users:get': 'admission-identities',
+  'webhook:management.platform/teams:get': 'admission-identities',
+  'webhook:core/namespaces:get': 'virtual-cluster',
+  'webhook:admissionregistration.k8s.io/validatingwebhookconfigurations:create[platform-validating-webhooks]':
     'webhook-configurations',
-  'admissionregistration.k8s.io/validatingwebhookconfigurations:patch[platform-validating-webhooks]':
+  'webhook:admissionregistration.k8s.io/validatingwebhookconfigurations:patch[platform-validating-webhooks]':
     'webhook-configurations',
-  'admissionregistration.k8s.io/mutatingwebhookconfigurations:create[platform-mutating-webhooks]':
+  'webhook:admissionregistration.k8s.io/mutatingwebhookconfigurations:create[platform-mutating-webhooks]':
     'webhook-configurations',
-  'admissionregistration.k8s.io/mutatingwebhookconfigurations:patch[platform-mutating-webhooks]':
+  'webhook:admissionregistration.k8s.io/mutatingwebhookconfigurations:patch[platform-mutating-webhooks]':
     'webhook-configurations',
-  'coordination.k8s.io/leases:create': 'leader-election',
-  'coordination.k8s.io/leases:get[platform-operator]': 'leader-election',
-  'coordination.k8s.io/leases:update[platform-operator]': 'leader-election',
-  'core/users:impersonate': 'gateway-impersonation',
-  'core/groups:impersonate': 'gateway-impersonation',
-  'authentication.k8s.io/userextras/management.platform/access-key:impersonate': 'gateway-impersonation',
-  'management.platform/ownedaccesskeys:get': 'gateway-own-keys',
-  'management.platform/ownedaccesskeys:create': 'gateway-own-keys',
-  'management.platform/ownedaccesskeys:update': 'gateway-own-keys',
-  'management.platform/ownedaccesskeys:patch': 'gateway-own-keys',
+  'webhook:core/secrets:create': 'access-keys',
+  'webhook:core/secrets:get[platform-config]': 'access-keys',
+  'webhook:core/secrets:get[platform-access-key-pepper]': 'access-keys',
+  'webhook:core/secrets:get[platform-webhook-serving]': 'webhook-certificates',
+  'webhook:core/secrets:update[platform-webhook-serving]': 'webhook-certificates',
+  // The gateway.
+  ...each('gateway', 'core/users', ['impersonate'], 'gateway'),
+  ...each('gateway', 'core/groups', ['impersonate'], 'gateway'),
+  'gateway:authentication.k8s.io/userextras/management.platform/access-key:impersonate': 'gateway',
+  'gateway:authorization.k8s.io/subjectaccessreviews:create': 'gateway',
+  ...each(
+    'gateway',
+    'management.platform/ownedaccesskeys',
+    ['get', 'list', 'watch', 'create', 'update', 'patch'],
+    'gateway',
+  ),
+  'gateway:management.platform/ownedaccesskeys/status:patch': 'gateway',
+  ...each('gateway', 'management.platform/users', ['list', 'watch'], 'gateway'),
+  ...each('gateway', 'management.platform/teams', ['list', 'watch'], 'gateway'),
+  ...each('gateway', 'management.platform/projects', ['list', 'watch'], 'gateway'),
+  'gateway:management.platform/virtualclusterinstances:get': 'gateway',
+  'gateway:core/secrets:get': 'gateway',
+  'gateway:core/secrets:list[platform-config]': 'gateway',
+  'gateway:core/secrets:watch[platform-config]': 'gateway',
+  'gateway:core/secrets:create': 'gateway',
+  'gateway:core/secrets:patch[platform-token-signing-keys]': 'gateway-signing-keys',
+  // The syncers (their ClusterRoles, bound in their host namespaces).
+  ...Object.fromEntries(
+    ['services', 'endpoints', 'secrets', 'configmaps'].flatMap((plural) =>
+      ['get', 'list', 'watch', 'create', 'patch', 'delete'].map((verb) => [
+        `syncer:core/${plural}:${verb}`,
+        'virtual-cluster',
+      ]),
+    ),
+  ),
 };

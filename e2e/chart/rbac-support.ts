@@ -37,6 +37,8 @@ export class Http {
     private readonly server: string,
     caPem: string,
     private readonly token: string,
+    /** Sent with every call (impersonation: acting as a tenant through the admin's credentials). */
+    private readonly defaultHeaders: Record<string, string | string[]> = {},
   ) {
     this.agent = new https.Agent({ ca: caPem, keepAlive: true });
   }
@@ -53,6 +55,7 @@ export class Http {
             authorization: `Bearer ${this.token}`,
             accept: 'application/json',
             ...(payload !== undefined ? { 'content-type': options.contentType ?? 'application/json' } : {}),
+            ...this.defaultHeaders,
             ...options.headers,
           },
           timeout: 15_000,
@@ -155,8 +158,9 @@ export const describeEvent = (e: AuditEvent) => {
 };
 
 /**
- * The apiserver's audit log (`--audit-log-path`), read as it grows: the requests of one user and
- * their answers. This is how a test sees every request the operator made that RBAC denied.
+ * The apiserver's audit log (`--audit-log-path`), read as it grows: the requests of the users
+ * `watched` accepts (the components' ServiceAccounts, the syncers') and their answers. This is how
+ * a test sees every request a component made that RBAC denied.
  */
 export class AuditLog {
   private offset = 0;
@@ -165,7 +169,7 @@ export class AuditLog {
 
   constructor(
     private readonly path: string,
-    private readonly username: string,
+    private readonly watched: (username: string) => boolean,
   ) {}
 
   private poll(): void {
@@ -186,7 +190,7 @@ export class AuditLog {
       for (const line of lines) {
         if (line.trim() === '') continue;
         const event = JSON.parse(line) as AuditEvent;
-        if (event.user?.username === this.username) this.events.push(event);
+        if (this.watched(event.user?.username ?? '')) this.events.push(event);
       }
     } finally {
       closeSync(fd);
@@ -200,38 +204,40 @@ export class AuditLog {
   }
 
   /**
-   * The user's requests denied for lack of permission since `mark`: 403s from RBAC and from the
-   * checks built on it, whose messages say so (they name the user: authorization, escalation and
-   * bind checks, the create of a server-side apply, impersonation; or the ownerReferences they
-   * guard: OwnerReferencesPermissionEnforcement). Other 403s (a namespace being terminated) are
-   * not about permissions.
+   * The requests denied for lack of permission since `mark`, of the users `who` accepts (all
+   * watched users when absent): 403s from RBAC and from the checks built on it, whose messages
+   * say so (they name the user: authorization, escalation and bind checks, the create of a
+   * server-side apply, impersonation; or the ownerReferences they guard:
+   * OwnerReferencesPermissionEnforcement). Other 403s (a namespace being terminated) are not
+   * about permissions.
    */
-  denialsSince(mark: number): AuditEvent[] {
+  denialsSince(mark: number, who: (username: string) => boolean = () => true): AuditEvent[] {
     this.poll();
-    const user = `user "${this.username}"`;
     return this.events.slice(mark).filter((e) => {
       const message = (e.responseStatus?.message ?? '').toLowerCase();
       return (
+        who(e.user.username) &&
         e.responseStatus?.code === 403 &&
-        (message.includes(user) || /cannot set (an ownerref|blockownerdeletion)/.test(message))
+        (message.includes(`user "${e.user.username}"`) ||
+          /cannot set (an ownerref|blockownerdeletion)/.test(message))
       );
     });
   }
 
-  /** Every request of the user since `mark`. */
+  /** Every request of the watched users since `mark`. */
   since(mark: number): AuditEvent[] {
     this.poll();
     return this.events.slice(mark);
   }
 }
 
-/** Only our user's requests, at Metadata level (no bodies: secrets stay out of the log). */
-export const auditPolicy = (username: string) =>
+/** Only ServiceAccounts' requests (the components', the syncers'), at Metadata level (no bodies: secrets stay out of the log). */
+export const auditPolicy = () =>
   JSON.stringify({
     apiVersion: 'audit.k8s.io/v1',
     kind: 'Policy',
     omitStages: ['RequestReceived'],
-    rules: [{ level: 'Metadata', users: [username] }, { level: 'None' }],
+    rules: [{ level: 'Metadata', userGroups: ['system:serviceaccounts'] }, { level: 'None' }],
   });
 
 export interface PolicyRule {
@@ -249,12 +255,12 @@ export interface RuleEntry {
   resource: string;
   verb: string;
   resourceName?: string;
-  /** `group/resource:verb[name]`, the core group as `core`. */
+  /** `<owner>:group/resource:verb[name]`, the core group as `core`. */
   key: string;
 }
 
-/** Every (verb, resource, name) entry of the roles, in order. */
-export function ruleEntries(roles: Manifest[]): RuleEntry[] {
+/** Every (verb, resource, name) entry of the roles, in order; keys start with `owner:`. */
+export function ruleEntries(owner: string, roles: Manifest[]): RuleEntry[] {
   const entries: RuleEntry[] = [];
   for (const role of roles) {
     (role.rules as PolicyRule[]).forEach((rule, ruleIndex) => {
@@ -264,7 +270,7 @@ export function ruleEntries(roles: Manifest[]): RuleEntry[] {
       for (const resource of rule.resources)
         for (const verb of rule.verbs)
           for (const resourceName of rule.resourceNames?.length ? rule.resourceNames : [undefined]) {
-            const key = `${apiGroup || 'core'}/${resource}:${verb}${resourceName ? `[${resourceName}]` : ''}`;
+            const key = `${owner}:${apiGroup || 'core'}/${resource}:${verb}${resourceName ? `[${resourceName}]` : ''}`;
             entries.push({
               role,
               ruleIndex,

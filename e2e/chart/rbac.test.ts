@@ -1,11 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
-import { stringify } from 'yaml';
-import { defaultOperatorOptions, type RunningOperator, startOperator } from '../../src/cli/operator.ts';
 import { CONTROLLER_NAMES } from '../../src/controllers/index.ts';
+import { SYNCER_SERVICE_ACCOUNT_PREFIX } from '../../src/controllers/virtualcluster/identity.ts';
 import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
 import { ManagedProcess } from '../../src/dev/processes.ts';
 import { PEPPER_SECRET_NAME } from '../../src/identity/pepper.ts';
@@ -15,7 +13,7 @@ import {
   VALIDATING_CONFIGURATION_NAME,
 } from '../../src/webhooks/configurations.ts';
 import { uniqueName, useExtraClusters } from '../support/cluster.ts';
-import { find, HELM_INSTALL_TIMEOUT_MS, helmBinary, type Manifest, renderChart } from '../support/helm.ts';
+import { find, HELM_INSTALL_TIMEOUT_MS, helmBinary, type Manifest } from '../support/helm.ts';
 import { eventually } from '../support/wait.ts';
 import { PROBE_OF_ENTRY, PROBES, type Probe, type ProbeContext, type Setting, ssPath, V1 } from './probes.ts';
 import {
@@ -29,11 +27,29 @@ import {
   ruleEntries,
   rulesWithout,
 } from './rbac-support.ts';
-import { installChartCrds, kubectlOk, NAMESPACE, RELEASE } from './support.ts';
+import {
+  COMPONENTS,
+  type Component,
+  componentCredentials,
+  installChartObjects,
+  NAMESPACE,
+  type RunningComponents,
+  serviceAccountOf,
+  startComponents,
+  userOf,
+} from './support.ts';
 
-const SERVICE_ACCOUNT = RELEASE;
-const SA_USER = `system:serviceaccount:${NAMESPACE}:${SERVICE_ACCOUNT}`;
 const SA_GROUPS = ['system:serviceaccounts', `system:serviceaccounts:${NAMESPACE}`, 'system:authenticated'];
+/** The owner of the syncer ClusterRoles' entries: the syncers' own ServiceAccounts. */
+const SYNCER = 'syncer';
+const isSyncer = (username: string) =>
+  /^system:serviceaccount:[^:]+:[^:]+$/.test(username) &&
+  username.split(':')[3]!.startsWith(SYNCER_SERVICE_ACCOUNT_PREFIX);
+/** Whose denials an owner's entries are proven by. */
+const usersOf = (owner: string) =>
+  owner === SYNCER ? isSyncer : (username: string) => username === userOf(owner as Component);
+/** A ServiceAccount the syncer roles are bound to, for asking RBAC whether it caught up (no syncer runs as it). */
+const SYNCER_CHECK = { namespace: 'syncer-rbac-check', name: `${SYNCER_SERVICE_ACCOUNT_PREFIX}check` };
 const LEASE = 'platform-operator';
 const PROJECT_PREFIX = 'proj-';
 
@@ -55,28 +71,31 @@ class StepFailed extends Error {
 }
 
 /**
- * The chart's RBAC, installed in a control plane, with the operator running out of cluster as
- * the chart's ServiceAccount (a TokenRequest token: the requests really are the ServiceAccount's,
- * as in a pod). The apiserver's audit log shows every request of it that RBAC denied.
+ * The chart's RBAC, installed in a control plane, with each component (controller, webhook,
+ * gateway) running out of cluster as its own ServiceAccount of the chart (TokenRequest tokens:
+ * the requests really are the ServiceAccounts', as in their pods), and the virtual clusters'
+ * syncers as theirs. The apiserver's audit log shows every request of theirs that RBAC denied.
  *
  * 1. With the chart's rules, every feature works and no request is denied (sufficient).
- * 2. Without any one (verb, resource[, name]) entry of them, a feature fails, after the
- *    apiserver denied the request that needed it (each entry necessary).
+ * 2. Without any one (verb, resource[, name]) entry of any component's rules, or of the syncer
+ *    roles, a feature fails, after the apiserver denied that component's request that needed it
+ *    (each entry necessary).
+ * 3. Only the gateway may impersonate.
  */
-describe("the chart's RBAC is what the operator needs, no more", () => {
+describe("the chart's RBAC is what each component needs, no more", () => {
   const startCluster = useExtraClusters();
   let workDir: string;
   let host: Cluster;
   let virtual: Cluster;
   let admin: Http;
-  let sa: Http;
+  let sa: Record<Component, Http>;
+  let kubeconfigs: Record<Component, string>;
   let virtualAdmin: Http;
   let audit: AuditLog;
-  let saKubeconfig: string;
   let webhookPort: number;
   let rendered: Manifest[];
-  /** The Roles and ClusterRoles bound to the ServiceAccount, as rendered. */
-  let operatorRoles: Manifest[];
+  /** The Roles and ClusterRoles bound to each component's ServiceAccount, and the syncer roles. */
+  const roles = new Map<string, Manifest[]>();
   let setting: Setting;
   let runs = 0;
   let aggregation: ManagedProcess | undefined;
@@ -85,7 +104,7 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
     await helmBinary();
     workDir = mkdtempSync(join(tmpdir(), 'platform-chart-rbac-'));
     const policy = join(workDir, 'audit-policy.json');
-    writeFileSync(policy, auditPolicy(SA_USER));
+    writeFileSync(policy, auditPolicy());
     const auditLog = join(workDir, 'audit.log');
     host = await startCluster({
       name: uniqueName('chart-rbac'),
@@ -98,48 +117,36 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
         '--enable-admission-plugins=OwnerReferencesPermissionEnforcement',
       ],
     });
-    // Only the cluster role aggregation of kube-controller-manager: the project roles get their
-    // rules as in any cluster (an empty aggregated role could be bound without `bind`).
+    // Of kube-controller-manager only what any cluster runs and these features rely on: the
+    // cluster role aggregation (the project roles get their rules, as in any cluster; an empty
+    // aggregated role could be bound without `bind`), the garbage collector (children go with
+    // their owners) and the namespace controller (deleted namespaces go, with their Services).
     aggregation = await ManagedProcess.start({
-      name: 'kube-controller-manager (clusterrole aggregation)',
+      name: 'kube-controller-manager (clusterrole aggregation, garbage collector, namespaces)',
       command: inject('controlPlaneBinary'),
       args: [
         'kube-controller-manager',
         `--kubeconfig=${host.kubeconfigPath}`,
-        '--controllers=clusterrole-aggregation-controller',
+        '--controllers=clusterrole-aggregation-controller,garbage-collector-controller,namespace-controller',
         '--leader-elect=false',
         '--secure-port=0',
       ],
       logPath: join(workDir, 'aggregation.log'),
     });
     virtual = await startCluster({ name: uniqueName('chart-vc') });
-    audit = new AuditLog(auditLog, SA_USER);
+    audit = new AuditLog(
+      auditLog,
+      (username) => COMPONENTS.some((c) => userOf(c) === username) || isSyncer(username),
+    );
     admin = new Http(host.server, host.caPem, host.adminToken);
     virtualAdmin = new Http(virtual.server, virtual.caPem, virtual.adminToken);
     webhookPort = await freePort();
 
-    // What `helm install` would create, minus the Deployment (no nodes here): the operator runs
-    // in this process instead, and the apiserver calls its webhooks by URL.
-    rendered = await renderChart({
-      release: RELEASE,
-      namespace: NAMESPACE,
-      values: {
-        webhook: { url: `https://127.0.0.1:${webhookPort}` },
-        config: { values: { projectNamespacePrefix: PROJECT_PREFIX } },
-      },
+    const install = await installChartObjects(host, {
+      webhookPort,
+      values: { config: { values: { projectNamespacePrefix: PROJECT_PREFIX } } },
     });
-    await installChartCrds(host.kubeconfigPath);
-    await kubectlOk(host.kubeconfigPath, ['create', 'namespace', NAMESPACE]);
-    const isWebhookConfiguration = (m: Manifest) => m.kind.endsWith('WebhookConfiguration');
-    const applied = rendered.filter((m) => m.kind !== 'Deployment');
-    await kubectlOk(
-      host.kubeconfigPath,
-      ['apply', '-f', '-'],
-      applied
-        .filter((m) => !isWebhookConfiguration(m))
-        .map((m) => stringify(m))
-        .join('---\n'),
-    );
+    rendered = install.rendered;
     setting = {
       namespace: NAMESPACE,
       leaseName: LEASE,
@@ -168,29 +175,31 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
       metadata: { name: 'devs' },
       spec: { users: ['bob'] },
     });
-    await kubectlOk(
-      host.kubeconfigPath,
-      ['apply', '-f', '-'],
-      applied
-        .filter(isWebhookConfiguration)
-        .map((m) => stringify(m))
-        .join('---\n'),
-    );
+    await install.registerWebhooks();
 
-    operatorRoles = boundRoles(rendered);
-    const token = await admin.create(
-      `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/${SERVICE_ACCOUNT}/token`,
-      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 7200 } },
+    for (const component of COMPONENTS)
+      roles.set(component, boundRoles(rendered, serviceAccountOf(component)));
+    ({ kubeconfigs, clients: sa } = await componentCredentials(admin, host, workDir));
+    const syncerRoles = rendered.filter(
+      (m) => m.kind === 'ClusterRole' && (m.metadata.name as string).startsWith('platform-vcluster-syncer-'),
     );
-    sa = new Http(host.server, host.caPem, token.status.token);
-    saKubeconfig = join(workDir, 'serviceaccount.kubeconfig');
-    writeFileSync(saKubeconfig, serviceAccountKubeconfig(host, token.status.token), { mode: 0o600 });
+    roles.set(SYNCER, syncerRoles);
+    await admin.create('/api/v1/namespaces', { metadata: { name: SYNCER_CHECK.namespace } });
+    for (const role of syncerRoles)
+      await admin.create(
+        `/apis/rbac.authorization.k8s.io/v1/namespaces/${SYNCER_CHECK.namespace}/rolebindings`,
+        {
+          metadata: { name: role.metadata.name },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role.metadata.name },
+          subjects: [{ kind: 'ServiceAccount', ...SYNCER_CHECK }],
+        },
+      );
   }, HELM_INSTALL_TIMEOUT_MS);
 
   afterAll(async () => {
     await aggregation?.stop();
     admin?.close();
-    sa?.close();
+    for (const client of Object.values(sa ?? {})) client.close();
     virtualAdmin?.close();
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });
@@ -209,27 +218,17 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
     };
   };
 
-  const runOperator = (needs: NonNullable<Probe['needs']>, identity: string): Promise<RunningOperator> =>
-    startOperator(
-      defaultOperatorOptions({
-        kubeconfig: saKubeconfig,
-        namespace: NAMESPACE,
-        controllers: needs.controllers,
-        leaderElect: needs.leaderElect ?? false,
-        leaseName: LEASE,
-        identity,
-        healthPort: 0,
-        healthHost: '127.0.0.1',
-        logLevel: 'error',
-        webhookHost: '127.0.0.1',
-        webhookPort,
-        webhookEndpoint: `https://127.0.0.1:${webhookPort}`,
-        gateway: needs.gateway ?? false,
-        gatewayHost: '127.0.0.1',
-        gatewayPort: 0,
-      }),
-      pino({ level: 'silent' }),
-    );
+  /** The components a probe needs, each as its own ServiceAccount; the webhooks always. */
+  const runPlatform = (needs: NonNullable<Probe['needs']>, identity: string): Promise<RunningComponents> =>
+    startComponents({
+      kubeconfigs,
+      webhookPort,
+      controllers: needs.controllers,
+      leaderElect: needs.leaderElect ?? false,
+      leaseName: LEASE,
+      identity,
+      gateway: needs.gateway ?? false,
+    });
 
   /** Whether the apiserver calls the webhooks: a dry-run that only they refuse (422). */
   const webhooksServe = async () =>
@@ -302,20 +301,23 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
     for (const ctx of contexts) for (const fn of ctx.cleanup.reverse()) await fn().catch(() => {});
   };
 
-  /** One probe with its own operator, expected to fail: the failure (step, reason, denials), or undefined when it worked. */
-  const attemptToFail = async (probe: Probe) => {
+  /**
+   * One probe with its own components, expected to fail: the failure (step, reason, and the
+   * denials of the users `who` accepts), or undefined when it worked.
+   */
+  const attemptToFail = async (probe: Probe, who: (username: string) => boolean) => {
     const ctx = newContext();
     await probe.before?.(ctx);
     const mark = audit.mark();
-    let operator: RunningOperator | undefined;
+    let platform: RunningComponents | undefined;
     try {
       const steps = boundSteps(probe, ctx);
       if (probe.needs) {
         try {
-          operator = await runOperator(probe.needs, ctx.identity);
-          ctx.gatewayUrl = operator.gateway?.server.url;
+          platform = await runPlatform(probe.needs, ctx.identity);
+          ctx.gatewayUrl = platform.gatewayUrl;
         } catch (err) {
-          throw new StepFailed('the operator starts', err);
+          throw new StepFailed('the components start', err);
         }
         steps.unshift({ what: 'the admission webhooks serve', until: webhooksServe });
       }
@@ -323,25 +325,25 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
       return undefined;
     } catch (err) {
       if (!(err instanceof StepFailed)) throw err;
-      return { step: err.step, reason: err.message, denials: audit.denialsSince(mark) };
+      return { step: err.step, reason: err.message, denials: audit.denialsSince(mark, who) };
     } finally {
-      await operator?.stop().catch(() => {});
+      await platform?.stop().catch(() => {});
       await cleanUp([ctx]);
     }
   };
 
-  test('every feature works as the ServiceAccount, and none of its requests is denied', async () => {
+  test('every feature works with each component as its own ServiceAccount, and no request is denied', async () => {
     const contexts = PROBES.map((probe) => ({ probe, ctx: newContext() }));
     for (const { probe, ctx } of contexts) await probe.before?.(ctx);
     const mark = audit.mark();
-    const operator = await runOperator(
+    const platform = await runPlatform(
       { controllers: CONTROLLER_NAMES, leaderElect: true, gateway: PROBES.some((p) => p.needs?.gateway) },
       'probe-all',
     );
     for (const { ctx } of contexts) {
       // The lease's holder is the identity of this run (the leader election probe checks it).
       ctx.identity = 'probe-all';
-      ctx.gatewayUrl = operator.gateway?.server.url;
+      ctx.gatewayUrl = platform.gatewayUrl;
     }
     try {
       await runSteps([{ what: 'the admission webhooks serve', until: webhooksServe }], {
@@ -354,16 +356,20 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
       const failed = results.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
       expect(failed).toEqual([]);
       expect(audit.denialsSince(mark).map(describeEvent)).toEqual([]);
-      // Sanity: the audit log does see the operator's requests.
-      expect(audit.since(mark).length).toBeGreaterThan(50);
+      // Sanity: the audit log sees the requests of every component and of the syncers.
+      const users = new Set(audit.since(mark).map((e) => e.user.username));
+      for (const component of COMPONENTS) expect(users).toContain(userOf(component));
+      expect([...users].some(isSyncer), 'a syncer made requests as its own ServiceAccount').toBe(true);
     } finally {
-      await operator.stop();
+      await platform.stop();
       await cleanUp(contexts.map(({ ctx }) => ctx));
     }
   }, 240_000);
 
-  test('without any one entry of its rules, a feature fails on a denied request', async () => {
-    const entries = ruleEntries(operatorRoles);
+  test('without any one entry of any component rules (or the syncer roles), a feature fails on its denied request', async () => {
+    const entries = [...roles].flatMap(([owner, ownerRoles]) =>
+      ruleEntries(owner, ownerRoles).map((entry) => ({ ...entry, owner })),
+    );
     const keys = entries.map((e) => e.key);
     expect(new Set(keys).size, 'each entry once').toBe(keys.length);
     const unmapped = keys.filter((key) => !(key in PROBE_OF_ENTRY));
@@ -373,25 +379,58 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
 
     const problems: string[] = [];
     const proof: string[] = [];
-    for (const entry of entries) {
+    // RBAC_ENTRIES=<regular expression> runs only the entries whose keys match (while working on
+    // a component's rules); the checks above still cover every entry.
+    const only = process.env.RBAC_ENTRIES ? new RegExp(process.env.RBAC_ENTRIES) : undefined;
+    for (const entry of entries.filter((e) => !only || only.test(e.key))) {
       const probe = PROBES.find((p) => p.id === PROBE_OF_ENTRY[entry.key])!;
       await setRules(entry.role, rulesWithout(entry.role.rules as PolicyRule[], entry));
       await waitUntilAllowed(entry, false);
       let failure: Awaited<ReturnType<typeof attemptToFail>>;
       try {
-        failure = await attemptToFail(probe);
+        failure = await attemptToFail(probe, usersOf(entry.owner));
       } finally {
         await setRules(entry.role, entry.role.rules as PolicyRule[]);
         await waitUntilAllowed(entry, true);
       }
       if (!failure) problems.push(`${entry.key}: ${probe.id} still works without it`);
       else if (failure.denials.length === 0)
-        problems.push(`${entry.key}: ${failure.reason}, but no request was denied`);
+        problems.push(`${entry.key}: ${failure.reason}, but no request of ${entry.owner} was denied`);
       else proof.push(`${entry.key} -> ${failure.step} (denied: ${describeEvent(failure.denials[0]!)})`);
     }
     console.info(`each rule entry and what fails without it:\n${proof.join('\n')}`);
     expect(problems).toEqual([]);
-  }, 900_000);
+  }, 1_800_000);
+
+  test('only the gateway may impersonate', async () => {
+    const may = async (component: Component, resource: string, group = '') =>
+      (
+        await admin.create('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: {
+            user: userOf(component),
+            groups: SA_GROUPS,
+            resourceAttributes: { verb: 'impersonate', group, resource, name: 'someone' },
+          },
+        })
+      ).status.allowed === true;
+    const impersonating = [];
+    for (const component of COMPONENTS)
+      for (const [resource, group] of [
+        ['users', ''],
+        ['groups', ''],
+        ['serviceaccounts', ''],
+        ['uids', 'authentication.k8s.io'],
+        ['userextras/management.platform/access-key', 'authentication.k8s.io'],
+      ] as const)
+        if (await may(component, resource, group)) impersonating.push(`${component}: ${resource}`);
+    expect(impersonating).toEqual([
+      'gateway: users',
+      'gateway: groups',
+      'gateway: userextras/management.platform/access-key',
+    ]);
+  });
 
   test('the project roles aggregate admin, edit and view, with the platform kinds added', async () => {
     const ns = uniqueName('roles');
@@ -451,7 +490,14 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
   }
 
   /** Waits until the authorizer answers for the entry as RBAC now says (its cache lags the write). */
-  async function waitUntilAllowed(entry: RuleEntry, allowed: boolean): Promise<void> {
+  async function waitUntilAllowed(entry: RuleEntry & { owner: string }, allowed: boolean): Promise<void> {
+    const subject =
+      entry.owner === SYNCER
+        ? {
+            user: `system:serviceaccount:${SYNCER_CHECK.namespace}:${SYNCER_CHECK.name}`,
+            namespace: SYNCER_CHECK.namespace,
+          }
+        : { user: userOf(entry.owner as Component), namespace: NAMESPACE };
     await eventually(
       async () =>
         (
@@ -459,9 +505,9 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
             apiVersion: 'authorization.k8s.io/v1',
             kind: 'SubjectAccessReview',
             spec: {
-              user: SA_USER,
+              user: subject.user,
               groups: SA_GROUPS,
-              resourceAttributes: accessAttributes(entry, NAMESPACE),
+              resourceAttributes: accessAttributes(entry, subject.namespace),
             },
           })
         ).status.allowed === allowed,
@@ -471,32 +517,13 @@ describe("the chart's RBAC is what the operator needs, no more", () => {
   }
 });
 
-/** The Roles and ClusterRoles the chart binds to its ServiceAccount. */
-function boundRoles(manifests: Manifest[]): Manifest[] {
+/** The Roles and ClusterRoles the chart binds to one ServiceAccount. */
+function boundRoles(manifests: Manifest[], serviceAccount: string): Manifest[] {
   const isOurs = (binding: Manifest) =>
     (binding.subjects as Array<{ kind: string; name: string; namespace?: string }>).some(
-      (s) => s.kind === 'ServiceAccount' && s.name === SERVICE_ACCOUNT && s.namespace === NAMESPACE,
+      (s) => s.kind === 'ServiceAccount' && s.name === serviceAccount && s.namespace === NAMESPACE,
     );
   return manifests
     .filter((m) => (m.kind === 'ClusterRoleBinding' || m.kind === 'RoleBinding') && isOurs(m))
     .map((binding) => find(manifests, binding.roleRef.kind, binding.roleRef.name as string));
-}
-
-function serviceAccountKubeconfig(cluster: Cluster, token: string): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [
-      {
-        name: 'host',
-        cluster: {
-          server: cluster.server,
-          'certificate-authority-data': Buffer.from(cluster.caPem).toString('base64'),
-        },
-      },
-    ],
-    users: [{ name: SERVICE_ACCOUNT, user: { token } }],
-    contexts: [{ name: 'sa', context: { cluster: 'host', user: SERVICE_ACCOUNT } }],
-    'current-context': 'sa',
-  });
 }

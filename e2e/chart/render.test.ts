@@ -2,7 +2,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
-import { operatorCommand } from '../../src/cli/operator.ts';
+import { controllerCommand } from '../../src/cli/controller.ts';
+import { gatewayCommand } from '../../src/cli/gateway.ts';
+import { webhookCommand } from '../../src/cli/webhook.ts';
 import { repoRoot } from '../../src/dev/binaries.ts';
 import { buildWebhookConfigurations, type WebhookEndpoint } from '../../src/webhooks/configurations.ts';
 import { uniqueName, useExtraClusters } from '../support/cluster.ts';
@@ -40,15 +42,16 @@ describe('the Helm chart', () => {
 
   test('values.schema.json rejects bad values', async () => {
     const bad: Array<[string[], RegExp]> = [
-      [['--set', 'replicas=-1'], /\/replicas/],
-      [['--set', 'replicas=two'], /\/replicas/],
+      [['--set', 'controller.replicas=-1'], /\/controller\/replicas/],
+      [['--set', 'gateway.replicas=two'], /\/gateway\/replicas/],
       [['--set', 'image.pullPolicy=Sometimes'], /\/image\/pullPolicy/],
       [['--set', 'webhook.certificates.mode=vault'], /\/webhook\/certificates\/mode/],
       [['--set', 'webhook.url=http://127.0.0.1:9443'], /\/webhook\/url/],
       [['--set', 'gateway.tls.mode=cert-manager'], /\/gateway\/tls/],
       [['--set', 'gateway.tls.mode=secret'], /\/gateway\/tls/],
       [['--set', 'platformNamespace=Not_A_Namespace'], /\/platformNamespace/],
-      [['--set', 'operator.disableControllers={gateway}'], /\/operator\/disableControllers/],
+      [['--set', 'controller.disableControllers={gateway}'], /\/controller\/disableControllers/],
+      [['--set', 'operator.logLevel=info'], /additional properties 'operator'/],
       [['--set', 'rbac.projectClusterRoles={cluster-admin}'], /\/rbac\/projectClusterRoles/],
       [['--set', 'replica=2'], /additional properties 'replica'/],
     ];
@@ -58,18 +61,18 @@ describe('the Helm chart', () => {
       expect(result.stdout + result.stderr, args.join(' ')).toMatch(path);
     }
     // Checks the schema cannot express, made by the templates.
-    const single = await helm(['template', CHART_DIR, '--set', 'operator.leaderElection.enabled=false']);
+    const single = await helm(['template', CHART_DIR, '--set', 'controller.leaderElection.enabled=false']);
     expect(single.code).not.toBe(0);
-    expect(single.stderr).toContain('needs replicas=1');
+    expect(single.stderr).toContain('needs controller.replicas=1');
     expect(
       (
         await helm([
           'template',
           CHART_DIR,
           '--set',
-          'operator.leaderElection.enabled=false',
+          'controller.leaderElection.enabled=false',
           '--set',
-          'replicas=1',
+          'controller.replicas=1',
         ])
       ).code,
     ).toBe(0);
@@ -116,25 +119,46 @@ describe('the Helm chart', () => {
       expect(text, `${file}: ${fix}`).toBe(readFileSync(join(repoRoot, 'crds', file), 'utf8'));
   });
 
-  test('the Deployment runs `platform operator` with flags it knows, on the image the Dockerfile builds', async () => {
-    const known = new Set(operatorCommand().options.map((option) => option.long));
+  test('one Deployment per component, each running its `platform` command with flags it knows, as its own ServiceAccount, on the image the Dockerfile builds', async () => {
+    const commands = {
+      controller: controllerCommand(),
+      webhook: webhookCommand(),
+      gateway: gatewayCommand(),
+    };
     for (const values of [
       {},
       FULL_VALUES,
       { gateway: { enabled: false }, webhook: { url: 'https://x.test' } },
     ]) {
-      const deployment = find(await renderChart({ values }), 'Deployment');
-      const container = deployment.spec.template.spec.containers[0];
-      expect(container.command).toEqual(['node', '--no-node-snapshot', '/app/bin/platform.js']);
-      expect(container.args[0]).toBe('operator');
-      for (const arg of container.args.slice(1) as string[]) {
-        expect(known, `${arg} is not a flag of platform operator`).toContain(arg.split('=')[0]);
+      const manifests = await renderChart({ values });
+      const deployments = manifests.filter((m) => m.kind === 'Deployment');
+      const gatewayOn = (values as { gateway?: { enabled?: boolean } }).gateway?.enabled !== false;
+      expect(deployments.map((d) => d.metadata.labels?.['app.kubernetes.io/component']).sort()).toEqual(
+        gatewayOn ? ['controller', 'gateway', 'webhook'] : ['controller', 'webhook'],
+      );
+      const accounts = new Set<string>();
+      for (const deployment of deployments) {
+        const component = deployment.metadata.labels?.[
+          'app.kubernetes.io/component'
+        ] as keyof typeof commands;
+        const pod = deployment.spec.template.spec;
+        const container = pod.containers[0];
+        expect(container.command).toEqual(['node', '--no-node-snapshot', '/app/bin/platform.js']);
+        expect(container.args[0]).toBe(component);
+        const known = new Set(commands[component].options.map((option) => option.long));
+        for (const arg of container.args.slice(1) as string[]) {
+          expect(known, `${arg} is not a flag of platform ${component}`).toContain(arg.split('=')[0]);
+        }
+        expect(pod.serviceAccountName).toBe(`${RELEASE}-${component}`);
+        accounts.add(pod.serviceAccountName);
+        expect(find(manifests, 'ServiceAccount', pod.serviceAccountName)).toBeDefined();
+        expect(container.securityContext).toMatchObject({
+          readOnlyRootFilesystem: true,
+          allowPrivilegeEscalation: false,
+        });
+        expect(pod.securityContext).toMatchObject({ runAsNonRoot: true });
       }
-      expect(container.securityContext).toMatchObject({
-        readOnlyRootFilesystem: true,
-        allowPrivilegeEscalation: false,
-      });
-      expect(deployment.spec.template.spec.securityContext).toMatchObject({ runAsNonRoot: true });
+      expect(accounts.size, 'no two components share a ServiceAccount').toBe(deployments.length);
     }
     const chart = readFileSync(join(CHART_DIR, 'Chart.yaml'), 'utf8');
     const values = readFileSync(join(CHART_DIR, 'values.yaml'), 'utf8');
@@ -166,14 +190,17 @@ describe('the Helm chart', () => {
     ])
       expect(kinds(full)).toContain(kind);
     expect(full.some((m) => m.kind === 'Secret' && m.metadata.name === 'platform-config')).toBe(false);
-    // cert-manager issues the webhook certificate, so the operator needs no write on its Secret.
-    const role = find(full, 'Role', `${RELEASE}-operator`);
-    expect(JSON.stringify(role.rules)).not.toContain('platform-webhook-serving');
+    // cert-manager issues the webhook certificate, so the webhook needs no write on its Secret.
+    const role = find(full, 'Role', `${RELEASE}-webhook`);
+    expect((role.rules as Array<{ verbs: string[] }>).flatMap((rule) => rule.verbs)).not.toContain('update');
     const config = await renderChart({ values: { config: { values: { projectNamespacePrefix: 'team-' } } } });
     expect(find(config, 'Secret', 'platform-config').stringData.config).toBe(
       'projectNamespacePrefix: team-\n',
     );
-    const single = await renderChart({ values: { replicas: 1 } });
+    expect(full.filter((m) => m.kind === 'PodDisruptionBudget')).toHaveLength(3);
+    const single = await renderChart({
+      values: { controller: { replicas: 1 }, webhook: { replicas: 1 }, gateway: { replicas: 1 } },
+    });
     expect(kinds(single)).not.toContain('PodDisruptionBudget');
   });
 
@@ -207,7 +234,8 @@ describe('the Helm chart', () => {
         const result = await kubectlOk(kubeconfig, ['apply', '--dry-run=server', '-f', '-'], manifests);
         const applied = result.stdout.trim().split('\n');
         expect(applied.length).toBe((manifests.match(/^kind: /gm) ?? []).length);
-        expect(result.stdout).toContain('deployment.apps/platform created (server dry run)');
+        for (const component of ['controller', 'webhook', 'gateway'])
+          expect(result.stdout).toContain(`deployment.apps/platform-${component} created (server dry run)`);
       }
     });
   });

@@ -48,7 +48,7 @@ async function oidcSignIn(account: string) {
 describe('password sign-in', () => {
   it('mints a Login key for the right password only, which works through the gateway', async () => {
     const { gateway, service } = env();
-    env().configure('auth: { loginAccessKeyTTLSeconds: 3600 }');
+    await env().configure('auth: { loginAccessKeyTTLSeconds: 3600 }');
     const name = await env().userWithPassword('pw', 'correct horse battery');
     await expect(
       service.passwordLogin({ username: name, password: 'wrong horse battery', source: '10.0.0.1' }),
@@ -105,11 +105,11 @@ describe('password sign-in', () => {
 
   it('is refused when password login is disabled, and an unknown user is refused like a wrong password', async () => {
     const { service } = env();
-    env().configure('auth: { password: { disabled: true } }');
+    await env().configure('auth: { password: { disabled: true } }');
     await expect(
       service.passwordLogin({ username: 'nobody', password: 'whatever123', source: 's' }),
     ).rejects.toBeInstanceOf(PasswordLoginDisabled);
-    env().configure('');
+    await env().configure('');
     await expect(
       service.passwordLogin({ username: uniqueName('nobody'), password: 'whatever123', source: 's' }),
     ).rejects.toBeInstanceOf(InvalidCredentials);
@@ -130,7 +130,7 @@ describe('OIDC sign-in', () => {
         employee_id: '42',
       },
     });
-    env().configure(oidcConfig());
+    await env().configure(oidcConfig());
     const identity = await oidcSignIn(account);
     expect(identity).toMatchObject({
       userId: account,
@@ -181,9 +181,9 @@ describe('OIDC sign-in', () => {
     const { oidc } = env();
     const account = uniqueName('mallory');
     oidc.accounts.set(account, { claims: { preferred_username: account, groups: ['everyone'] } });
-    env().configure(oidcConfig('    groups: [team-dev]'));
+    await env().configure(oidcConfig('    groups: [team-dev]'));
     await expect(oidcSignIn(account)).rejects.toBeInstanceOf(NotInAllowedGroups);
-    env().configure(oidcConfig('', '  disableUserCreation: true'));
+    await env().configure(oidcConfig('', '  disableUserCreation: true'));
     const identity = await oidcSignIn(account);
     await expect(env().service.ssoLogin(identity)).rejects.toBeInstanceOf(UnknownUser);
     expect(await env().loginKeys(account)).toEqual([]);
@@ -193,7 +193,7 @@ describe('OIDC sign-in', () => {
 describe('SAML sign-in', () => {
   it('signs a user in through the identity provider', async () => {
     const { saml, service } = env();
-    env().configure(`
+    await env().configure(`
 auth:
   saml:
     redirectURI: ${env().samlCallback}

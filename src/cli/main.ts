@@ -1,15 +1,19 @@
 import { Command, CommanderError } from 'commander';
+import { controllerCommand } from './controller.ts';
 import { controlPlaneCommand } from './controlplane.ts';
 import { crdsCommand } from './crds.ts';
 import { devCommand } from './dev.ts';
+import { gatewayCommand } from './gateway.ts';
 import { loginCommand, logoutCommand } from './login.ts';
 import { operatorCommand } from './operator.ts';
 import { syncPreviewCommand } from './sync-preview.ts';
 import { syncerCommand } from './syncer.ts';
+import { webhookCommand } from './webhook.ts';
 
 /**
- * The `platform` command. Each subcommand lives in its own module and registers itself here;
- * later components (operator, syncer, gateway) add theirs the same way.
+ * The `platform` command. Each subcommand lives in its own module and registers itself here.
+ * The components run alone (`controller`, `webhook`, `gateway`, `syncer`), each as its own
+ * identity, or together in one process (`operator`, `dev`).
  */
 export function buildProgram(): Command {
   const program = new Command('platform')
@@ -20,6 +24,9 @@ export function buildProgram(): Command {
   program.addCommand(controlPlaneCommand());
   program.addCommand(crdsCommand());
   program.addCommand(operatorCommand());
+  program.addCommand(controllerCommand());
+  program.addCommand(webhookCommand());
+  program.addCommand(gatewayCommand());
   program.addCommand(syncerCommand());
   program.addCommand(loginCommand());
   program.addCommand(logoutCommand());

@@ -24,6 +24,7 @@ describe('syncSourceOf', () => {
     ['namespace only', { 'management.platform/sharedsecret-namespace': 'platform' }, {}, undefined],
     ['no labels', {}, {}, undefined],
     ['sync disabled', both, { 'management.platform/disable-sync': 'true' }, undefined],
+    ["a virtual cluster's host copy", { ...both, 'vcluster.platform/managed-by': 'dev' }, {}, undefined],
   ])('%s', (_, labels, annotations, expected) => {
     expect(syncSourceOf(target(labels, annotations))).toEqual(expected);
   });

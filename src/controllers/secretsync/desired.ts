@@ -1,5 +1,6 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
+import { LABEL_MANAGED_BY } from '../../sync/names.ts';
 
 /**
  * A core Secret carrying both labels is kept filled with a SharedSecret's data. Only Secrets
@@ -18,12 +19,18 @@ export interface SyncSource {
   name: string;
 }
 
-/** The SharedSecret a Secret asks to be filled from, or undefined when it is not a sync target. */
+/**
+ * The SharedSecret a Secret asks to be filled from, or undefined when it is not a sync target.
+ * A virtual cluster's host copy (labelled managed-by a virtual cluster) is never one, whatever
+ * labels it carries: its data is its syncer's, copied from the virtual cluster, and two writers of
+ * one field would undo each other's writes forever.
+ */
 export function syncSourceOf(secret: V1Secret): SyncSource | undefined {
   const labels = secret.metadata?.labels ?? {};
   const name = labels[SOURCE_NAME_LABEL];
   const namespace = labels[SOURCE_NAMESPACE_LABEL];
   if (!name || !namespace) return undefined;
+  if (labels[LABEL_MANAGED_BY] !== undefined) return undefined;
   if (secret.metadata?.annotations?.[DISABLE_SYNC_ANNOTATION] === 'true') return undefined;
   return { namespace, name };
 }

@@ -40,6 +40,8 @@ export type SyncerState =
   | { phase: 'notConfigured' }
   | { phase: 'invalidConfig'; errors: string[] }
   | { phase: 'noConnection'; reason: string; message: string }
+  /** The syncer is about to start (its identity's permissions are on their way). */
+  | { phase: 'starting'; message: string }
   /** The syncer may not run: its placement is not allowed, or its host identity could not be set up. */
   | { phase: 'blocked'; reason: string; message: string }
   | { phase: 'running'; status: SyncerStatus };
@@ -68,6 +70,8 @@ export function syncingCondition(state: SyncerState, generation: number | undefi
     case 'noConnection':
     case 'blocked':
       return { ...base, status: 'False', reason: state.reason, message: state.message };
+    case 'starting':
+      return { ...base, status: 'Unknown', reason: 'Starting', message: state.message };
     case 'running': {
       const { status } = state;
       if (!status.ready) {

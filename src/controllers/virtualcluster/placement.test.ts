@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadSyncConfig, NAME_PLACEHOLDER } from '../../sync/config.ts';
-import { HOST_CLUSTER_NAME, namedHostNamespaces, placementProblems } from './placement.ts';
+import { HOST_CLUSTER_NAME, namedHostNamespaces, placementClaims, placementProblems } from './placement.ts';
 
 const projects: Record<string, string> = { 'p-team': 'team', 'p-team-extra': 'team', 'p-other': 'other' };
 const projectOf = (namespace: string) => projects[namespace];
@@ -62,5 +62,37 @@ describe('placementProblems', () => {
     });
     expect(placementProblems(vci(), off, projectOf)).toEqual([]);
     expect(namedHostNamespaces(vci(), off).map((n) => n.namespace)).toEqual(['p-team']);
+  });
+});
+
+describe('placementClaims', () => {
+  const configured = { config: 'sync: {}', credentialsSecretRef: { name: 'c' } };
+  const instance = (name: string, created: string, spec: Record<string, unknown> = {}) => ({
+    metadata: { name, namespace: 'p-team', uid: name, creationTimestamp: created },
+    spec: { ...configured, ...spec },
+  });
+  const as = (name: string) => ({
+    clusterRef: { cluster: 'local', namespace: 'p-team', virtualCluster: name },
+  });
+
+  it('the instance created first keeps a placement; a later one naming the same virtual cluster is refused', () => {
+    const first = instance('a', '2026-01-01T00:00:00Z', as('shared'));
+    const second = instance('b', '2026-01-02T00:00:00Z', as('shared'));
+    const all = [first, second];
+    expect(placementClaims(first, all)).toEqual([]);
+    expect(placementClaims(second, all)).toEqual([
+      expect.objectContaining({ field: 'spec.clusterRef.virtualCluster', reason: 'FieldValueForbidden' }),
+    ]);
+  });
+
+  it('other names, unsynced instances and instances being deleted claim nothing', () => {
+    const later = instance('b', '2026-01-02T00:00:00Z', as('shared'));
+    expect(placementClaims(later, [instance('a', '2026-01-01T00:00:00Z', as('other')), later])).toEqual([]);
+    const unsynced = { ...instance('a', '2026-01-01T00:00:00Z', as('shared')), spec: as('shared') };
+    expect(placementClaims(later, [unsynced, later])).toEqual([]);
+    const going = instance('a', '2026-01-01T00:00:00Z', as('shared'));
+    expect(
+      placementClaims(later, [{ ...going, metadata: { ...going.metadata, deletionTimestamp: 'x' } }, later]),
+    ).toEqual([]);
   });
 });

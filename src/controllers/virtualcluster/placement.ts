@@ -103,3 +103,35 @@ export function placementProblems(
   }
   return problems;
 }
+
+/**
+ * One syncer per placement: two instances syncing into the same host namespace under the same
+ * virtual cluster name would each take the other's host objects for its own and overwrite them
+ * forever. The instance created first keeps the placement; any other is refused until it goes.
+ */
+export function placementClaims(
+  vci: Instance,
+  placedInSameNamespace: readonly Instance[],
+): PlacementProblem[] {
+  const { hostNamespace, vclusterName } = placementOf(vci);
+  const order = (other: Instance) =>
+    `${other.metadata.creationTimestamp ?? ''}\u0000${other.metadata.namespace ?? ''}\u0000${other.metadata.name ?? ''}`;
+  const holder = placedInSameNamespace.find(
+    (other) =>
+      other.metadata.uid !== vci.metadata.uid &&
+      other.spec.config !== undefined &&
+      other.spec.credentialsSecretRef !== undefined &&
+      !other.metadata.deletionTimestamp &&
+      placementOf(other).hostNamespace === hostNamespace &&
+      placementOf(other).vclusterName === vclusterName &&
+      order(other) < order(vci),
+  );
+  if (!holder) return [];
+  return [
+    {
+      field: vci.spec.clusterRef ? 'spec.clusterRef.virtualCluster' : 'metadata.name',
+      reason: 'FieldValueForbidden',
+      message: `VirtualClusterInstance ${holder.metadata.namespace}/${holder.metadata.name} already syncs virtual cluster ${JSON.stringify(vclusterName)} into namespace ${JSON.stringify(hostNamespace)}`,
+    },
+  ];
+}

@@ -32,6 +32,7 @@ import {
   startSyncer,
   syncedKinds,
 } from '../../sync/controllers/syncer.ts';
+import type { SyncedKind } from '../../sync/translate.ts';
 import { fieldManagers, resources, type Stored } from '../resources.ts';
 import {
   placementOf,
@@ -48,8 +49,42 @@ import {
   serviceAccountMatches,
   syncerServiceAccountName,
 } from './identity.ts';
-import { placementProblems } from './placement.ts';
+import { placementClaims, placementProblems } from './placement.ts';
 import { ServiceAccountTokens } from './token.ts';
+
+/** How soon to look again while a new syncer identity's permissions reach the authorizer. */
+const PERMISSIONS_RETRY_MS = 500;
+/** How long a syncer waits for them before it starts anyway. */
+const PERMISSIONS_GRACE_MS = 10_000;
+
+/** Whether `client`'s identity may list each kind in `namespace` (SelfSubjectAccessReviews). */
+async function mayListSyncedKinds(
+  client: KubeApi,
+  namespace: string,
+  kinds: readonly SyncedKind[],
+): Promise<boolean> {
+  const answers = await Promise.all(
+    kinds.map((kind) =>
+      client.request<{ status?: { allowed?: boolean } }>({
+        method: 'POST',
+        path: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SelfSubjectAccessReview',
+          spec: { resourceAttributes: { namespace, verb: 'list', resource: SYNCED_PLURALS[kind] } },
+        },
+      }),
+    ),
+  );
+  return answers.every((answer) => answer.status?.allowed === true);
+}
+
+const SYNCED_PLURALS: Readonly<Record<SyncedKind, string>> = {
+  Service: 'services',
+  Endpoints: 'endpoints',
+  Secret: 'secrets',
+  ConfigMap: 'configmaps',
+};
 
 /** Guards the removal of a syncer's host identity when its instance goes. */
 export const CLEANUP_FINALIZER = 'management.platform/cleanup';
@@ -135,6 +170,8 @@ export interface VirtualClusterReconcilerDeps {
   /** The syncers' ServiceAccounts and RoleBindings (labelled with the instance uid, indexed by {@link BY_INSTANCE_UID}). */
   serviceAccounts: Store<V1ServiceAccount>;
   roleBindings: Store<V1RoleBinding>;
+  /** The instances whose host namespace is `namespace` (from the instances' cache). */
+  instancesPlacedIn: (namespace: string) => readonly Stored<VirtualClusterInstance>[];
   /** The project label of a namespace, if it exists and has one (from a Namespace cache). */
   projectOf: (namespace: string) => string | undefined;
   /** A host client that presents the given tokens (the syncer's ServiceAccount's) and nothing else. */
@@ -180,6 +217,8 @@ export function syncerFactory(options: { manager: Manager }): (input: SyncerFact
  */
 export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
   const { api, instances, supervisor } = deps;
+  /** Since when each starting syncer waits for its permissions (by instance key). */
+  const permissionWaits = new Map<string, number>();
 
   /** Writes `Ready` and `Syncing` at once (nothing when both are unchanged). */
   async function writeConditions(
@@ -249,6 +288,7 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
 
   /** No syncer and no identity any more; then the finalizer goes. */
   async function release(key: string, vci: Stored<VirtualClusterInstance>): Promise<void> {
+    permissionWaits.delete(key);
     await supervisor.stop(key);
     await deleteIdentityObjects(currentIdentity(vci));
     try {
@@ -296,7 +336,12 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     // Admission refuses placements outside the project; this covers instances admitted before
     // (or whose namespaces changed project since): their syncer does not run.
     const placement =
-      configured && validated?.config ? placementProblems(vci, validated.config, deps.projectOf) : [];
+      configured && validated?.config
+        ? [
+            ...placementProblems(vci, validated.config, deps.projectOf),
+            ...placementClaims(vci, deps.instancesPlacedIn(hostNamespace)),
+          ]
+        : [];
     const syncConfig = configured && placement.length === 0 ? (validated?.config ?? null) : null;
     const fingerprint =
       connection && spec.config !== undefined
@@ -359,32 +404,52 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
       };
     else if (identityProblem) state = { phase: 'blocked', ...identityProblem };
     else {
+      let waitingForPermissions = false;
       if (!running && connection && probeClient && fingerprint) {
-        ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
         const tokens = new ServiceAccountTokens({
           api,
           namespace: hostNamespace,
           serviceAccount: syncerServiceAccountName(vci),
           clock: deps.clock,
         });
-        running = supervisor.start({
-          key,
-          fingerprint,
-          client: probeClient,
-          hostClient: deps.hostClientFor(tokens),
-          hostNamespace,
-          vclusterName,
-          config: syncConfig,
-          logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
-          onStatusChange: () => deps.enqueue(key),
-        });
+        const hostClient = deps.hostClientFor(tokens);
+        // New RoleBindings take a moment to reach the apiserver's authorizer: the syncer starts
+        // once its own identity may list what it syncs, rather than backing off on 403s; past a
+        // grace period it starts anyway, and what it may not do shows in its errors.
+        const waitingSince = permissionWaits.get(key) ?? deps.clock.now();
+        const graceOver = deps.clock.now() - waitingSince >= PERMISSIONS_GRACE_MS;
+        if (graceOver || (await mayListSyncedKinds(hostClient, hostNamespace, syncedKinds(syncConfig)))) {
+          permissionWaits.delete(key);
+          ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
+          running = supervisor.start({
+            key,
+            fingerprint,
+            client: probeClient,
+            hostClient,
+            hostNamespace,
+            vclusterName,
+            config: syncConfig,
+            logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
+            onStatusChange: () => deps.enqueue(key),
+          });
+        } else {
+          hostClient.close();
+          permissionWaits.set(key, waitingSince);
+          waitingForPermissions = true;
+        }
       }
-      state = running ? { phase: 'running', status: running.syncer.status() } : { phase: 'notConfigured' };
+      state = running
+        ? { phase: 'running', status: running.syncer.status() }
+        : waitingForPermissions
+          ? { phase: 'starting', message: "waiting for the syncer's ServiceAccount to get its permissions" }
+          : { phase: 'notConfigured' };
     }
     // A probe client the syncer did not take over is closed.
     if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
     await writeConditions(vci, access, state);
     if (access.phase === 'noCredentials' && !spec.credentialsSecretRef) return undefined;
+    if (state.phase === 'starting') return { requeueAfter: PERMISSIONS_RETRY_MS };
+    if (state.phase === 'blocked') return { requeueAfter: RETRY_CONNECTION_MS };
     return { requeueAfter: reachable && !identityProblem ? RECHECK_MS : RETRY_CONNECTION_MS };
   };
 }

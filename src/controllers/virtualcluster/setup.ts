@@ -66,6 +66,7 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
       instances: instances.store,
       serviceAccounts: serviceAccounts.store,
       roleBindings: roleBindings.store,
+      instancesPlacedIn: (namespace) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace),
       projectOf: (namespace) =>
         namespaces.store.get(namespace)?.metadata?.labels?.[PROJECT_LABEL] || undefined,
       hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
