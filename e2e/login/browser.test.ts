@@ -4,6 +4,7 @@ import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../support/cluster.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { oidcSection } from './support/sign-in.ts';
 
 /**
  * Signing in as a person does: Debian's chromium, headless, driven by playwright-core, through the
@@ -37,12 +38,7 @@ describe('signing in with a browser', () => {
 uiSettings:
   legalTemplate: '<p id="legal">By signing in you accept the <b>acceptable use policy</b>.</p>'
 auth:
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
     type: Test SSO
   customHttpHeaders: { X-Login-Test: present }
 `);

@@ -13,6 +13,7 @@ import {
 } from '../../src/cli/login.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { oidcSection } from './support/sign-in.ts';
 
 /**
  * `platform login` and `platform logout`: a password sign-in and a browser sign-in (chromium
@@ -53,12 +54,7 @@ describe('platform login / logout', () => {
     await env().configure(`
 auth:
   password: { disabled: true }
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
 `);
     const browser = await chromium.launch({
       executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',

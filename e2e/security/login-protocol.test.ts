@@ -4,6 +4,7 @@ import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, LoginThrottled } from '../../src/login/service.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
+import { oidcSection } from '../login/support/sign-in.ts';
 import { startRedirect, viaForm, viaUrl } from '../login/support/sso.ts';
 import { uniqueName } from '../support/cluster.ts';
 
@@ -21,15 +22,9 @@ const env = useLoginEnv({
 });
 
 async function configureOidc() {
-  const { oidc } = env();
   await env().configure(`
 auth:
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
 `);
   return new OidcConnector('oidc', env().config().auth.oidc as never);
 }

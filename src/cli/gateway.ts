@@ -1,11 +1,12 @@
 import { Command } from 'commander';
 import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
 import { type Gateway, setupGateway } from '../gateway/index.ts';
 import type { GatewayServer } from '../gateway/server.ts';
 import { setupLogin } from '../login/setup.ts';
-import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
 import {
+  apiClient,
   type CommonOptions,
   componentLogger,
   loadKubeConfig,
@@ -70,12 +71,14 @@ export function setupGatewayComponent(
   shared?: Manager,
 ): { gateway: Gateway; manager: Manager; start(): Promise<RunningGateway> } {
   const kubeConfig = loadKubeConfig(options.kubeconfig);
-  const api = new KubeClient(kubeConfig);
+  const registry = shared?.registry ?? new Registry();
+  const api = apiClient(options, registry, logger);
   const manager =
     shared ??
     new Manager({
       api,
       logger,
+      registry,
       ...(options.healthPort !== undefined ? { healthPort: options.healthPort } : {}),
       ...(options.healthHost ? { healthHost: options.healthHost } : {}),
     });

@@ -34,7 +34,11 @@ import { startTestSamlIdp, type TestSamlIdp } from './saml-idp.ts';
 // biome-ignore lint/suspicious/noExplicitAny: test convenience
 type Loose = Record<string, any>;
 /** A stored key as the tests read it. */
-export type StoredKey = { metadata: { name: string }; spec: Loose; status?: Loose };
+export type StoredKey = {
+  metadata: { name: string; creationTimestamp?: string };
+  spec: Loose;
+  status?: Loose;
+};
 
 export interface LoginEnv {
   gateway: GatewayEnv;

@@ -95,3 +95,14 @@ auth:
 ${options.extra ?? ''}
 `);
 }
+
+/** The `auth.oidc` section (YAML, indented under `auth:`) for the test's OpenID provider. */
+export function oidcSection(env: LoginEnv): string {
+  const { oidc } = env;
+  return `  oidc:
+    issuerUrl: ${oidc.issuer}
+    clientId: ${oidc.clientId}
+    clientSecret: ${oidc.clientSecret}
+    redirectURI: ${env.oidcCallback}
+    caFile: ${oidc.caFile}`;
+}
