@@ -1,5 +1,5 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the probes read loosely typed objects
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';

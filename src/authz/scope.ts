@@ -466,15 +466,16 @@ export function validateScope(scope: Scope | undefined): ScopeValidation {
   const errors: ScopeIssue[] = [];
   const warnings: string[] = [];
   if (!scope) return { errors, warnings };
-  const wholeNames = (path: string, names: readonly string[] | undefined) =>
-    (names ?? []).forEach((name, k) => {
+  const wholeNames = (path: string, names: readonly string[] | undefined) => {
+    for (const [k, name] of (names ?? []).entries()) {
       if (partialWildcard(name)) {
         errors.push({
           path: `${path}[${k}]`,
           message: `\`${name}\`: a wildcard may only stand for a whole name (\`*\`); names are matched exactly`,
         });
       }
-    });
+    }
+  };
   const wholeName = (path: string, name: string) => {
     if (partialWildcard(name)) {
       errors.push({
@@ -503,8 +504,10 @@ export function validateScope(scope: Scope | undefined): ScopeValidation {
       );
     }
   });
-  (scope.projects ?? []).forEach((entry, i) => wholeName(`projects[${i}].project`, entry.project));
-  (scope.clusters ?? []).forEach((entry, i) => wholeName(`clusters[${i}].cluster`, entry.cluster));
+  for (const [i, entry] of (scope.projects ?? []).entries())
+    wholeName(`projects[${i}].project`, entry.project);
+  for (const [i, entry] of (scope.clusters ?? []).entries())
+    wholeName(`clusters[${i}].cluster`, entry.cluster);
   (scope.spaces ?? []).forEach((entry, i) => {
     if (entry.project === '*') {
       errors.push({ path: `spaces[${i}].project`, message: 'only `space` may be `*`; name the project' });
