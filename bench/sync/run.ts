@@ -14,12 +14,20 @@
  *   latency:        at steady state, L sequential changes of one Endpoints address each: time
  *                   from the virtual write until a host watch sees the translated change (p50,
  *                   p99), beside the same measure for a direct host write (write -> watch).
- * Prints each figure beside its baseline and the ratio; also the host writes the syncer made
- * (2N is the floor), host writes during 5 s at rest (0 expected) and the syncer's peak RSS.
+ * Prints each figure beside its baseline and the ratio (reportFigure); also the CPU time per
+ * synced object of the syncer and of both apiservers (beside the host apiserver's per object
+ * written directly), the host writes the syncer made (2N is the floor), host writes during 5 s
+ * at rest (0 expected) and the syncer's peak RSS.
  *
- *   bench/sync/run.sh [N=2000] [C=32] [L=200]
+ *   bench/sync/run.sh [N=2000] [C=32] [L=200]     (BENCH_SMOKE=1: N=60, C=8, L=10)
+ *   SYNC_BENCH_CPU_PROF=<dir>: the syncers write V8 CPU profiles there (node --cpu-prof).
+ *
+ * The syncer runs as it is installed: compiled to dist/ (tsc -p tsconfig.build.json, done here
+ * first), not through the tsx loader a checkout's bin/platform.js uses, whose start-up alone
+ * (seconds of transpiling) is no cost of the syncer. SYNC_BENCH_RUNTIME=tsx runs it from the
+ * sources instead (the smoke run does, to spare the build).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,12 +51,42 @@ import { loadSyncConfig } from '../../src/sync/config.ts';
 import { syncedKinds } from '../../src/sync/controllers/syncer.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import { type KubeObject, type SyncContext, translateToHost } from '../../src/sync/translate.ts';
-import { apiserverWrites, pool, quantile, withBenchCluster } from '../support.ts';
+import { apiserverWrites, benchMode, pool, quantile, reportFigure, withBenchCluster } from '../support.ts';
 
-const N = Number(process.argv[2] ?? 2000);
-const C = Number(process.argv[3] ?? 32);
-const L = Number(process.argv[4] ?? 200);
+const smoke = benchMode() === 'smoke';
+const N = Number(process.argv[2] ?? (smoke ? 60 : 2000));
+const C = Number(process.argv[3] ?? (smoke ? 8 : 32));
+const L = Number(process.argv[4] ?? (smoke ? 10 : 200));
 const VC = 'bench-vc';
+/** No wait of this benchmark lasts longer (it fails instead). */
+const WAIT_LIMIT_MS = 10 * 60_000;
+const REST_MS = smoke ? 1000 : 5000;
+const RUNTIME = process.env.SYNC_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist');
+const repo = join(import.meta.dirname, '..', '..');
+/** The `platform` entry the syncers run: the compiled one, or the checkout's (tsx). */
+function syncerEntry(): string {
+  if (RUNTIME === 'tsx') return join(repo, 'bin', 'platform.js');
+  execFileSync(
+    process.execPath,
+    [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: repo,
+      stdio: 'inherit',
+      timeout: 10 * 60_000,
+    },
+  );
+  return join(repo, 'dist', 'cli', 'main.js');
+}
+const ENTRY = syncerEntry();
+
+/** CPU time (user + system) a process has used so far, in milliseconds (Linux /proc). */
+function cpuMs(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticksPerSecond = 100;
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond;
+}
 
 const services: ResourceRef = { group: '', version: 'v1', plural: 'services', namespaced: true };
 const endpoints: ResourceRef = { group: '', version: 'v1', plural: 'endpoints', namespaced: true };
@@ -187,12 +225,14 @@ async function syncerHostKubeconfig(host: KubeClient, cluster: Cluster, namespac
 }
 
 function spawnSyncer(virtual: Cluster, hostKubeconfig: string, namespace: string, configPath: string) {
+  const profileDir = process.env.SYNC_BENCH_CPU_PROF;
   return freePort().then((healthPort) => {
     const child = spawn(
       process.execPath,
       [
         '--no-node-snapshot',
-        'bin/platform.js',
+        ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []),
+        ENTRY,
         'syncer',
         '--virtual-kubeconfig',
         virtual.kubeconfigPath,
@@ -219,19 +259,49 @@ function spawnSyncer(virtual: Cluster, hostKubeconfig: string, namespace: string
   });
 }
 
-async function waitReady(port: number): Promise<void> {
+/** Fails (instead of waiting on) when the syncer died or the wait passes WAIT_LIMIT_MS. */
+function assertAlive(child: ChildProcess | undefined, started: number, what: string): void {
+  if (child && child.exitCode !== null)
+    throw new Error(`the syncer exited (${child.exitCode}) while waiting for ${what}`);
+  if (performance.now() - started > WAIT_LIMIT_MS) throw new Error(`gave up waiting for ${what}`);
+}
+
+async function waitReady(port: number, child: ChildProcess): Promise<void> {
+  const started = performance.now();
   for (;;) {
     const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
       (r) => r.ok,
       () => false,
     );
     if (ok) return;
+    assertAlive(child, started, 'the syncer to be ready');
     await new Promise((r) => setTimeout(r, 50));
   }
 }
 
-async function waitFor(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((r) => setTimeout(r, 10));
+async function waitFor(check: () => boolean, what: string, child?: ChildProcess): Promise<void> {
+  const started = performance.now();
+  while (!check()) {
+    assertAlive(child, started, what);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Waits for a promise, failing instead when the syncer dies or the wait is too long. */
+async function bounded<T>(promise: Promise<T>, what: string, child?: ChildProcess): Promise<T> {
+  let done = false;
+  const guard = (async () => {
+    const started = performance.now();
+    while (!done) {
+      assertAlive(child, started, what);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  try {
+    return await Promise.race([promise, guard.then(() => promise)]);
+  } finally {
+    done = true;
+  }
 }
 
 function peakRssMiB(child: ChildProcess): number {
@@ -277,6 +347,12 @@ async function main(): Promise<void> {
           raw.push(translateToHost(String(obj.kind), withUid, null, ctx));
         }
       }
+      // The same observer as in the sync phases (a watch of the namespace's objects), so that both
+      // sides pay the apiserver for it; the clock stops when every write has returned.
+      const rawServices = watchHost(host, services, 'bench-raw');
+      const rawEndpoints = watchHost(host, endpoints, 'bench-raw');
+      await Promise.all([rawServices.informer.waitForSync(), rawEndpoints.informer.waitForSync()]);
+      const rawApiserverCpu = cpuMs(hostCluster.apiServer.pid);
       const rawStart = performance.now();
       await pool(raw.length, C, (i) => {
         const obj = raw[i]!;
@@ -287,6 +363,9 @@ async function main(): Promise<void> {
         });
       });
       const rawMs = performance.now() - rawStart;
+      await waitFor(() => rawServices.count() >= N && rawEndpoints.count() >= N, 'the direct writes seen');
+      const rawApiserverCpuMs = cpuMs(hostCluster.apiServer.pid) - rawApiserverCpu;
+      await Promise.all([rawServices.informer.stop(), rawEndpoints.informer.stop()]);
 
       // Live sync: syncer ready first, then the virtual objects are created.
       const live = await spawnSyncer(
@@ -296,11 +375,16 @@ async function main(): Promise<void> {
         configPath,
       );
       children.push(live.child);
-      await waitReady(live.healthPort);
+      await waitReady(live.healthPort, live.child);
       const liveServices = watchHost(host, services, 'bench-sync');
       const liveEndpoints = watchHost(host, endpoints, 'bench-sync');
       await Promise.all([liveServices.informer.waitForSync(), liveEndpoints.informer.waitForSync()]);
       const writesBefore = await apiserverWrites(hostCluster, ['events', 'leases']);
+      const cpuBefore = {
+        syncer: cpuMs(live.child.pid),
+        host: cpuMs(hostCluster.apiServer.pid),
+        virtual: cpuMs(virtualCluster.apiServer.pid),
+      };
       const liveStart = performance.now();
       await pool(2 * N, C, (j) => {
         const { service, endpoints: eps } = pair(j >> 1);
@@ -311,10 +395,19 @@ async function main(): Promise<void> {
           body: obj,
         });
       });
-      await waitFor(() => liveServices.count() >= N && liveEndpoints.count() >= N);
+      await waitFor(
+        () => liveServices.count() >= N && liveEndpoints.count() >= N,
+        'the live sync',
+        live.child,
+      );
       const liveMs = performance.now() - liveStart;
+      const liveCpu = {
+        syncer: cpuMs(live.child.pid) - cpuBefore.syncer,
+        host: cpuMs(hostCluster.apiServer.pid) - cpuBefore.host,
+        virtual: cpuMs(virtualCluster.apiServer.pid) - cpuBefore.virtual,
+      };
       const syncWrites = (await apiserverWrites(hostCluster, ['events', 'leases'])) - writesBefore;
-      await new Promise((r) => setTimeout(r, 5000));
+      await new Promise((r) => setTimeout(r, REST_MS));
       const restWrites =
         (await apiserverWrites(hostCluster, ['events', 'leases'])) - writesBefore - syncWrites;
       const liveRss = peakRssMiB(live.child);
@@ -336,7 +429,7 @@ async function main(): Promise<void> {
           body: pair(i, k + 1).endpoints,
           contentType: 'application/merge-patch+json',
         });
-        await seen;
+        await bounded(seen, 'a propagated change', live.child);
         samples.push(performance.now() - started);
       }
       const rawWatch = watchHostAll(host, 'bench-raw');
@@ -358,7 +451,7 @@ async function main(): Promise<void> {
           body: { subsets: [{ addresses: [{ ip: next }], ports: [{ name: 'http', port: 8080 }] }] },
           contentType: 'application/merge-patch+json',
         });
-        await seen;
+        await bounded(seen, 'a direct change seen by the watch');
         baseline.push(performance.now() - started);
       }
       live.child.kill('SIGTERM');
@@ -377,45 +470,106 @@ async function main(): Promise<void> {
       const cold = await spawnSyncer(virtualCluster, coldKubeconfig, 'bench-cold', configPath);
       children.push(cold.child);
       let readyMs = 0;
-      void waitReady(cold.healthPort).then(() => {
-        readyMs = performance.now() - coldStart;
-      });
-      await waitFor(() => coldServices.count() >= N && coldEndpoints.count() >= N);
+      void waitReady(cold.healthPort, cold.child).then(
+        () => {
+          readyMs = performance.now() - coldStart;
+        },
+        () => {},
+      );
+      await waitFor(
+        () => coldServices.count() >= N && coldEndpoints.count() >= N,
+        'the cold sync',
+        cold.child,
+      );
       const coldMs = performance.now() - coldStart;
+      const coldSyncerCpu = cpuMs(cold.child.pid);
+      cold.child.kill('SIGTERM');
       await Promise.all([coldServices.informer.stop(), coldEndpoints.informer.stop()]);
 
       samples.sort((a, b) => a - b);
       baseline.sort((a, b) => a - b);
-      const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-      const m = (ms: number) => `${ms.toFixed(1)} ms`;
-      console.log(`sync benchmark: N=${N} Services + N Endpoints (${2 * N} host objects), concurrency ${C}`);
+      const objects = 2 * N;
+      console.log(
+        `sync benchmark: N=${N} Services + N Endpoints (${objects} host objects), concurrency ${C}, syncer from ${RUNTIME === 'tsx' ? 'the sources (tsx)' : 'dist/ (compiled)'}`,
+      );
       const identities: Record<string, string> = {
         syncer: 'its own ServiceAccount in its namespace (as in the operator)',
         platform: "one platform ServiceAccount allowed everywhere (the operator's, before)",
         admin: 'the cluster admin',
       };
       console.log(`  the syncer acts on the host as ${identities[process.env.BENCH_SYNC_HOST ?? 'syncer']}`);
-      console.log(
-        `  raw host writes (baseline)   ${s(rawMs)}  (${((2 * N) / (rawMs / 1000)).toFixed(0)} objects/s)`,
-      );
-      console.log(`  live sync                    ${s(liveMs)}  (includes the ${2 * N} virtual writes)`);
-      console.log(`  ratio                        ${(liveMs / rawMs).toFixed(2)}x`);
-      console.log(`  cold sync (process start)    ${s(coldMs)}  (ready after ${s(readyMs)})`);
-      console.log(`  ratio                        ${(coldMs / rawMs).toFixed(2)}x`);
-      console.log(
-        `  host writes by the syncer    ${syncWrites} (floor ${2 * N}); ${restWrites} in 5 s at rest`,
-      );
-      console.log(`  syncer peak RSS              ${liveRss.toFixed(0)} MiB (live run)`);
-      console.log(`Endpoints change propagation, ${L} sequential changes at steady state:`);
-      console.log(
-        `  direct host write -> watch   p50 ${m(quantile(baseline, 0.5))}  p99 ${m(quantile(baseline, 0.99))}`,
-      );
-      console.log(
-        `  virtual write -> host watch  p50 ${m(quantile(samples, 0.5))}  p99 ${m(quantile(samples, 0.99))}`,
-      );
-      console.log(
-        `  ratio                        p50 ${(quantile(samples, 0.5) / quantile(baseline, 0.5)).toFixed(2)}x  p99 ${(quantile(samples, 0.99) / quantile(baseline, 0.99)).toFixed(2)}x`,
-      );
+      const raw2 = { name: 'direct host writes', value: rawMs / 1000, unit: 's' };
+      reportFigure({
+        name: `live sync of ${objects} objects (includes the ${objects} virtual writes)`,
+        value: liveMs / 1000,
+        unit: 's',
+        baseline: raw2,
+        ratio: liveMs / rawMs,
+        goal: '<= 1.5x',
+      });
+      reportFigure({
+        name: `cold sync of ${objects} objects (process start to all written; ready after ${(readyMs / 1000).toFixed(2)} s)`,
+        value: coldMs / 1000,
+        unit: 's',
+        baseline: raw2,
+        ratio: coldMs / rawMs,
+        goal: '<= 1.3x',
+      });
+      for (const [label, q] of [
+        ['p50', 0.5],
+        ['p99', 0.99],
+      ] as const) {
+        reportFigure({
+          name: `Endpoints change propagation ${label} (virtual write -> host watch, ${L} changes)`,
+          value: quantile(samples, q),
+          unit: 'ms',
+          baseline: { name: 'direct host write -> watch', value: quantile(baseline, q), unit: 'ms' },
+          ratio: quantile(samples, q) / quantile(baseline, q),
+          ...(label === 'p99' ? { goal: '<= 1.5x' } : {}),
+        });
+      }
+      const perObject = (ms: number) => ms / objects;
+      reportFigure({
+        name: 'host apiserver CPU per object, live sync',
+        value: perObject(liveCpu.host),
+        unit: 'ms/object',
+        baseline: {
+          name: 'per object written directly',
+          value: perObject(rawApiserverCpuMs),
+          unit: 'ms/object',
+        },
+        ratio: liveCpu.host / rawApiserverCpuMs,
+      });
+      reportFigure({
+        name: 'syncer CPU per synced object, live sync',
+        value: perObject(liveCpu.syncer),
+        unit: 'ms/object',
+      });
+      reportFigure({
+        name: 'syncer CPU per synced object, cold sync (start included)',
+        value: perObject(coldSyncerCpu),
+        unit: 'ms/object',
+      });
+      reportFigure({
+        name: "virtual apiserver CPU per object, live sync (its 2N writes and the syncer's reads)",
+        value: perObject(liveCpu.virtual),
+        unit: 'ms/object',
+      });
+      reportFigure({
+        name: 'host writes by the syncer',
+        value: syncWrites,
+        unit: 'writes',
+        baseline: { name: 'the floor (2N)', value: objects, unit: 'writes' },
+        ratio: syncWrites / objects,
+        goal: '1x',
+      });
+      reportFigure({
+        name: `host writes at rest (${REST_MS / 1000} s after the sync)`,
+        value: restWrites,
+        unit: 'writes',
+        goal: '0',
+      });
+      reportFigure({ name: 'syncer peak RSS (live run)', value: liveRss, unit: 'MiB' });
       host.close();
       virtual.close();
     });

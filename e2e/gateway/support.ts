@@ -17,6 +17,7 @@ import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.t
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { BASE_PATH, type Gateway, type GatewayOptions, setupGateway } from '../../src/gateway/index.ts';
 import type { GatewayServer } from '../../src/gateway/server.ts';
+import type { Endpoint } from '../../src/http/endpoint.ts';
 import { generateAccessKey, hashAccessKey } from '../../src/identity/keys.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { createCertificateAuthority, issueCertificate } from '../../src/pki/certificates.ts';
@@ -80,6 +81,11 @@ export interface GatewayEnv {
 
 export interface GatewayEnvOptions {
   gateway?: Partial<GatewayOptions>;
+  /**
+   * Endpoints of other components, made on the manager before the gateway is set up (as the
+   * composition root does: `setupLogin(...)` then `setupGateway({ endpoints })`).
+   */
+  endpoints?: (manager: Manager, api: KubeClient) => readonly Endpoint[];
   /** Serve HTTPS with a certificate of a test CA (kubectl sends tokens only over TLS). */
   https?: boolean;
   /**
@@ -181,6 +187,14 @@ export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv
         perKey: { failures: 5, windowSeconds: 60, blockSeconds: 60 },
       },
       ...options.gateway,
+      ...(options.endpoints
+        ? {
+            endpoints: [
+              ...(options.gateway?.endpoints ?? []),
+              ...options.endpoints(manager, new KubeClient(kc)),
+            ],
+          }
+        : {}),
     });
     await manager.start();
     const server = await gateway.start();

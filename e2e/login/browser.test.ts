@@ -4,12 +4,14 @@ import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../support/cluster.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { oidcSection } from './support/sign-in.ts';
 
 /**
  * Signing in as a person does: Debian's chromium, headless, driven by playwright-core, through the
  * login page, the whole OIDC redirect dance with a real OpenID provider (oidc-provider), and the
  * password form; screenshots go to e2e/login/artifacts/ (git-ignored). The login endpoints are
- * served here by their node:http adapter (the gateway mounts the same endpoints).
+ * served by the real gateway over HTTPS (its test CA is not the browser's, hence ignoreHTTPSErrors),
+ * composed as the operator composes them.
  */
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -32,16 +34,11 @@ describe('signing in with a browser', () => {
     const { oidc } = env();
     const account = uniqueName('browser');
     oidc.accounts.set(account, { claims: { preferred_username: account, email: `${account}@example.com` } });
-    env().configure(`
+    await env().configure(`
 uiSettings:
   legalTemplate: '<p id="legal">By signing in you accept the <b>acceptable use policy</b>.</p>'
 auth:
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
     type: Test SSO
   customHttpHeaders: { X-Login-Test: present }
 `);
@@ -68,9 +65,9 @@ auth:
   });
 
   it('with the password form, and a clear page for a wrong password', async () => {
-    env().configure('');
+    await env().configure('');
     const name = await env().userWithPassword('formuser', 'browser password 1');
-    const context = await (browser as Browser).newContext();
+    const context = await (browser as Browser).newContext({ ignoreHTTPSErrors: true });
     const page = await context.newPage();
     await page.goto(`${env().platformUrl}/auth/login`);
     await page.fill('input[name="username"]', name);

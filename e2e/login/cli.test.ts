@@ -13,6 +13,7 @@ import {
 } from '../../src/cli/login.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { oidcSection } from './support/sign-in.ts';
 
 /**
  * `platform login` and `platform logout`: a password sign-in and a browser sign-in (chromium
@@ -24,22 +25,23 @@ const env = useLoginEnv();
 
 describe('platform login / logout', () => {
   it('--password writes a working context; logout deletes the key', async () => {
-    env().configure('');
+    await env().configure('');
     const name = await env().userWithPassword('cli', 'cli password 123');
-    const signedIn = await loginWithPassword(env().platformUrl, name, 'cli password 123');
+    const tls = { caFile: env().caFile };
+    const signedIn = await loginWithPassword(env().platformUrl, name, 'cli password 123', tls);
     expect(signedIn.server).toBe(env().gateway.base);
     const path = join(mkdtempSync(join(tmpdir(), 'kubeconfig-')), 'config');
     const { writeFileSync } = await import('node:fs');
-    writeFileSync(path, JSON.stringify(withLoginContext(undefined, 'platform-test', signedIn, {})));
+    writeFileSync(path, JSON.stringify(withLoginContext(undefined, 'platform-test', signedIn, tls)));
     const config = parseYaml(readFileSync(path, 'utf8'));
     expect(config['current-context']).toBe('platform-test');
     expect(config.clusters[0].cluster.server).toBe(env().gateway.base);
     expect((await env().use(config.users[0].user.token, '/ownedaccesskeys')).status).toBe(200);
     expect(await env().loginKeys(name)).toHaveLength(1);
-    await logout(path, undefined);
+    await logout(path, undefined, tls);
     expect(await env().loginKeys(name)).toEqual([]);
     expect(parseYaml(readFileSync(path, 'utf8')).contexts).toEqual([]);
-    await expect(loginWithPassword(env().platformUrl, name, 'wrong')).rejects.toThrow(
+    await expect(loginWithPassword(env().platformUrl, name, 'wrong', tls)).rejects.toThrow(
       'wrong username or password',
     );
     expect(kubeconfigPath('/x')).toBe('/x');
@@ -49,15 +51,10 @@ describe('platform login / logout', () => {
     const { oidc } = env();
     const account = uniqueName('cliuser');
     oidc.accounts.set(account, { claims: { preferred_username: account } });
-    env().configure(`
+    await env().configure(`
 auth:
   password: { disabled: true }
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
 `);
     const browser = await chromium.launch({
       executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',

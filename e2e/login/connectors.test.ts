@@ -10,6 +10,7 @@ import { uniqueName } from '../support/cluster.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
 import {
+  browserFor,
   configureClusterManager,
   configureHostedGit,
   postClusterManagerKey,
@@ -68,7 +69,7 @@ describe('code hosting with organizations and teams (hostedGit)', () => {
       orgs: { acme: 'pending' },
       teams: [{ org: 'acme', name: 'Blue Team', slug: 'blue-team' }],
     });
-    configureHostedGit(
+    await configureHostedGit(
       env(),
       `    orgs:
       - name: acme
@@ -174,7 +175,7 @@ describe('code hosting with groups (hostedGitGroups)', () => {
     });
     const erin = uniqueName('erin');
     hostedGitGroups.accounts.set(erin, { claims: { nickname: erin, groups: ['marketing'] } });
-    env().configure(`
+    await env().configure(`
 auth:
   hostedGitGroups:
     clientId: ${hostedGitGroups.clientId}
@@ -205,7 +206,7 @@ auth:
 describe('web identity (idpA)', () => {
   function configure(extra = '') {
     const { idpA, idpADirectory } = providers();
-    env().configure(`
+    return env().configure(`
 auth:
   idpA:
     clientId: ${idpA.clientId}
@@ -226,7 +227,7 @@ ${extra}
       claims: { email, email_verified: true, hd: 'example.com', name: 'Frank F.' },
     });
     idpADirectory.memberships.set(email, ['eng@example.com', 'all@example.com', 'ops@example.com']);
-    configure('    groups: [eng@example.com, ops@example.com]');
+    await configure('    groups: [eng@example.com, ops@example.com]');
     const page = await signIn('idpA', frank);
     expect(page.status, page.text).toBe(200);
     expect(page.authorizeUrl.searchParams.get('hd')).toBe('example.com');
@@ -245,7 +246,7 @@ ${extra}
 
   it('refuses another hosted domain, an unverified email, and a user in none of the groups', async () => {
     const { idpA, idpADirectory } = providers();
-    configure('    groups: [eng@example.com]');
+    await configure('    groups: [eng@example.com]');
     const outsider = uniqueName('grace');
     // An address at the allowed domain is not enough: the account's hosted domain decides.
     idpA.accounts.set(outsider, {
@@ -288,7 +289,7 @@ describe('enterprise identity (idpB)', () => {
     });
     const outsider = `${uniqueName('ken')}@${idpB.tenantDomain}`;
     idpB.accounts.set(outsider, { id: uniqueName('oid'), groups: ['g-all'] });
-    env().configure(`
+    await env().configure(`
 auth:
   idpB:
     clientId: ${idpB.clientId}
@@ -355,8 +356,8 @@ describe('the cluster manager (clusterManager)', () => {
       groups: [],
     });
     const configure = (insecure: boolean) => configureClusterManager(env(), { insecure });
-    configure(true);
-    const agent = new ScriptedAgent();
+    await configure(true);
+    const agent = browserFor(env());
     const post = (key: string) => postClusterManagerKey(env(), agent, key);
     const personalKey = clusterManager.apiKey('u-mia');
     const page = await post(personalKey);
@@ -385,7 +386,7 @@ describe('the cluster manager (clusterManager)', () => {
     expect(await env().loginKeys(userNameFor(mia))).toHaveLength(1);
 
     // Without `insecure`, the cluster manager's certificate (no system trusts it) is checked.
-    configure(false);
+    await configure(false);
     const untrusted = await post(clusterManager.apiKey('u-mia'));
     expect(untrusted.status).toBe(401);
     expect(untrusted.text).toContain('could not be asked');

@@ -4,9 +4,13 @@ import { OidcConnector } from '../../src/login/oidc.ts';
 import { UnknownUser } from '../../src/login/outcome.ts';
 import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { call } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
+import { oidcSection } from './support/sign-in.ts';
 import { startRedirect, viaForm, viaUrl } from './support/sso.ts';
 
 /**
@@ -18,17 +22,11 @@ import { startRedirect, viaForm, viaUrl } from './support/sso.ts';
 const env = useLoginEnv();
 
 function oidcConfig(extra = '', authExtra = '') {
-  const { oidc } = env();
   return `
 auth:
 ${authExtra}
   groupsFilters: ['^team-']
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
     scopes: [email, profile, groups, extra, offline_access]
     allowedExtraClaims: [department]
 ${extra}`;
@@ -48,7 +46,7 @@ async function oidcSignIn(account: string) {
 describe('password sign-in', () => {
   it('mints a Login key for the right password only, which works through the gateway', async () => {
     const { gateway, service } = env();
-    env().configure('auth: { loginAccessKeyTTLSeconds: 3600 }');
+    await env().configure('auth: { loginAccessKeyTTLSeconds: 3600 }');
     const name = await env().userWithPassword('pw', 'correct horse battery');
     await expect(
       service.passwordLogin({ username: name, password: 'wrong horse battery', source: '10.0.0.1' }),
@@ -105,11 +103,11 @@ describe('password sign-in', () => {
 
   it('is refused when password login is disabled, and an unknown user is refused like a wrong password', async () => {
     const { service } = env();
-    env().configure('auth: { password: { disabled: true } }');
+    await env().configure('auth: { password: { disabled: true } }');
     await expect(
       service.passwordLogin({ username: 'nobody', password: 'whatever123', source: 's' }),
     ).rejects.toBeInstanceOf(PasswordLoginDisabled);
-    env().configure('');
+    await env().configure('');
     await expect(
       service.passwordLogin({ username: uniqueName('nobody'), password: 'whatever123', source: 's' }),
     ).rejects.toBeInstanceOf(InvalidCredentials);
@@ -130,7 +128,7 @@ describe('OIDC sign-in', () => {
         employee_id: '42',
       },
     });
-    env().configure(oidcConfig());
+    await env().configure(oidcConfig());
     const identity = await oidcSignIn(account);
     expect(identity).toMatchObject({
       userId: account,
@@ -181,9 +179,9 @@ describe('OIDC sign-in', () => {
     const { oidc } = env();
     const account = uniqueName('mallory');
     oidc.accounts.set(account, { claims: { preferred_username: account, groups: ['everyone'] } });
-    env().configure(oidcConfig('    groups: [team-dev]'));
+    await env().configure(oidcConfig('    groups: [team-dev]'));
     await expect(oidcSignIn(account)).rejects.toBeInstanceOf(NotInAllowedGroups);
-    env().configure(oidcConfig('', '  disableUserCreation: true'));
+    await env().configure(oidcConfig('', '  disableUserCreation: true'));
     const identity = await oidcSignIn(account);
     await expect(env().service.ssoLogin(identity)).rejects.toBeInstanceOf(UnknownUser);
     expect(await env().loginKeys(account)).toEqual([]);
@@ -193,7 +191,7 @@ describe('OIDC sign-in', () => {
 describe('SAML sign-in', () => {
   it('signs a user in through the identity provider', async () => {
     const { saml, service } = env();
-    env().configure(`
+    await env().configure(`
 auth:
   saml:
     redirectURI: ${env().samlCallback}
@@ -230,5 +228,66 @@ auth:
     });
     const minted = await service.ssoLogin(identity);
     expect((await env().use(minted.key, '/ownedaccesskeys')).status).toBe(200);
+  });
+});
+
+describe('Login key lifetime', () => {
+  it('lives loginAccessKeyTTLSeconds (read from the configuration), then the access-key controller deletes it', async () => {
+    const { gateway, service } = env();
+    await env().configure('auth: { loginAccessKeyTTLSeconds: 4 }');
+    const name = await env().userWithPassword('shortlived', 'short lived password');
+    const minted = await service.passwordLogin({
+      username: name,
+      password: 'short lived password',
+      source: '10.0.0.9',
+    });
+    // A key of the same user that is not a Login key: the login ttl is not its.
+    const automation = await gateway.key({ user: name, type: 'User' });
+    const stored = await env().storedKey(minted.keyName);
+    expect(stored?.spec.ttl).toBeUndefined();
+    expect((await env().use(minted.key, '/ownedaccesskeys')).status).toBe(200);
+    await eventually(
+      async () => (await env().storedKey(minted.keyName))?.status?.expirationTimestamp !== undefined,
+      30_000,
+      'the expiry recorded',
+    );
+    const expiration = Date.parse((await env().storedKey(minted.keyName))?.status?.expirationTimestamp);
+    expect(expiration - Date.parse(stored?.metadata.creationTimestamp ?? '')).toBe(4000);
+    await eventually(
+      async () => (await env().storedKey(minted.keyName)) === undefined,
+      60_000,
+      'the key deleted',
+    );
+    const answer = await call(`${gateway.api}/ownedaccesskeys`, {
+      token: minted.key,
+      dispatcher: gateway.dispatcher,
+    });
+    expect(answer.status).toBe(401);
+    expect((await env().use(automation, '/ownedaccesskeys')).status).toBe(200);
+    const events = await new KubeClient(gateway.kc).request<{
+      items: { reason?: string; regarding?: { name?: string } }[];
+    }>({ method: 'GET', path: '/apis/events.k8s.io/v1/events' });
+    expect(events.items.some((e) => e.reason === 'AccessKeyExpired' && e.regarding?.name === name)).toBe(
+      true,
+    );
+  });
+
+  it('does not expire with loginAccessKeyTTLSeconds 0', async () => {
+    const { service } = env();
+    await env().configure('auth: { loginAccessKeyTTLSeconds: 0 }');
+    const name = await env().userWithPassword('forever', 'forever password 1');
+    const minted = await service.passwordLogin({
+      username: name,
+      password: 'forever password 1',
+      source: '10.0.0.9',
+    });
+    await eventually(
+      async () => (await env().storedKey(minted.keyName))?.status?.conditions?.length > 0,
+      30_000,
+      'the key reconciled',
+    );
+    const stored = await env().storedKey(minted.keyName);
+    expect(stored?.status?.expirationTimestamp).toBeUndefined();
+    expect(stored?.status?.conditions?.[0]?.message).toContain('does not expire');
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ProviderLoginFailed } from '../../src/login/code-flow.ts';
 import { userNameFor } from '../../src/login/outcome.ts';
-import { ScriptedAgent } from '../login/support/browse.ts';
+import type { ScriptedAgent } from '../login/support/browse.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
 import {
   browserFor,
@@ -39,7 +39,7 @@ const callbackIn = async (agent: ScriptedAgent, id: string, username: string) =>
 describe('OAuth callbacks of a provider without ID tokens', () => {
   it('refuses a forged state before redeeming anything, and a replayed code at the provider', async () => {
     const { hostedGit } = providers();
-    configureHostedGit(env());
+    await configureHostedGit(env());
     const victim = uniqueName('victim');
     hostedGit.accounts.set(victim, { id: 201, email: `${victim}@example.com` });
 
@@ -90,7 +90,7 @@ describe('OAuth callbacks of a provider without ID tokens', () => {
 
   it("keeps the provider's token on the server: not on the page, not through the API", async () => {
     const { hostedGit } = providers();
-    configureHostedGit(env());
+    await configureHostedGit(env());
     const name = uniqueName('tokenholder');
     hostedGit.accounts.set(name, { id: 202, email: `${name}@example.com` });
     const agent = browserFor(env());
@@ -112,7 +112,7 @@ describe('OAuth callbacks of a provider without ID tokens', () => {
 describe('usernames a provider hands out', () => {
   it('never take over a User an admin made, even with its exact name', async () => {
     const { hostedGit } = providers();
-    configureHostedGit(env());
+    await configureHostedGit(env());
     // A local account with a password; someone registers the same login at the provider.
     const local = await env().userWithPassword('localadmin', 'correct horse battery');
     hostedGit.accounts.set(local, { id: 203, email: 'attacker@example.net' });
@@ -136,7 +136,7 @@ describe('usernames a provider hands out', () => {
   it('refuse reserved names and accounts outside the hosted domain', async () => {
     const { clusterManager, idpA } = providers();
     clusterManager.users.set('u-sys', { id: 'u-sys', username: 'system:masters', enabled: true, groups: [] });
-    configureClusterManager(env(), {
+    await configureClusterManager(env(), {
       extra: `  idpA:
     clientId: ${idpA.clientId}
     clientSecret: ${idpA.clientSecret}
@@ -163,8 +163,8 @@ describe('guessing cluster-manager keys', () => {
     const { clusterManager } = providers();
     const owner = uniqueName('owner');
     clusterManager.users.set('u-owner', { id: 'u-owner', username: owner, enabled: true, groups: [] });
-    configureClusterManager(env());
-    const agent = new ScriptedAgent();
+    await configureClusterManager(env());
+    const agent = browserFor(env());
     const post = (key: string) => postClusterManagerKey(env(), agent, key);
     const guesses = ['token-aaaa:guessone', 'token-bbbb:guesstwo', 'token-cccc:guessthree'];
     for (const guess of guesses) {

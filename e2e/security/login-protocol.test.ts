@@ -4,6 +4,7 @@ import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, LoginThrottled } from '../../src/login/service.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
+import { oidcSection } from '../login/support/sign-in.ts';
 import { startRedirect, viaForm, viaUrl } from '../login/support/sso.ts';
 import { uniqueName } from '../support/cluster.ts';
 
@@ -20,16 +21,10 @@ const env = useLoginEnv({
   },
 });
 
-function configureOidc() {
-  const { oidc } = env();
-  env().configure(`
+async function configureOidc() {
+  await env().configure(`
 auth:
-  oidc:
-    issuerUrl: ${oidc.issuer}
-    clientId: ${oidc.clientId}
-    clientSecret: ${oidc.clientSecret}
-    redirectURI: ${env().oidcCallback}
-    caFile: ${oidc.caFile}
+${oidcSection(env())}
 `);
   return new OidcConnector('oidc', env().config().auth.oidc as never);
 }
@@ -55,7 +50,7 @@ function account() {
 
 describe('OIDC attacks', () => {
   it('refuses a replayed authorization code', async () => {
-    const connector = configureOidc();
+    const connector = await configureOidc();
     const name = account();
     const { callback, transaction } = await authorize(connector, name);
     await env().service.ssoLogin(await connector.finish(viaUrl(callback), transaction));
@@ -67,7 +62,7 @@ describe('OIDC attacks', () => {
   });
 
   it('refuses a callback whose state is not the one this browser started with', async () => {
-    const connector = configureOidc();
+    const connector = await configureOidc();
     const name = account();
     const { callback, transaction } = await authorize(connector, name);
     const forged = new URL(callback);
@@ -84,7 +79,7 @@ describe('OIDC attacks', () => {
   });
 
   it('refuses an ID token with another nonce or for another audience', async () => {
-    const connector = configureOidc();
+    const connector = await configureOidc();
     const name = account();
     try {
       env().oidc.tamper = { nonce: 'replayed-nonce' };
@@ -107,7 +102,7 @@ describe('OIDC attacks', () => {
 describe('SAML attacks', () => {
   it('refuses unsigned, tampered, expired, misaddressed and unsolicited assertions', async () => {
     const { saml } = env();
-    env().configure(`
+    await env().configure(`
 auth:
   saml:
     redirectURI: ${env().samlCallback}
@@ -150,7 +145,7 @@ auth:
 describe('password guessing', () => {
   it('is throttled per user and per source without locking the real user out of its device', async () => {
     const { service } = env();
-    env().configure('');
+    await env().configure('');
     const name = await env().userWithPassword('target', 'the real password');
     const real = await service.passwordLogin({
       username: name,

@@ -197,6 +197,7 @@ export async function spawnSyncer(
     config: string;
   },
   logPath: string,
+  env: NodeJS.ProcessEnv = {},
 ): Promise<SpawnedSyncer> {
   const healthPort = await freePort();
   const log = createWriteStream(logPath, { flags: 'a' });
@@ -223,7 +224,7 @@ export async function spawnSyncer(
       '--log-level',
       'info',
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);

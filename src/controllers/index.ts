@@ -1,3 +1,4 @@
+import { setupIdentityRefreshController } from '../login/refresh.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { setupAccessKeyController } from './accesskey/setup.ts';
 import { setupClusterController } from './cluster/setup.ts';
@@ -17,6 +18,7 @@ export const controllerSetups = {
   teammembership: setupTeamMembershipController,
   virtualcluster: setupVirtualClusterController,
   cluster: setupClusterController,
+  identityrefresh: (manager: Manager, deps: ControllerDeps) => setupIdentityRefreshController(manager, deps),
 } satisfies Record<string, (manager: Manager, deps: ControllerDeps) => unknown>;
 
 export type ControllerName = keyof typeof controllerSetups;

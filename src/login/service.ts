@@ -1,22 +1,15 @@
-import { PatchStrategy } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../api/config.ts';
-import type { Team, User } from '../api/identity.ts';
+import type { User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import { resources } from '../controllers/resources.ts';
 import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
-import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
+import { isNotFound } from '../runtime/errors.ts';
 import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
+import { LoginAccounts } from './accounts.ts';
 import { passwordLoginEnabled } from './connectors.ts';
 import { type ExternalIdentity, LoginRefused } from './identity.ts';
-import {
-  filterGroups,
-  keyIdentity,
-  membershipChange,
-  planUser,
-  teamsToCreate,
-  userNameFor,
-} from './outcome.ts';
+import { keyIdentity } from './outcome.ts';
 import { hashPassword, passwordProblem, verifyPassword } from './password.ts';
 import { PasswordStore } from './password-store.ts';
 import { type Attempt, type LoginThrottle, LoginThrottled } from './throttle.ts';
@@ -49,6 +42,14 @@ export class InvalidCredentials extends LoginRefused {
   }
 }
 
+export class UserNotFound extends LoginRefused {
+  override readonly name = 'UserNotFound';
+  override readonly code = 404;
+  constructor(user: string) {
+    super(`user "${user}" not found`);
+  }
+}
+
 export class NewPasswordRejected extends LoginRefused {
   override readonly name = 'NewPasswordRejected';
   override readonly code = 422;
@@ -74,27 +75,19 @@ export interface LoginServiceDeps {
   readonly now?: () => number;
 }
 
-const MAX_WRITE_ATTEMPTS = 5;
-
 export class LoginService {
   private readonly passwords: PasswordStore;
+  private readonly accounts: LoginAccounts;
   private readonly now: () => number;
 
   constructor(private readonly deps: LoginServiceDeps) {
     this.passwords = new PasswordStore(deps.api, deps.platformNamespace);
+    this.accounts = new LoginAccounts(deps.api, deps.config);
     this.now = deps.now ?? Date.now;
   }
 
-  private async getUser(name: string): Promise<User | undefined> {
-    try {
-      return await this.deps.api.request<User>({
-        method: 'GET',
-        path: objectPath(resources.users, undefined, name),
-      });
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+  private getUser(name: string): Promise<User | undefined> {
+    return this.accounts.getUser(name);
   }
 
   /**
@@ -134,7 +127,7 @@ export class LoginService {
       ...(user.spec.email ? { email: user.spec.email } : {}),
       groups: user.spec.groups ?? [],
     });
-    return { ...minted, deviceToken: this.deps.throttle.issueDeviceToken(name, this.deps.random) };
+    return { ...minted, deviceToken: await this.deps.throttle.issueDeviceToken(name, this.deps.random) };
   }
 
   /**
@@ -162,7 +155,7 @@ export class LoginService {
     const problem = passwordProblem(newPassword);
     if (problem) throw new NewPasswordRejected(problem.message);
     const object = typeof user === 'string' ? await this.getUser(user) : user;
-    if (!object) throw new LoginRefused(`user "${String(user)}" not found`);
+    if (!object) throw new UserNotFound(String(user));
     await this.passwords.store(object, await hashPassword(newPassword, this.deps.random));
     await this.deleteLoginKeys(object.metadata.name ?? '');
   }
@@ -207,93 +200,10 @@ export class LoginService {
     return true;
   }
 
-  /** A single-sign-on login: the User, its teams and memberships, then the key. */
+  /** A single-sign-on login: the User, its teams and memberships (`accounts.ts`), then the key. */
   async ssoLogin(identity: ExternalIdentity): Promise<MintedLogin> {
-    const auth = this.deps.config().auth;
-    const name = userNameFor(identity.username);
-    let previousGroups: readonly string[] = [];
-    for (let attempt = 0; ; attempt++) {
-      const existing = await this.getUser(name);
-      const plan = planUser(identity, auth, existing);
-      previousGroups = existing?.spec.groups ?? [];
-      try {
-        if (plan.create) {
-          await this.deps.api.request({
-            method: 'POST',
-            path: collectionPath(resources.users),
-            body: plan.create,
-          });
-        } else if (plan.update) {
-          await this.deps.api.request({
-            method: 'PATCH',
-            path: objectPath(resources.users, undefined, name),
-            contentType: PatchStrategy.MergePatch,
-            body: {
-              metadata: { resourceVersion: existing?.metadata.resourceVersion },
-              spec: plan.update.spec,
-            },
-          });
-        }
-        break;
-      } catch (err) {
-        if (!(isAlreadyExists(err) || isConflict(err)) || attempt >= MAX_WRITE_ATTEMPTS) throw err;
-      }
-    }
-    await this.syncTeams(name, filterGroups(identity.groups, auth.groupsFilters), previousGroups);
+    const name = await this.accounts.applyIdentity(identity, { createUser: true });
     return this.mintKey(name, identity);
-  }
-
-  /** Creates Teams for new groups and moves the user in and out of the teams of its groups. */
-  private async syncTeams(
-    user: string,
-    groups: readonly string[],
-    previousGroups: readonly string[],
-  ): Promise<void> {
-    const auth = this.deps.config().auth;
-    const list = await this.deps.api.request<{ items: Team[] }>({
-      method: 'GET',
-      path: collectionPath(resources.teams),
-    });
-    const existing = new Set(list.items.map((team) => team.metadata.name ?? ''));
-    for (const team of teamsToCreate(groups, auth, existing)) {
-      try {
-        await this.deps.api.request({ method: 'POST', path: collectionPath(resources.teams), body: team });
-      } catch (err) {
-        if (!isAlreadyExists(err)) throw err;
-      }
-    }
-    const relevant = new Set([...groups, ...previousGroups]);
-    const candidates = [
-      ...list.items.map((team) => team.metadata.name ?? ''),
-      ...teamsToCreate(groups, auth, existing).map((t) => t.metadata.name ?? ''),
-    ];
-    for (const teamName of new Set(candidates)) {
-      for (let attempt = 0; ; attempt++) {
-        let team: Team;
-        try {
-          team = await this.deps.api.request<Team>({
-            method: 'GET',
-            path: objectPath(resources.teams, undefined, teamName),
-          });
-        } catch (err) {
-          if (isNotFound(err)) break;
-          throw err;
-        }
-        if (!(team.spec.groups ?? []).some((group) => relevant.has(group))) break;
-        const users = membershipChange(team, user, groups, previousGroups);
-        if (users === undefined) break;
-        try {
-          await this.deps.api.request({
-            method: 'PUT',
-            path: objectPath(resources.teams, undefined, teamName),
-            body: { ...team, spec: { ...team.spec, users } },
-          });
-          break;
-        } catch (err) {
-          if (!isConflict(err) || attempt >= MAX_WRITE_ATTEMPTS) throw err;
-        }
-      }
-    }
   }
 
   /** Creates the Login key (admission stores only its hash) and returns its plaintext. */

@@ -30,7 +30,7 @@ describe('login throttle', () => {
 
   it('lets the real user in with its device token while its name is blocked for others', async () => {
     const throttle = new LoginThrottle(key, limits);
-    const token = throttle.issueDeviceToken('alice', random);
+    const token = await throttle.issueDeviceToken('alice', random);
     for (let i = 0; i < 5; i++) await throttle.failed({ source: 'evil', user: 'alice' });
     expect(await throttle.blockedFor({ source: 'evil', user: 'alice' })).toBeGreaterThan(0);
     expect(await throttle.blockedFor({ source: 'evil', user: 'alice', deviceToken: token })).toBeUndefined();
@@ -40,23 +40,23 @@ describe('login throttle', () => {
     let now = 1_000_000_000_000;
     const throttle = new LoginThrottle(key, limits, () => now);
     for (let i = 0; i < 2; i++) await throttle.failed({ source: 's', user: 'alice' });
-    const token = throttle.issueDeviceToken('alice', random);
+    const token = await throttle.issueDeviceToken('alice', random);
     const forged = `${token.slice(0, -2)}AA`;
     expect(await throttle.blockedFor({ source: 's', user: 'alice', deviceToken: forged })).toBeGreaterThan(0);
-    const bobs = throttle.issueDeviceToken('bob', random);
+    const bobs = await throttle.issueDeviceToken('bob', random);
     expect(await throttle.blockedFor({ source: 's', user: 'alice', deviceToken: bobs })).toBeGreaterThan(0);
     const other = new LoginThrottle(new Uint8Array(32).fill(4), limits, () => now);
     expect(
       await throttle.blockedFor({
         source: 's',
         user: 'alice',
-        deviceToken: other.issueDeviceToken('alice', random),
+        deviceToken: await other.issueDeviceToken('alice', random),
       }),
     ).toBeGreaterThan(0);
     for (let i = 0; i < 2; i++) await throttle.failed({ source: 's', user: 'alice', deviceToken: token });
     expect(await throttle.blockedFor({ source: 's', user: 'alice', deviceToken: token })).toBeGreaterThan(0);
     // An expired token exempts nothing: alice is still blocked for it.
-    const old = throttle.issueDeviceToken('alice', random);
+    const old = await throttle.issueDeviceToken('alice', random);
     expect(await throttle.blockedFor({ source: 's', user: 'alice', deviceToken: old })).toBeUndefined();
     now += 91 * 24 * 3600 * 1000;
     expect(await throttle.blockedFor({ source: 's', user: 'alice', deviceToken: old })).toBeGreaterThan(0);

@@ -71,31 +71,35 @@ export class LoginThrottle {
   private readonly byUser: RateLimiterMemory;
   private readonly byDevice: RateLimiterMemory;
 
+  private readonly deviceKey: () => Promise<Uint8Array>;
+
+  /** `deviceKey`: the key signing device tokens, or how to get it once it can be read. */
   constructor(
-    private readonly deviceKey: Uint8Array,
+    deviceKey: Uint8Array | (() => Promise<Uint8Array>),
     private readonly limits: LoginThrottleLimits = DEFAULT_LOGIN_THROTTLE_LIMITS,
     private readonly now: () => number = Date.now,
   ) {
+    this.deviceKey = typeof deviceKey === 'function' ? deviceKey : async () => deviceKey;
     this.bySource = limiter(limits.perSource, 'login-source');
     this.byUser = limiter(limits.perUser, 'login-user');
     this.byDevice = limiter(limits.perDevice, 'login-device');
   }
 
   /** A device token for `user`, to hand out after a successful sign-in. */
-  issueDeviceToken(user: string, random: RandomBytes): string {
+  async issueDeviceToken(user: string, random: RandomBytes): Promise<string> {
     const body = `${Buffer.from(user, 'utf8').toString('base64url')}.${Math.floor(this.now() / 1000)}.${Buffer.from(random(12)).toString('base64url')}`;
-    return `${body}.${mac(body, this.deviceKey)}`;
+    return `${body}.${mac(body, await this.deviceKey())}`;
   }
 
   /** The device token's id when it is valid and names `user`; undefined otherwise. */
-  private trustedDevice(attempt: Attempt): string | undefined {
+  private async trustedDevice(attempt: Attempt): Promise<string | undefined> {
     const token = attempt.deviceToken;
     if (!token || token.length > 1024) return undefined;
     const parts = token.split('.');
     if (parts.length !== 4) return undefined;
     const [user, issued, nonce, signature] = parts as [string, string, string, string];
     const body = `${user}.${issued}.${nonce}`;
-    if (!macEqual(mac(body, this.deviceKey), signature)) return undefined;
+    if (!macEqual(mac(body, await this.deviceKey()), signature)) return undefined;
     if (Buffer.from(user, 'base64url').toString('utf8') !== attempt.user) return undefined;
     const age = this.now() / 1000 - Number(issued);
     if (!Number.isFinite(age) || age < 0 || age > DEVICE_TOKEN_TTL_SECONDS) return undefined;
@@ -104,7 +108,7 @@ export class LoginThrottle {
 
   /** Seconds to wait before this attempt may be checked; undefined when it may go ahead. */
   async blockedFor(attempt: Attempt): Promise<number | undefined> {
-    const device = this.trustedDevice(attempt);
+    const device = await this.trustedDevice(attempt);
     const waits =
       device !== undefined
         ? [await this.wait(this.byDevice, this.limits.perDevice, device)]
@@ -118,7 +122,7 @@ export class LoginThrottle {
 
   /** Counts a failed attempt. */
   async failed(attempt: Attempt): Promise<void> {
-    const device = this.trustedDevice(attempt);
+    const device = await this.trustedDevice(attempt);
     if (device !== undefined) {
       await this.count(this.byDevice, device);
       return;

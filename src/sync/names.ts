@@ -79,7 +79,30 @@ export function markerLabelCluster(hostNamespace: string, vclusterName: string):
 /** Host key for a label key; only {@link LABELS_TO_TRANSLATE} are rewritten. */
 export function hostLabelKey(key: string, vclusterName: string): string {
   if (!LABELS_TO_TRANSLATE.includes(key)) return key;
-  return safeConcatName(`${PREFIX}/label`, vclusterName, 'x', sha256Hex(key).slice(0, 10));
+  return translatedKeys(vclusterName).toHost.get(key)!;
+}
+
+interface TranslatedKeys {
+  toHost: ReadonlyMap<string, string>;
+  toVirtual: ReadonlyMap<string, string>;
+}
+const translatedKeysByVcluster = new Map<string, TranslatedKeys>();
+
+/** The host keys of {@link LABELS_TO_TRANSLATE} for a virtual cluster (hashed once, not per label). */
+function translatedKeys(vclusterName: string): TranslatedKeys {
+  let keys = translatedKeysByVcluster.get(vclusterName);
+  if (keys === undefined) {
+    const toHost = new Map(
+      LABELS_TO_TRANSLATE.map((key) => [
+        key,
+        safeConcatName(`${PREFIX}/label`, vclusterName, 'x', sha256Hex(key).slice(0, 10)),
+      ]),
+    );
+    keys = { toHost, toVirtual: new Map([...toHost].map(([k, v]) => [v, k])) };
+    if (translatedKeysByVcluster.size > 1000) translatedKeysByVcluster.clear();
+    translatedKeysByVcluster.set(vclusterName, keys);
+  }
+  return keys;
 }
 
 /** Key of a namespace label copied onto host objects. */
@@ -93,14 +116,11 @@ export function hostNamespaceLabelKey(key: string, vclusterName: string): string
  */
 export function virtualLabelKey(hostKey: string, vclusterName: string): string | null {
   if (LABELS_TO_TRANSLATE.includes(hostKey)) return null;
-  for (const key of LABELS_TO_TRANSLATE) {
-    if (hostLabelKey(key, vclusterName) === hostKey) return key;
-  }
-  return hostKey;
+  return translatedKeys(vclusterName).toVirtual.get(hostKey) ?? hostKey;
 }
 
 function isTranslatedHostLabelKey(key: string, vclusterName: string): boolean {
-  return LABELS_TO_TRANSLATE.some((original) => hostLabelKey(original, vclusterName) === key);
+  return translatedKeys(vclusterName).toVirtual.has(key);
 }
 
 export type Labels = Record<string, string>;

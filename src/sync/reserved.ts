@@ -66,12 +66,21 @@ export const RESERVED_KEYS: readonly string[] = [
 
 /** Whether a label or annotation key is reserved (never copied from the virtual side to the host). */
 export function isReservedKey(key: string): boolean {
-  if (RESERVED_KEYS.includes(key)) return true;
   const slash = key.indexOf('/');
   if (slash < 0) return false;
   const prefix = key.slice(0, slash);
-  return RESERVED_KEY_PREFIXES.some((reserved) => prefix === reserved || prefix.endsWith(`.${reserved}`));
+  let reservedPrefix = reservedPrefixes.get(prefix);
+  if (reservedPrefix === undefined) {
+    reservedPrefix = RESERVED_KEY_PREFIXES.some((r) => prefix === r || prefix.endsWith(`.${r}`));
+    if (reservedPrefixes.size > 10_000) reservedPrefixes.clear();
+    reservedPrefixes.set(prefix, reservedPrefix);
+  }
+  return reservedPrefix || RESERVED_KEY_SET.has(key);
 }
+
+const RESERVED_KEY_SET: ReadonlySet<string> = new Set(RESERVED_KEYS);
+/** Whether a key prefix is reserved, decided once per prefix (keys repeat on every object). */
+const reservedPrefixes = new Map<string, boolean>();
 
 /**
  * Fields a patch may never change, in either direction: what the object is (`apiVersion`,

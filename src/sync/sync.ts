@@ -20,7 +20,6 @@ import {
   type KubeObject,
   namespaceRules,
   type SyncContext,
-  translateMetadataToHost,
   translateToHost,
   translateToVirtual,
 } from './translate.ts';
@@ -132,10 +131,15 @@ function run(direction: Direction, input: SyncInput): SyncResult {
   };
   const keepStatus = direction === 'toVirtual' && kind === 'Service';
 
+  const translated = translate(source);
+  // The host metadata the translation gives (identity, bookkeeping, reserved keys): what the
+  // patches may not change, restored after them.
+  const expectedMetadata =
+    direction === 'toHost' && isJsonObject(translated.metadata) ? cloneJson(translated.metadata) : null;
   let object: KubeObject;
   let references: ObjectReference[];
   if (existingTarget === null) {
-    object = translate(source);
+    object = translated;
     references = applyPatches({
       ...common,
       document: object,
@@ -144,7 +148,7 @@ function run(direction: Direction, input: SyncInput): SyncResult {
       virtualObject: direction === 'toHost' ? source : null,
     });
   } else {
-    const after = comparable(translate(source), keepStatus);
+    const after = comparable(translated, keepStatus);
     const before = comparable(previousSource ? translate(previousSource) : existingTarget, keepStatus);
     const delta = mergePatchDiff(before, after);
     if (input.previousTarget) {
@@ -162,7 +166,7 @@ function run(direction: Direction, input: SyncInput): SyncResult {
     });
     object = applyMergePatch(existingTarget, delta) as KubeObject;
   }
-  object = reassertIdentity(direction, kind, object, source, existingTarget, ctx);
+  object = reassertIdentity(object, expectedMetadata, existingTarget);
   return { object, references, changed: existingTarget === null || !sameJson(object, existingTarget) };
 }
 
@@ -173,16 +177,14 @@ function run(direction: Direction, input: SyncInput): SyncResult {
  * forbids such paths; this holds even for wildcards, the whole object and reference patches).
  */
 function reassertIdentity(
-  direction: Direction,
-  kind: string,
   object: KubeObject,
-  source: KubeObject,
+  expected: JsonObject | null,
   existingTarget: KubeObject | null,
-  ctx: SyncContext,
 ): KubeObject {
   const m: JsonObject = isJsonObject(object.metadata) ? object.metadata : {};
   object.metadata = m;
-  if (direction === 'toVirtual') {
+  if (expected === null) {
+    // Toward the virtual cluster: the existing object keeps its name and namespace.
     const identity = existingTarget && isJsonObject(existingTarget.metadata) ? existingTarget.metadata : null;
     if (identity) {
       m.name = identity.name ?? m.name ?? null;
@@ -190,7 +192,6 @@ function reassertIdentity(
     }
     return object;
   }
-  const expected = translateMetadataToHost(kind, 'v1', source, existingTarget, ctx);
   m.name = expected.name ?? null;
   m.namespace = expected.namespace ?? null;
   m.annotations = withReservedKeysOf(m.annotations, expected.annotations);

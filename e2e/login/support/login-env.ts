@@ -1,126 +1,162 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
-import { type ConfigStatus, parseConfig } from '../../../src/api/config.ts';
-import { PepperStore } from '../../../src/identity/pepper.ts';
-import { LoginEndpoints } from '../../../src/login/endpoints.ts';
-import { serveLogin } from '../../../src/login/node-http.ts';
-import { ConnectorRegistry } from '../../../src/login/registry.ts';
-import { loginSecrets } from '../../../src/login/secrets.ts';
-import { LoginService } from '../../../src/login/service.ts';
-import {
-  DEFAULT_LOGIN_THROTTLE_LIMITS,
-  LoginThrottle,
-  type LoginThrottleLimits,
-} from '../../../src/login/throttle.ts';
+import { type ConfigStatus, PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../../src/api/config.ts';
+import { platformConfigSource } from '../../../src/config/platform-config.ts';
+import type { ProviderAddresses } from '../../../src/login/providers.ts';
+import type { ConnectorRegistry } from '../../../src/login/registry.ts';
+import type { LoginService } from '../../../src/login/service.ts';
+import { type Login, setupLogin } from '../../../src/login/setup.ts';
+import type { LoginThrottle, LoginThrottleLimits } from '../../../src/login/throttle.ts';
 import { KubeClient } from '../../../src/runtime/kube-client.ts';
 import { type Answer, call, type GatewayEnv, useGatewayEnv } from '../../gateway/support.ts';
 import { uniqueName } from '../../support/cluster.ts';
+import { eventually } from '../../support/wait.ts';
 import { startTestOidcProvider, type TestOidcProvider } from './oidc-provider.ts';
-import { type ProviderStandIns, startProviderStandIns } from './provider-stand-ins.ts';
+import {
+  type ProviderStandIns,
+  STAND_IN_CONNECTOR_IDS,
+  startProviderStandIns,
+} from './provider-stand-ins.ts';
 import { startTestSamlIdp, type TestSamlIdp } from './saml-idp.ts';
 
 /**
- * A login test file's world: the gateway environment (its own apiserver, webhooks, gateway), a
- * real OpenID provider and a SAML identity provider started here, and the login service on the
- * gateway's identity. `config` is the platform configuration the login reads; tests change it.
+ * A login test file's world: the gateway environment (its own apiserver, webhooks, the real
+ * gateway over HTTPS) serving the login endpoints exactly as the operator composes them
+ * (`setupLogin`, then `setupGateway({ endpoints })`), a real OpenID provider and a SAML identity
+ * provider started here, and (with `providers`) the hosted providers' stand-ins. The platform
+ * configuration is the platform-config Secret, as in production: `configure` writes it and waits
+ * until the gateway reads it.
  */
 
-/** A stored key as the tests read it. */
 // biome-ignore lint/suspicious/noExplicitAny: test convenience
-export type StoredKey = { metadata: { name: string }; spec: Record<string, any> };
+type Loose = Record<string, any>;
+/** A stored key as the tests read it. */
+export type StoredKey = {
+  metadata: { name: string; creationTimestamp?: string };
+  spec: Loose;
+  status?: Loose;
+};
 
 export interface LoginEnv {
   gateway: GatewayEnv;
-  /** The login endpoints, served on loopback by the node:http adapter. */
+  /** The gateway's root URL (`https://127.0.0.1:<port>`), where `/auth` is served. */
   platformUrl: string;
+  /** The gateway's CA (PEM), and a file holding it. */
+  caPem: string;
+  caFile: string;
   oidcCallback: string;
   samlCallback: string;
   oidc: TestOidcProvider;
   saml: TestSamlIdp;
   service: LoginService;
   throttle: LoginThrottle;
-  /** Replace the configuration (YAML) the login reads. */
-  configure(yaml: string): void;
-  config(): ConfigStatus;
-  /** Creates a User named `prefix-<unique>` with this password; returns its name. */
-  userWithPassword(prefix: string, password: string): Promise<string>;
   /** The hosted providers' stand-ins (with `providers: true`). */
   providers: ProviderStandIns | undefined;
   /** The login endpoints' connectors. */
   connectors: ConnectorRegistry;
+  /** Stores the platform configuration (YAML) and waits until the gateway reads it. */
+  configure(yaml: string): Promise<void>;
+  config(): ConfigStatus;
+  /** Creates a User named `prefix-<unique>` with this password; returns its name. */
+  userWithPassword(prefix: string, password: string): Promise<string>;
   /** Login keys of a user, as stored. */
   loginKeys(user: string): Promise<StoredKey[]>;
+  /** A key as stored, or undefined when it is gone. */
+  storedKey(name: string): Promise<StoredKey | undefined>;
   /** A GET through the gateway with `key`. */
   use(key: string, path: string): Promise<{ status: number; json: Answer['json'] }>;
 }
 
+const KEYS_PATH = '/apis/management.platform/v1/ownedaccesskeys';
+
 export function useLoginEnv(
-  options: { throttle?: LoginThrottleLimits; providers?: boolean } = {},
+  options: { throttle?: LoginThrottleLimits; providers?: boolean; controllers?: string[] } = {},
 ): () => LoginEnv {
-  const gateway = useGatewayEnv({ controllers: ['sharedsecret', 'accesskey'] });
+  let login: Login | undefined;
+  let providers: ProviderStandIns | undefined;
+  let oidc: TestOidcProvider | undefined;
+  let saml: TestSamlIdp | undefined;
+  const caDir = mkdtempSync(join(tmpdir(), 'login-test-'));
+  // The stand-ins need the gateway's callback URLs, so they start once it listens; the login is
+  // set up before, with this object, filled with their addresses when they are up (connectors
+  // read it when first used).
+  const addresses: { -readonly [K in keyof ProviderAddresses]?: ProviderAddresses[K] } = {};
+  const gateway = useGatewayEnv({
+    https: true,
+    controllers: options.controllers ?? ['sharedsecret', 'accesskey', 'teammembership'],
+    gateway: { trustedProxies: ['127.0.0.1/32'] },
+    endpoints: (manager, api) => {
+      login = setupLogin({
+        manager,
+        api,
+        platformNamespace: 'platform-system',
+        logger: pino({ level: 'silent' }),
+        ...(options.throttle ? { throttle: options.throttle } : {}),
+        ...(options.providers ? { addresses: addresses as ProviderAddresses } : {}),
+      });
+      return login.endpoints;
+    },
+  });
   let env: LoginEnv | undefined;
-  let platform: Server | undefined;
   beforeAll(async () => {
     const g = gateway();
-    const caDir = mkdtempSync(join(tmpdir(), 'login-test-'));
-    let endpoints: LoginEndpoints | undefined;
-    platform = createServer((req, res) => {
-      if (!endpoints) return void res.writeHead(503).end();
-      void serveLogin(endpoints, req, res, { source: req.socket.remoteAddress ?? '', secure: false }).then(
-        (served) => served || res.writeHead(404).end(),
-        () => res.writeHead(500).end(),
-      );
-    });
-    await new Promise<void>((resolve) => platform?.listen(0, '127.0.0.1', resolve));
-    const platformUrl = `http://127.0.0.1:${(platform.address() as AddressInfo).port}`;
-    const oidcCallback = `${platformUrl}/auth/oidc/callback`;
-    const samlCallback = `${platformUrl}/auth/saml/callback`;
-    const oidc = await startTestOidcProvider({ redirectUris: [oidcCallback], caDir });
-    const saml = await startTestSamlIdp();
-    const providers = options.providers ? await startProviderStandIns(platformUrl, caDir) : undefined;
-    const api = new KubeClient(g.kc);
-    const pepper = await new PepperStore(api, g.platformNamespace, randomBytes).ensure();
-    const throttle = new LoginThrottle(
-      loginSecrets(pepper).deviceKey,
-      options.throttle ?? DEFAULT_LOGIN_THROTTLE_LIMITS,
+    const platformUrl = g.server.url;
+    const callbacks = ['oidc', 'saml', ...STAND_IN_CONNECTOR_IDS].map(
+      (id) => `${platformUrl}/auth/${id}/callback`,
     );
-    let config = parseConfig('');
-    const service = new LoginService({
-      api,
-      platformNamespace: g.platformNamespace,
-      random: randomBytes,
-      config: () => config,
-      throttle,
-    });
-    const secrets = loginSecrets(pepper);
-    const connectors = new ConnectorRegistry({ throttle, addresses: providers?.addresses });
-    endpoints = new LoginEndpoints({
-      service,
-      connectors,
-      config: () => config,
-      secrets: async () => secrets,
-      serverUrl: () => g.base,
-    });
+    oidc = await startTestOidcProvider({ redirectUris: callbacks, caDir });
+    saml = await startTestSamlIdp();
+    if (options.providers) {
+      providers = await startProviderStandIns(platformUrl, caDir);
+      Object.assign(addresses, providers.addresses);
+    }
+    if (!login) throw new Error('the login endpoints were not set up');
+    const api = new KubeClient(g.kc);
+    const source = platformConfigSource(g.manager, g.platformNamespace);
+    const caFile = join(caDir, 'gateway-ca.pem');
+    writeFileSync(caFile, g.caPem ?? '');
+    const current = login;
     env = {
       gateway: g,
       platformUrl,
-      oidcCallback,
-      samlCallback,
+      caPem: g.caPem ?? '',
+      caFile,
+      oidcCallback: `${platformUrl}/auth/oidc/callback`,
+      samlCallback: `${platformUrl}/auth/saml/callback`,
       oidc,
       saml,
-      service,
-      throttle,
+      service: current.service,
+      throttle: current.throttle,
       providers,
-      connectors,
-      configure: (yaml) => {
-        config = parseConfig(yaml);
+      connectors: current.connectors,
+      configure: async (yaml) => {
+        const path = `/api/v1/namespaces/${g.platformNamespace}/secrets/${PLATFORM_CONFIG_SECRET}`;
+        const body = {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: PLATFORM_CONFIG_SECRET, namespace: g.platformNamespace },
+          data: { [PLATFORM_CONFIG_KEY]: Buffer.from(yaml, 'utf8').toString('base64') },
+        };
+        const stored = await api
+          .request<{ metadata: { resourceVersion: string } }>({ method: 'PUT', path, body })
+          .catch(() =>
+            api.request<{ metadata: { resourceVersion: string } }>({
+              method: 'POST',
+              path: `/api/v1/namespaces/${g.platformNamespace}/secrets`,
+              body,
+            }),
+          );
+        await eventually(
+          () => source.stored().resourceVersion === stored.metadata.resourceVersion,
+          30_000,
+          'the gateway to read the configuration',
+        );
+        if (source.stored().error) throw new Error(`invalid test configuration: ${source.stored().error}`);
       },
-      config: () => config,
+      config: () => source.current(),
       userWithPassword: async (prefix, password) => {
         const name = uniqueName(prefix);
         await g.custom.createClusterCustomObject({
@@ -134,17 +170,19 @@ export function useLoginEnv(
             spec: { username: name },
           },
         });
-        await service.setPassword(name, password);
+        await current.service.setPassword(name, password);
         return name;
       },
       loginKeys: async (user) => {
         const list = await api.request<{ items: StoredKey[] }>({
           method: 'GET',
-          path: '/apis/management.platform/v1/ownedaccesskeys',
+          path: KEYS_PATH,
           query: { fieldSelector: `spec.user=${user}` },
         });
         return list.items.filter((key) => key.spec.type === 'Login');
       },
+      storedKey: (name) =>
+        api.request<StoredKey>({ method: 'GET', path: `${KEYS_PATH}/${name}` }).catch(() => undefined),
       use: async (key, path) => {
         await g.accepted(key);
         const answer = await call(`${g.api}${path}`, { token: key, dispatcher: g.dispatcher });
@@ -153,10 +191,9 @@ export function useLoginEnv(
     };
   });
   afterAll(async () => {
-    await env?.oidc.close();
-    await env?.saml.close();
-    await env?.providers?.close();
-    await new Promise((resolve) => platform?.close(resolve));
+    await oidc?.close();
+    await saml?.close();
+    await providers?.close();
   });
   return () => {
     if (!env) throw new Error('the login environment is not started');

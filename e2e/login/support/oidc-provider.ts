@@ -81,7 +81,7 @@ export async function startTestOidcProvider(options: {
     validForSeconds: 3600,
   });
   const { writeFileSync } = await import('node:fs');
-  const caFile = `${options.caDir}/oidc-ca.pem`;
+  const caFile = `${options.caDir}/oidc-ca-${randomBytes(4).toString('hex')}.pem`;
   writeFileSync(caFile, ca.certPem);
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', alg: 'RS256', use: 'sig' };

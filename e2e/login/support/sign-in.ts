@@ -14,8 +14,9 @@ export function standIns(env: LoginEnv): ProviderStandIns {
 /** The access key on the platform's key page, if any. */
 export const keyOn = (text: string) => /<code id="access-key">([^<]+)<\/code>/.exec(text)?.[1];
 
-/** A browser that trusts the stand-ins. */
-export const browserFor = (env: LoginEnv) => new ScriptedAgent([standIns(env).addresses.ca ?? '']);
+/** A browser that trusts the platform (the gateway's CA) and the providers' stand-ins. */
+export const browserFor = (env: LoginEnv) =>
+  new ScriptedAgent([env.caPem, env.oidc.caPem, env.providers?.addresses.ca ?? ''].filter(Boolean));
 
 /** Starts a sign-in through `id` in `agent` and returns the callback URL the provider sent it to. */
 export async function callbackFor(env: LoginEnv, agent: ScriptedAgent, id: string, username: string) {
@@ -67,9 +68,9 @@ export async function postClusterManagerKey(env: LoginEnv, agent: ScriptedAgent,
 }
 
 /** Configures the top-level `hostedGit` section for the stand-in, with `extra` lines (4 spaces in). */
-export function configureHostedGit(env: LoginEnv, extra = ''): void {
+export function configureHostedGit(env: LoginEnv, extra = ''): Promise<void> {
   const { hostedGit } = standIns(env);
-  env.configure(`
+  return env.configure(`
 auth:
   hostedGit:
     clientId: ${hostedGit.clientId}
@@ -80,9 +81,12 @@ ${extra}
 }
 
 /** Configures the top-level `clusterManager` section for the stand-in, with `extra` YAML under `auth`. */
-export function configureClusterManager(env: LoginEnv, options: { insecure?: boolean; extra?: string } = {}) {
+export function configureClusterManager(
+  env: LoginEnv,
+  options: { insecure?: boolean; extra?: string } = {},
+): Promise<void> {
   const { clusterManager } = standIns(env);
-  env.configure(`
+  return env.configure(`
 auth:
   clusterManager:
     host: ${clusterManager.host}
@@ -90,4 +94,15 @@ auth:
     insecure: ${options.insecure ?? true}
 ${options.extra ?? ''}
 `);
+}
+
+/** The `auth.oidc` section (YAML, indented under `auth:`) for the test's OpenID provider. */
+export function oidcSection(env: LoginEnv): string {
+  const { oidc } = env;
+  return `  oidc:
+    issuerUrl: ${oidc.issuer}
+    clientId: ${oidc.clientId}
+    clientSecret: ${oidc.clientSecret}
+    redirectURI: ${env.oidcCallback}
+    caFile: ${oidc.caFile}`;
 }

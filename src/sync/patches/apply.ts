@@ -339,15 +339,19 @@ interface PendingPatch {
  */
 export function applyPatches(run: PatchRun): ObjectReference[] {
   const references: ObjectReference[] = [];
-  let objects: EvaluationObjects | undefined;
-  const objectsFor = (batch: readonly PendingPatch[]): EvaluationObjects => {
-    if (!batch.some((p) => readsOf(p.expression).objects)) return NO_OBJECTS;
-    objects ??= {
-      hostJson: run.hostObject === null ? null : JSON.stringify(run.hostObject),
-      virtualJson: run.virtualObject === null ? null : JSON.stringify(run.virtualObject),
-    };
-    return objects;
-  };
+  // Serialized before any patch runs (the objects as they were), only if an expression may read them.
+  const mayRead = run.patches.some((p) => {
+    const expression = run.direction === 'toHost' ? p.expression : p.reverseExpression;
+    return expression !== undefined && readsOf(expression).objects;
+  });
+  const objects: EvaluationObjects = mayRead
+    ? {
+        hostJson: run.hostObject === null ? null : JSON.stringify(run.hostObject),
+        virtualJson: run.virtualObject === null ? null : JSON.stringify(run.virtualObject),
+      }
+    : NO_OBJECTS;
+  const objectsFor = (batch: readonly PendingPatch[]): EvaluationObjects =>
+    batch.some((p) => readsOf(p.expression).objects) ? objects : NO_OBJECTS;
   let pending: PendingPatch[] = [];
   const flush = () => {
     if (pending.length === 0) return;

@@ -37,5 +37,16 @@ export function defaultSandboxMemoryBudgetMiB(totalBytes = totalmem()): number {
   return Math.max(64, Math.min(1024, Math.floor(totalBytes / 4 / 1024 / 1024)));
 }
 
+/** The environment variable that sets the process's budget (MiB), for a container's memory limit. */
+export const MEMORY_BUDGET_ENV = 'PLATFORM_SANDBOX_MEMORY_BUDGET_MIB';
+
+/** The budget from the environment when it holds a positive number, else the default. */
+export function processBudgetMiB(env: NodeJS.ProcessEnv = process.env, totalBytes = totalmem()): number {
+  const configured = Number(env[MEMORY_BUDGET_ENV]);
+  return Number.isFinite(configured) && configured > 0
+    ? configured
+    : defaultSandboxMemoryBudgetMiB(totalBytes);
+}
+
 /** The budget every sandbox of this process shares unless it is given another one. */
-export const processSandboxMemoryBudget = new SandboxMemoryBudget(defaultSandboxMemoryBudgetMiB());
+export const processSandboxMemoryBudget = new SandboxMemoryBudget(processBudgetMiB());

@@ -4,7 +4,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadSyncConfig } from '../config.ts';
 import { createSandbox } from '../sync.ts';
 import { type SyncContext, virtualToHostDns } from '../translate.ts';
-import { defaultSandboxMemoryBudgetMiB, SandboxMemoryBudget } from './memory-budget.ts';
+import {
+  defaultSandboxMemoryBudgetMiB,
+  MEMORY_BUDGET_ENV,
+  processBudgetMiB,
+  SandboxMemoryBudget,
+} from './memory-budget.ts';
 import type { Json } from './merge-patch.ts';
 import {
   type Evaluation,
@@ -358,7 +363,8 @@ describe('all evaluations of an object in one call', () => {
   });
 
   it('a promise job that never ends is blamed on the patch that queued it; nothing of it runs later', () => {
-    const own = createSandbox(ctx, { timeoutMs: 300 });
+    // A CPU budget the retries of the endless job do not use up: the budget is not under test.
+    const own = createSandbox(ctx, { timeoutMs: 300, cpuBudget: { budgetMs: 60_000, windowMs: 60_000 } });
     try {
       const queued = '(Promise.resolve().then(() => { for (;;) {} }), value)';
       const thrown = failing(own, [e('p[0]', 'value'), e('p[2]', queued), e('p[3]', 'value')]);
@@ -437,9 +443,12 @@ describe('one memory budget for every sandbox of the process', () => {
     }
   });
 
-  it('the default budget is a quarter of the memory, between 64 MiB and 1 GiB', () => {
+  it('the default budget is a quarter of the memory, between 64 MiB and 1 GiB; the environment may set it', () => {
     expect(defaultSandboxMemoryBudgetMiB(2 * 1024 ** 3)).toBe(512);
     expect(defaultSandboxMemoryBudgetMiB(64 * 1024 ** 3)).toBe(1024);
     expect(defaultSandboxMemoryBudgetMiB(128 * 1024 ** 2)).toBe(64);
+    expect(processBudgetMiB({ [MEMORY_BUDGET_ENV]: '96' }, 2 * 1024 ** 3)).toBe(96);
+    expect(processBudgetMiB({ [MEMORY_BUDGET_ENV]: 'lots' }, 2 * 1024 ** 3)).toBe(512);
+    expect(processBudgetMiB({}, 2 * 1024 ** 3)).toBe(512);
   });
 });

@@ -29,9 +29,9 @@ import { type PreludeSettings, preludeSource } from './prelude.ts';
  * - `cpuBudget` (default 2 s per 10 s): isolate CPU time of this sandbox over a sliding window;
  *   checked before each call, so one call can overrun it by at most its own limit.
  * - the process-wide memory budget (`memoryBudget`): see memory-budget.ts.
- * The time limits are wall clock (what isolated-vm offers). A call that reached one while its
- * isolate had used less than half of it in CPU time was starved by a busy machine, not slowed by
- * its expressions: it is made again, at most twice, before the timeout is reported.
+ * The time limits are wall clock (what isolated-vm offers), and on a busy machine any call can
+ * stall: a call that reached one is made again, at most twice, before the timeout is reported
+ * (an expression that is slow is slow every time; the CPU budget bounds what the retries cost).
  * After a call was interrupted (time or memory) its isolate is disposed, so nothing it left
  * behind (queued promise jobs) runs in a later call.
  *
@@ -85,13 +85,13 @@ export class SandboxDisposed extends ExpressionFailure {
   override readonly name = 'SandboxDisposed';
 }
 
-/** A time limit passed while the isolate was starved of CPU (see `evaluateAll`); internal. */
-class Starved extends Error {
+/** A time limit passed (see `evaluateAll`); internal. */
+class TimedOut extends Error {
   constructor(readonly failure: ExpressionTimeout) {
     super(failure.message);
   }
 }
-const MAX_STARVED_RETRIES = 2;
+const MAX_TIMEOUT_RETRIES = 2;
 
 /** One evaluation of one expression on one matched value. */
 export interface Evaluation {
@@ -181,8 +181,8 @@ export class Sandbox {
     return this.cpuSum;
   }
 
-  /** Records and returns the call's CPU time (its wall time if V8 disposed the isolate). */
-  private recordCpu(live: Live, startedAt: number): number {
+  /** Records the call's CPU time (its wall time if V8 disposed the isolate). */
+  private recordCpu(live: Live, startedAt: number): void {
     let ms: number;
     if (live.isolate.isDisposed) ms = Date.now() - startedAt;
     else {
@@ -192,7 +192,6 @@ export class Sandbox {
     }
     this.cpuSamples.push({ at: this.now(), ms });
     this.cpuSum += ms;
-    return ms;
   }
 
   /** One evaluation (a call of its own); see {@link evaluateAll}. */
@@ -213,14 +212,19 @@ export class Sandbox {
    * and nothing else of the call is returned.
    */
   evaluateAll(evaluations: readonly Evaluation[], objects: EvaluationObjects): EvaluationResult[] {
+    let timedOut: TimedOut | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return this.call(evaluations, objects);
       } catch (err) {
-        // A time limit passed while the isolate got too little of the CPU to have used it up:
-        // the machine was busy, the expressions were not slow. Tried again, twice at most.
-        if (err instanceof Starved && attempt <= MAX_STARVED_RETRIES) continue;
-        throw err instanceof Starved ? err.failure : err;
+        // A retry the CPU budget refuses reports the timeout that made it.
+        if (timedOut && err instanceof ExpressionCpuBudgetExceeded) throw timedOut.failure;
+        if (err instanceof TimedOut) timedOut = err;
+        // A time limit passed. The limits are wall clock, and on a busy machine (or a starved
+        // virtual machine, whose stolen time even counts as CPU time) any call can stall: tried
+        // again, twice at most. An expression that is slow fails every time.
+        if (err instanceof TimedOut && attempt <= MAX_TIMEOUT_RETRIES) continue;
+        throw err instanceof TimedOut ? err.failure : err;
       }
     }
   }
@@ -251,20 +255,16 @@ export class Sandbox {
         timeout: callTimeout,
       });
     } catch (err) {
-      const cpuMs = this.recordCpu(live, startedAt);
+      this.recordCpu(live, startedAt);
       const failure = this.interrupted(live, evaluations, objects, err, callTimeout);
-      if (failure instanceof ExpressionTimeout && cpuMs < callTimeout / 2) throw new Starved(failure);
-      throw failure;
+      throw failure instanceof ExpressionTimeout ? new TimedOut(failure) : failure;
     }
-    const cpuMs = this.recordCpu(live, startedAt);
+    this.recordCpu(live, startedAt);
     if (output.startsWith('!')) {
       const [index, kind, detail] = JSON.parse(output.slice(1)) as [number, string, string | number];
       const patch = evaluations[index]?.patch ?? first.patch;
-      if (kind === 'timeout') {
-        const failure = new ExpressionTimeout(patch, `took longer than ${this.timeoutMs}ms`);
-        if (cpuMs < this.timeoutMs / 2) throw new Starved(failure);
-        throw failure;
-      }
+      if (kind === 'timeout')
+        throw new TimedOut(new ExpressionTimeout(patch, `took longer than ${this.timeoutMs}ms`));
       if (kind === 'tooLarge') {
         throw new ExpressionOutputTooLarge(
           patch,
@@ -339,8 +339,10 @@ export class Sandbox {
   ): ExpressionFailure | null {
     for (const evaluation of evaluations) {
       try {
-        this.evaluateAll([evaluation], objects);
+        // One attempt each: the call being blamed is retried as a whole.
+        this.call([evaluation], objects);
       } catch (err) {
+        if (err instanceof TimedOut) return err.failure;
         if (err instanceof ExpressionFailure) return err;
         throw err;
       }
@@ -364,9 +366,12 @@ export class Sandbox {
     this.release();
     const reservedMiB = this.memoryLimitMiB;
     if (!this.memoryBudget.tryReserve(reservedMiB)) {
+      const { limitMiB } = this.memoryBudget;
       throw new SandboxMemoryBudgetExceeded(
         patch,
-        `the sandboxes of this process already hold ${this.memoryBudget.reservedMiB} MiB of their ${this.memoryBudget.limitMiB} MiB memory budget; this virtual cluster's (${reservedMiB} MiB) is refused until others stop`,
+        reservedMiB > limitMiB
+          ? `a sandbox of ${reservedMiB} MiB does not fit in this process's sandbox memory budget of ${limitMiB} MiB`
+          : `the sandboxes of this process already hold ${this.memoryBudget.reservedMiB} MiB of their ${limitMiB} MiB memory budget; this virtual cluster's (${reservedMiB} MiB) is refused until others stop`,
       );
     }
     let isolate: ivm.Isolate | undefined;

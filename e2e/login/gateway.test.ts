@@ -1,0 +1,169 @@
+import { describe, expect, it } from 'vitest';
+import { call } from '../gateway/support.ts';
+import { uniqueName } from '../support/cluster.ts';
+import { useLoginEnv } from './support/login-env.ts';
+
+/**
+ * The login endpoints served by the real gateway (HTTPS, trusted proxy 127.0.0.1): what the
+ * gateway's pipeline brings them (the client address a trusted proxy reports, the caller's key
+ * for logout, scope checks and authorization of the password API), and what they add to every
+ * answer (`customHttpHeaders`, no caching).
+ */
+
+const env = useLoginEnv({
+  throttle: {
+    perSource: { failures: 3, windowSeconds: 600, blockSeconds: 600 },
+    perUser: { failures: 100, windowSeconds: 600, blockSeconds: 600 },
+    perDevice: { failures: 100, windowSeconds: 600, blockSeconds: 600 },
+  },
+});
+
+const post = (
+  path: string,
+  body: unknown,
+  options: { token?: string; headers?: Record<string, string> } = {},
+) =>
+  call(`${env().platformUrl}${path}`, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json', accept: 'application/json', ...options.headers },
+    ...(options.token ? { token: options.token } : {}),
+    dispatcher: env().gateway.dispatcher,
+  });
+
+const signIn = (username: string, password: string, headers: Record<string, string> = {}) =>
+  post('/auth/password/login', { username, password }, { headers });
+
+describe('login endpoints in the gateway', () => {
+  it('answer with the configured headers, and hand out kubeconfigs for the URL they were reached at', async () => {
+    await env().configure('auth: { customHttpHeaders: { X-Frame-Policy: sso-only } }');
+    const name = await env().userWithPassword('headers', 'header password 1');
+    const page = await call(`${env().platformUrl}/auth/login`, { dispatcher: env().gateway.dispatcher });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('x-frame-policy')).toBe('sso-only');
+    expect(page.headers.get('cache-control')).toBe('no-store');
+    const signedIn = await signIn(name, 'header password 1');
+    expect(signedIn.status).toBe(200);
+    expect(signedIn.headers.get('x-frame-policy')).toBe('sso-only');
+    expect(signedIn.json.server).toBe(env().gateway.base);
+  });
+
+  it('throttle failures by the client address a trusted proxy reports', async () => {
+    await env().configure('');
+    const name = await env().userWithPassword('proxied', 'proxied password 1');
+    const attacker = { 'x-forwarded-for': '203.0.113.7' };
+    for (let i = 0; i < 3; i++) expect((await signIn(name, `guess ${i} wrong`, attacker)).status).toBe(401);
+    const blocked = await signIn(name, 'proxied password 1', attacker);
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Another client behind the same proxy is its own source.
+    const other = await signIn(name, 'proxied password 1', { 'x-forwarded-for': '198.51.100.20' });
+    expect(other.status).toBe(200);
+  });
+
+  it("log out the caller's own key only", async () => {
+    await env().configure('');
+    const name = await env().userWithPassword('leaving', 'leaving password 1');
+    const first = (await signIn(name, 'leaving password 1')).json;
+    const second = (await signIn(name, 'leaving password 1')).json;
+    await env().gateway.accepted(first.key);
+    expect((await post('/auth/logout', {})).status).toBe(401);
+    const out = await post('/auth/logout', {}, { token: first.key });
+    expect(out.status).toBe(200);
+    expect(out.json).toEqual({ loggedOut: true });
+    expect((await env().loginKeys(name)).map((key) => key.metadata.name)).toEqual([second.keyName]);
+  });
+});
+
+describe('the password API', () => {
+  const setPassword = (user: string, body: unknown, token: string) =>
+    post(`/auth/users/${user}/password`, body, { token });
+
+  it('lets platform admins and those RBAC allows set passwords, and users change their own with the old one', async () => {
+    await env().configure('');
+    const g = env().gateway;
+    const admin = await g.user(uniqueName('pwadmin'), { admin: true });
+    const target = await env().userWithPassword('pwtarget', 'first password 1');
+    const other = await env().userWithPassword('pwother', 'other password 1');
+    const helpdeskName = uniqueName('helpdesk');
+    const helpdesk = await g.user(helpdeskName);
+    await g.accepted(admin);
+    await g.accepted(helpdesk);
+
+    // An admin sets it; the user's Login sessions end, the new password works.
+    const session = (await signIn(target, 'first password 1')).json;
+    const byAdmin = await setPassword(target, { password: 'set by admin 1' }, admin);
+    expect(byAdmin.status, byAdmin.text).toBe(200);
+    expect(byAdmin.json).toMatchObject({ kind: 'Status', status: 'Success' });
+    expect(await env().storedKey(session.keyName)).toBeUndefined();
+    expect((await signIn(target, 'first password 1')).status).toBe(401);
+    expect((await signIn(target, 'set by admin 1')).status).toBe(200);
+
+    // Anyone else needs RBAC's update on users/password of that user.
+    const refused = await setPassword(target, { password: 'set by helpdesk 1' }, helpdesk);
+    expect(refused.status).toBe(403);
+    expect(refused.json).toMatchObject({ kind: 'Status', reason: 'Forbidden' });
+    await g.rbac.createClusterRole({
+      body: {
+        metadata: { name: helpdeskName },
+        rules: [
+          {
+            apiGroups: ['management.platform'],
+            resources: ['users/password'],
+            resourceNames: [target],
+            verbs: ['update'],
+          },
+        ],
+      },
+    });
+    await g.rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: helpdeskName },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: helpdeskName },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: helpdeskName }],
+      },
+    });
+    expect((await setPassword(target, { password: 'set by helpdesk 1' }, helpdesk)).status).toBe(200);
+    expect((await setPassword(other, { password: 'set by helpdesk 2' }, helpdesk)).status).toBe(403);
+    expect((await signIn(other, 'other password 1')).status).toBe(200);
+
+    // A user changes its own with the old password; without it, or for someone else, no.
+    const own = (await signIn(target, 'set by helpdesk 1')).json.key as string;
+    await g.accepted(own);
+    const wrongOld = await setPassword(target, { oldPassword: 'not it', password: 'mine now 1' }, own);
+    expect(wrongOld.status).toBe(401);
+    expect((await setPassword(target, { password: 'mine now 1' }, own)).status).toBe(403);
+    expect(
+      (await setPassword(other, { oldPassword: 'other password 1', password: 'x'.repeat(12) }, own)).status,
+    ).toBe(403);
+    const tooShort = await setPassword(target, { oldPassword: 'set by helpdesk 1', password: 'short' }, own);
+    expect(tooShort.status).toBe(422);
+    expect(tooShort.json.details.causes[0].field).toBe('password');
+    const changed = await setPassword(
+      target,
+      { oldPassword: 'set by helpdesk 1', password: 'mine now 1' },
+      own,
+    );
+    expect(changed.status).toBe(200);
+    expect((await signIn(target, 'mine now 1')).status).toBe(200);
+    // No password was echoed anywhere in those answers.
+    for (const answer of [byAdmin, refused, wrongOld, tooShort, changed])
+      expect(answer.text).not.toMatch(/set by admin|set by helpdesk|mine now|short"/);
+  });
+
+  it('is out of reach of a key whose scope does not cover it', async () => {
+    await env().configure('');
+    const g = env().gateway;
+    const target = await env().userWithPassword('scoped', 'scoped password 1');
+    const narrow = await g.user(uniqueName('narrowadmin'), {
+      admin: true,
+      keySpec: { scope: { projects: [{ project: 'some-project' }] } },
+    });
+    await g.accepted(narrow).catch(() => {});
+    const answer = await setPassword(target, { password: 'not allowed 1' }, narrow);
+    expect(answer.status).toBe(403);
+    // Refused by the key's scope (the gateway's check of users/password), not by RBAC: its user is an admin.
+    expect(answer.json.message).toContain(`users/password.management.platform "${target}" is forbidden`);
+    expect((await signIn(target, 'scoped password 1')).status).toBe(200);
+  });
+});

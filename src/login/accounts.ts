@@ -1,0 +1,135 @@
+import { PatchStrategy } from '@kubernetes/client-node';
+import type { ConfigStatus } from '../api/config.ts';
+import type { Team, User } from '../api/identity.ts';
+import { resources } from '../controllers/resources.ts';
+import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
+import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
+import type { ExternalIdentity } from './identity.ts';
+import {
+  filterGroups,
+  membershipChange,
+  planUser,
+  teamsToCreate,
+  UnknownUser,
+  userNameFor,
+} from './outcome.ts';
+
+/**
+ * What a single sign-on (or a refresh of one) does to the platform's accounts, carried out
+ * against the apiserver with the gateway's (or operator's) identity: the User made or updated as
+ * `planUser` decides, Teams created for new groups, and the user moved in and out of the Teams of
+ * its groups. The decisions are the pure functions of `outcome.ts`.
+ */
+
+const MAX_WRITE_ATTEMPTS = 5;
+
+export class LoginAccounts {
+  constructor(
+    private readonly api: KubeApi,
+    private readonly config: () => ConfigStatus,
+  ) {}
+
+  async getUser(name: string): Promise<User | undefined> {
+    try {
+      return await this.api.request<User>({
+        method: 'GET',
+        path: objectPath(resources.users, undefined, name),
+      });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Brings the User of `identity` (and its teams) in line with what the provider said; returns
+   * the User's name. Without `createUser` (a refresh) a missing User is {@link UnknownUser}, never
+   * made again.
+   */
+  async applyIdentity(identity: ExternalIdentity, options: { createUser: boolean }): Promise<string> {
+    const auth = this.config().auth;
+    const name = userNameFor(identity.username);
+    let previousGroups: readonly string[] = [];
+    for (let attempt = 0; ; attempt++) {
+      const existing = await this.getUser(name);
+      if (!existing && !options.createUser) throw new UnknownUser();
+      const plan = planUser(identity, auth, existing);
+      previousGroups = existing?.spec.groups ?? [];
+      try {
+        if (plan.create) {
+          await this.api.request({
+            method: 'POST',
+            path: collectionPath(resources.users),
+            body: plan.create,
+          });
+        } else if (plan.update) {
+          await this.api.request({
+            method: 'PATCH',
+            path: objectPath(resources.users, undefined, name),
+            contentType: PatchStrategy.MergePatch,
+            body: {
+              metadata: { resourceVersion: existing?.metadata.resourceVersion },
+              spec: plan.update.spec,
+            },
+          });
+        }
+        break;
+      } catch (err) {
+        if (!(isAlreadyExists(err) || isConflict(err)) || attempt >= MAX_WRITE_ATTEMPTS) throw err;
+      }
+    }
+    await this.syncTeams(name, filterGroups(identity.groups, auth.groupsFilters), previousGroups);
+    return name;
+  }
+
+  /** Creates Teams for new groups and moves the user in and out of the teams of its groups. */
+  private async syncTeams(
+    user: string,
+    groups: readonly string[],
+    previousGroups: readonly string[],
+  ): Promise<void> {
+    const auth = this.config().auth;
+    const list = await this.api.request<{ items: Team[] }>({
+      method: 'GET',
+      path: collectionPath(resources.teams),
+    });
+    const existing = new Set(list.items.map((team) => team.metadata.name ?? ''));
+    const created = teamsToCreate(groups, auth, existing);
+    for (const team of created) {
+      try {
+        await this.api.request({ method: 'POST', path: collectionPath(resources.teams), body: team });
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err;
+      }
+    }
+    const relevant = new Set([...groups, ...previousGroups]);
+    const candidates = [...existing, ...created.map((team) => team.metadata.name ?? '')];
+    for (const teamName of new Set(candidates)) {
+      for (let attempt = 0; ; attempt++) {
+        let team: Team;
+        try {
+          team = await this.api.request<Team>({
+            method: 'GET',
+            path: objectPath(resources.teams, undefined, teamName),
+          });
+        } catch (err) {
+          if (isNotFound(err)) break;
+          throw err;
+        }
+        if (!(team.spec.groups ?? []).some((group) => relevant.has(group))) break;
+        const users = membershipChange(team, user, groups, previousGroups);
+        if (users === undefined) break;
+        try {
+          await this.api.request({
+            method: 'PUT',
+            path: objectPath(resources.teams, undefined, teamName),
+            body: { ...team, spec: { ...team.spec, users } },
+          });
+          break;
+        } catch (err) {
+          if (!isConflict(err) || attempt >= MAX_WRITE_ATTEMPTS) throw err;
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,167 @@
+import { badRequest, StatusError } from '../api/status.ts';
+import type { RequestAttributes } from '../authz/attributes.ts';
+import type { Endpoint, EndpointAnswer, EndpointRequest } from '../http/endpoint.ts';
+import { AUTH_BASE, type LoginHttpRequest, type LoginHttpResponse } from './endpoints.ts';
+import { LoginRefused } from './identity.ts';
+import type { PasswordApi } from './password-api.ts';
+import { NewPasswordRejected } from './service.ts';
+import { LoginThrottled } from './throttle.ts';
+
+/**
+ * The login endpoints on the platform's endpoint interface (`src/http/endpoint.ts`), for the
+ * gateway to serve: everything under `/auth` without a key (pages, forms, callbacks), `/auth/logout`
+ * with the caller's key (the key that ends is the one calling), and the password API
+ * `/auth/users/<user>/password` with a key, seen by scope checks and audit as `update` of
+ * `users/password`. The client address and `secure` come from the gateway's pipeline (trusted
+ * proxies applied); requests and answers hold credentials, so audit never records their bodies.
+ */
+
+/** What the login pages need of `LoginEndpoints` (an interface, so a composition can hand it in late). */
+export interface LoginHandler {
+  handle(request: LoginHttpRequest): Promise<LoginHttpResponse | undefined>;
+}
+
+export const PASSWORD_API_PREFIX = `${AUTH_BASE}/users`;
+const PASSWORD_PATH = /^\/auth\/users\/([^/]+)\/password$/;
+
+function headersOf(request: EndpointRequest): Record<string, string | undefined> {
+  const headers: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(request.headers))
+    headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  return headers;
+}
+
+function loginRequest(request: EndpointRequest, caller?: LoginHttpRequest['caller']): LoginHttpRequest {
+  const query = request.query.toString();
+  return {
+    method: request.method,
+    url: query ? `${request.path}?${query}` : request.path,
+    headers: headersOf(request),
+    body: request.body.length > 0 ? Buffer.from(request.body).toString('utf8') : undefined,
+    source: request.source,
+    secure: request.secure,
+    caller,
+  };
+}
+
+function answerOf(response: LoginHttpResponse | undefined): EndpointAnswer {
+  if (!response) throw new StatusError(404, 'NotFound', 'there is no such sign-in page');
+  const { 'content-type': contentType, ...headers } = response.headers;
+  return {
+    code: response.status,
+    headers,
+    body: response.body,
+    contentType: typeof contentType === 'string' ? contentType : 'text/plain; charset=utf-8',
+  };
+}
+
+/** The user a password API path names (undefined for any other path). */
+export function passwordApiUser(path: string): string | undefined {
+  const match = PASSWORD_PATH.exec(path);
+  if (!match) return undefined;
+  try {
+    return decodeURIComponent(match[1] as string);
+  } catch {
+    return undefined;
+  }
+}
+
+/** How scope checks and audit see a password API request: `update` of `users/password` of the user. */
+export function passwordApiAttributes(method: string, path: string): RequestAttributes {
+  return {
+    target: 'Management',
+    verb: method === 'POST' ? 'update' : method.toLowerCase(),
+    resourceRequest: true,
+    apiGroup: 'management.platform',
+    resource: 'users',
+    subresource: 'password',
+    name: passwordApiUser(path) ?? '',
+    namespace: '',
+    path,
+  };
+}
+
+/** A refusal of the password API as a Kubernetes Status (field causes for a rejected password). */
+function passwordStatus(err: unknown): StatusError {
+  if (err instanceof StatusError) return err;
+  if (err instanceof NewPasswordRejected)
+    return new StatusError(422, 'Invalid', err.message, {
+      causes: [{ reason: 'FieldValueInvalid', field: 'password', message: err.message }],
+    });
+  if (err instanceof LoginThrottled)
+    return new StatusError(
+      429,
+      'TooManyRequests',
+      err.message,
+      { retryAfterSeconds: err.retryAfterSeconds },
+      { 'Retry-After': String(err.retryAfterSeconds) },
+    );
+  if (err instanceof LoginRefused) {
+    const reasons: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound' };
+    return new StatusError(err.code, reasons[err.code] ?? 'BadRequest', err.message);
+  }
+  throw err;
+}
+
+export function loginHttpEndpoints(login: LoginHandler, passwords: PasswordApi): Endpoint[] {
+  return [
+    {
+      name: 'login',
+      route: { kind: 'path', path: AUTH_BASE, prefix: true, methods: ['GET', 'POST'] },
+      authentication: 'none',
+      sensitive: true,
+      handle: async (request) => answerOf(await login.handle(loginRequest(request))),
+    },
+    {
+      name: 'logout',
+      route: { kind: 'path', path: `${AUTH_BASE}/logout`, methods: ['POST'] },
+      authentication: 'key',
+      // Any key may end itself, whatever it may do otherwise.
+      scope: 'any',
+      sensitive: true,
+      handle: async (request) => {
+        const identity = request.identity;
+        const caller =
+          identity?.kind === 'User' ? { user: identity.name, keyName: identity.accessKey.name } : undefined;
+        return answerOf(await login.handle(loginRequest(request, caller)));
+      },
+    },
+    {
+      name: 'password',
+      route: {
+        kind: 'path',
+        path: PASSWORD_API_PREFIX,
+        prefix: true,
+        methods: ['POST'],
+        attributes: passwordApiAttributes,
+      },
+      authentication: 'key',
+      sensitive: true,
+      handle: async (request) => {
+        const user = passwordApiUser(request.path);
+        const identity = request.identity;
+        if (!user || !identity)
+          throw new StatusError(404, 'NotFound', 'use POST /auth/users/<user>/password');
+        const body = request.object();
+        if (typeof body.password !== 'string')
+          throw badRequest('the body needs "password" (and "oldPassword" to change your own)');
+        try {
+          await passwords.setPassword(identity, user, body, request.source);
+        } catch (err) {
+          throw passwordStatus(err);
+        }
+        return {
+          code: 200,
+          object: {
+            kind: 'Status',
+            apiVersion: 'v1',
+            metadata: {},
+            status: 'Success',
+            code: 200,
+            message: `the password of user "${user}" is set`,
+          },
+        };
+      },
+    },
+  ];
+}

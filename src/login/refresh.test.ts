@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import { ConnectorMisconfigured, ProviderLoginFailed, RefreshRevoked } from './code-flow.ts';
+import { NotInAllowedGroups } from './identity.ts';
+import { HostedDomainRefused } from './idp-a.ts';
+import { UnknownUser } from './outcome.ts';
+import { endsTheKey, RenamedAtProvider, refreshSchedule } from './refresh.ts';
+
+const key = (spec: Partial<OwnedAccessKey['spec']>, metadata: Partial<OwnedAccessKey['metadata']> = {}) =>
+  ({
+    apiVersion: 'management.platform/v1',
+    kind: 'OwnedAccessKey',
+    metadata: { name: 'k', creationTimestamp: '2026-01-01T00:00:00Z', ...metadata },
+    spec: { user: 'alice', type: 'Login', identity: { connector: 'corp' }, ...spec },
+  }) as OwnedAccessKey;
+
+const at = (iso: string) => Date.parse(iso);
+
+describe('when an identity is refreshed', () => {
+  it('skips keys that are not single sign-on Login keys, disabled or going away', () => {
+    for (const skipped of [
+      key({ type: 'User' }),
+      key({ identity: { connector: 'password' } }),
+      key({ identity: undefined }),
+      key({ disabled: true }),
+      key({ user: undefined, team: 'devs' }),
+      key({}, { deletionTimestamp: '2026-01-01T00:00:00Z' }),
+    ])
+      expect(refreshSchedule(skipped, 60_000, at('2026-01-02T00:00:00Z'))).toEqual({ action: 'skip' });
+  });
+
+  it('counts from the last refresh (or the creation) and waits the rest of the interval', () => {
+    const now = at('2026-01-01T00:00:30Z');
+    expect(refreshSchedule(key({ identityRefresh: '2026-01-01T00:00:00Z' }), 60_000, now)).toEqual({
+      action: 'wait',
+      inMs: 30_000,
+    });
+    expect(refreshSchedule(key({}), 20_000, now)).toEqual({ action: 'refresh' });
+    expect(refreshSchedule(key({}, { creationTimestamp: undefined }), 20_000, now)).toEqual({
+      action: 'refresh',
+    });
+  });
+});
+
+describe('which refresh failures end a key', () => {
+  it('ends it when the provider or the platform no longer accepts the person', () => {
+    for (const err of [
+      new RefreshRevoked('x'),
+      new NotInAllowedGroups(),
+      new HostedDomainRefused(),
+      new UnknownUser(),
+      new RenamedAtProvider(),
+    ])
+      expect(endsTheKey(err)).toBe(true);
+  });
+
+  it('keeps it when the provider could not be asked', () => {
+    for (const err of [
+      new ProviderLoginFailed('x'),
+      new ConnectorMisconfigured('x'),
+      new Error('ECONNRESET'),
+    ])
+      expect(endsTheKey(err)).toBe(false);
+  });
+});
