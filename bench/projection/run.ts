@@ -25,9 +25,10 @@ import type { SharedSecret } from '../../src/api/sharedsecret.ts';
 import { resources, type Stored } from '../../src/controllers/resources.ts';
 import { desiredRbac, OWNER_UID_LABEL } from '../../src/controllers/sharedsecret/desired.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
-import { deepEqual, patchStatus } from '../../src/runtime/apply.ts';
+import { patchStatus } from '../../src/runtime/apply.ts';
 import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
+import { deepEqual } from '../../src/runtime/json.ts';
 import { collectionPath, KubeClient, objectKey, type ResourceRef } from '../../src/runtime/kube-client.ts';
 import { apiserverWrites, benchMode, pool, reportFigure, withBenchCluster } from '../support.ts';
 

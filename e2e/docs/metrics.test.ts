@@ -8,6 +8,7 @@ import { repoRoot } from '../../src/dev/binaries.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
 import { GatewayMetrics } from '../../src/gateway/metrics.ts';
 import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
+import { RestClientMetrics } from '../../src/runtime/rest-client-metrics.ts';
 import { SyncerMetrics } from '../../src/sync/controllers/metrics.ts';
 import { kubeConfigFor, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
@@ -72,6 +73,7 @@ async function registered(registry: Registry): Promise<RegisteredMetric[]> {
 async function metricsOfTheCode() {
   const runtime = new Registry();
   new RuntimeMetrics(runtime);
+  RestClientMetrics.for(runtime);
   const gateway = new Registry();
   new GatewayMetrics(gateway);
   const syncer = new Registry();

@@ -1,6 +1,9 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import pino, { type Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT_MS, KubeClient } from '../runtime/kube-client.ts';
+import { RestClientMetrics } from '../runtime/rest-client-metrics.ts';
 
 /**
  * What the component commands (`controller`, `webhook`, `gateway`, and `operator`, which runs
@@ -31,6 +34,26 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
   return kubeConfig;
 }
 
+/**
+ * A client of the component's apiserver: rate limit and timeout from the flags, `rest_client_*`
+ * metrics on the component's registry, the kubeconfig read again as its credentials rotate.
+ */
+export function apiClient(
+  options: Pick<CommonOptions, 'kubeconfig' | 'kubeApiQps' | 'kubeApiBurst' | 'kubeApiTimeout'>,
+  registry: Registry,
+  logger: Logger,
+): KubeClient {
+  return new KubeClient(loadKubeConfig(options.kubeconfig), {
+    ...(options.kubeApiQps !== undefined ? { qps: options.kubeApiQps } : {}),
+    ...(options.kubeApiBurst !== undefined ? { burst: options.kubeApiBurst } : {}),
+    ...(options.kubeApiTimeout !== undefined ? { timeoutMs: options.kubeApiTimeout } : {}),
+    metrics: RestClientMetrics.for(registry),
+    reload: () => loadKubeConfig(options.kubeconfig),
+    onCredentialsError: (err) =>
+      logger.warn({ err }, 'reading the credentials again failed; keeping the last ones'),
+  });
+}
+
 export interface CommonOptions {
   kubeconfig?: string;
   /** The platform namespace (leases, keys, certificates, the configuration). */
@@ -38,6 +61,11 @@ export interface CommonOptions {
   healthPort: number;
   healthHost: string;
   logLevel: string;
+  /** Client-side rate limit of each client of the apiserver (`--kube-api-qps`, `--kube-api-burst`); <= 0: none. */
+  kubeApiQps?: number;
+  kubeApiBurst?: number;
+  /** Timeout of every apiserver request but watches (`--kube-api-timeout`), in ms. */
+  kubeApiTimeout?: number;
 }
 
 /** `--kubeconfig`, `--namespace`, `--health-port`, `--health-host`, `--log-level`. */
@@ -52,6 +80,17 @@ export function withCommonOptions(command: Command, defaultHealthPort: number): 
       defaultHealthPort,
     )
     .option('--health-host <host>', 'address of /metrics, /healthz and /readyz', '0.0.0.0')
+    .option(
+      '--kube-api-qps <n>',
+      `client-side limit of requests per second to the apiserver, per client (<= 0: none; ${DEFAULT_QPS})`,
+      Number,
+    )
+    .option('--kube-api-burst <n>', `requests allowed at once above the qps (${DEFAULT_BURST})`, Number)
+    .option(
+      '--kube-api-timeout <duration>',
+      `timeout of every apiserver request but watches (${DEFAULT_TIMEOUT_MS / 1000}s)`,
+      parseDuration,
+    )
     .addOption(
       new Option('--log-level <level>', 'log level')
         .choices(['debug', 'info', 'warn', 'error'])

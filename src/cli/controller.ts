@@ -2,11 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Command } from 'commander';
 import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
 import { CONTROLLER_NAMES, type ControllerName, controllerSetups } from '../controllers/index.ts';
 import { EventRecorder } from '../runtime/events.ts';
-import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
 import {
+  apiClient,
   type CommonOptions,
   componentLogger,
   list,
@@ -91,10 +92,12 @@ export function createControllerManager(
   if (unknown.length > 0) throw new Error(`unknown controller(s): ${unknown.join(', ')}`);
 
   const kubeConfig = loadKubeConfig(options.kubeconfig);
-  const api = new KubeClient(kubeConfig);
+  const registry = new Registry();
+  const api = apiClient(options, registry, logger);
   const manager = new Manager({
     api,
     logger,
+    registry,
     healthPort: options.healthPort,
     healthHost: options.healthHost,
     ...(options.leaderElect

@@ -1,11 +1,12 @@
 import { Command } from 'commander';
 import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
 import { type Gateway, setupGateway } from '../gateway/index.ts';
 import type { GatewayServer } from '../gateway/server.ts';
 import { setupLogin } from '../login/setup.ts';
-import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
 import {
+  apiClient,
   type CommonOptions,
   componentLogger,
   loadKubeConfig,
@@ -22,6 +23,8 @@ export interface GatewayOptions extends CommonOptions {
   gatewayCertDir?: string;
   /** The external URL of the gateway, the issuer of direct cluster endpoint tokens; default: the URL it listens on. */
   issuerUrl?: string;
+  /** CIDRs of proxies in front of the gateway (an ingress), whose `X-Forwarded-For` is believed. */
+  trustedProxies?: string[];
 }
 
 /** The gateway flags, shared by `platform gateway` and `platform operator`. */
@@ -34,6 +37,15 @@ export function withGatewayOptions(command: Command): Command {
     .option(
       '--issuer-url <url>',
       "the gateway's external URL: issuer of direct cluster endpoint tokens, serving /.well-known/openid-configuration (default: the URL it listens on)",
+    )
+    .option(
+      '--trusted-proxies <cidrs>',
+      'comma-separated CIDRs of the proxies in front of the gateway (an ingress): only their X-Forwarded-For is believed',
+      (value: string) =>
+        value
+          .split(',')
+          .map((cidr) => cidr.trim())
+          .filter(Boolean),
     );
 }
 
@@ -59,12 +71,14 @@ export function setupGatewayComponent(
   shared?: Manager,
 ): { gateway: Gateway; manager: Manager; start(): Promise<RunningGateway> } {
   const kubeConfig = loadKubeConfig(options.kubeconfig);
-  const api = new KubeClient(kubeConfig);
+  const registry = shared?.registry ?? new Registry();
+  const api = apiClient(options, registry, logger);
   const manager =
     shared ??
     new Manager({
       api,
       logger,
+      registry,
       ...(options.healthPort !== undefined ? { healthPort: options.healthPort } : {}),
       ...(options.healthHost ? { healthHost: options.healthHost } : {}),
     });
@@ -85,6 +99,7 @@ export function setupGatewayComponent(
     port: options.gatewayPort,
     ...(options.gatewayCertDir ? { certDir: options.gatewayCertDir } : {}),
     ...(options.issuerUrl ? { issuer: options.issuerUrl } : {}),
+    ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
     logger,
   });
   return {

@@ -2,8 +2,10 @@ import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Command, Option } from 'commander';
 import pino, { type Logger } from 'pino';
+import { Registry } from 'prom-client';
 import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
+import { RestClientMetrics } from '../runtime/rest-client-metrics.ts';
 import { loadSyncConfig } from '../sync/config.ts';
 import { type Syncer, startSyncer } from '../sync/controllers/syncer.ts';
 
@@ -72,11 +74,21 @@ export async function runSyncer(
   logger: Logger = pino({ level: options.logLevel, base: { component: 'syncer', vcluster: options.name } }),
 ): Promise<RunningSyncer> {
   const config = loadSyncConfig(await readFile(options.config, 'utf8'));
-  const virtual = new KubeClient(loadKubeConfig(options.virtualKubeconfig));
-  const host = new KubeClient(loadKubeConfig(options.hostKubeconfig));
+  const registry = new Registry();
+  // Both kubeconfigs are read again as their credentials rotate; requests show in rest_client_*.
+  const client = (path: string | undefined) =>
+    new KubeClient(loadKubeConfig(path), {
+      metrics: RestClientMetrics.for(registry),
+      reload: () => loadKubeConfig(path),
+      onCredentialsError: (err) =>
+        logger.warn({ err }, 'reading the credentials again failed; keeping the last ones'),
+    });
+  const virtual = client(options.virtualKubeconfig);
+  const host = client(options.hostKubeconfig);
   const manager = new Manager({
     api: host,
     logger,
+    registry,
     healthPort: options.healthPort,
     healthHost: options.healthHost,
   });

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { LineSplitter } from '../runtime/lines.ts';
 
 /** The repository root (this file is src/dev/binaries.ts). */
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -17,19 +18,14 @@ export function ensureControlPlaneBinary(
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
-    let pending = '';
+    const progress = new LineSplitter(onProgress);
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
     });
-    child.stderr.on('data', (chunk: Buffer) => {
-      pending += chunk.toString();
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) onProgress(line);
-    });
+    child.stderr.on('data', (chunk: Buffer) => progress.push(chunk.toString()));
     child.on('error', reject);
     child.on('close', (code) => {
-      if (pending) onProgress(pending);
+      progress.end();
       const path = stdout.trim().split('\n').pop();
       if (code === 0 && path) resolve(path);
       else reject(new Error(`building the control plane failed (exit ${code}); see the output above`));

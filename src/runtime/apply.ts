@@ -1,6 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy } from '@kubernetes/client-node';
 import { isAlreadyExists, isNotFound, RuntimeError } from './errors.ts';
+import { mergePatchDiff } from './json.ts';
 import { collectionPath, type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
 
 /** Discovery of the group version lists no resource of that kind. */
@@ -129,26 +130,6 @@ export async function deleteObject(
 }
 
 /**
- * RFC 7386 merge patch turning `from` into `to`: changed keys are set, removed keys are null,
- * arrays are replaced whole. Undefined when there is no difference.
- */
-export function createMergePatch(from: unknown, to: unknown): unknown {
-  if (!isPlainObject(from) || !isPlainObject(to)) return deepEqual(from, to) ? undefined : (to ?? null);
-  const patch: Record<string, unknown> = {};
-  for (const key of Object.keys(from)) if (!(key in to) || to[key] === undefined) patch[key] = null;
-  for (const [key, value] of Object.entries(to)) {
-    if (value === undefined) continue;
-    if (!(key in from)) {
-      patch[key] = value;
-      continue;
-    }
-    const sub = createMergePatch(from[key], value);
-    if (sub !== undefined) patch[key] = sub;
-  }
-  return Object.keys(patch).length === 0 ? undefined : patch;
-}
-
-/**
  * Writes `status` through the status subresource with a merge patch computed against `current`
  * (the object as read, e.g. from the cache). Skipped, with no request, when nothing changed.
  * Returns the updated object, or undefined when skipped.
@@ -159,28 +140,15 @@ export async function patchStatus<T extends KubernetesObject & { status?: unknow
   current: T,
   status: unknown,
 ): Promise<T | undefined> {
-  const diff = createMergePatch(current.status ?? {}, status ?? {});
-  if (diff === undefined) return undefined;
+  const diff = mergePatchDiff(
+    (current.status ?? {}) as Record<string, unknown>,
+    (status ?? {}) as Record<string, unknown>,
+  );
+  if (Object.keys(diff).length === 0) return undefined;
   return api.request<T>({
     method: 'PATCH',
     path: `${objectPath(resource, current.metadata?.namespace, current.metadata?.name ?? '')}/status`,
     body: { status: diff },
     contentType: PatchStrategy.MergePatch,
   });
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-export function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (Array.isArray(a))
-    return Array.isArray(b) && a.length === b.length && a.every((item, i) => deepEqual(item, b[i]));
-  if (isPlainObject(a) && isPlainObject(b)) {
-    const keysA = Object.keys(a).filter((k) => a[k] !== undefined);
-    const keysB = Object.keys(b).filter((k) => b[k] !== undefined);
-    return keysA.length === keysB.length && keysA.every((k) => deepEqual(a[k], b[k]));
-  }
-  return false;
 }

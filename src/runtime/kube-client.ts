@@ -1,7 +1,12 @@
+import { createHash } from 'node:crypto';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { ApiException, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { type Clock, sleep, systemClock } from './clock.ts';
 import { RequestTimeoutError } from './errors.ts';
+import { LineSplitter } from './lines.ts';
+import { BucketRateLimiter } from './rate-limiter.ts';
+import type { RestClientMetrics } from './rest-client-metrics.ts';
 
 /** Names a resource type on the apiserver; `group` is '' for the core group. */
 export interface ResourceRef {
@@ -31,7 +36,7 @@ export interface RequestOptions {
   /** Defaults to application/json; patches name their strategy (see `PatchStrategy`). */
   contentType?: string;
   signal?: AbortSignal;
-  /** Aborts the request (RequestTimeoutError) when no full answer arrived in this time. */
+  /** Aborts the request (RequestTimeoutError) when no full answer arrived in this time (0: never). */
   timeoutMs?: number;
 }
 
@@ -73,36 +78,123 @@ export function objectPath(resource: ResourceRef, namespace: string | undefined,
   return `${collectionPath(resource, namespace)}/${encodeURIComponent(name)}`;
 }
 
+export interface KubeClientOptions {
+  /**
+   * Every request but a watch is aborted (RequestTimeoutError) after this long without a full
+   * answer, unless it names its own `timeoutMs` (default 30 s): a hung list or write never pins a
+   * worker.
+   */
+  timeoutMs?: number;
+  /**
+   * Client-side rate limit, a token bucket as client-go's: `qps` tokens a second, up to `burst`
+   * at once; every request (watches included) takes one, waiting when none is left. `qps` <= 0:
+   * no limit. Defaults: {@link DEFAULT_QPS}, {@link DEFAULT_BURST}.
+   */
+  qps?: number;
+  burst?: number;
+  /** `rest_client_requests_total` and `rest_client_request_duration_seconds` go here. */
+  metrics?: RestClientMetrics;
+  /**
+   * Reads the kubeconfig again (its file and the files it names): credentials that rotate
+   * (a projected ServiceAccount token, a client certificate, a kubeconfig Secret) are picked up
+   * every `credentialsRefreshMs` and after a 401. Without it, the files the KubeConfig names
+   * (token file, certificates) are still read again, the KubeConfig itself is not.
+   */
+  reload?: () => KubeConfig;
+  /** How often credentials are read again (default 60 s, as client-go reads a token file). */
+  credentialsRefreshMs?: number;
+  /** Told when reading the credentials again failed (the previous ones stay in use). */
+  onCredentialsError?: (err: unknown) => void;
+  clock?: Clock;
+}
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
 /**
- * Raw HTTP against the apiserver with the KubeConfig's TLS material and credentials applied per
- * request (so rotating tokens from exec/oidc providers are picked up). Errors are client-node's
- * `ApiException` with `.code` and the decoded `Status` as `.body`, as the generated APIs throw.
+ * Defaults of the client-side rate limit. client-go's own (5 qps, burst 10) would hold the
+ * operator far below the write rate an apiserver sustains (docs/adr/0015-kube-client-timeouts-rate-limit-credentials.md); these
+ * bound a runaway loop at a rate one apiserver replica absorbs, while APF protects the server.
+ */
+export const DEFAULT_QPS = 500;
+export const DEFAULT_BURST = 1000;
+const DEFAULT_CREDENTIALS_REFRESH_MS = 60_000;
+
+/** What requests are sent with: TLS material (in a pooled agent) and headers, read at one time. */
+interface Credentials {
+  server: string;
+  https: boolean;
+  tls: https.AgentOptions;
+  agent: http.Agent;
+  headers: Record<string, string>;
+  /** `user:password` for basic authentication. */
+  auth: string | undefined;
+  /** A digest of the TLS material: a new agent only when it changed. */
+  tlsDigest: string;
+}
+
+/**
+ * Raw HTTP against the apiserver with the KubeConfig's TLS material and credentials. Errors are
+ * client-node's `ApiException` with `.code` and the decoded `Status` as `.body`, as the generated
+ * APIs throw. Every request but a watch has a timeout; every request goes through the client-side
+ * rate limit and is counted in `rest_client_*` metrics (labels: method, code, host; never a path).
+ * Credentials are read once and again every `credentialsRefreshMs` and after a 401 (then the
+ * request is sent once more: authentication comes first, so a refused request did nothing).
  */
 export class KubeClient implements KubeApi {
-  private agent: http.Agent | undefined;
+  private credentials: Credentials | undefined;
+  private refreshedAt = Number.NEGATIVE_INFINITY;
+  private refreshing: Promise<Credentials> | undefined;
+  private readonly limiter: BucketRateLimiter | undefined;
+  private readonly clock: Clock;
 
-  constructor(private readonly kubeConfig: KubeConfig) {}
+  constructor(
+    private kubeConfig: KubeConfig,
+    private readonly options: KubeClientOptions = {},
+  ) {
+    this.clock = options.clock ?? systemClock;
+    const qps = options.qps ?? DEFAULT_QPS;
+    this.limiter =
+      qps > 0 ? new BucketRateLimiter(this.clock, qps, options.burst ?? DEFAULT_BURST) : undefined;
+  }
 
   async request<T = unknown>(options: RequestOptions): Promise<T> {
-    const { url, requestOptions } = await this.prepare(options.path, options.query);
+    await this.throttle(options.signal);
+    const first = await this.credentialsNow(false);
+    try {
+      return await this.send<T>(options, first);
+    } catch (err) {
+      if (!(err instanceof ApiException && err.code === 401)) throw err;
+      // Rotated credentials: read them again and try once more.
+      const renewed = await this.credentialsNow(true);
+      return this.send<T>(options, renewed);
+    }
+  }
+
+  private send<T>(options: RequestOptions, credentials: Credentials): Promise<T> {
+    const url = requestUrl(credentials.server, options.path, options.query);
     const payload =
       options.body === undefined
         ? undefined
         : typeof options.body === 'string'
           ? options.body
           : JSON.stringify(options.body);
-    requestOptions.method = options.method;
-    requestOptions.headers = {
-      ...requestOptions.headers,
-      Accept: 'application/json',
-      ...(payload !== undefined
-        ? {
-            'Content-Type': options.contentType ?? 'application/json',
-            'Content-Length': Buffer.byteLength(payload),
-          }
-        : {}),
+    const requestOptions: https.RequestOptions = {
+      method: options.method,
+      agent: credentials.agent,
+      ...(credentials.auth ? { auth: credentials.auth } : {}),
+      headers: {
+        ...credentials.headers,
+        Accept: 'application/json',
+        ...(payload !== undefined
+          ? {
+              'Content-Type': options.contentType ?? 'application/json',
+              'Content-Length': Buffer.byteLength(payload),
+            }
+          : {}),
+      },
     };
     const signal = options.signal;
+    const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const observe = this.options.metrics?.start(options.method, url.host);
     let onAbort: (() => void) | undefined;
     const response = new Promise<T>((resolve, reject) => {
       const req = transport(url).request(url, requestOptions, (res) => {
@@ -111,8 +203,9 @@ export class KubeClient implements KubeApi {
         res.on('error', reject);
         res.on('end', () => {
           clearTimeout(timeout);
-          const text = Buffer.concat(chunks).toString('utf8');
           const status = res.statusCode ?? 0;
+          observe?.(String(status));
+          const text = Buffer.concat(chunks).toString('utf8');
           if (status >= 200 && status < 300) {
             resolve((text === '' ? undefined : JSON.parse(text)) as T);
           } else {
@@ -121,14 +214,15 @@ export class KubeClient implements KubeApi {
         });
       });
       const timeout =
-        options.timeoutMs === undefined
-          ? undefined
-          : setTimeout(
+        timeoutMs > 0
+          ? setTimeout(
               () => req.destroy(new RequestTimeoutError(`${options.method} ${options.path} timed out`)),
-              options.timeoutMs,
-            );
+              timeoutMs,
+            )
+          : undefined;
       req.on('error', (err) => {
         clearTimeout(timeout);
+        observe?.('<error>');
         reject(err);
       });
       if (signal) {
@@ -148,7 +242,8 @@ export class KubeClient implements KubeApi {
   /**
    * Opens a watch (`watch=true` is added). Resolves once the response headers arrived with 200;
    * rejects with `ApiException` otherwise (e.g. 410 when the resourceVersion is too old).
-   * Events are delivered in order, one JSON document per line.
+   * Events are delivered in order, one JSON document per line. No timeout (the server ends a
+   * watch at its `timeoutSeconds`; the informer's watchdog catches a silent one).
    */
   async watch(
     path: string,
@@ -156,12 +251,18 @@ export class KubeClient implements KubeApi {
     onEvent: (event: WatchEvent) => void,
     signal?: AbortSignal,
   ): Promise<WatchStream> {
-    const { url, requestOptions } = await this.prepare(path, { ...query, watch: true });
-    requestOptions.method = 'GET';
-    requestOptions.headers = { ...requestOptions.headers, Accept: 'application/json' };
-    // A connection of its own: a watch holds its socket for minutes, and destroying it must not
-    // affect pooled request sockets.
-    requestOptions.agent = this.watchAgent();
+    await this.throttle(signal);
+    const credentials = await this.credentialsNow(false);
+    const url = requestUrl(credentials.server, path, { ...query, watch: true });
+    const requestOptions: https.RequestOptions = {
+      method: 'GET',
+      // A connection of its own: a watch holds its socket for minutes, and destroying it must
+      // not affect pooled request sockets. keepAlive off: one socket per watch, closed with it.
+      agent: new (credentials.https ? https.Agent : http.Agent)({ keepAlive: false, ...credentials.tls }),
+      ...(credentials.auth ? { auth: credentials.auth } : {}),
+      headers: { ...credentials.headers, Accept: 'application/json' },
+    };
+    const observe = this.options.metrics?.start('WATCH', url.host);
     return new Promise<WatchStream>((resolveOpen, rejectOpen) => {
       let settle: { resolve: () => void; reject: (err: Error) => void } | undefined;
       let finished = false;
@@ -178,6 +279,7 @@ export class KubeClient implements KubeApi {
       };
       const req = transport(url).request(url, requestOptions, (res) => {
         const status = res.statusCode ?? 0;
+        observe?.(String(status));
         if (status !== 200) {
           const chunks: Buffer[] = [];
           res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -194,8 +296,7 @@ export class KubeClient implements KubeApi {
             req.destroy();
           },
         });
-        let buffered = '';
-        const deliver = (line: string) => {
+        const lines = new LineSplitter((line) => {
           if (line === '' || finished) return;
           try {
             onEvent(JSON.parse(line) as WatchEvent);
@@ -203,28 +304,22 @@ export class KubeClient implements KubeApi {
             finish(err instanceof Error ? err : new Error(String(err)));
             req.destroy();
           }
-        };
+        });
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
-          buffered += chunk;
-          let newline = buffered.indexOf('\n');
-          while (newline >= 0 && !finished) {
-            const line = buffered.slice(0, newline).trim();
-            buffered = buffered.slice(newline + 1);
-            newline = buffered.indexOf('\n');
-            deliver(line);
-          }
+          if (!finished) lines.push(chunk);
         });
         res.on('error', (err) => finish(err));
         res.on('aborted', () => finish(new Error('watch stream aborted by the peer')));
         res.on('end', () => {
           // A last event without a trailing newline still counts.
-          deliver(buffered.trim());
+          if (!finished) lines.end();
           finish();
         });
         res.on('close', () => finish(res.complete ? undefined : new Error('watch connection closed')));
       });
       req.on('error', (err) => {
+        observe?.('<error>');
         finish(err);
         rejectOpen(err);
       });
@@ -243,54 +338,111 @@ export class KubeClient implements KubeApi {
     });
   }
 
-  private watchAgent(): http.Agent {
-    // keepAlive off: one socket per watch, closed with it.
-    return new (this.isHttps() ? https.Agent : http.Agent)({ keepAlive: false, ...this.tlsAgentOptions });
+  /** Waits for a token of the client-side rate limit. */
+  private async throttle(signal: AbortSignal | undefined): Promise<void> {
+    const delay = this.limiter?.when('') ?? 0;
+    if (delay <= 0) return;
+    const started = this.clock.now();
+    await sleep(this.clock, delay, signal);
+    this.options.metrics?.rateLimited((this.clock.now() - started) / 1000);
   }
 
-  private tlsAgentOptions: https.AgentOptions = {};
-
-  private isHttps(): boolean {
-    return (this.kubeConfig.getCurrentCluster()?.server ?? '').startsWith('https:');
+  /** The current credentials, read again when due (or `force`d after a 401); one read at a time. */
+  private async credentialsNow(force: boolean): Promise<Credentials> {
+    const due =
+      this.clock.now() - this.refreshedAt >=
+      (this.options.credentialsRefreshMs ?? DEFAULT_CREDENTIALS_REFRESH_MS);
+    if (this.credentials && !due && !force) return this.credentials;
+    this.refreshing ??= this.readCredentials().finally(() => {
+      this.refreshing = undefined;
+    });
+    return this.refreshing;
   }
 
-  private async prepare(path: string, query: Query | undefined) {
+  private async readCredentials(): Promise<Credentials> {
+    this.refreshedAt = this.clock.now();
+    if (this.options.reload && this.credentials) {
+      try {
+        this.kubeConfig = this.options.reload();
+      } catch (err) {
+        // Keep what works; a file may be mid-rotation.
+        this.options.onCredentialsError?.(err);
+      }
+    }
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const url = new URL(cluster.server.replace(/\/$/, '') + path);
-    for (const [key, value] of Object.entries(query ?? {})) {
-      if (value !== undefined) url.searchParams.set(key, String(value));
+    const opts: https.RequestOptions & { headers: Record<string, string> } = { headers: {} };
+    // Reads the token (file, exec, OIDC) and the certificate files the KubeConfig names.
+    await this.kubeConfig.applyToHTTPSOptions(opts);
+    (opts.agent as http.Agent | undefined)?.destroy();
+    const tls: https.AgentOptions = {
+      ca: opts.ca,
+      cert: opts.cert,
+      key: opts.key,
+      pfx: opts.pfx,
+      passphrase: opts.passphrase,
+      servername: opts.servername,
+      ...(opts.rejectUnauthorized !== undefined ? { rejectUnauthorized: opts.rejectUnauthorized } : {}),
+    };
+    const tlsDigest = digestOf(tls);
+    const server = cluster.server.replace(/\/$/, '');
+    const isHttps = server.startsWith('https:');
+    const previous = this.credentials;
+    let agent = previous?.agent;
+    if (!agent || previous?.tlsDigest !== tlsDigest || previous.server !== server) {
+      agent = new (isHttps ? https.Agent : http.Agent)({ keepAlive: true, ...tls });
+      if (previous) this.retire(previous.agent);
     }
-    const requestOptions: https.RequestOptions = {};
-    await this.kubeConfig.applyToHTTPSOptions(requestOptions);
-    // applyToHTTPSOptions builds a fresh agent per call; keep one pooled agent with the same TLS
-    // material so ordinary requests reuse connections.
-    const created = requestOptions.agent as https.Agent | undefined;
-    if (!this.agent) {
-      const tls = (created?.options ?? {}) as https.AgentOptions;
-      this.tlsAgentOptions = {
-        ca: tls.ca,
-        cert: tls.cert,
-        key: tls.key,
-        pfx: tls.pfx,
-        passphrase: tls.passphrase,
-        servername: tls.servername,
-        ...(tls.rejectUnauthorized !== undefined ? { rejectUnauthorized: tls.rejectUnauthorized } : {}),
-      };
-      this.agent = new (this.isHttps() ? https.Agent : http.Agent)({
-        keepAlive: true,
-        ...this.tlsAgentOptions,
-      });
-    }
-    created?.destroy();
-    requestOptions.agent = this.agent;
-    return { url, requestOptions };
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(opts.headers))
+      if (typeof value === 'string') headers[name] = value;
+    this.credentials = {
+      server,
+      https: isHttps,
+      tls,
+      agent,
+      headers,
+      auth: opts.auth ?? undefined,
+      tlsDigest,
+    };
+    return this.credentials;
+  }
+
+  /** An agent with outdated TLS material closes once its requests (bounded by the timeout) are done. */
+  private retire(agent: http.Agent): void {
+    const timer = setTimeout(() => agent.destroy(), (this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS) + 1000);
+    timer.unref();
   }
 
   /** Closes pooled connections. */
   close(): void {
-    this.agent?.destroy();
+    this.credentials?.agent.destroy();
   }
+}
+
+function requestUrl(server: string, path: string, query: Query | undefined): URL {
+  const url = new URL(server + path);
+  for (const [key, value] of Object.entries(query ?? {})) {
+    if (value !== undefined) url.searchParams.set(key, String(value));
+  }
+  return url;
+}
+
+function digestOf(tls: https.AgentOptions): string {
+  const hash = createHash('sha256');
+  for (const value of [
+    tls.ca,
+    tls.cert,
+    tls.key,
+    tls.pfx,
+    tls.passphrase,
+    tls.servername,
+    tls.rejectUnauthorized,
+  ])
+    hash.update(
+      `${value === undefined ? '' : Array.isArray(value) ? value.join('\n') : String(value)}\u0000`,
+    );
+  return hash.digest('hex');
 }
 
 function transport(url: URL): typeof https | typeof http {

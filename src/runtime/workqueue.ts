@@ -57,7 +57,6 @@ export class WorkQueue {
   private readonly addedAt = new Map<string, number>();
   private readonly waiting = new Map<string, { readyAt: number; timer: Timer }>();
   private readonly getters: Array<(key: string | undefined) => void> = [];
-  private readonly drainWaiters: Array<() => void> = [];
   private shuttingDown = false;
 
   constructor(options: WorkQueueOptions) {
@@ -149,7 +148,6 @@ export class WorkQueue {
       this.push(key);
       this.dispatch();
     }
-    if (this.processing.size === 0) for (const resolve of this.drainWaiters.splice(0)) resolve();
   }
 
   len(): number {
@@ -175,17 +173,6 @@ export class WorkQueue {
     for (const { timer } of this.waiting.values()) timer.cancel();
     this.waiting.clear();
     for (const resolve of this.getters.splice(0)) resolve(undefined);
-  }
-
-  /** Resolves when no key is being processed. Bound it with a timeout where that matters. */
-  drain(): Promise<void> {
-    if (this.processing.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.drainWaiters.push(resolve));
-  }
-
-  shutDownWithDrain(): Promise<void> {
-    this.shutDown();
-    return this.drain();
   }
 
   /** Sum of the time every key in progress has been processed so far (workqueue_unfinished_work_seconds). */

@@ -1,8 +1,9 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
-import { applyObject, deepEqual } from '../../runtime/apply.ts';
+import { applyObject } from '../../runtime/apply.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import { isBeingDeleted } from '../../runtime/finalizers.ts';
+import { deepEqual } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import type { Store } from '../../runtime/store.ts';
 import { fieldManagers, resources, type Stored } from '../resources.ts';

@@ -1,9 +1,10 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import type { SharedSecret, SharedSecretStatus } from '../../api/sharedsecret.ts';
-import { createOrApply, deepEqual, deleteObject } from '../../runtime/apply.ts';
+import { createOrApply, deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { errorMessage, isApiError, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
+import { deepEqual } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';

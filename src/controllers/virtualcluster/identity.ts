@@ -1,6 +1,6 @@
 import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
-import { deepEqual } from '../../runtime/apply.ts';
+import { deepEqual } from '../../runtime/json.ts';
 import type { SyncedKind } from '../../sync/translate.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../common.ts';
 import { hashedChildName } from '../names.ts';

@@ -1,7 +1,8 @@
 import { type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
-import { createMergePatch, deepEqual, patchStatus } from '../../runtime/apply.ts';
+import { patchStatus } from '../../runtime/apply.ts';
 import type { ReconcileResult } from '../../runtime/controller.ts';
 import { errorReason, isNotFound, RuntimeError } from '../../runtime/errors.ts';
+import { deepEqual, mergePatchDiff } from '../../runtime/json.ts';
 import {
   collectionPath,
   type KubeApi,
@@ -245,12 +246,12 @@ export function kindSyncer(options: KindSyncerOptions) {
     // already applied to the virtual side (and the host unchanged since our record), so it is
     // not brought back twice.
     let virtualNow: KubeObject = virtual;
-    const virtualPatch = createMergePatch(
+    const virtualPatch = mergePatchDiff(
       virtualWritableView(kind, virtual),
       virtualWritableView(kind, virtualNext),
     );
-    if (virtualPatch !== undefined) {
-      virtualNow = await mergePatch(virtualApi, resource, virtual, virtualPatch as JsonObject);
+    if (Object.keys(virtualPatch).length > 0) {
+      virtualNow = await mergePatch(virtualApi, resource, virtual, virtualPatch);
     }
     if (kind === 'Service' && !deepEqual(virtual.status ?? {}, virtualNext.status ?? {})) {
       const written = await patchStatus(
@@ -263,9 +264,9 @@ export function kindSyncer(options: KindSyncerOptions) {
     }
     if (virtualNow !== virtual) reporter.synced(kind, 'toVirtual');
     let hostNow = host;
-    const hostPatch = createMergePatch(writableView(host), writableView(desired.host));
-    if (hostPatch !== undefined) {
-      hostNow = await mergePatch(hostApi, resource, host, hostPatch as JsonObject);
+    const hostPatch = mergePatchDiff(writableView(host), writableView(desired.host));
+    if (Object.keys(hostPatch).length > 0) {
+      hostNow = await mergePatch(hostApi, resource, host, hostPatch);
       reporter.synced(kind, 'toHost');
     }
     records.set(key, { virtual: virtualNow, host: hostNow });

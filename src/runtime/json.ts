@@ -1,0 +1,83 @@
+/**
+ * JSON values as the apiserver sends and takes them, and RFC 7386 merge patches between them.
+ * A key whose value is `undefined` is absent, as it is once serialized: `{a: undefined}` equals
+ * `{}`, and a patch from `{a: 1}` to `{a: undefined}` deletes `a`. Arrays are atomic; `null` in a
+ * patch deletes its key.
+ */
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export function isJsonObject(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * A deep copy of a JSON value (objects as read from an apiserver). Several times faster than
+ * structuredClone, which serializes through V8's value serializer.
+ */
+export function cloneJson<T extends Json | undefined>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map((v) => cloneJson(v)) as T;
+  const out: JsonObject = {};
+  for (const key of Object.keys(value)) {
+    const v = (value as JsonObject)[key];
+    if (v !== undefined) out[key] = cloneJson(v);
+  }
+  return out as T;
+}
+
+/** Whether two values are the same JSON document (keys holding `undefined` do not count). */
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a))
+    return Array.isArray(b) && a.length === b.length && a.every((item, i) => deepEqual(item, b[i]));
+  if (isJsonObject(a) && isJsonObject(b)) {
+    const keysA = definedKeys(a);
+    const keysB = definedKeys(b);
+    return keysA.length === keysB.length && keysA.every((k) => deepEqual(a[k], b[k]));
+  }
+  return false;
+}
+
+function definedKeys(o: Record<string, unknown>): string[] {
+  return Object.keys(o).filter((k) => o[k] !== undefined);
+}
+
+/**
+ * The merge patch that turns `before` into `after` (both objects), `{}` when they are equal.
+ * A `null` value in `after` cannot be expressed by a merge patch (it means delete), so such keys
+ * are deletions too. Values in the patch are copies.
+ */
+export function mergePatchDiff(
+  before: Readonly<Record<string, unknown>>,
+  after: Readonly<Record<string, unknown>>,
+): JsonObject {
+  const patch: JsonObject = {};
+  for (const key of Object.keys(before)) {
+    const gone = after[key] === undefined || after[key] === null;
+    if (gone && before[key] !== undefined && before[key] !== null) patch[key] = null;
+  }
+  for (const [key, value] of Object.entries(after)) {
+    if (value === undefined || value === null) continue;
+    const old = before[key];
+    if (isJsonObject(old) && isJsonObject(value)) {
+      const nested = mergePatchDiff(old, value);
+      if (Object.keys(nested).length > 0) patch[key] = nested;
+    } else if (!deepEqual(old, value)) {
+      patch[key] = cloneJson(value as Json);
+    }
+  }
+  return patch;
+}
+
+/** RFC 7386 MergePatch(target, patch); returns a new value, never mutates its inputs. */
+export function applyMergePatch(target: Json | undefined, patch: Json): Json {
+  if (!isJsonObject(patch)) return cloneJson(patch);
+  const result: JsonObject = isJsonObject(target) ? cloneJson(target) : {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete result[key];
+    else if (value !== undefined) result[key] = applyMergePatch(result[key], value);
+  }
+  return result;
+}
