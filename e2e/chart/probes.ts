@@ -1403,7 +1403,6 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'gateway:core/secrets:update': 'login',
   ...each('gateway', 'management.platform/users', ['get', 'create', 'patch'], 'login'),
   ...each('gateway', 'management.platform/teams', ['get', 'create', 'update'], 'login'),
-  'gateway:management.platform/ownedaccesskeys:delete': 'login',
   // The syncers (their ClusterRoles, bound in their host namespaces).
   ...Object.fromEntries(
     ['services', 'endpoints', 'secrets', 'configmaps'].flatMap((plural) =>

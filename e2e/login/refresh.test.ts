@@ -74,7 +74,11 @@ ${oidcSection(env())}
     await eventually(
       async () => {
         const key = await env().storedKey(minted.keyName);
-        return JSON.stringify(key?.spec.identity.groups) === JSON.stringify([kept]);
+        // The identity is written first, then the condition that says it was refreshed.
+        return (
+          JSON.stringify(key?.spec.identity.groups) === JSON.stringify([kept]) &&
+          conditionOf(key)?.reason === 'Refreshed'
+        );
       },
       30_000,
       'the key identity to lose the group',
@@ -181,7 +185,12 @@ ${clientLines(env(), 'idpB', idpB)}
     expect((await env().storedKey(keyName))?.spec.disabled).toBeUndefined();
     idpB.accounts.set(upn, { id: oid, groups: ['g-rot', 'g-new'] });
     await eventually(
-      async () => (await env().storedKey(keyName))?.spec.identity.groups.includes('Newcomers'),
+      async () => {
+        const stored = await env().storedKey(keyName);
+        return (
+          stored?.spec.identity.groups.includes('Newcomers') && conditionOf(stored)?.reason === 'Refreshed'
+        );
+      },
       30_000,
       'the new group',
     );
