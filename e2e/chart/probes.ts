@@ -867,9 +867,86 @@ const gatewayProbe: Probe = {
         },
       },
       {
+        what: 'alice deletes a key of her own through the gateway',
+        run: async () => {
+          const name = `${ownKey}-gone`;
+          const created = await call('POST', `${MP}/ownedaccesskeys`, accessKey(name, {}));
+          if (created.status !== 201) throw new Error(`create: ${created.status}`);
+          const deleted = await call('DELETE', `${MP}/ownedaccesskeys/${name}`);
+          if (deleted.status !== 200) throw new Error(`delete: ${deleted.status}`);
+        },
+      },
+      {
         what: "the key's last use is recorded",
         until: async () =>
           Boolean((await ctx.admin.get(clusterPath('ownedaccesskeys', keyName)))?.status?.lastActivity),
+      },
+    ];
+  },
+};
+
+/**
+ * Unique key ids: admission claims a new key's id with a Lease, reads a claim in its way, looks
+ * up the key it names (a key that exists keeps its id) and takes over a stale one (here one
+ * acquired an hour ago by nobody); a scope's spaces are looked up in their project (a warning
+ * when they are not its).
+ */
+const keyIdClaimsProbe: Probe = {
+  id: 'key-id-claims',
+  needs: { controllers: [] },
+  steps: (ctx) => {
+    const [held, stale] = [0, 1].map(() => generateAccessKey(randomBytes).id) as [string, string];
+    const names = [`kc-${ctx.id}-a`, `kc-${ctx.id}-b`, `kc-${ctx.id}-c`] as const;
+    const claims = `/apis/coordination.k8s.io/v1/namespaces/${ctx.setting.namespace}/leases`;
+    const claim = (keyId: string, spec: Record<string, unknown>, owner?: { name: string; uid: string }) =>
+      ctx.admin.create(claims, {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: {
+          name: `accesskey-id-${keyId}`,
+          ...(owner ? { ownerReferences: [{ apiVersion: V1, kind: 'OwnedAccessKey', ...owner }] } : {}),
+        },
+        spec,
+      });
+    const key = (name: string, keyId: string) =>
+      accessKey(name, {
+        keyId,
+        keyHash: randomBytes(32).toString('hex'),
+        scope: { spaces: [{ project: `kc-${ctx.id}`, space: `p-kc-${ctx.id}` }] },
+      });
+    const microTime = (ms: number) => new Date(ms).toISOString().replace('Z', '000Z');
+    ctx.cleanup.push(
+      ...names.map((name) => () => ctx.admin.delete(clusterPath('ownedaccesskeys', name))),
+      ...[held, stale].map((keyId) => () => ctx.admin.delete(`${claims}/accesskey-id-${keyId}`)),
+    );
+    return [
+      {
+        what: 'an id claimed for a key that exists is refused to another key',
+        run: async () => {
+          const owner = await ctx.admin.create(
+            clusterPath('ownedaccesskeys'),
+            key(names[0], generateAccessKey(randomBytes).id),
+          );
+          await claim(
+            held,
+            { holderIdentity: names[0], acquireTime: microTime(Date.now()) },
+            {
+              name: names[0],
+              uid: owner.metadata.uid,
+            },
+          );
+          const refused = await ctx.admin.call('POST', clusterPath('ownedaccesskeys'), {
+            body: key(names[1], held),
+          });
+          if (refused.status !== 422) throw new Error(`a second key with the id: ${refused.status}`);
+        },
+      },
+      {
+        what: 'a stale claim (acquired an hour ago by nobody) is taken over',
+        run: async () => {
+          await claim(stale, { acquireTime: microTime(Date.now() - 3600_000) });
+          await ctx.admin.create(clusterPath('ownedaccesskeys'), key(names[2], stale));
+        },
       },
     ];
   },
@@ -915,6 +992,7 @@ export const PROBES: Probe[] = [
   webhookConfigurationsProbe,
   gatewayProbe,
   gatewaySigningKeysProbe,
+  keyIdClaimsProbe,
 ];
 
 /** `<owner>:<group>/<resource>:<verb>` for each verb. */
@@ -991,6 +1069,12 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   // The webhook.
   'webhook:authorization.k8s.io/subjectaccessreviews:create': 'secret-sync',
   'webhook:management.platform/users:get': 'admission-identities',
+  'webhook:management.platform/projects:get': 'key-id-claims',
+  'webhook:management.platform/ownedaccesskeys:list': 'access-keys',
+  'webhook:management.platform/ownedaccesskeys:get': 'key-id-claims',
+  'webhook:coordination.k8s.io/leases:create': 'access-keys',
+  'webhook:coordination.k8s.io/leases:get': 'key-id-claims',
+  'webhook:coordination.k8s.io/leases:delete': 'key-id-claims',
   'webhook:management.platform/teams:get': 'admission-identities',
   'webhook:core/namespaces:get': 'virtual-cluster',
   'webhook:admissionregistration.k8s.io/validatingwebhookconfigurations:create[platform-validating-webhooks]':
@@ -1014,7 +1098,7 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each(
     'gateway',
     'management.platform/ownedaccesskeys',
-    ['get', 'list', 'watch', 'create', 'update', 'patch'],
+    ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'],
     'gateway',
   ),
   'gateway:management.platform/ownedaccesskeys/status:patch': 'gateway',

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, test } from 'vitest';
 import type { Scope, ScopeRule } from '../api/scope.ts';
 import type { RequestAttributes, RequestTarget } from './attributes.ts';
 import {
@@ -7,6 +7,7 @@ import {
   groupResourcesMatch,
   nonResourcePathMatches,
   scopeRuleMatches,
+  scopeWithin,
   validateScope,
 } from './scope.ts';
 
@@ -615,5 +616,107 @@ describe('validateScope', () => {
 
   it('accepts whole-step URL wildcards', () => {
     expect(errorsOf({ rules: [{ nonResourceURLs: ['*', '/*', '/apis/*', '/version'] }] })).toEqual([]);
+  });
+});
+
+describe('scopeWithin: writing or minting a scope widens nothing', () => {
+  test.each([
+    ['anything within no scope', { projects: [{ project: 'a' }] }, undefined, true],
+    ['no scope is not within a scope', undefined, { projects: [{ project: 'a' }] }, false],
+    [
+      'a listed project',
+      { projects: [{ project: 'a' }] },
+      { projects: [{ project: 'a' }, { project: 'b' }] },
+      true,
+    ],
+    ['another project', { projects: [{ project: 'c' }] }, { projects: [{ project: 'a' }] }, false],
+    ['* is only within *', { projects: [{ project: '*' }] }, { projects: [{ project: 'a' }] }, false],
+    [
+      'a space of a listed project',
+      { spaces: [{ project: 'a', space: 's' }] },
+      { projects: [{ project: 'a' }] },
+      true,
+    ],
+    [
+      'a space of another project',
+      { spaces: [{ project: 'b', space: 's' }] },
+      { spaces: [{ project: 'a', space: '*' }] },
+      false,
+    ],
+    [
+      'a virtual cluster under *',
+      { virtualClusters: [{ project: 'a', virtualCluster: 'v' }] },
+      { virtualClusters: [{ project: 'a', virtualCluster: '*' }] },
+      true,
+    ],
+    ['a cluster', { clusters: [{ cluster: 'x' }] }, { clusters: [{ cluster: 'y' }] }, false],
+    [
+      'a role with a narrower restriction',
+      { roles: [{ role: 'platform-cli', projects: ['a'] }] },
+      { roles: [{ role: 'platformCLI' }] },
+      true,
+    ],
+    [
+      'a role with a wider restriction',
+      { roles: [{ role: 'platform-cli' }] },
+      { roles: [{ role: 'platform-cli', projects: ['a'] }] },
+      false,
+    ],
+    [
+      'a rule must be there as it is',
+      { rules: [{ verbs: ['get'] }] },
+      { rules: [{ verbs: ['get', 'list'] }] },
+      false,
+    ],
+    [
+      'the same scope',
+      { rules: [{ verbs: ['get'] }], clusters: [{ cluster: 'x' }] },
+      { rules: [{ verbs: ['get'] }], clusters: [{ cluster: 'x' }] },
+      true,
+    ],
+  ] as const)('%s', (_name, inner, outer, within) => {
+    expect(scopeWithin(inner as Scope | undefined, outer as Scope | undefined)).toBe(within);
+  });
+});
+
+describe('validateScope: every part means something', () => {
+  test('roles without a meaning here are refused; the supported ones pass', () => {
+    for (const role of ['network-peer', 'runner', 'workspace'] as const) {
+      const { errors } = validateScope({ roles: [{ role }] });
+      expect(errors).toEqual([{ path: 'roles[0].role', message: expect.stringContaining('opens nothing') }]);
+    }
+    for (const role of ['platform-cli', 'platformCLI', 'vcluster'] as const) {
+      expect(validateScope({ roles: [{ role }] }).errors).toEqual([]);
+    }
+    expect(validateScope({ roles: [{ role: 'agent' }], clusters: [{ cluster: 'edge' }] })).toEqual({
+      errors: [],
+      warnings: [],
+    });
+  });
+
+  test('a wildcard inside a name is refused: names match exactly', () => {
+    const { errors } = validateScope({
+      projects: [{ project: 'web*' }],
+      clusters: [{ cluster: '*' }, { cluster: 'e*ge' }],
+      spaces: [{ project: 'web', space: 'p-*' }],
+      virtualClusters: [{ project: 'web', virtualCluster: 'dev-*' }],
+      roles: [{ role: 'vcluster', virtualClusters: ['d*'] }],
+    });
+    expect(errors.map((e) => e.path).sort()).toEqual([
+      'clusters[1].cluster',
+      'projects[0].project',
+      'roles[0].virtualClusters[0]',
+      'spaces[0].space',
+      'virtualClusters[0].virtualCluster',
+    ]);
+  });
+
+  test('parts that can match nothing are warned about', () => {
+    expect(validateScope({ roles: [{ role: 'agent' }] }).warnings).toEqual([
+      expect.stringContaining('matches nothing'),
+    ]);
+    expect(
+      validateScope({ rules: [{ cluster: 'edge', requestTargets: ['Management'] }] }).warnings,
+    ).toContainEqual(expect.stringContaining('matches nothing'));
   });
 });

@@ -436,28 +436,84 @@ function validateRule(rule: ScopeRule, at: string, errors: ScopeIssue[]): void {
 }
 
 /**
- * Checks a scope for the admission webhook, beyond its schema: role names are known; in the
+ * The roles that mean something here: `platform-cli` (also `platformCLI`: the read-only requests
+ * of a command-line client), `agent` (a connected cluster's reviewer credential for the
+ * TokenReview endpoint of the clusters in `clusters`) and `vcluster` (a virtual cluster's reviewer
+ * credential for the virtual clusters its entry lists). The schema also knows `network-peer`,
+ * `runner` and `workspace` (the established product's), which open nothing in this platform, so
+ * admission refuses them rather than storing a key that is 403 everywhere.
+ */
+export const SUPPORTED_SCOPE_ROLES: readonly ScopeRoleName[] = [
+  'platform-cli',
+  'platformCLI',
+  'agent',
+  'vcluster',
+];
+
+/** A name with a `*` that is not the whole name: names are matched exactly, so it matches nothing. */
+const partialWildcard = (name: string) => name !== '*' && name.includes('*');
+
+/**
+ * Checks a scope for the admission webhook, beyond its schema: roles are known and mean something
+ * here ({@link SUPPORTED_SCOPE_ROLES}); names are whole names or `*` (never `x*`); in the
  * deprecated rules, `resources` entries are well-formed and, where wildcards are involved, do not
  * overlap; `resourceNames` come with `resources`; a non-resource URL wildcard is only a whole final
  * path step; a rule does not mix resources with non-resource URLs (Kubernetes' audit policy
- * forbids it too, and the resource part would silently win). Warns about deprecated fields.
+ * forbids it too, and the resource part would silently win). Warns about deprecated fields and
+ * about parts that can match nothing.
  */
 export function validateScope(scope: Scope | undefined): ScopeValidation {
   const errors: ScopeIssue[] = [];
   const warnings: string[] = [];
   if (!scope) return { errors, warnings };
+  const wholeNames = (path: string, names: readonly string[] | undefined) => {
+    for (const [k, name] of (names ?? []).entries()) {
+      if (partialWildcard(name)) {
+        errors.push({
+          path: `${path}[${k}]`,
+          message: `\`${name}\`: a wildcard may only stand for a whole name (\`*\`); names are matched exactly`,
+        });
+      }
+    }
+  };
+  const wholeName = (path: string, name: string) => {
+    if (partialWildcard(name)) {
+      errors.push({
+        path,
+        message: `\`${name}\`: a wildcard may only stand for a whole name (\`*\`); names are matched exactly`,
+      });
+    }
+  };
   (scope.roles ?? []).forEach((entry, i) => {
     if (!(SCOPE_ROLE_NAMES as readonly string[]).includes(entry.role)) {
       errors.push({
         path: `roles[${i}].role`,
-        message: `unknown role \`${entry.role}\`; allowed: ${SCOPE_ROLE_NAMES.join(', ')}`,
+        message: `unknown role \`${entry.role}\`; allowed: ${SUPPORTED_SCOPE_ROLES.join(', ')}`,
+      });
+    } else if (!SUPPORTED_SCOPE_ROLES.includes(entry.role)) {
+      errors.push({
+        path: `roles[${i}].role`,
+        message: `the role \`${entry.role}\` opens nothing in this platform; supported: ${SUPPORTED_SCOPE_ROLES.join(', ')}`,
       });
     }
+    wholeNames(`roles[${i}].projects`, entry.projects);
+    wholeNames(`roles[${i}].virtualClusters`, entry.virtualClusters);
+    if (canonicalScopeRole(entry.role) === 'agent' && !nonEmpty(scope.clusters)) {
+      warnings.push(
+        `scope.roles[${i}]: the role agent reviews tokens for the clusters in scope.clusters, and there are none: it matches nothing`,
+      );
+    }
   });
+  for (const [i, entry] of (scope.projects ?? []).entries())
+    wholeName(`projects[${i}].project`, entry.project);
+  for (const [i, entry] of (scope.clusters ?? []).entries())
+    wholeName(`clusters[${i}].cluster`, entry.cluster);
   (scope.spaces ?? []).forEach((entry, i) => {
     if (entry.project === '*') {
       errors.push({ path: `spaces[${i}].project`, message: 'only `space` may be `*`; name the project' });
     }
+    wholeName(`spaces[${i}].project`, entry.project);
+    wholeName(`spaces[${i}].space`, entry.space);
   });
   (scope.virtualClusters ?? []).forEach((entry, i) => {
     if (entry.project === '*') {
@@ -466,9 +522,17 @@ export function validateScope(scope: Scope | undefined): ScopeValidation {
         message: 'only `virtualCluster` may be `*`; name the project',
       });
     }
+    wholeName(`virtualClusters[${i}].project`, entry.project);
+    wholeName(`virtualClusters[${i}].virtualCluster`, entry.virtualCluster);
   });
   (scope.rules ?? []).forEach((rule, i) => {
     validateRule(rule, `rules[${i}]`, errors);
+    const targets = rule.requestTargets ?? [];
+    if (rule.cluster && targets.length > 0 && !(targets as readonly string[]).includes('Cluster')) {
+      warnings.push(
+        `scope.rules[${i}]: \`cluster\` applies to Cluster requests only, which its requestTargets leave out: it matches nothing`,
+      );
+    }
   });
   if (nonEmpty(scope.rules)) {
     warnings.push(

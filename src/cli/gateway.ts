@@ -23,6 +23,8 @@ export interface GatewayOptions extends CommonOptions {
   gatewayCertDir?: string;
   /** The external URL of the gateway, the issuer of direct cluster endpoint tokens; default: the URL it listens on. */
   issuerUrl?: string;
+  /** CIDRs of proxies in front of the gateway (an ingress), whose `X-Forwarded-For` is believed. */
+  trustedProxies?: string[];
 }
 
 /** The gateway flags, shared by `platform gateway` and `platform operator`. */
@@ -35,6 +37,15 @@ export function withGatewayOptions(command: Command): Command {
     .option(
       '--issuer-url <url>',
       "the gateway's external URL: issuer of direct cluster endpoint tokens, serving /.well-known/openid-configuration (default: the URL it listens on)",
+    )
+    .option(
+      '--trusted-proxies <cidrs>',
+      'comma-separated CIDRs of the proxies in front of the gateway (an ingress): only their X-Forwarded-For is believed',
+      (value: string) =>
+        value
+          .split(',')
+          .map((cidr) => cidr.trim())
+          .filter(Boolean),
     );
 }
 
@@ -88,6 +99,7 @@ export function setupGatewayComponent(
     port: options.gatewayPort,
     ...(options.gatewayCertDir ? { certDir: options.gatewayCertDir } : {}),
     ...(options.issuerUrl ? { issuer: options.issuerUrl } : {}),
+    ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
     logger,
   });
   return {

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, test } from 'vitest';
 import type { Team, User } from '../api/identity.ts';
 import type { Project, ProjectMember } from '../api/project.ts';
-import { projectMembers } from './members.ts';
+import { isProjectMember, projectMembers } from './members.ts';
 
 const user = (name: string, spec: Partial<User['spec']> = {}, teams: string[] = []): User =>
   ({
@@ -103,5 +103,35 @@ describe('projectMembers', () => {
         expect(names(a.users)).not.toContain('root');
       }),
     );
+  });
+});
+
+describe('isProjectMember', () => {
+  const project = {
+    metadata: { name: 'web' },
+    spec: {
+      owner: { user: 'olga' },
+      members: [
+        { kind: 'User', name: 'ursula', clusterRole: 'viewer' },
+        { kind: 'Team', name: 'devs', clusterRole: 'editor' },
+      ],
+    },
+  } as unknown as Project;
+  const user = (name: string, groups: string[] = []) => ({ kind: 'User' as const, name, groups });
+  test('the owner, listed users, members of listed teams and the team itself are members', () => {
+    expect(isProjectMember(project, user('olga'))).toBe(true);
+    expect(isProjectMember(project, user('ursula'))).toBe(true);
+    expect(isProjectMember(project, user('dora', ['platform:team:devs']))).toBe(true);
+    expect(isProjectMember(project, { kind: 'Team', name: 'devs', groups: [] })).toBe(true);
+  });
+  test('anyone else is not; `*` makes every user a member; a bare subject never is', () => {
+    expect(isProjectMember(project, user('mallory', ['platform:team:ops']))).toBe(false);
+    expect(isProjectMember(project, { kind: 'Team', name: 'ops', groups: [] })).toBe(false);
+    const open = {
+      ...project,
+      spec: { members: [{ kind: 'User', name: '*', clusterRole: 'viewer' }] },
+    } as unknown as Project;
+    expect(isProjectMember(open, user('mallory'))).toBe(true);
+    expect(isProjectMember(open, { kind: 'Subject', name: 'mallory', groups: [] })).toBe(false);
   });
 });

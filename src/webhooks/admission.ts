@@ -8,6 +8,7 @@ import type { PepperStore } from '../identity/pepper.ts';
 import { type RestMapper, UnknownKind } from '../runtime/apply.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { type AdmissionDecision, allow, combine, internalError, invalid } from './decision.ts';
+import { KeyIdClaims } from './key-id-claims.ts';
 import type { AdmissionRequest, AdmittedObject, UserInfo } from './review.ts';
 import {
   blockOwnerDeletionCauses,
@@ -66,8 +67,11 @@ export class Admission {
   private dryRunPepper: Uint8Array | undefined;
   /** The configuration in effect, with the one rule for an invalid one. */
   private readonly platformConfig = new PlatformConfigReader();
+  private readonly claims: KeyIdClaims;
 
-  constructor(private readonly deps: AdmissionDependencies) {}
+  constructor(private readonly deps: AdmissionDependencies) {
+    this.claims = new KeyIdClaims(deps.api, deps.platformNamespace);
+  }
 
   /** Dispatches by path; unknown paths throw {@link UnexpectedAdmissionRequest}. */
   async review(path: string, request: AdmissionRequest): Promise<AdmissionDecision> {
@@ -129,7 +133,11 @@ export class Admission {
       case 'ownedaccesskeys': {
         const max = needsMaxTtl(oldObject, object) ? await this.maxAccessKeyTtl() : undefined;
         decisions.push(validateOwnedAccessKey(oldObject, object, max));
-        break;
+        decisions.push(allow({ warnings: await this.spaceWarnings(object) }));
+        // The id is claimed last, once everything else admitted the key (a refused key claims nothing).
+        const decided = combine(subject, decisions);
+        if (!decided.allowed || request.operation !== 'CREATE' || request.dryRun) return decided;
+        return combine(subject, [decided, await this.claimKeyId(object)]);
       }
       case 'sharedsecrets':
         decisions.push(validateSharedSecret(object, await this.missingIdentities(object)));
@@ -248,8 +256,64 @@ export class Admission {
     return new Map(entries);
   }
 
-  /** The platform maximum key ttl, from the configuration in effect (`PlatformConfigReader`'s rule). */
+  /**
+   * A space is a namespace of its project (the project's own: its recorded `status.namespace`, or
+   * `<projectNamespacePrefix><project>`); a `scope.spaces` entry naming another matches nothing,
+   * which admission says.
+   */
+  private async spaceWarnings(object: AdmittedObject): Promise<string[]> {
+    const spaces = (
+      object.spec as { scope?: { spaces?: { project?: unknown; space?: unknown }[] } } | undefined
+    )?.scope?.spaces;
+    if (!Array.isArray(spaces) || spaces.length === 0) return [];
+    const prefix = (await this.platformConfigInEffect()).projectNamespacePrefix;
+    const warnings: string[] = [];
+    for (const [i, entry] of spaces.entries()) {
+      if (typeof entry?.project !== 'string' || typeof entry.space !== 'string' || entry.space === '*')
+        continue;
+      const project = await this.deps.api
+        .request<{ status?: { namespace?: string } }>({
+          method: 'GET',
+          path: `/apis/${API_GROUP}/${API_VERSION}/projects/${encodeURIComponent(entry.project)}`,
+        })
+        .catch((err: unknown) => {
+          if (err instanceof ApiException && err.code === 404) return undefined;
+          throw err;
+        });
+      const namespace = project ? (project.status?.namespace ?? `${prefix}${entry.project}`) : undefined;
+      if (namespace !== entry.space) {
+        warnings.push(
+          `scope.spaces[${i}]: ${entry.space} is not a namespace of project ${entry.project}${project ? ` (its namespace is ${namespace})` : ' (no such project)'}: this entry matches nothing`,
+        );
+      }
+    }
+    return warnings;
+  }
+
+  /** A new key's id, unique (key-id-claims.ts): refused when another key has it. */
+  private async claimKeyId(object: AdmittedObject): Promise<AdmissionDecision> {
+    const keyId = (object.spec as { keyId?: unknown } | undefined)?.keyId;
+    const uid = object.metadata?.uid;
+    if (typeof keyId !== 'string' || !uid) return allow();
+    const outcome = await this.claims.claim({ name: object.metadata?.name ?? '', uid, keyId });
+    if (outcome === 'claimed') return allow();
+    return invalid(subjectOf(object, 'OwnedAccessKey'), [
+      {
+        field: 'spec.key',
+        reason: 'FieldValueDuplicate',
+        message: 'another access key has this id; leave spec.key empty to have a new key generated',
+      },
+    ]);
+  }
+
+  /** The platform maximum key ttl, from the configuration in effect. */
   private async maxAccessKeyTtl(): Promise<number | undefined> {
+    const max = (await this.platformConfigInEffect()).auth.accessKeyMaxTTLSeconds;
+    return max ? max : undefined;
+  }
+
+  /** The platform configuration in effect (`PlatformConfigReader`'s rule), read now. */
+  private async platformConfigInEffect() {
     let secret: V1Secret | undefined;
     try {
       secret = await this.deps.api.request<V1Secret>({
@@ -259,8 +323,7 @@ export class Admission {
     } catch (err) {
       if (!(err instanceof ApiException && err.code === 404)) throw err;
     }
-    const max = this.platformConfig.of(secret).auth.accessKeyMaxTTLSeconds;
-    return max ? max : undefined;
+    return this.platformConfig.of(secret);
   }
 
   private async missingIdentities(object: AdmittedObject) {

@@ -210,11 +210,13 @@ async function createKey(
     };
   }
   const created = redactAccessKey(answer.body) as { spec?: Record<string, unknown> };
+  // Admission's warnings (a scope that can match nothing) reach the caller, with the gateway's own.
+  const warnings = [...answer.warnings, ...(capped.warning ? [`299 - "${capped.warning}"`] : [])];
   return {
     code: answer.statusCode,
     // The plaintext, this once.
     object: { ...created, spec: { ...created.spec, key: prepared.plaintext } },
-    ...(capped.warning ? { headers: { warning: `299 - "${capped.warning}"` } } : {}),
+    ...(warnings.length > 0 ? { headers: { warning: warnings } } : {}),
   };
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { StatusError } from '../../api/status.ts';
-import { parseTokenReview, reviewTarget, scopeAdmitsTarget } from './token-review.ts';
+import { parseTokenReview, reviewerAllowed, reviewTarget, scopeAdmitsTarget } from './token-review.ts';
 
 describe('token review', () => {
   test('targets from the path', () => {
@@ -50,5 +50,44 @@ describe('token review', () => {
     expect(
       parseTokenReview({ kind: 'TokenReview', apiVersion: 'authentication.k8s.io/v1', spec: {} }),
     ).toBeInstanceOf(StatusError);
+  });
+});
+
+describe('reviewer credentials', () => {
+  const edge = { kind: 'Cluster', cluster: 'edge' } as const;
+  const dev = { kind: 'VirtualCluster', project: 'web', virtualCluster: 'dev' } as const;
+  test('the role agent with the cluster listed reviews for that cluster only', () => {
+    expect(reviewerAllowed({ roles: [{ role: 'agent' }], clusters: [{ cluster: 'edge' }] }, edge)).toBe(true);
+    expect(reviewerAllowed({ roles: [{ role: 'agent' }], clusters: [{ cluster: 'core' }] }, edge)).toBe(
+      false,
+    );
+    expect(reviewerAllowed({ roles: [{ role: 'agent' }] }, edge)).toBe(false);
+    expect(reviewerAllowed({ clusters: [{ cluster: 'edge' }] }, edge)).toBe(false);
+    expect(reviewerAllowed({ roles: [{ role: 'agent' }], clusters: [{ cluster: 'edge' }] }, dev)).toBe(false);
+  });
+
+  test('the role vcluster reviews for the virtual clusters its entry covers', () => {
+    const entry = (projects?: string[], virtualClusters?: string[]) => ({
+      roles: [
+        {
+          role: 'vcluster' as const,
+          ...(projects ? { projects } : {}),
+          ...(virtualClusters ? { virtualClusters } : {}),
+        },
+      ],
+    });
+    expect(reviewerAllowed(entry(['web'], ['dev']), dev)).toBe(true);
+    expect(reviewerAllowed(entry(['web']), dev)).toBe(true);
+    expect(reviewerAllowed(entry(['db'], ['dev']), dev)).toBe(false);
+    expect(reviewerAllowed(entry(['web'], ['prod']), dev)).toBe(false);
+    expect(reviewerAllowed(entry(['web'], ['dev']), edge)).toBe(false);
+  });
+
+  test('no ordinary key is a reviewer: unscoped keys and other roles review nothing', () => {
+    expect(reviewerAllowed(undefined, edge)).toBe(false);
+    expect(reviewerAllowed(undefined, dev)).toBe(false);
+    expect(
+      reviewerAllowed({ roles: [{ role: 'platform-cli' }], clusters: [{ cluster: 'edge' }] }, edge),
+    ).toBe(false);
   });
 });

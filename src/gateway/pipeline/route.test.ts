@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { StatusError } from '../../api/status.ts';
-import { routeRequest, upstreamPath } from './route.ts';
+import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
+import { ConflictingEndpoints, EndpointTable, routeRequest, upstreamPath } from './route.ts';
 
 const q = (text = '') => new URLSearchParams(text);
 const api = '/apis/management.platform/v1';
@@ -94,5 +95,91 @@ describe('routing', () => {
     const route = routeRequest(method, path, q());
     expect(route).toBeInstanceOf(StatusError);
     expect((route as StatusError).code).toBe(code);
+  });
+});
+
+describe('watch, as kube-apiserver reads the parameter', () => {
+  test.each([
+    ['watch=true', 'watch'],
+    ['watch=1', 'watch'],
+    ['watch=yes', 'watch'],
+    ['watch=', 'watch'],
+    ['watch=TRUE', 'watch'],
+    ['watch=0', 'list'],
+    ['watch=false', 'list'],
+    ['watch=False', 'list'],
+    ['watch=0&watch=1', 'list'],
+    ['', 'list'],
+  ])('collection GET ?%s is a %s', (query, verb) => {
+    const route = routeRequest('GET', `${api}/namespaces/ns/sharedsecrets`, q(query));
+    expect(!(route instanceof StatusError) && route.attributes.verb).toBe(verb);
+  });
+
+  test('a named GET is a get whatever the query says (the apiserver answers the object)', () => {
+    const route = routeRequest('GET', `${api}/namespaces/ns/sharedsecrets/a`, q('watch=true'));
+    expect(!(route instanceof StatusError) && route.attributes.verb).toBe('get');
+  });
+});
+
+describe('the endpoint table', () => {
+  const endpoint = (name: string, route: GatewayEndpoint['route']): GatewayEndpoint => ({
+    name,
+    route,
+    authentication: 'key',
+    handle: () => ({ code: 200, object: name }),
+  });
+  const table = new EndpointTable([
+    endpoint('members', { kind: 'resource', resource: 'projects', subresource: 'members', verbs: ['get'] }),
+    endpoint('keys', { kind: 'resource', resource: 'ownedaccesskeys', verbs: ['get', 'list'] }),
+    endpoint('discovery', { kind: 'nonResource', paths: ['/apis'] }),
+    endpoint('review', { kind: 'path', path: '/kubernetes/tokenreview', prefix: true, methods: ['POST'] }),
+    endpoint('login', { kind: 'path', path: '/auth/login', methods: ['GET'] }),
+  ]);
+  const projectOf = (namespace: string) => (namespace === 'p-web' ? 'web' : undefined);
+  const route = (method: string, path: string, query = '') => table.route(method, path, q(query), projectOf);
+  const named = (routed: ReturnType<typeof route>) =>
+    routed instanceof StatusError
+      ? routed.code
+      : routed.kind === 'endpoint'
+        ? routed.endpoint.name
+        : routed.kind;
+
+  test('paths, prefixes, management resources and non-resource paths find their endpoint', () => {
+    expect(named(route('POST', '/kubernetes/tokenreview/cluster/edge'))).toBe('review');
+    expect(named(route('GET', '/auth/login'))).toBe('login');
+    expect(named(route('GET', '/kubernetes/management/apis'))).toBe('discovery');
+    expect(named(route('GET', `/kubernetes/management${api}/projects/web/members`))).toBe('members');
+    expect(named(route('GET', `/kubernetes/management${api}/ownedaccesskeys`))).toBe('keys');
+  });
+
+  test('stored kinds go to the proxy; other methods are 405; unknown paths wait for authentication', () => {
+    expect(named(route('GET', `/kubernetes/management${api}/namespaces/p-web/sharedsecrets`))).toBe('proxy');
+    expect(named(route('GET', '/auth/login/x'))).toBe(404);
+    expect(named(route('DELETE', '/auth/login'))).toBe(405);
+    expect(named(route('GET', '/elsewhere'))).toBe(404);
+    const unknown = route('GET', '/kubernetes/management/nope');
+    expect(!(unknown instanceof StatusError) && unknown.kind).toBe('unknown');
+    const verb = route('DELETE', `/kubernetes/management${api}/projects/web/members`);
+    expect(!(verb instanceof StatusError) && verb.kind === 'unknown' && verb.error.code).toBe(405);
+  });
+
+  test("a namespaced request concerns its namespace's project, and the namespace is its space", () => {
+    const routed = route('GET', `/kubernetes/management${api}/namespaces/p-web/sharedsecrets`);
+    expect(!(routed instanceof StatusError) && routed.attributes).toMatchObject({
+      project: 'web',
+      space: 'p-web',
+    });
+    const elsewhere = route('GET', `/kubernetes/management${api}/namespaces/other/sharedsecrets`);
+    expect(!(elsewhere instanceof StatusError) && elsewhere.attributes.space).toBeUndefined();
+  });
+
+  test('two endpoints for one route are a wiring mistake', () => {
+    expect(
+      () =>
+        new EndpointTable([
+          endpoint('a', { kind: 'path', path: '/x', methods: ['GET'] }),
+          endpoint('b', { kind: 'path', path: '/x', methods: ['POST'] }),
+        ]),
+    ).toThrow(ConflictingEndpoints);
   });
 });

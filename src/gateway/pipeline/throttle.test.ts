@@ -1,5 +1,7 @@
 import { describe, expect, test } from 'vitest';
-import { AuthFailureLimiter } from './throttle.ts';
+import { StatusError } from '../../api/status.ts';
+import { AccessKeyExpired, InvalidAccessKey } from '../../identity/authenticate.ts';
+import { AuthFailureLimiter, cappedWatchTimeout, Throttle } from './throttle.ts';
 
 describe('failed authentication limits', () => {
   test('per source and per key id, with the wait', async () => {
@@ -59,5 +61,59 @@ describe('failed authentication limits', () => {
       }
     }
     expect(await limiter.blockedFor('1.2.3.4', undefined)).toBe(30);
+  });
+});
+
+describe('the throttle stage', () => {
+  const limits = {
+    perSource: { failures: 2, windowSeconds: 60, blockSeconds: 30 },
+    perKey: { failures: 1, windowSeconds: 60, blockSeconds: 120 },
+  };
+
+  test('failures become 401 until a limit is crossed, then 429 with Retry-After; expiry said as such', async () => {
+    const throttle = new Throttle(new AuthFailureLimiter(limits));
+    expect((await throttle.refusal('1.1.1.1', new InvalidAccessKey(), undefined)).code).toBe(401);
+    expect((await throttle.refusal('1.1.1.1', new AccessKeyExpired(undefined), undefined)).message).toContain(
+      'expired',
+    );
+    const limited = await throttle.refusal('1.1.1.1', new InvalidAccessKey(), undefined);
+    expect(limited.code).toBe(429);
+    expect(limited.headers['Retry-After']).toBe('30');
+  });
+
+  test('only callers with recent failures are kept on the caches', async () => {
+    const throttle = new Throttle(new AuthFailureLimiter(limits));
+    const key = 'pak_aaaaaaaaaaaaaaaa_0000000000000000000000000000000000000000000000000';
+    expect(throttle.cachedOnly('1.1.1.1', key)).toBe(false);
+    await throttle.refusal('2.2.2.2', new InvalidAccessKey(), 'aaaaaaaaaaaaaaaa');
+    expect(throttle.cachedOnly('1.1.1.1', 'not a key')).toBe(false);
+    expect(throttle.cachedOnly('2.2.2.2', 'not a key')).toBe(true);
+  });
+
+  test('concurrent watches per identity: 429 past the limit, slots given back once', () => {
+    const throttle = new Throttle(new AuthFailureLimiter(limits), { perIdentity: 2, maxTimeoutSeconds: 60 });
+    const first = throttle.watchSlot('alice');
+    const second = throttle.watchSlot('alice');
+    expect(typeof first).toBe('function');
+    expect(typeof second).toBe('function');
+    const third = throttle.watchSlot('alice');
+    expect(third).toBeInstanceOf(StatusError);
+    expect((third as StatusError).code).toBe(429);
+    expect(typeof throttle.watchSlot('bob')).toBe('function');
+    (first as () => void)();
+    (first as () => void)();
+    expect(typeof throttle.watchSlot('alice')).toBe('function');
+    expect(throttle.watchSlot('alice')).toBeInstanceOf(StatusError);
+  });
+
+  test.each([
+    [null, '60'],
+    ['', '60'],
+    ['0', '60'],
+    ['30', '30'],
+    ['3600', '60'],
+    ['abc', 'abc'],
+  ])('timeoutSeconds %s is sent as %s (at most 60)', (requested, sent) => {
+    expect(cappedWatchTimeout(requested, 60)).toBe(sent);
   });
 });

@@ -115,7 +115,9 @@ export class Upstream {
   }
 
   /** A request whose whole answer is wanted as parsed JSON (errors keep their Status body). */
-  async json<T = unknown>(request: UpstreamRequest): Promise<{ statusCode: number; body: T; text: string }> {
+  async json<T = unknown>(
+    request: UpstreamRequest,
+  ): Promise<{ statusCode: number; body: T; text: string; warnings: string[] }> {
     const response = await this.request({
       ...request,
       headers: { accept: 'application/json', ...request.headers },
@@ -127,7 +129,9 @@ export class Upstream {
     } catch {
       body = undefined;
     }
-    return { statusCode: response.statusCode, body: body as T, text };
+    const warning = response.headers.warning;
+    const warnings = warning === undefined ? [] : Array.isArray(warning) ? warning : [warning];
+    return { statusCode: response.statusCode, body: body as T, text, warnings };
   }
 
   async close(): Promise<void> {

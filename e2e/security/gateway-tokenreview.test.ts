@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import { Agent } from 'undici';
+import { beforeAll, describe, expect, test } from 'vitest';
+import type { Cluster } from '../../src/dev/controlplane.ts';
+import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/identity/keys.ts';
+import { call, useGatewayEnv } from '../gateway/support.ts';
+import { tokenWebhookConfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
+
+/**
+ * Hole 4 of issue 16: the TokenReview endpoints were unauthenticated and counted every failure
+ * against one shared source, so 31 bogus reviews a minute made every valid key
+ * `authenticated: false` on every cluster that trusts the platform. Now only a cluster's reviewer
+ * credential may ask (docs/trust.md), and bogus reviews, from anyone, cannot turn valid keys away:
+ * failures count per reviewed key id only, and a key whose secret verifies is accepted whatever
+ * others sent with its id. The cluster `edge` below is a real kube-apiserver trusting the gateway.
+ */
+describe('security: bogus TokenReviews cannot switch off platform keys', () => {
+  const env = useGatewayEnv({
+    onHost: true,
+    https: true,
+    // The production limits: a handful of failures blocks a source or a key id.
+    gateway: {
+      authFailureLimits: {
+        perSource: { failures: 30, windowSeconds: 60, blockSeconds: 60 },
+        perKey: { failures: 10, windowSeconds: 60, blockSeconds: 300 },
+      },
+    },
+  });
+  const startCluster = useExtraClusters();
+  let edge: Cluster;
+  let edgeDispatcher: Agent;
+  let reviewer: string;
+  const user = uniqueName('tr-victim');
+
+  beforeAll(async () => {
+    await env().user(user);
+    reviewer = await env().reviewer({ cluster: 'edge' });
+    edge = await startCluster({
+      name: uniqueName('edge'),
+      tokenWebhookConfig: tokenWebhookConfig(
+        `${env().server.url}/kubernetes/tokenreview/cluster/edge`,
+        env().caPem,
+        reviewer,
+      ),
+    });
+    edgeDispatcher = new Agent({ connect: { ca: edge.caPem } });
+  });
+
+  const review = (token: string, credential?: string, target = 'cluster/edge') =>
+    call(`${env().server.url}/kubernetes/tokenreview/${target}`, {
+      method: 'POST',
+      ...(credential ? { token: credential } : {}),
+      dispatcher: env().dispatcher,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }),
+    });
+  const onEdge = (token: string) =>
+    call(`${edge.server}/apis/authentication.k8s.io/v1/selfsubjectreviews`, {
+      method: 'POST',
+      token,
+      dispatcher: edgeDispatcher,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }),
+    });
+
+  test('nobody but a reviewer credential of that cluster reviews anything', async () => {
+    const key = await env().key({ user });
+    const anonymous = await review(key);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.json.status).not.toHaveProperty('authenticated');
+    // An ordinary key is no reviewer credential; nor is another cluster's.
+    expect((await review(key, key)).status).toBe(403);
+    const core = await env().reviewer({ cluster: 'core' });
+    expect((await review(key, core)).status).toBe(403);
+    expect((await review(key, reviewer, 'cluster/core')).status).toBe(403);
+    await eventually(
+      async () => (await review(key, reviewer)).json?.status?.authenticated === true,
+      20_000,
+      'the key',
+    );
+  });
+
+  test('floods of bogus reviews, anonymous or from a reviewer, leave valid keys working there', async () => {
+    const victim = await env().key({ user });
+    const parsed = parseAccessKey(victim);
+    if (parsed instanceof Error) throw parsed;
+    const bogus = [
+      // Random keys, and the victim's public id with wrong secrets, sent anonymously and by edge's
+      // own (compromised) reviewer credential.
+      ...Array.from({ length: 40 }, () => generateAccessKey(randomBytes).key),
+      ...Array.from({ length: 40 }, () => composeAccessKey(parsed.id, generateAccessKey(randomBytes).secret)),
+    ];
+    for (const token of bogus) {
+      await review(token);
+      const answer = await review(token, reviewer);
+      expect(answer.json.status.authenticated).toBe(false);
+    }
+    // The victim's key, and a key created after the flood (read past the caches on first use),
+    // still authenticate on the cluster.
+    const fresh = await env().key({ user });
+    expect((await review(fresh, reviewer)).json.status.authenticated).toBe(true);
+    for (const token of [victim, fresh]) {
+      await eventually(async () => (await onEdge(token)).status === 201, 20_000, 'the key on edge');
+      expect((await review(token, reviewer)).json.status.authenticated).toBe(true);
+    }
+  });
+});
