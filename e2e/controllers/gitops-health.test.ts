@@ -58,10 +58,19 @@ const core = (plural: string, group = '', version = 'v1', namespaced = true): Re
   namespaced,
 });
 
+/** A condition of an object as read back. */
+const conditionOf = (obj: KubernetesObject, type: string) =>
+  (
+    obj as { status?: { conditions?: Array<{ type: string; status: string; reason: string }> } }
+  ).status?.conditions?.find((c) => c.type === type);
+
 interface Expected {
   kstatus: 'Current' | 'InProgress' | 'Failed' | 'Terminating';
   argocd: 'Healthy' | 'Progressing' | 'Degraded' | 'Suspended' | null;
 }
+
+const FAILING: Expected = { kstatus: 'InProgress', argocd: 'Degraded' };
+const STALLED: Expected = { kstatus: 'Failed', argocd: 'Degraded' };
 
 describe('GitOps health: kstatus and the documented Argo CD scripts, every kind through its states', () => {
   const startCluster = useExtraClusters();
@@ -185,6 +194,55 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       { kubeconfig: cluster.kubeconfigPath },
     );
 
+  /**
+   * The states every kind goes through: created while the controllers do not run (no status),
+   * ready once they do (and `kubectl wait` agrees), then a spec change made while they are
+   * stopped again, not yet observed. The controllers run again afterwards.
+   */
+  const createdReadyChanged = async (
+    kind: Kind,
+    name: string,
+    spec: unknown,
+    change: unknown,
+    namespace?: string,
+  ) => {
+    await stopControllers();
+    await create(kind, name, spec, namespace);
+    const created = await expectHealth(
+      kind,
+      name,
+      { kstatus: 'Current', argocd: 'Progressing' },
+      'created',
+      namespace,
+    );
+    // No status yet: kstatus reads that as Current (docs/gitops-health.md says why it cannot tell).
+    expect((created as { status?: unknown }).status).toBeUndefined();
+    await startControllers();
+    await expectHealth(kind, name, { kstatus: 'Current', argocd: 'Healthy' }, 'ready', namespace);
+    expect((await kubectlWait(kind, name, '60s', namespace)).code).toBe(0);
+    await stopControllers();
+    await mergePatch(kinds[kind], name, { spec: change }, namespace);
+    await expectHealth(
+      kind,
+      name,
+      { kstatus: 'InProgress', argocd: 'Progressing' },
+      'spec changed, not observed',
+      namespace,
+    );
+    await startControllers();
+  };
+
+  const gone = (kind: Kind, name: string, what: string) =>
+    eventually(
+      () =>
+        read(kind, name).then(
+          () => false,
+          () => true,
+        ),
+      60_000,
+      what,
+    );
+
   /** Held by a finalizer of the test's own, then deleted: the object stays in its deleting state. */
   const deleteHeld = async (kind: Kind, name: string, namespace?: string) => {
     const current = await read(kind, name, namespace);
@@ -305,38 +363,16 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
   test('SharedSecret: created, ready, changed, failing and retried, recovered, stalled, deleted', async () => {
     const ns = TEAM_NAMESPACE;
     const rule = (name: string, verbs: string[]) => ({ name, verbs, users: ['alice'] });
-    await stopControllers();
-    await create('SharedSecret', 'db', { data: { v: 'eA==' }, access: [rule('read', ['get'])] }, ns);
-    const created = await expectHealth(
+    await createdReadyChanged(
       'SharedSecret',
       'db',
-      { kstatus: 'Current', argocd: 'Progressing' },
-      'created',
+      { data: { v: 'eA==' }, access: [rule('read', ['get'])] },
+      { access: [rule('read', ['get']), rule('ops', ['get', 'update'])] },
       ns,
     );
-    // No status yet: kstatus reads that as Current (docs/gitops-health.md says why it cannot tell).
-    expect((created as { status?: unknown }).status).toBeUndefined();
+    await expectHealth('SharedSecret', 'db', { kstatus: 'Current', argocd: 'Healthy' }, 'ready again', ns);
 
-    await startControllers();
-    await expectHealth('SharedSecret', 'db', { kstatus: 'Current', argocd: 'Healthy' }, 'ready', ns);
-    expect((await kubectlWait('SharedSecret', 'db', '60s', ns)).code).toBe(0);
-
-    await stopControllers();
-    await mergePatch(
-      kinds.SharedSecret,
-      'db',
-      { spec: { access: [rule('read', ['get']), rule('ops', ['get', 'update'])] } },
-      ns,
-    );
-    await expectHealth(
-      'SharedSecret',
-      'db',
-      { kstatus: 'InProgress', argocd: 'Progressing' },
-      'spec changed, not observed',
-      ns,
-    );
-
-    // The new rule's Role is refused by admission: Ready=False, retried.
+    // A new rule's Role is refused by admission: Ready=False, retried.
     const allow = await refuse(
       'no-roles',
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles'], operations: ['CREATE'] },
@@ -354,22 +390,15 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
           },
         }),
     );
-    await startControllers();
-    const failing = await expectHealth(
-      'SharedSecret',
+    await mergePatch(
+      kinds.SharedSecret,
       'db',
-      { kstatus: 'InProgress', argocd: 'Degraded' },
-      'failing, retried',
+      { spec: { access: [rule('read', ['get']), rule('ops', ['get', 'update']), rule('audit', ['list'])] } },
       ns,
     );
-    const conditions = (
-      failing as { status: { conditions: Array<{ type: string; status: string; reason: string }> } }
-    ).status.conditions;
-    expect(conditions.find((c) => c.type === 'Ready')).toMatchObject({
-      status: 'False',
-      reason: 'Forbidden',
-    });
-    expect(conditions.find((c) => c.type === 'Reconciling')).toMatchObject({
+    const failing = await expectHealth('SharedSecret', 'db', FAILING, 'failing, retried', ns);
+    expect(conditionOf(failing, 'Ready')).toMatchObject({ status: 'False', reason: 'Forbidden' });
+    expect(conditionOf(failing, 'Reconciling')).toMatchObject({
       status: 'True',
       reason: 'ProgressingWithRetry',
     });
@@ -422,18 +451,8 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       },
     });
     await create('SharedSecret', 'taken', { data: {}, access: [rule('read', ['get'])] }, ns);
-    const stalled = await expectHealth(
-      'SharedSecret',
-      'taken',
-      { kstatus: 'Failed', argocd: 'Degraded' },
-      'stalled',
-      ns,
-    );
-    expect(
-      (stalled as { status: { conditions: Array<{ type: string; reason: string }> } }).status.conditions.find(
-        (c) => c.type === 'Stalled',
-      ),
-    ).toMatchObject({ reason: 'ProjectionRejected' });
+    const stalled = await expectHealth('SharedSecret', 'taken', STALLED, 'stalled', ns);
+    expect(conditionOf(stalled, 'Stalled')).toMatchObject({ reason: 'ProjectionRejected' });
 
     await deleteHeld('SharedSecret', 'db', ns);
   });
@@ -446,22 +465,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       keyHash: 'a'.repeat(64),
       ...extra,
     });
-    await stopControllers();
-    await create('OwnedAccessKey', 'ci', key());
-    await expectHealth('OwnedAccessKey', 'ci', { kstatus: 'Current', argocd: 'Progressing' }, 'created');
-    await startControllers();
-    await expectHealth('OwnedAccessKey', 'ci', { kstatus: 'Current', argocd: 'Healthy' }, 'ready');
-    expect((await kubectlWait('OwnedAccessKey', 'ci', '60s')).code).toBe(0);
-
-    await stopControllers();
-    await mergePatch(kinds.OwnedAccessKey, 'ci', { spec: { displayName: 'CI key' } });
-    await expectHealth(
-      'OwnedAccessKey',
-      'ci',
-      { kstatus: 'InProgress', argocd: 'Progressing' },
-      'spec changed, not observed',
-    );
-    await startControllers();
+    await createdReadyChanged('OwnedAccessKey', 'ci', key(), { displayName: 'CI key' });
     await mergePatch(kinds.OwnedAccessKey, 'ci', { spec: { disabled: true } });
     await expectHealth('OwnedAccessKey', 'ci', { kstatus: 'Current', argocd: 'Suspended' }, 'disabled');
 
@@ -485,41 +489,14 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
         }),
     );
     await create('OwnedAccessKey', 'expiring', key({ ttl: 1 }));
-    await expectHealth(
-      'OwnedAccessKey',
-      'expiring',
-      { kstatus: 'InProgress', argocd: 'Degraded' },
-      'expired, deletion refused',
-    );
+    await expectHealth('OwnedAccessKey', 'expiring', FAILING, 'expired, deletion refused');
     await allow();
-    await eventually(
-      () =>
-        read('OwnedAccessKey', 'expiring').then(
-          () => false,
-          () => true,
-        ),
-      60_000,
-      'the expired key to be deleted',
-    );
+    await gone('OwnedAccessKey', 'expiring', 'the expired key to be deleted');
     await deleteHeld('OwnedAccessKey', 'ci');
   });
 
   test('User: created, ready, changed, deleted; Team (no controller, no status): Current', async () => {
-    await stopControllers();
-    await create('User', 'alice', { username: 'alice' });
-    await expectHealth('User', 'alice', { kstatus: 'Current', argocd: 'Progressing' }, 'created');
-    await startControllers();
-    await expectHealth('User', 'alice', { kstatus: 'Current', argocd: 'Healthy' }, 'ready');
-    expect((await kubectlWait('User', 'alice', '60s')).code).toBe(0);
-    await stopControllers();
-    await mergePatch(kinds.User, 'alice', { spec: { displayName: 'Alice' } });
-    await expectHealth(
-      'User',
-      'alice',
-      { kstatus: 'InProgress', argocd: 'Progressing' },
-      'spec changed, not observed',
-    );
-    await startControllers();
+    await createdReadyChanged('User', 'alice', { username: 'alice' }, { displayName: 'Alice' });
     await expectHealth('User', 'alice', { kstatus: 'Current', argocd: 'Healthy' }, 'ready again');
     await create('Team', 'ops', { users: ['alice'] });
     await expectHealth('Team', 'ops', { kstatus: 'Current', argocd: null }, 'a team');
@@ -527,23 +504,14 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
   });
 
   test('Project: created, ready, changed, failing and retried, waiting for a namespace, stalled, deleted', async () => {
-    await stopControllers();
-    await create('Project', 'shop', { owner: { user: 'alice' } });
-    await expectHealth('Project', 'shop', { kstatus: 'Current', argocd: 'Progressing' }, 'created');
-    await startControllers();
-    await expectHealth('Project', 'shop', { kstatus: 'Current', argocd: 'Healthy' }, 'ready');
-    expect((await kubectlWait('Project', 'shop', '60s')).code).toBe(0);
-
-    await stopControllers();
-    await mergePatch(kinds.Project, 'shop', {
-      spec: { members: [{ kind: 'User', name: 'bob', clusterRole: 'view' }] },
-    });
-    await expectHealth(
+    await createdReadyChanged(
       'Project',
       'shop',
-      { kstatus: 'InProgress', argocd: 'Progressing' },
-      'spec changed, not observed',
+      { owner: { user: 'alice' } },
+      { members: [{ kind: 'User', name: 'bob', clusterRole: 'view' }] },
     );
+    await expectHealth('Project', 'shop', { kstatus: 'Current', argocd: 'Healthy' }, 'ready again');
+    // A new member's RoleBinding is refused by admission: Ready=False, retried.
     const allow = await refuse(
       'no-member-bindings',
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], operations: ['CREATE'] },
@@ -561,8 +529,15 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
           },
         }),
     );
-    await startControllers();
-    await expectHealth('Project', 'shop', { kstatus: 'InProgress', argocd: 'Degraded' }, 'failing, retried');
+    await mergePatch(kinds.Project, 'shop', {
+      spec: {
+        members: [
+          { kind: 'User', name: 'bob', clusterRole: 'view' },
+          { kind: 'User', name: 'carol', clusterRole: 'edit' },
+        ],
+      },
+    });
+    await expectHealth('Project', 'shop', FAILING, 'failing, retried');
     await allow();
     await expectHealth('Project', 'shop', { kstatus: 'Current', argocd: 'Healthy' }, 'recovered');
 
@@ -574,15 +549,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'held', finalizers: [HOLD] } },
     });
     await api.request({ method: 'DELETE', path: objectPath(kinds.Project, undefined, 'shop') });
-    await eventually(
-      () =>
-        read('Project', 'shop').then(
-          () => false,
-          () => true,
-        ),
-      60_000,
-      'the project to be deleted',
-    );
+    await gone('Project', 'shop', 'the project to be deleted');
     await create('Project', 'shop', { owner: { user: 'alice' } });
     await expectHealth(
       'Project',
@@ -601,7 +568,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     // Its namespace exists and is somebody else's: stalled.
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'p-taken' } } });
     await create('Project', 'taken', { owner: { user: 'alice' } });
-    await expectHealth('Project', 'taken', { kstatus: 'Failed', argocd: 'Degraded' }, 'stalled');
+    await expectHealth('Project', 'taken', STALLED, 'stalled');
     expect((await kubectlWait('Project', 'taken', '2s')).code).not.toBe(0);
 
     await deleteHeld('Project', 'shop');
@@ -623,30 +590,11 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       caData: b64(cluster.caPem),
       ...(secret ? { credentialsSecretRef: { name: secret, namespace: PLATFORM_NAMESPACE } } : {}),
     });
-    await stopControllers();
-    await create('Cluster', 'self', spec('self'));
-    await expectHealth('Cluster', 'self', { kstatus: 'Current', argocd: 'Progressing' }, 'created');
-    await startControllers();
-    await expectHealth('Cluster', 'self', { kstatus: 'Current', argocd: 'Healthy' }, 'ready');
-    expect((await kubectlWait('Cluster', 'self', '60s')).code).toBe(0);
-    await stopControllers();
-    await mergePatch(kinds.Cluster, 'self', { spec: { displayName: 'this cluster' } });
-    await expectHealth(
-      'Cluster',
-      'self',
-      { kstatus: 'InProgress', argocd: 'Progressing' },
-      'spec changed, not observed',
-    );
-    await startControllers();
+    await createdReadyChanged('Cluster', 'self', spec('self'), { displayName: 'this cluster' });
     await create('Cluster', 'refused', spec('wrong'));
-    await expectHealth(
-      'Cluster',
-      'refused',
-      { kstatus: 'InProgress', argocd: 'Degraded' },
-      'failing, retried',
-    );
+    await expectHealth('Cluster', 'refused', FAILING, 'failing, retried');
     await create('Cluster', 'nocreds', spec());
-    await expectHealth('Cluster', 'nocreds', { kstatus: 'Failed', argocd: 'Degraded' }, 'stalled');
+    await expectHealth('Cluster', 'nocreds', STALLED, 'stalled');
     await deleteHeld('Cluster', 'self');
   });
 });

@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -42,25 +42,11 @@ export async function healthOf(
   objects: KubernetesObject[],
   scripts: Record<string, string>,
 ): Promise<Health[]> {
-  const bin = await healthBinary();
-  return new Promise((resolve, reject) => {
-    const child = spawn(bin, [], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0
-        ? resolve(JSON.parse(stdout) as Health[])
-        : reject(new Error(`health exited ${code}: ${stderr}`)),
-    );
-    child.stdin.end(JSON.stringify({ scripts, objects }));
+  const output = execFileSync(await healthBinary(), [], {
+    input: JSON.stringify({ scripts, objects }),
+    maxBuffer: 16 * 1024 * 1024,
   });
+  return JSON.parse(output.toString()) as Health[];
 }
 
 const HEALTH_KEY = /^resource\.customizations\.health\.(.+)_([A-Za-z0-9]+)$/;
