@@ -166,6 +166,24 @@ const sharedSecretProbe: Probe = {
         },
       },
       {
+        // New children are created; existing ones are updated (server-side apply).
+        what: 'changing a rule updates its Role and its RoleBinding in place',
+        run: () =>
+          ctx.admin.jsonPatch(path, [
+            { op: 'replace', path: '/spec/access/1/verbs', value: ['get', 'list'] },
+            { op: 'add', path: '/spec/access/1/users', value: [ctx.setting.users.alice] },
+          ]),
+        until: async () => {
+          if (!isTrueAndCurrent(await ctx.admin.get(path), 'Ready')) return false;
+          const roles = await children('roles');
+          const bindings = await children('rolebindings');
+          return (
+            roles.some((role) => role.rules?.[0]?.verbs?.join() === 'get,list') &&
+            bindings.some((binding) => (binding.subjects ?? []).length === 2)
+          );
+        },
+      },
+      {
         what: 'removing a rule removes its Role and RoleBinding',
         run: () => ctx.admin.jsonPatch(path, [{ op: 'remove', path: '/spec/access/1' }]),
         until: async () => isTrueAndCurrent(await ctx.admin.get(path), 'Ready') && projected(1),
