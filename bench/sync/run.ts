@@ -37,6 +37,7 @@ import { stringify } from 'yaml';
 import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
 import {
   desiredSyncerIdentity,
+  SYNCER_CLUSTER_ROLES,
   syncerServiceAccountName,
 } from '../../src/controllers/virtualcluster/identity.ts';
 import { ensureControlPlaneBinary } from '../../src/dev/binaries.ts';
@@ -157,21 +158,56 @@ function watchHost(api: KubeClient, resource: ResourceRef, namespace: string) {
 }
 
 /**
- * The host kubeconfig the syncer runs with: as the operator runs it, its own ServiceAccount in the
- * namespace it syncs into, bound there to the syncer roles of the kinds it syncs, with a
- * TokenRequest token. `BENCH_SYNC_HOST=admin` runs it as the cluster admin instead (as syncers ran
- * before they had identities of their own), to compare the two on one commit.
+ * The host kubeconfig the syncer runs with, by `BENCH_SYNC_HOST`:
+ * - `syncer` (default): as the operator runs it, its own ServiceAccount in the namespace it syncs
+ *   into, bound there to the syncer roles of the kinds it syncs, with a TokenRequest token;
+ * - `platform`: one ServiceAccount of the platform's namespace allowed the syncer's verbs in every
+ *   namespace, as syncers ran before they had identities of their own (the operator's);
+ * - `admin`: the cluster admin (system:masters, which API Priority and Fairness exempts).
+ * The first two are treated alike by the apiserver's fairness (both are ServiceAccounts); the
+ * comparison of the identities is made between them, on one commit.
  */
 async function syncerHostKubeconfig(host: KubeClient, cluster: Cluster, namespace: string, dir: string) {
-  if (process.env.BENCH_SYNC_HOST === 'admin') return cluster.kubeconfigPath;
+  const mode = process.env.BENCH_SYNC_HOST ?? 'syncer';
+  if (mode === 'admin') return cluster.kubeconfigPath;
   await installPlatformRoles(host);
-  const instance = { metadata: { namespace, name: VC, uid: `bench-${namespace}` } };
-  const identity = desiredSyncerIdentity(instance, namespace, syncedKinds(loadSyncConfig({})));
-  for (const object of [identity.serviceAccount, ...identity.roleBindings])
-    await applyObject(host, object, { fieldManager: 'bench', force: true });
+  let account: { namespace: string; name: string };
+  if (mode === 'platform') {
+    account = { namespace: 'platform-system', name: 'platform-operator' };
+    await host
+      .request({
+        method: 'POST',
+        path: '/api/v1/namespaces',
+        body: { metadata: { name: account.namespace } },
+      })
+      .catch(() => {});
+    await applyObject(
+      host,
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: account },
+      { fieldManager: 'bench', force: true },
+    );
+    for (const role of Object.values(SYNCER_CLUSTER_ROLES))
+      await applyObject(
+        host,
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRoleBinding',
+          metadata: { name: `bench-${role}` },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+          subjects: [{ kind: 'ServiceAccount', ...account }],
+        } as KubernetesObject,
+        { fieldManager: 'bench', force: true },
+      );
+  } else {
+    const instance = { metadata: { namespace, name: VC, uid: `bench-${namespace}` } };
+    const identity = desiredSyncerIdentity(instance, namespace, syncedKinds(loadSyncConfig({})));
+    for (const object of [identity.serviceAccount, ...identity.roleBindings])
+      await applyObject(host, object, { fieldManager: 'bench', force: true });
+    account = { namespace, name: syncerServiceAccountName(instance) };
+  }
   const answer = await host.request<{ status: { token: string } }>({
     method: 'POST',
-    path: `/api/v1/namespaces/${namespace}/serviceaccounts/${syncerServiceAccountName(instance)}/token`,
+    path: `/api/v1/namespaces/${account.namespace}/serviceaccounts/${account.name}/token`,
     body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
   });
   const path = join(dir, `${namespace}.kubeconfig`);
@@ -456,9 +492,12 @@ async function main(): Promise<void> {
       console.log(
         `sync benchmark: N=${N} Services + N Endpoints (${objects} host objects), concurrency ${C}, syncer from ${RUNTIME === 'tsx' ? 'the sources (tsx)' : 'dist/ (compiled)'}`,
       );
-      console.log(
-        `  the syncer acts on the host as ${process.env.BENCH_SYNC_HOST === 'admin' ? 'the cluster admin (BENCH_SYNC_HOST=admin)' : 'its own ServiceAccount (as in the operator)'}`,
-      );
+      const identities: Record<string, string> = {
+        syncer: 'its own ServiceAccount in its namespace (as in the operator)',
+        platform: "one platform ServiceAccount allowed everywhere (the operator's, before)",
+        admin: 'the cluster admin',
+      };
+      console.log(`  the syncer acts on the host as ${identities[process.env.BENCH_SYNC_HOST ?? 'syncer']}`);
       const raw2 = { name: 'direct host writes', value: rawMs / 1000, unit: 's' };
       reportFigure({
         name: `live sync of ${objects} objects (includes the ${objects} virtual writes)`,

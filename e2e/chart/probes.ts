@@ -166,20 +166,21 @@ const sharedSecretProbe: Probe = {
         },
       },
       {
-        // New children are created; existing ones are updated (server-side apply).
-        what: 'changing a rule updates its Role and its RoleBinding in place',
+        what: "changing a rule's verbs and users updates its Role and RoleBinding",
         run: () =>
           ctx.admin.jsonPatch(path, [
-            { op: 'replace', path: '/spec/access/1/verbs', value: ['get', 'list'] },
-            { op: 'add', path: '/spec/access/1/users', value: [ctx.setting.users.alice] },
+            { op: 'replace', path: '/spec/access/0/verbs', value: ['get'] },
+            { op: 'replace', path: '/spec/access/0/users', value: [ctx.setting.users.bob] },
           ]),
         until: async () => {
-          if (!isTrueAndCurrent(await ctx.admin.get(path), 'Ready')) return false;
-          const roles = await children('roles');
-          const bindings = await children('rolebindings');
+          const [roles, bindings] = [await children('roles'), await children('rolebindings')];
+          const role = roles.find((r: any) => r.metadata.name.startsWith('ss-s-all-'));
+          const binding = bindings.find((b: any) => b.metadata.name.startsWith('ss-s-all-'));
           return (
-            roles.some((role) => role.rules?.[0]?.verbs?.join() === 'get,list') &&
-            bindings.some((binding) => (binding.subjects ?? []).length === 2)
+            JSON.stringify(role?.rules?.[0]?.verbs) === '["get"]' &&
+            (binding?.subjects ?? []).some(
+              (subject: any) => subject.name === `platform:user:${ctx.setting.users.bob}`,
+            )
           );
         },
       },

@@ -2,6 +2,7 @@
 import { describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
 import { INSTANCE_UID_LABEL } from '../../src/controllers/virtualcluster/identity.ts';
+import { hostNameLong } from '../../src/sync/names.ts';
 import { VALIDATING_CONFIGURATION_NAME } from '../../src/webhooks/configurations.ts';
 import { eventually } from '../support/wait.ts';
 import {
@@ -106,24 +107,31 @@ describe("a project member cannot make a syncer write outside her project's name
     await nothingWrittenIn(['kube-system', FINANCE]);
   });
 
-  test("a second instance under an existing instance's placement does not sync, and nothing fights", async () => {
+  test("a second instance under an existing instance's placement is refused it: no syncer, no identity, the host copies stay the first's", async () => {
     const { admin, virtual } = env();
     // `twin` names mallory's own virtual cluster `dev` in her own namespace: admission lets it
-    // in (it is her project), but two syncers would take each other's host objects for their own.
-    expect((await create(instance('twin', clusterRef(TEAM, 'local', 'dev')))).status).toBe(201);
-    await eventually(
-      async () =>
-        conditionOf(await admin.get(`${MP}/namespaces/${TEAM}/virtualclusterinstances/twin`), 'Syncing')
-          ?.reason === 'PlacementNotAllowed',
-      60_000,
-      'the twin to be refused its placement',
-    );
+    // in (it is her project), but two syncers would take each other's host objects for their own
+    // (twin would write Secrets differently: a patch).
+    const twinConfig = stringify({
+      sync: {
+        toHost: { secrets: { enabled: true, patches: [{ path: 'data.a', expression: `"${b64('twin')}"` }] } },
+      },
+    });
+    expect(
+      (await create(instance('twin', { ...clusterRef(TEAM, 'local', 'dev'), config: twinConfig }))).status,
+    ).toBe(201);
     await virtual.create('/api/v1/namespaces/apps/secrets', {
       metadata: { name: 'twin-check' },
       data: { a: b64('1') },
     });
+    const copy = `/api/v1/namespaces/${TEAM}/secrets/${hostNameLong('twin-check', 'apps', 'dev')}`;
+    await eventually(async () => (await admin.get(copy)) !== null, 60_000, 'the host copy');
     const settled = await settledWrites(env(), ['secrets', 'services', 'endpoints', 'configmaps']);
-    expect(settled.settled).toBe(true);
+    expect(settled, 'writes settle: one syncer per placement').toMatchObject({ settled: true });
+    expect((await admin.get(copy)).data).toEqual({ a: b64('1') });
+    expect(
+      conditionOf(await admin.get(`${MP}/namespaces/${TEAM}/virtualclusterinstances/twin`), 'Syncing'),
+    ).toMatchObject({ status: 'False', reason: 'PlacementNotAllowed' });
     const twinAccounts = await admin.list(`/api/v1/namespaces/${TEAM}/serviceaccounts`);
     expect(twinAccounts.filter((sa: any) => sa.metadata.name.startsWith('vcluster-syncer-twin'))).toEqual([]);
     await admin.delete(`${MP}/namespaces/${TEAM}/virtualclusterinstances/twin`);
