@@ -225,7 +225,7 @@ describe('access key lifecycle', () => {
 
     await setDisabled('ready-forever', true);
     const disabled = await waitReady('ready-forever', {
-      status: 'False',
+      status: 'True',
       reason: 'Disabled',
       observedGeneration: 2,
     });

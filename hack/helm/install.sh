@@ -17,23 +17,9 @@ root=$(cd "$here/../.." && pwd)
 out_dir="$root/.cache/helm/$version"
 bin="$out_dir/helm"
 
-if [[ -x "$bin" ]]; then
-  echo "helm: cached $version at $bin" >&2
-  echo "$bin"
-  exit 0
-fi
-
-mkdir -p "$out_dir"
-# Concurrent callers (parallel test files) wait for one build instead of running two.
-if command -v flock >/dev/null; then
-  exec 9>"$out_dir/.lock"
-  flock 9
-  if [[ -x "$bin" ]]; then
-    echo "helm: $version built by a concurrent run at $bin" >&2
-    echo "$bin"
-    exit 0
-  fi
-fi
+# shellcheck source=../lib/cached-build.sh
+source "$root/hack/lib/cached-build.sh"
+reuse_cached_build "helm $version" "$bin" && exit 0
 
 # The module's go.mod may ask for a newer Go than the machine's; let the go command fetch it.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}

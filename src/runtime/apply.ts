@@ -133,12 +133,17 @@ export async function deleteObject(
  * Writes `status` through the status subresource with a merge patch computed against `current`
  * (the object as read, e.g. from the cache). Skipped, with no request, when nothing changed.
  * Returns the updated object, or undefined when skipped.
+ *
+ * With `unchanged`, the patch carries `current`'s resourceVersion, so the apiserver refuses it
+ * (409) when the object changed since: a merge patch replaces lists whole, and `conditions`
+ * written over a stale copy would drop a condition another writer set meanwhile.
  */
 export async function patchStatus<T extends KubernetesObject & { status?: unknown }>(
   api: KubeApi,
   resource: ResourceRef,
   current: T,
   status: unknown,
+  options: { unchanged?: boolean } = {},
 ): Promise<T | undefined> {
   const diff = mergePatchDiff(
     (current.status ?? {}) as Record<string, unknown>,
@@ -148,7 +153,10 @@ export async function patchStatus<T extends KubernetesObject & { status?: unknow
   return api.request<T>({
     method: 'PATCH',
     path: `${objectPath(resource, current.metadata?.namespace, current.metadata?.name ?? '')}/status`,
-    body: { status: diff },
+    body: {
+      ...(options.unchanged ? { metadata: { resourceVersion: current.metadata?.resourceVersion } } : {}),
+      status: diff,
+    },
     contentType: PatchStrategy.MergePatch,
   });
 }

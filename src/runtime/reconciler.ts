@@ -93,8 +93,10 @@ export interface ObjectReconcilerOptions<T extends ScaffoldObject, S> {
  *      Event, no retry (rethrown as terminal) and no further work on the key until the object
  *      changes (a resync does not count as a change).
  * 4. The status patch stamps `status.observedGeneration` with the generation `apply` saw; it is
- *    skipped when nothing changed. A failed status write is logged, never swallowed: it fails
- *    the reconcile (retry) unless `apply` already failed, whose error then wins.
+ *    skipped when nothing changed, and refused (409, retried) when the object changed since it
+ *    was read, so a condition another writer set is never dropped. A failed status write is
+ *    logged, never swallowed: it fails the reconcile (retry) unless `apply` already failed, whose
+ *    error then wins.
  *
  * Between an object's creation (or a spec change) and that write, `observedGeneration` lags the
  * generation, which is how kstatus tells work in flight without a write of its own.
@@ -183,7 +185,8 @@ export function objectReconciler<T extends ScaffoldObject, S>(
       conditions,
     };
     try {
-      const written = await patchStatus(api, resource, obj, status);
+      // Guarded by the resourceVersion: other writers may own conditions of their own.
+      const written = await patchStatus(api, resource, obj, status, { unchanged: true });
       if (written) options.store.recordWrite(written, obj.metadata.resourceVersion);
       return (written ?? obj).metadata?.resourceVersion;
     } catch (err) {

@@ -110,7 +110,7 @@ describe('keyReadyCondition', () => {
       {},
       1,
       {
-        status: 'False',
+        status: 'True',
         reason: 'Disabled',
         message: 'the key is disabled (spec.disabled) and authenticates nothing',
       },
@@ -120,7 +120,7 @@ describe('keyReadyCondition', () => {
       key({ ttl: 10, disabled: true }),
       {},
       11,
-      { status: 'False', reason: 'Disabled' },
+      { status: 'True', reason: 'Disabled' },
     ],
     [
       'past its deadline (being deleted): Expired, since when',

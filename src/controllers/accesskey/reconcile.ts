@@ -45,9 +45,10 @@ export const READY_CONDITION = 'Ready';
 
 /**
  * The key's `Ready` condition for a lifecycle decision: True `Active` (until when, or that it
- * does not expire), False `Disabled` when `spec.disabled`, False `Expired` once its deadline has
- * passed (the key is being deleted). The message depends on the object alone, never on `now`,
- * so reconciling an unchanged key writes nothing.
+ * does not expire), True `Disabled` when `spec.disabled` (the key is as its spec asks: kept, and
+ * refused; a GitOps tool must not wait for it, and Argo CD's script shows it Suspended), False
+ * `Expired` once its deadline has passed (the key is being deleted). The message depends on the
+ * object alone, never on `now`, so reconciling an unchanged key writes nothing.
  */
 export function keyReadyCondition(key: OwnedAccessKey, decision: KeyLifecycleDecision): ConditionInput {
   const base = {
@@ -58,7 +59,7 @@ export function keyReadyCondition(key: OwnedAccessKey, decision: KeyLifecycleDec
   if (key.spec.disabled)
     return {
       ...base,
-      status: 'False',
+      status: 'True',
       reason: 'Disabled',
       message: 'the key is disabled (spec.disabled) and authenticates nothing',
     };

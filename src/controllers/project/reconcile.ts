@@ -58,7 +58,7 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
   /**
    * The cache holds only labelled namespaces, so a namespace missing from it is created, never
    * applied: server-side apply would silently take over a namespace someone else made. Returns
-   * false while the namespace of an earlier project of the same name is still terminating.
+   * false while a namespace of that name is still being deleted.
    */
   async function ensureNamespace(project: Stored<Project>, desired: V1Namespace): Promise<boolean> {
     const name = desired.metadata?.name ?? '';
@@ -75,10 +75,12 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
         path: objectPath(resources.namespaces, undefined, name),
       });
     }
+    // A terminating namespace goes away by itself (typically an earlier project's of the same
+    // name, whose uid differs): wait for it, whoever it belongs to, rather than call it a conflict.
+    if (existing.metadata?.deletionTimestamp) return false;
     if (!namespaceBelongsTo(existing, project)) {
       throw new NamespaceConflict(`namespace ${name} exists and does not belong to this project`);
     }
-    if (existing.metadata?.deletionTimestamp) return false;
     const upToDate =
       deepEqual(existing.metadata?.ownerReferences, desired.metadata?.ownerReferences) &&
       Object.entries(desired.metadata?.labels ?? {}).every(([k, v]) => existing.metadata?.labels?.[k] === v);
@@ -96,7 +98,7 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
     const namespaceName = projectNamespaceName(project, deps.config().projectNamespacePrefix);
     const desired = desiredProjectChildren(project, namespaceName);
     if (!(await ensureNamespace(project, desired.namespace))) {
-      const message = `namespace ${namespaceName} of an earlier project of this name is still terminating`;
+      const message = `namespace ${namespaceName} is still being deleted; it is created again once it is gone`;
       return {
         ready: { status: 'Unknown', reason: 'NamespaceTerminating', message },
         reconciling: { reason: 'WaitingForNamespace', message },

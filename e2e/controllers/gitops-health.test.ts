@@ -1,0 +1,600 @@
+import { CoreV1Api, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
+import { createControllerManager } from '../../src/cli/controller.ts';
+import { defaultOperatorOptions } from '../../src/cli/operator.ts';
+import { desiredRbac } from '../../src/controllers/sharedsecret/desired.ts';
+import type { Cluster } from '../../src/dev/controlplane.ts';
+import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../src/runtime/kube-client.ts';
+import type { Manager } from '../../src/runtime/manager.ts';
+import { kubeConfigFor, kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
+import { installCrds } from '../support/crds.ts';
+import { eventually } from '../support/wait.ts';
+import {
+  chartReadmeScripts,
+  documentedScripts,
+  type Health,
+  healthBinary,
+  healthOf,
+} from './health-support.ts';
+
+/**
+ * GitOps health with the tools' own code: every kind we own is driven through its states on a
+ * kube-apiserver of its own (created, progressing, ready, spec changed and not yet observed,
+ * failing and retried, stalled, disabled, being deleted), and at each step the object, read back
+ * with kubectl, is given to kstatus (sigs.k8s.io/cli-utils) and to the Argo CD health script of
+ * docs/gitops-health.md run by gopher-lua as Argo CD runs it. The verdicts must be the ones the
+ * page's table promises. Failures are made real: a ValidatingAdmissionPolicy refuses the write the
+ * controller needs, a namespace or Role belongs to someone else, a cluster refuses the credentials.
+ * The controllers run in this process so that they can be stopped to catch an object before they
+ * saw it (created, spec changed). `kubectl wait --for=condition=Ready` is run for each kind.
+ */
+
+const GV = `${API_GROUP}/${API_VERSION}`;
+const PLATFORM_NAMESPACE = 'platform-system';
+const TEAM_NAMESPACE = 'team-a';
+const HOLD = 'e2e.platform/hold';
+
+const resourceOf = (plural: string, namespaced: boolean): ResourceRef => ({
+  group: API_GROUP,
+  version: API_VERSION,
+  plural,
+  namespaced,
+});
+const kinds = {
+  SharedSecret: resourceOf('sharedsecrets', true),
+  OwnedAccessKey: resourceOf('ownedaccesskeys', false),
+  User: resourceOf('users', false),
+  Team: resourceOf('teams', false),
+  Project: resourceOf('projects', false),
+  Cluster: resourceOf('clusters', false),
+} as const;
+type Kind = keyof typeof kinds;
+const core = (plural: string, group = '', version = 'v1', namespaced = true): ResourceRef => ({
+  group,
+  version,
+  plural,
+  namespaced,
+});
+
+/** A condition of an object as read back. */
+const conditionOf = (obj: KubernetesObject, type: string) =>
+  (
+    obj as { status?: { conditions?: Array<{ type: string; status: string; reason: string }> } }
+  ).status?.conditions?.find((c) => c.type === type);
+
+interface Expected {
+  kstatus: 'Current' | 'InProgress' | 'Failed' | 'Terminating';
+  argocd: 'Healthy' | 'Progressing' | 'Degraded' | 'Suspended' | null;
+}
+
+const FAILING: Expected = { kstatus: 'InProgress', argocd: 'Degraded' };
+const STALLED: Expected = { kstatus: 'Failed', argocd: 'Degraded' };
+
+describe('GitOps health: kstatus and the documented Argo CD scripts, every kind through its states', () => {
+  const startCluster = useExtraClusters();
+  let cluster: Cluster;
+  let kc: KubeConfig;
+  let api: KubeClient;
+  let scripts: Record<string, string>;
+  let controllers: Manager | undefined;
+
+  const startControllers = async () => {
+    controllers = createControllerManager(
+      defaultOperatorOptions({
+        kubeconfig: cluster.kubeconfigPath,
+        namespace: PLATFORM_NAMESPACE,
+        controllers: ['sharedsecret', 'accesskey', 'teammembership', 'project', 'cluster'],
+        leaderElect: false,
+        healthPort: 0,
+        healthHost: '127.0.0.1',
+      }),
+      pino({ level: 'silent' }),
+    );
+    await controllers.start();
+  };
+  const stopControllers = async () => {
+    await controllers?.stop();
+    controllers = undefined;
+  };
+
+  beforeAll(async () => {
+    await healthBinary();
+    // With a controller manager: namespaces finish deleting, garbage collection runs.
+    cluster = await startCluster({ name: uniqueName('health'), controllerManager: true });
+    kc = kubeConfigFor(cluster);
+    api = new KubeClient(kc);
+    await installCrds(kc);
+    const coreApi = kc.makeApiClient(CoreV1Api);
+    for (const name of [PLATFORM_NAMESPACE, TEAM_NAMESPACE])
+      await coreApi.createNamespace({ body: { metadata: { name } } });
+    scripts = documentedScripts();
+  }, 600_000);
+  afterAll(async () => {
+    await stopControllers();
+    api?.close();
+  });
+
+  const create = (kind: Kind, name: string, spec: unknown, namespace?: string) =>
+    api.request({
+      method: 'POST',
+      path: collectionPath(kinds[kind], namespace),
+      body: { apiVersion: GV, kind, metadata: { name }, spec },
+    });
+  const mergePatch = (resource: ResourceRef, name: string, body: unknown, namespace?: string) =>
+    api.request({
+      method: 'PATCH',
+      path: objectPath(resource, namespace, name),
+      body,
+      contentType: 'application/merge-patch+json',
+    });
+
+  /** The object as a GitOps tool reads it: `kubectl get -o json`. */
+  const read = async (kind: Kind, name: string, namespace?: string): Promise<KubernetesObject> => {
+    const result = await kubectl(
+      [
+        'get',
+        `${kinds[kind].plural}.${API_GROUP}`,
+        name,
+        ...(namespace ? ['-n', namespace] : []),
+        '-o',
+        'json',
+      ],
+      { kubeconfig: cluster.kubeconfigPath },
+    );
+    if (result.code !== 0) throw new Error(`kubectl get ${kind} ${name}: ${result.stderr}`);
+    return JSON.parse(result.stdout) as KubernetesObject;
+  };
+
+  const verdictOf = async (kind: Kind, name: string, namespace?: string): Promise<Health> => {
+    const [health] = await healthOf([await read(kind, name, namespace)], scripts);
+    return health!;
+  };
+
+  /**
+   * Waits until kstatus and the Argo CD script say `expected` about the object (the controllers
+   * work asynchronously), then asserts it, so that a failure shows what they last said.
+   */
+  const expectHealth = async (
+    kind: Kind,
+    name: string,
+    expected: Expected,
+    what: string,
+    namespace?: string,
+  ): Promise<KubernetesObject> => {
+    let last: Health | undefined;
+    await eventually(
+      async () => {
+        last = await verdictOf(kind, name, namespace);
+        return last.kstatus.status === expected.kstatus && (last.argocd?.status ?? null) === expected.argocd;
+      },
+      60_000,
+      `${kind} ${name} ${what}`,
+    ).catch((err: Error) => {
+      // Timed out: the assertion below shows what the tools said last.
+      if (!last) throw err;
+    });
+    expect(
+      { kstatus: last?.kstatus.status, argocd: last?.argocd?.status ?? null },
+      `${kind} ${name} ${what}: ${JSON.stringify(last)}`,
+    ).toEqual(expected);
+    return read(kind, name, namespace);
+  };
+
+  const kubectlWait = (kind: Kind, name: string, timeout: string, namespace?: string) =>
+    kubectl(
+      [
+        'wait',
+        '--for=condition=Ready',
+        `${kinds[kind].plural}.${API_GROUP}/${name}`,
+        ...(namespace ? ['-n', namespace] : []),
+        `--timeout=${timeout}`,
+      ],
+      { kubeconfig: cluster.kubeconfigPath },
+    );
+
+  /**
+   * The states every kind goes through: created while the controllers do not run (no status),
+   * ready once they do (and `kubectl wait` agrees), then a spec change made while they are
+   * stopped again, not yet observed. The controllers run again afterwards.
+   */
+  const createdReadyChanged = async (
+    kind: Kind,
+    name: string,
+    spec: unknown,
+    change: unknown,
+    namespace?: string,
+  ) => {
+    await stopControllers();
+    await create(kind, name, spec, namespace);
+    const created = await expectHealth(
+      kind,
+      name,
+      { kstatus: 'Current', argocd: 'Progressing' },
+      'created',
+      namespace,
+    );
+    // No status yet: kstatus reads that as Current (docs/gitops-health.md says why it cannot tell).
+    expect((created as { status?: unknown }).status).toBeUndefined();
+    await startControllers();
+    await expectHealth(kind, name, { kstatus: 'Current', argocd: 'Healthy' }, 'ready', namespace);
+    expect((await kubectlWait(kind, name, '60s', namespace)).code).toBe(0);
+    await stopControllers();
+    await mergePatch(kinds[kind], name, { spec: change }, namespace);
+    await expectHealth(
+      kind,
+      name,
+      { kstatus: 'InProgress', argocd: 'Progressing' },
+      'spec changed, not observed',
+      namespace,
+    );
+    await startControllers();
+  };
+
+  const gone = (kind: Kind, name: string, what: string) =>
+    eventually(
+      () =>
+        read(kind, name).then(
+          () => false,
+          () => true,
+        ),
+      60_000,
+      what,
+    );
+
+  /** Held by a finalizer of the test's own, then deleted: the object stays in its deleting state. */
+  const deleteHeld = async (kind: Kind, name: string, namespace?: string) => {
+    const current = await read(kind, name, namespace);
+    await mergePatch(
+      kinds[kind],
+      name,
+      { metadata: { finalizers: [...(current.metadata?.finalizers ?? []), HOLD] } },
+      namespace,
+    );
+    await api.request({ method: 'DELETE', path: objectPath(kinds[kind], namespace, name) });
+    await expectHealth(
+      kind,
+      name,
+      { kstatus: 'Terminating', argocd: 'Progressing' },
+      'being deleted',
+      namespace,
+    );
+    const held = await read(kind, name, namespace);
+    await api.request({
+      method: 'PATCH',
+      path: objectPath(kinds[kind], namespace, name),
+      contentType: 'application/json-patch+json',
+      body: [
+        { op: 'test', path: '/metadata/finalizers', value: held.metadata?.finalizers },
+        {
+          op: 'replace',
+          path: '/metadata/finalizers',
+          value: (held.metadata?.finalizers ?? []).filter((f) => f !== HOLD),
+        },
+      ],
+    });
+  };
+
+  /**
+   * A ValidatingAdmissionPolicy that refuses `operations` on `resource` (in `namespace`, or the
+   * objects named `names`) with 403 Forbidden, as an admission policy or quota of a real cluster
+   * would. Returns once the apiserver enforces it (a dry-run of such a request is refused), and
+   * gives back its removal.
+   */
+  const refuse = async (
+    name: string,
+    rule: { apiGroups: string[]; resources: string[]; operations: string[]; resourceNames?: string[] },
+    namespace: string | undefined,
+    probe: () => Promise<unknown>,
+  ): Promise<() => Promise<void>> => {
+    const policies = core('validatingadmissionpolicies', 'admissionregistration.k8s.io', 'v1', false);
+    const bindings = core('validatingadmissionpolicybindings', 'admissionregistration.k8s.io', 'v1', false);
+    await api.request({
+      method: 'POST',
+      path: collectionPath(policies),
+      body: {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicy',
+        metadata: { name },
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: { resourceRules: [{ ...rule, apiVersions: ['*'] }] },
+          validations: [
+            { expression: 'false', message: `refused by the test (${name})`, reason: 'Forbidden' },
+          ],
+        },
+      },
+    });
+    await api.request({
+      method: 'POST',
+      path: collectionPath(bindings),
+      body: {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicyBinding',
+        metadata: { name },
+        spec: {
+          policyName: name,
+          validationActions: ['Deny'],
+          ...(namespace
+            ? {
+                matchResources: {
+                  namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } },
+                },
+              }
+            : {}),
+        },
+      },
+    });
+    await eventually(
+      () =>
+        probe().then(
+          () => false,
+          (err: { code?: number }) => err.code === 403,
+        ),
+      30_000,
+      `policy ${name} to be enforced`,
+    );
+    return async () => {
+      await api.request({ method: 'DELETE', path: objectPath(bindings, undefined, name) });
+      await api.request({ method: 'DELETE', path: objectPath(policies, undefined, name) });
+      await eventually(
+        () =>
+          probe().then(
+            () => true,
+            () => false,
+          ),
+        30_000,
+        `policy ${name} to be gone`,
+      );
+    };
+  };
+  const dryRun = { dryRun: 'All' };
+
+  test('the Argo CD scripts of the docs and of the chart README are the same, for every kind that writes Ready', () => {
+    expect(chartReadmeScripts()).toEqual(scripts);
+    expect(Object.keys(scripts).sort()).toEqual(
+      ['Cluster', 'OwnedAccessKey', 'Project', 'SharedSecret', 'User', 'VirtualClusterInstance'].map(
+        (kind) => `${API_GROUP}/${kind}`,
+      ),
+    );
+  });
+
+  test('SharedSecret: created, ready, changed, failing and retried, recovered, stalled, deleted', async () => {
+    const ns = TEAM_NAMESPACE;
+    const rule = (name: string, verbs: string[]) => ({ name, verbs, users: ['alice'] });
+    await createdReadyChanged(
+      'SharedSecret',
+      'db',
+      { data: { v: 'eA==' }, access: [rule('read', ['get'])] },
+      { access: [rule('read', ['get']), rule('ops', ['get', 'update'])] },
+      ns,
+    );
+    await expectHealth('SharedSecret', 'db', { kstatus: 'Current', argocd: 'Healthy' }, 'ready again', ns);
+
+    // A new rule's Role is refused by admission: Ready=False, retried.
+    const allow = await refuse(
+      'no-roles',
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles'], operations: ['CREATE'] },
+      ns,
+      () =>
+        api.request({
+          method: 'POST',
+          path: collectionPath(core('roles', 'rbac.authorization.k8s.io'), ns),
+          query: dryRun,
+          body: {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'Role',
+            metadata: { name: 'probe' },
+            rules: [],
+          },
+        }),
+    );
+    await mergePatch(
+      kinds.SharedSecret,
+      'db',
+      { spec: { access: [rule('read', ['get']), rule('ops', ['get', 'update']), rule('audit', ['list'])] } },
+      ns,
+    );
+    const failing = await expectHealth('SharedSecret', 'db', FAILING, 'failing, retried', ns);
+    expect(conditionOf(failing, 'Ready')).toMatchObject({ status: 'False', reason: 'Forbidden' });
+    expect(conditionOf(failing, 'Reconciling')).toMatchObject({
+      status: 'True',
+      reason: 'ProgressingWithRetry',
+    });
+    // And a Warning Event says so.
+    const events = await api.request<{
+      items: Array<{ type: string; reason: string; regarding: { name: string } }>;
+    }>({
+      method: 'GET',
+      path: collectionPath(core('events', 'events.k8s.io'), ns),
+    });
+    expect(
+      events.items.some((e) => e.type === 'Warning' && e.reason === 'Forbidden' && e.regarding.name === 'db'),
+    ).toBe(true);
+    expect((await kubectlWait('SharedSecret', 'db', '2s', ns)).code).not.toBe(0);
+
+    await allow();
+    await expectHealth('SharedSecret', 'db', { kstatus: 'Current', argocd: 'Healthy' }, 'recovered', ns);
+
+    // A Role of the projected name controlled by another owner is never adopted: stalled.
+    const owner = await api.request<KubernetesObject>({
+      method: 'POST',
+      path: collectionPath(core('configmaps'), ns),
+      body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'someone-else' } },
+    });
+    const taken = desiredRbac({
+      apiVersion: GV,
+      kind: 'SharedSecret',
+      metadata: { name: 'taken', namespace: ns, uid: 'any' },
+      spec: { data: {}, access: [rule('read', ['get'])] },
+    }).roles[0]!;
+    await api.request({
+      method: 'POST',
+      path: collectionPath(core('roles', 'rbac.authorization.k8s.io'), ns),
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: {
+          name: taken.metadata!.name,
+          ownerReferences: [
+            {
+              apiVersion: 'v1',
+              kind: 'ConfigMap',
+              name: 'someone-else',
+              uid: owner.metadata!.uid!,
+              controller: true,
+            },
+          ],
+        },
+        rules: [],
+      },
+    });
+    await create('SharedSecret', 'taken', { data: {}, access: [rule('read', ['get'])] }, ns);
+    const stalled = await expectHealth('SharedSecret', 'taken', STALLED, 'stalled', ns);
+    expect(conditionOf(stalled, 'Stalled')).toMatchObject({ reason: 'ProjectionRejected' });
+
+    await deleteHeld('SharedSecret', 'db', ns);
+  });
+
+  test('OwnedAccessKey: created, ready, changed, disabled, failing and retried (its expiry refused), deleted', async () => {
+    const key = (extra: Record<string, unknown> = {}) => ({
+      user: 'alice',
+      type: 'User',
+      keyId: uniqueName('k').replace('-', ''),
+      keyHash: 'a'.repeat(64),
+      ...extra,
+    });
+    await createdReadyChanged('OwnedAccessKey', 'ci', key(), { displayName: 'CI key' });
+    await mergePatch(kinds.OwnedAccessKey, 'ci', { spec: { disabled: true } });
+    await expectHealth('OwnedAccessKey', 'ci', { kstatus: 'Current', argocd: 'Suspended' }, 'disabled');
+
+    // A key past its deadline whose deletion admission refuses: Ready=False, retried. (The probe
+    // is a dry-run deletion of a key that exists: a missing one is answered 404 before admission.)
+    await create('OwnedAccessKey', 'probe-key', key());
+    const allow = await refuse(
+      'no-key-deletion',
+      {
+        apiGroups: [API_GROUP],
+        resources: ['ownedaccesskeys'],
+        operations: ['DELETE'],
+        resourceNames: ['expiring', 'probe-key'],
+      },
+      undefined,
+      () =>
+        api.request({
+          method: 'DELETE',
+          path: objectPath(kinds.OwnedAccessKey, undefined, 'probe-key'),
+          query: dryRun,
+        }),
+    );
+    await create('OwnedAccessKey', 'expiring', key({ ttl: 1 }));
+    await expectHealth('OwnedAccessKey', 'expiring', FAILING, 'expired, deletion refused');
+    await allow();
+    await gone('OwnedAccessKey', 'expiring', 'the expired key to be deleted');
+    await deleteHeld('OwnedAccessKey', 'ci');
+  });
+
+  test('User: created, ready, changed, deleted; Team (no controller, no status): Current', async () => {
+    await createdReadyChanged('User', 'alice', { username: 'alice' }, { displayName: 'Alice' });
+    await expectHealth('User', 'alice', { kstatus: 'Current', argocd: 'Healthy' }, 'ready again');
+    await create('Team', 'ops', { users: ['alice'] });
+    await expectHealth('Team', 'ops', { kstatus: 'Current', argocd: null }, 'a team');
+    await deleteHeld('User', 'alice');
+  });
+
+  test('Project: created, ready, changed, failing and retried, waiting for a namespace, stalled, deleted', async () => {
+    await createdReadyChanged(
+      'Project',
+      'shop',
+      { owner: { user: 'alice' } },
+      { members: [{ kind: 'User', name: 'bob', clusterRole: 'view' }] },
+    );
+    await expectHealth('Project', 'shop', { kstatus: 'Current', argocd: 'Healthy' }, 'ready again');
+    // A new member's RoleBinding is refused by admission: Ready=False, retried.
+    const allow = await refuse(
+      'no-member-bindings',
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], operations: ['CREATE'] },
+      'p-shop',
+      () =>
+        api.request({
+          method: 'POST',
+          path: collectionPath(core('rolebindings', 'rbac.authorization.k8s.io'), 'p-shop'),
+          query: dryRun,
+          body: {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'RoleBinding',
+            metadata: { name: 'probe' },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+          },
+        }),
+    );
+    await mergePatch(kinds.Project, 'shop', {
+      spec: {
+        members: [
+          { kind: 'User', name: 'bob', clusterRole: 'view' },
+          { kind: 'User', name: 'carol', clusterRole: 'edit' },
+        ],
+      },
+    });
+    await expectHealth('Project', 'shop', FAILING, 'failing, retried');
+    await allow();
+    await expectHealth('Project', 'shop', { kstatus: 'Current', argocd: 'Healthy' }, 'recovered');
+
+    // Deleted and created again while its namespace is still being deleted (an object in it holds
+    // it): the new project waits for the namespace, then takes it up.
+    await api.request({
+      method: 'POST',
+      path: collectionPath(core('configmaps'), 'p-shop'),
+      body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'held', finalizers: [HOLD] } },
+    });
+    await api.request({ method: 'DELETE', path: objectPath(kinds.Project, undefined, 'shop') });
+    await gone('Project', 'shop', 'the project to be deleted');
+    await create('Project', 'shop', { owner: { user: 'alice' } });
+    await expectHealth(
+      'Project',
+      'shop',
+      { kstatus: 'InProgress', argocd: 'Progressing' },
+      'waiting for its namespace',
+    );
+    await mergePatch(core('configmaps'), 'held', { metadata: { finalizers: null } }, 'p-shop');
+    await expectHealth(
+      'Project',
+      'shop',
+      { kstatus: 'Current', argocd: 'Healthy' },
+      'ready in its new namespace',
+    );
+
+    // Its namespace exists and is somebody else's: stalled.
+    await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'p-taken' } } });
+    await create('Project', 'taken', { owner: { user: 'alice' } });
+    await expectHealth('Project', 'taken', STALLED, 'stalled');
+    expect((await kubectlWait('Project', 'taken', '2s')).code).not.toBe(0);
+
+    await deleteHeld('Project', 'shop');
+  });
+
+  test('Cluster: created, ready, changed, failing and retried (credentials refused), stalled (none), deleted', async () => {
+    const coreApi = kc.makeApiClient(CoreV1Api);
+    const b64 = (text: string) => Buffer.from(text).toString('base64');
+    await coreApi.createNamespacedSecret({
+      namespace: PLATFORM_NAMESPACE,
+      body: { metadata: { name: 'self' }, data: { token: b64(cluster.adminToken) } },
+    });
+    await coreApi.createNamespacedSecret({
+      namespace: PLATFORM_NAMESPACE,
+      body: { metadata: { name: 'wrong' }, data: { token: b64('not-a-token') } },
+    });
+    const spec = (secret?: string) => ({
+      endpoint: cluster.server,
+      caData: b64(cluster.caPem),
+      ...(secret ? { credentialsSecretRef: { name: secret, namespace: PLATFORM_NAMESPACE } } : {}),
+    });
+    await createdReadyChanged('Cluster', 'self', spec('self'), { displayName: 'this cluster' });
+    await create('Cluster', 'refused', spec('wrong'));
+    await expectHealth('Cluster', 'refused', FAILING, 'failing, retried');
+    await create('Cluster', 'nocreds', spec());
+    await expectHealth('Cluster', 'nocreds', STALLED, 'stalled');
+    await deleteHeld('Cluster', 'self');
+  });
+});
