@@ -102,24 +102,6 @@ export interface IdentityRefreshDeps {
 export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
   const accounts = new LoginAccounts(deps.api, deps.config);
 
-  async function setRefreshed(key: Stored<OwnedAccessKey>, condition: Omit<ConditionInput, 'type'>) {
-    const conditions = setCondition(
-      (key.status?.conditions ?? []) as Condition[],
-      { type: IDENTITY_REFRESHED_CONDITION, ...condition },
-      new Date(deps.clock.now()),
-    );
-    await patchStatus(deps.api, resources.ownedAccessKeys, key, { ...key.status, conditions });
-  }
-
-  async function patchSpec(name: string, spec: Record<string, unknown>) {
-    await deps.api.request({
-      method: 'PATCH',
-      path: objectPath(resources.ownedAccessKeys, undefined, name),
-      contentType: PatchStrategy.MergePatch,
-      body: { spec },
-    });
-  }
-
   /** The key as the apiserver has it now (the cache may not show our own last write yet). */
   async function readKey(name: string): Promise<Stored<OwnedAccessKey> | undefined> {
     try {
@@ -131,6 +113,46 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
       if (isNotFound(err)) return undefined;
       throw err;
     }
+  }
+
+  /**
+   * Sets `IdentityRefreshed` on the key as read, with its resourceVersion as a precondition (the
+   * conditions list is written whole: a stale copy would drop the access-key controller's `Ready`);
+   * on a conflict, on the key read again.
+   */
+  async function setRefreshed(key: Stored<OwnedAccessKey>, condition: Omit<ConditionInput, 'type'>) {
+    let current: Stored<OwnedAccessKey> | undefined = key;
+    for (let attempt = 0; current && attempt < MAX_WRITE_ATTEMPTS; attempt++) {
+      const conditions = setCondition(
+        (current.status?.conditions ?? []) as Condition[],
+        { type: IDENTITY_REFRESHED_CONDITION, ...condition },
+        new Date(deps.clock.now()),
+      );
+      try {
+        await patchStatus(
+          deps.api,
+          resources.ownedAccessKeys,
+          current,
+          { ...current.status, conditions },
+          {
+            unchanged: true,
+          },
+        );
+        return;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+      }
+      current = await readKey(key.metadata.name ?? '');
+    }
+  }
+
+  async function patchSpec(name: string, spec: Record<string, unknown>) {
+    await deps.api.request({
+      method: 'PATCH',
+      path: objectPath(resources.ownedAccessKeys, undefined, name),
+      contentType: PatchStrategy.MergePatch,
+      body: { spec },
+    });
   }
 
   /**
