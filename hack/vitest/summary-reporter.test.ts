@@ -44,6 +44,13 @@ describe('summary reporter', () => {
     expect(printed).toBe(line({ passed: 0, failed: 1, skipped: 0 }));
   });
 
+  it('names each failure with its file, test and error above the line', async () => {
+    const { output } = await run(['before-all-throws.fixture.ts', 'does-not-load.fixture.ts']);
+    expect(output).toMatch(/failed \(\d+\):\n/);
+    expect(output).toMatch(/ {2}before-all-throws\.fixture\.ts > .+: \w*Error: /);
+    expect(output).toMatch(/ {2}does-not-load\.fixture\.ts: \w*Error: /);
+  });
+
   it('lists the slowest files above the line', async () => {
     const { output } = await run(['before-all-throws.fixture.ts', 'after-all-throws.fixture.ts']);
     expect(output).toMatch(/slowest 2 test files:\n +\d+\.\d s {2}(before|after)-all-throws\.fixture\.ts\n/);

@@ -6,6 +6,8 @@ export interface RunSummary {
   skipped: number;
   /** Test files by wall-clock duration, slowest first. */
   slowest: { file: string; durationMs: number }[];
+  /** What failed, as `file > suite > test: first line of the error`, in run order. */
+  failures: string[];
 }
 
 type Node = TestModule | TestSuite | TestCase;
@@ -17,13 +19,16 @@ type Node = TestModule | TestSuite | TestCase;
  * purpose (`it.skip`, `todo`, `ctx.skip()` in a healthy suite) count as skipped.
  */
 export function summarize(modules: ReadonlyArray<TestModule>): RunSummary {
-  const summary: RunSummary = { passed: 0, failed: 0, skipped: 0, slowest: [] };
+  const summary: RunSummary = { passed: 0, failed: 0, skipped: 0, slowest: [], failures: [] };
   const visit = (node: Node, ancestorErrored: boolean): number => {
     if (node.type === 'test') {
-      const state = node.result().state;
+      const result = node.result();
+      const state = result.state;
       if (state === 'passed') summary.passed++;
-      else if (state === 'failed') summary.failed++;
-      else if (ancestorErrored && node.options.mode !== 'skip' && node.options.mode !== 'todo') {
+      else if (state === 'failed') {
+        summary.failed++;
+        summary.failures.push(describeFailure(node, result.errors ?? []));
+      } else if (ancestorErrored && node.options.mode !== 'skip' && node.options.mode !== 'todo') {
         summary.failed++;
       } else {
         summary.skipped++;
@@ -35,6 +40,7 @@ export function summarize(modules: ReadonlyArray<TestModule>): RunSummary {
     let failuresBelow = 0;
     for (const child of node.children) failuresBelow += visit(child, ancestorErrored || errored);
     // The hook failed but nothing below was counted for it (no tests, or all had passed).
+    if (errored) summary.failures.push(describeFailure(node, node.errors()));
     if (errored && failuresBelow === 0) {
       summary.failed++;
       failuresBelow = 1;
@@ -49,6 +55,18 @@ export function summarize(modules: ReadonlyArray<TestModule>): RunSummary {
   return summary;
 }
 
+type ErrorLike = { message?: string; name?: string };
+
+function describeFailure(node: Node, errors: ReadonlyArray<ErrorLike>): string {
+  const module = node.type === 'module' ? node : node.module;
+  const where =
+    node.type === 'module' ? module.relativeModuleId : `${module.relativeModuleId} > ${node.fullName}`;
+  const first = errors[0];
+  const text = first ? `${first.name ?? 'Error'}: ${first.message ?? ''}` : 'failed';
+  const firstLine = text.split('\n', 1)[0] ?? '';
+  return `${where}: ${firstLine.length > 300 ? `${firstLine.slice(0, 300)}…` : firstLine}`;
+}
+
 export function formatSummary(summary: RunSummary, slowestCount = 10): string {
   const lines = [''];
   const slowest = summary.slowest.slice(0, slowestCount).filter((f) => f.durationMs > 0);
@@ -58,12 +76,17 @@ export function formatSummary(summary: RunSummary, slowestCount = 10): string {
       lines.push(`  ${(durationMs / 1000).toFixed(1).padStart(7)} s  ${file}`);
     }
   }
+  if (summary.failures.length > 0) {
+    lines.push(`failed (${summary.failures.length}):`);
+    for (const failure of summary.failures) lines.push(`  ${failure}`);
+  }
   lines.push(`tests: ${summary.passed} passed, ${summary.failed} failed, ${summary.skipped} skipped`);
   return `${lines.join('\n')}\n`;
 }
 
 /**
- * Ends every run with the ten slowest test files and one plain line,
+ * Ends every run with the ten slowest test files, what failed (file, test and the error's first
+ * line, so that the tail of a CI log names it), and one plain line,
  * `tests: N passed, N failed, N skipped`, which CI tools that do not know vitest's own summary
  * can read.
  */
