@@ -169,3 +169,45 @@ export function reportFigure(figure: Figure): void {
 function formatNumber(value: number): string {
   return Math.abs(value) >= 100 ? value.toFixed(0) : value.toPrecision(3);
 }
+
+/** What a benchmark waits on besides its condition: a bound, and a child whose death ends the wait. */
+export interface WaitBound {
+  /** Fails past this many milliseconds (far beyond a healthy run, so only a hang reaches it). */
+  readonly boundMs: number;
+  /** A child process the wait depends on: its exit fails the wait at once. */
+  readonly child?: import('node:child_process').ChildProcess;
+  readonly intervalMs?: number;
+}
+
+function assertChildAlive(what: string, child: WaitBound['child']): void {
+  if (child && (child.exitCode !== null || child.signalCode !== null)) {
+    throw new Error(`${what}: the child process exited (${child.exitCode ?? child.signalCode})`);
+  }
+}
+
+/** Polls `check` until it holds; throws past the bound or when the child died. */
+export async function waitUntil(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  bound: WaitBound,
+): Promise<void> {
+  const deadline = performance.now() + bound.boundMs;
+  for (;;) {
+    assertChildAlive(what, bound.child);
+    if (await check()) return;
+    if (performance.now() > deadline)
+      throw new Error(`gave up waiting for ${what} after ${bound.boundMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, bound.intervalMs ?? 20));
+  }
+}
+
+/** `promise`, or a failure past the bound or when the child died. */
+export async function within<T>(promise: Promise<T>, what: string, bound: WaitBound): Promise<T> {
+  let settled = false;
+  const guard = waitUntil(what, () => settled, { ...bound, intervalMs: bound.intervalMs ?? 50 });
+  try {
+    return await Promise.race([promise, guard.then(() => promise)]);
+  } finally {
+    settled = true;
+  }
+}

@@ -276,3 +276,52 @@ function base32Decode(text: string): Uint8Array {
   }
   return Uint8Array.from(bytes);
 }
+
+describe('the owner remembered per key object', () => {
+  const groupsOf = (result: AuthenticationResult) => (result.ok ? result.identity.groups : []);
+
+  it('follows a changed User or Team object on the next call, with and without a caches version', () => {
+    for (const versioned of [false, true]) {
+      const { token, object } = accessKey({ user: 'bob' });
+      let bob = user('bob', {}, ['devs']);
+      let devs = team('devs');
+      let version = 1;
+      const context: AuthenticationContext = {
+        ...contextWith([object]),
+        lookupUser: (name) => (name === 'bob' ? bob : undefined),
+        lookupTeam: (name) => (name === 'devs' ? devs : undefined),
+        ...(versioned ? { ownersVersion: () => version } : {}),
+      };
+      expect(groupsOf(authenticateAccessKey(token, context))).not.toContain('platform:admins');
+      // The same answer while nothing changed.
+      expect(groupsOf(authenticateAccessKey(token, context))).toEqual(
+        groupsOf(authenticateAccessKey(token, context)),
+      );
+
+      devs = team('devs', { clusterRoles: [{ name: 'platform-admin' }] });
+      version++;
+      expect(groupsOf(authenticateAccessKey(token, context))).toContain('platform:admins');
+
+      bob = user('bob', { disabled: true }, ['devs']);
+      version++;
+      expect(failureOf(authenticateAccessKey(token, context))).toBeInstanceOf(UserDisabled);
+
+      bob = user('bob', {}, []);
+      version++;
+      expect(groupsOf(authenticateAccessKey(token, context))).not.toContain('platform:team:devs');
+    }
+  });
+
+  it('never reuses a failed resolution', () => {
+    const { token, object } = accessKey({ user: 'carol' });
+    let carol: User | undefined;
+    const context: AuthenticationContext = {
+      ...contextWith([object]),
+      lookupUser: (name) => (name === 'carol' ? carol : undefined),
+      ownersVersion: () => 1, // a version that never moves: only successes are remembered
+    };
+    expect(failureOf(authenticateAccessKey(token, context))).toBeInstanceOf(AccessKeyOwnerInvalid);
+    carol = user('carol');
+    expect(authenticateAccessKey(token, context).ok).toBe(true);
+  });
+});

@@ -17,10 +17,10 @@ import {
 } from './groups.ts';
 import {
   accessKeyDigest,
-  digestMatches,
+  decodeStoredHash,
+  digestMatchesStored,
   MalformedAccessKey,
   parseAccessKey,
-  UNMATCHABLE_ACCESS_KEY_HASH,
 } from './keys.ts';
 
 /**
@@ -139,6 +139,12 @@ export interface AuthenticationContext {
   readonly now: () => Date;
   /** `Config.status.auth` lifetime limits. */
   readonly limits: AccessKeyLifetimeLimits;
+  /**
+   * A number that changes whenever what `lookupUser` or `lookupTeam` answer may have changed (the
+   * caches' versions). With it, the owner resolved for a key object is reused while it is the
+   * same, instead of being checked lookup by lookup on every request.
+   */
+  readonly ownersVersion?: () => number; // never returns to an earlier value
   /** Activity seen but maybe not written yet (ActivityRecorder.lastActivityOf), for ttlAfterLastActivity keys. */
   readonly recentActivity?: (keyName: string) => Date | undefined;
 }
@@ -155,6 +161,65 @@ const isAdmin = (holder: { spec: { clusterRoles?: { name: string }[] | undefined
 const sortedUnique = (items: readonly string[]) => [...new Set(items)].sort();
 
 type Owner = Omit<AuthenticatedIdentity, 'accessKey'>;
+
+/**
+ * Per key object (informers replace objects, never change them): its decoded `spec.keyHash`, and
+ * the owner last resolved for it with the lookups that resolution made. The owner is reused while
+ * the caches' version ({@link AuthenticationContext.ownersVersion}) is the one it was resolved at,
+ * or, when that changed or is not given, while every one of those lookups still returns the very
+ * same object; so a changed User or Team (a new object in the cache) resolves again, and the
+ * answer is always the one a fresh resolution would give, without its work on every request.
+ */
+interface KeyMemo {
+  readonly storedHash: Buffer | undefined;
+  owner?: {
+    readonly lookups: readonly Lookup[];
+    readonly version: number | undefined;
+    readonly owner: Owner;
+  };
+}
+type Lookup = readonly ['user' | 'team', string, unknown];
+const keyMemos = new WeakMap<OwnedAccessKey, KeyMemo>();
+
+function memoOf(key: OwnedAccessKey): KeyMemo {
+  let memo = keyMemos.get(key);
+  if (!memo) {
+    memo = { storedHash: decodeStoredHash(key.spec.keyHash ?? '') };
+    keyMemos.set(key, memo);
+  }
+  return memo;
+}
+
+function ownerOf(key: OwnedAccessKey, context: AuthenticationContext): Owner | AuthenticationFailure {
+  const memo = memoOf(key);
+  const cached = memo.owner;
+  const version = context.ownersVersion?.();
+  if (cached && version !== undefined && cached.version === version) return cached.owner;
+  if (cached?.lookups.every(([kind, name, found]) => lookup(context, kind, name) === found)) {
+    memo.owner = { ...cached, version };
+    return cached.owner;
+  }
+  const lookups: Lookup[] = [];
+  const recording: AuthenticationContext = {
+    ...context,
+    lookupUser: (name) => {
+      const found = context.lookupUser(name);
+      lookups.push(['user', name, found]);
+      return found;
+    },
+    lookupTeam: (name) => {
+      const found = context.lookupTeam(name);
+      lookups.push(['team', name, found]);
+      return found;
+    },
+  };
+  const owner = resolveOwner(key, recording);
+  memo.owner = owner instanceof Error ? undefined : { lookups, version, owner };
+  return owner;
+}
+
+const lookup = (context: AuthenticationContext, kind: 'user' | 'team', name: string): unknown =>
+  kind === 'user' ? context.lookupUser(name) : context.lookupTeam(name);
 
 function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owner | AuthenticationFailure {
   const { user: userName, team: teamName, subject } = key.spec;
@@ -226,14 +291,17 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
   if (parsed instanceof MalformedAccessKey) return fail(parsed);
   const { id } = parsed;
 
-  const candidates = context.lookupKey(id).filter((found) => found.spec.keyId === id);
+  const candidates = context.lookupKey(id);
   // Always one HMAC and at least one constant-time comparison, found or not.
   const digest = accessKeyDigest(token, context.pepper);
   let key: OwnedAccessKey | undefined;
-  if (candidates.length === 0) digestMatches(digest, UNMATCHABLE_ACCESS_KEY_HASH);
+  let compared = false;
   for (const candidate of candidates) {
-    if (digestMatches(digest, candidate.spec.keyHash ?? UNMATCHABLE_ACCESS_KEY_HASH)) key = candidate;
+    if (candidate.spec.keyId !== id) continue;
+    compared = true;
+    if (digestMatchesStored(digest, memoOf(candidate).storedHash)) key = candidate;
   }
+  if (!compared) digestMatchesStored(digest, undefined);
   if (!key) return fail(new InvalidAccessKey(), id);
 
   if (key.spec.disabled === true || key.metadata.deletionTimestamp) return fail(new AccessKeyDisabled(), id);
@@ -241,7 +309,8 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
   const keyName = key.metadata.name ?? '';
   let expiresAt: Date | null;
   try {
-    expiresAt = accessKeyExpiry(key, context.limits, context.recentActivity?.(keyName));
+    const recent = key.spec.ttlAfterLastActivity === true ? context.recentActivity?.(keyName) : undefined;
+    expiresAt = accessKeyExpiry(key, context.limits, recent);
   } catch (error) {
     // A lifetime limit without a creation time: fail closed.
     if (error instanceof AccessKeyWithoutCreationTimestamp) return fail(new AccessKeyExpired(undefined), id);
@@ -251,7 +320,7 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
     return fail(new AccessKeyExpired(expiresAt), id);
   }
 
-  const owner = resolveOwner(key, context);
+  const owner = ownerOf(key, context);
   if (owner instanceof Error) return fail(owner, id);
   return {
     ok: true,

@@ -171,6 +171,8 @@ export class AccessKeyAuthenticator {
         return cached ?? (live?.user?.metadata.name === name ? live.user : undefined);
       },
       lookupTeam: (name) => this.teams.get(name),
+      // Live objects are not in the caches: their owner is checked lookup by lookup.
+      ...(live ? {} : { ownersVersion: () => this.users.version + this.teams.version }),
       pepper,
       now: () => new Date(this.deps.clock.now()),
       limits: this.config().auth,

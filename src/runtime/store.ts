@@ -34,6 +34,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   private readonly indices = new Map<string, Map<string, Set<string>>>();
   /** key -> an object we wrote, and the resourceVersion the cache had then (see `recordWrite`). */
   private readonly writes = new Map<string, { from: string | undefined; written: T }>();
+  private changes = 0;
 
   constructor(indexers: Record<string, IndexFunc<T>> = defaultIndexers as Record<string, IndexFunc<T>>) {
     for (const [name, fn] of Object.entries(indexers)) this.addIndexer(name, fn);
@@ -50,6 +51,14 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
 
   get(key: string): T | undefined {
     return this.items.get(key);
+  }
+
+  /**
+   * A number that grows with every change of the content (an insert, a replacement, a removal):
+   * what is derived from the cached objects stays valid while it is the same.
+   */
+  get version(): number {
+    return this.changes;
   }
 
   /**
@@ -110,7 +119,11 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   byIndex(indexName: string, value: string): T[] {
     const index = this.indices.get(indexName);
     if (!index) throw new Error(`no indexer named ${indexName}`);
-    return [...(index.get(value) ?? [])].map((key) => this.items.get(key)!);
+    const keys = index.get(value);
+    const found: T[] = [];
+    // On every authenticated request (the key-id index): no spread, no intermediate array.
+    if (keys) for (const key of keys) found.push(this.items.get(key)!);
+    return found;
   }
 
   /** The index values currently present in `indexName`. */
@@ -127,6 +140,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
     const previous = this.items.get(key);
     if (previous) this.unindex(key, previous);
     this.items.set(key, obj);
+    this.changes++;
     for (const [name, fn] of this.indexers) addToIndex(this.indices.get(name)!, fn(obj), key);
     return previous;
   }
@@ -138,6 +152,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
     if (!previous) return undefined;
     this.unindex(key, previous);
     this.items.delete(key);
+    this.changes++;
     return previous;
   }
 
