@@ -15,20 +15,26 @@
  * 0.8 x direct; gateway vs impersonated is the gateway's own overhead) and the latency the
  * gateway adds at p50 and p99 over the direct admin call.
  *
- *   bench/gateway/run.sh [SECONDS=10] [CONNECTIONS=16] [N=50]
+ * Figures (reportFigure): GET and LIST through the gateway ÷ direct (goal >= 0.8), and the
+ * gateway's CPU per proxied GET ÷ kube-apiserver's CPU for the same GET (goal <= 0.5: on shared
+ * CPUs the gateway costs a fraction of the request it forwards).
+ *
+ *   bench/gateway/run.sh [SECONDS=10] [CONNECTIONS=16] [N=50]   (BENCH_SMOKE=1: 2 s, 4, 5)
  *
  * `GATEWAY_NODE_OPTIONS` adds Node flags to the gateway process (`--cpu-prof --cpu-prof-dir=DIR`
  * to profile it).
  *
- * `GATEWAY_CPUS=1` (with `PLATFORM_CPUS=0`, the default) runs the gateway on CPUs of its own
+ * `GATEWAY_CPUS=1` (the default on a machine with two CPUs or more; `GATEWAY_CPUS=none` turns it
+ * off), with `PLATFORM_CPUS=0` (the default), runs the gateway on CPUs of its own
  * (Linux `taskset`), as in production, where it runs in pods of its own on other nodes than the
  * apiserver: kube-apiserver, etcd and the load generator share `PLATFORM_CPUS` in every
  * configuration, so the direct figures and the gateway's are limited by the same apiserver budget
  * and the ratio shows what the gateway costs the apiserver, not what it takes from its CPUs.
  */
-import { execFileSync, fork } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import autocannon from 'autocannon';
@@ -36,11 +42,15 @@ import { BASE_PATH } from '../../src/gateway/index.ts';
 import { generateAccessKey, hashAccessKey } from '../../src/identity/keys.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { withBenchCluster } from '../support.ts';
+import { benchMode, reportFigure, waitUntil, withBenchCluster, within } from '../support.ts';
 
-const SECONDS = Number(process.argv[2] ?? 10);
-const CONNECTIONS = Number(process.argv[3] ?? 16);
-const N = Number(process.argv[4] ?? 50);
+const smoke = benchMode() === 'smoke';
+const SECONDS = Number(process.argv[2] ?? (smoke ? 2 : 10));
+const CONNECTIONS = Number(process.argv[3] ?? (smoke ? 4 : 16));
+const N = Number(process.argv[4] ?? (smoke ? 5 : 50));
+const WARM_UP_SECONDS = smoke ? 1 : 2;
+/** Bounds on the waits: far beyond what a healthy run takes, so only a hang reaches them. */
+const START_BOUND_MS = 120_000;
 const PLATFORM_NAMESPACE = 'platform-system';
 const GROUP = 'management.platform';
 
@@ -123,6 +133,7 @@ function rows(name: string, directRun: Measured, impersonatedRun: Measured, gate
 }
 
 interface GatewayProcess {
+  readonly child: ChildProcess;
   readonly pid: number | undefined;
   readonly url: string;
   readonly impersonation: Record<string, string | string[]>;
@@ -144,16 +155,26 @@ function startGatewayProcess(kubeconfig: string, key: string): Promise<GatewayPr
     await exited;
     clearTimeout(timer);
   };
-  return new Promise((resolve, reject) => {
+  const started = new Promise<GatewayProcess>((resolve, reject) => {
     child.once('message', (message) => {
       const { url, impersonation } = message as Pick<GatewayProcess, 'url' | 'impersonation'>;
-      resolve({ pid: child.pid, url, impersonation, stop });
+      resolve({ child, pid: child.pid, url, impersonation, stop });
     });
     child.once('exit', (code) => reject(new Error(`the gateway process exited (${code})`)));
   });
+  return within(started, 'the gateway process to serve the key', { boundMs: START_BOUND_MS }).catch(
+    async (error: unknown) => {
+      await stop();
+      throw error;
+    },
+  );
 }
 
-const GATEWAY_CPUS = process.env.GATEWAY_CPUS;
+const GATEWAY_CPUS = ((): string | undefined => {
+  const asked = process.env.GATEWAY_CPUS;
+  if (asked === 'none' || asked === '') return undefined;
+  return asked ?? (availableParallelism() >= 2 ? '1' : undefined);
+})();
 const PLATFORM_CPUS = process.env.PLATFORM_CPUS ?? '0';
 
 /** Pins a process and all its threads (children started later inherit it). */
@@ -222,14 +243,14 @@ async function main(): Promise<void> {
       const admin = bearer(cluster.adminToken);
       const impersonated = { ...admin, ...autocannonHeaders(gateway.impersonation) };
       const user = bearer(key.key);
-      for (;;) {
-        const probe = await fetch(`${gatewayBase}${path}/secret-0`, { headers: user });
-        if (probe.status === 200) break;
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
+      await waitUntil(
+        'the gateway to answer the key',
+        async () => (await fetch(`${gatewayBase}${path}/secret-0`, { headers: user })).status === 200,
+        { boundMs: START_BOUND_MS, child: gateway.child, intervalMs: 200 },
+      );
       // Warm every path up (connections, JIT, the apiserver's caches) before measuring.
-      await load(`${cluster.server}${path}/secret-0`, impersonated, 2);
-      await load(`${gatewayBase}${path}/secret-0`, user, 2);
+      await load(`${cluster.server}${path}/secret-0`, impersonated, WARM_UP_SECONDS);
+      await load(`${gatewayBase}${path}/secret-0`, user, WARM_UP_SECONDS);
       console.log(
         `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets${
           GATEWAY_CPUS
@@ -244,7 +265,30 @@ async function main(): Promise<void> {
         const direct = await load(`${cluster.server}${url}`, admin);
         const asUser = await load(`${cluster.server}${url}`, impersonated);
         const through = await load(`${gatewayBase}${url}`, user);
+        if (gateway.child.exitCode !== null) throw new Error('the gateway process exited during the load');
         console.log(rows(name, direct, asUser, through));
+        const failed = failures(direct.result, asUser.result, through.result);
+        if (failed > 0) throw new Error(`${name}: ${failed} requests failed (non-2xx or errors)`);
+        reportFigure({
+          name: `${name} through the gateway${GATEWAY_CPUS ? ' (gateway on a CPU of its own)' : ''}`,
+          value: rps(through.result),
+          unit: 'req/s',
+          baseline: { name: 'direct to kube-apiserver', value: rps(direct.result), unit: 'req/s' },
+          ratio: rps(through.result) / rps(direct.result),
+          goal: '>= 0.8',
+        });
+        reportFigure({
+          name: `gateway CPU per proxied ${name}`,
+          value: through.cpuMs.gateway ?? Number.NaN,
+          unit: 'CPU ms',
+          baseline: {
+            name: `kube-apiserver CPU for the same ${name}`,
+            value: through.cpuMs.apiserver ?? Number.NaN,
+            unit: 'CPU ms',
+          },
+          ratio: (through.cpuMs.gateway ?? Number.NaN) / (through.cpuMs.apiserver ?? Number.NaN),
+          ...(name === 'GET' ? { goal: '<= 0.5' } : {}),
+        });
       }
     } finally {
       await gateway.stop();
