@@ -63,6 +63,7 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     reconcile: virtualClusterReconciler({
       api: deps.api,
       clock: deps.clock,
+      events: deps.events,
       instances: instances.store,
       serviceAccounts: serviceAccounts.store,
       roleBindings: roleBindings.store,
