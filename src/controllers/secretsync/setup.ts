@@ -23,6 +23,7 @@ export function setupSecretSyncController(manager: Manager, deps: ControllerDeps
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
     reconcile: secretSyncReconciler({
       api: deps.api,
+      clock: deps.clock,
       events: deps.events,
       secrets: secrets.store,
       sharedSecrets: sharedSecrets.store,
