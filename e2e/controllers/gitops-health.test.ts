@@ -581,17 +581,19 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await deleteHeld('Project', 'shop');
   });
 
-  test('Cluster: created, ready, changed, failing and retried (credentials refused), stalled (none), deleted', async () => {
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  /** Credentials Secrets in `namespace`: `tokens` by Secret name. */
+  const tokenSecrets = async (namespace: string, tokens: Record<string, string>) => {
     const coreApi = kc.makeApiClient(CoreV1Api);
-    const b64 = (text: string) => Buffer.from(text).toString('base64');
-    await coreApi.createNamespacedSecret({
-      namespace: PLATFORM_NAMESPACE,
-      body: { metadata: { name: 'self' }, data: { token: b64(cluster.adminToken) } },
-    });
-    await coreApi.createNamespacedSecret({
-      namespace: PLATFORM_NAMESPACE,
-      body: { metadata: { name: 'wrong' }, data: { token: b64('not-a-token') } },
-    });
+    for (const [name, token] of Object.entries(tokens))
+      await coreApi.createNamespacedSecret({
+        namespace,
+        body: { metadata: { name }, data: { token: b64(token) } },
+      });
+  };
+
+  test('Cluster: created, ready, changed, failing and retried (credentials refused), stalled (none), deleted', async () => {
+    await tokenSecrets(PLATFORM_NAMESPACE, { self: cluster.adminToken, wrong: 'not-a-token' });
     const spec = (secret?: string) => ({
       endpoint: cluster.server,
       caData: b64(cluster.caPem),
@@ -607,16 +609,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
 
   test('VirtualClusterInstance: created, ready, changed, progressing (its syncer starting), failing and retried (credentials refused), deleted', async () => {
     const ns = TEAM_NAMESPACE;
-    const coreApi = kc.makeApiClient(CoreV1Api);
-    const b64 = (text: string) => Buffer.from(text).toString('base64');
-    await coreApi.createNamespacedSecret({
-      namespace: ns,
-      body: { metadata: { name: 'vc-admin' }, data: { token: b64(virtual.adminToken) } },
-    });
-    await coreApi.createNamespacedSecret({
-      namespace: ns,
-      body: { metadata: { name: 'vc-wrong' }, data: { token: b64('not-a-token') } },
-    });
+    await tokenSecrets(ns, { 'vc-admin': virtual.adminToken, 'vc-wrong': 'not-a-token' });
     const spec = (secret: string) => ({
       endpoint: virtual.server,
       caData: b64(virtual.caPem),
@@ -661,25 +654,15 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       60_000,
       'the syncer starting',
     );
-    const starting = await expectHealth(
-      'VirtualClusterInstance',
-      'dev',
-      { kstatus: 'InProgress', argocd: 'Progressing' },
-      'its syncer starting',
-      ns,
-    );
+    const dev = (expected: Expected, what: string) =>
+      expectHealth('VirtualClusterInstance', 'dev', expected, what, ns);
+    const starting = await dev({ kstatus: 'InProgress', argocd: 'Progressing' }, 'its syncer starting');
     expect(conditionOf(starting, 'Ready')).toMatchObject({ status: 'Unknown', reason: 'Starting' });
     expect(conditionOf(starting, 'Reconciling')).toMatchObject({ status: 'True', reason: 'Starting' });
     expect(conditionOf(starting, 'Syncing')).toMatchObject({ status: 'Unknown', reason: 'Starting' });
     // The role back: the syncer fills its caches and syncs.
     await installPlatformRoles(api);
-    const syncing = await expectHealth(
-      'VirtualClusterInstance',
-      'dev',
-      { kstatus: 'Current', argocd: 'Healthy' },
-      'syncing',
-      ns,
-    );
+    const syncing = await dev({ kstatus: 'Current', argocd: 'Healthy' }, 'syncing');
     expect(conditionOf(syncing, 'Syncing')).toMatchObject({ status: 'True', reason: 'Synced' });
     expect(syncing.metadata?.finalizers).toContain('management.platform/cleanup');
 
