@@ -5,7 +5,9 @@ import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { createControllerManager } from '../../src/cli/controller.ts';
 import { defaultOperatorOptions } from '../../src/cli/operator.ts';
 import { desiredRbac } from '../../src/controllers/sharedsecret/desired.ts';
+import { INSTANCE_UID_LABEL, SYNCER_CLUSTER_ROLES } from '../../src/controllers/virtualcluster/identity.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
+import { installPlatformRoles } from '../../src/dev/install-rbac.ts';
 import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../src/runtime/kube-client.ts';
 import type { Manager } from '../../src/runtime/manager.ts';
 import { kubeConfigFor, kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
@@ -26,7 +28,8 @@ import {
  * with kubectl, is given to kstatus (sigs.k8s.io/cli-utils) and to the Argo CD health script of
  * docs/gitops-health.md run by gopher-lua as Argo CD runs it. The verdicts must be the ones the
  * page's table promises. Failures are made real: a ValidatingAdmissionPolicy refuses the write the
- * controller needs, a namespace or Role belongs to someone else, a cluster refuses the credentials.
+ * controller needs, a namespace or Role belongs to someone else, a cluster (or a virtual cluster,
+ * an apiserver of its own) refuses the credentials; a syncer waits for permissions it lacks.
  * The controllers run in this process so that they can be stopped to catch an object before they
  * saw it (created, spec changed). `kubectl wait --for=condition=Ready` is run for each kind.
  */
@@ -49,6 +52,7 @@ const kinds = {
   Team: resourceOf('teams', false),
   Project: resourceOf('projects', false),
   Cluster: resourceOf('clusters', false),
+  VirtualClusterInstance: resourceOf('virtualclusterinstances', true),
 } as const;
 type Kind = keyof typeof kinds;
 const core = (plural: string, group = '', version = 'v1', namespaced = true): ResourceRef => ({
@@ -75,6 +79,8 @@ const STALLED: Expected = { kstatus: 'Failed', argocd: 'Degraded' };
 describe('GitOps health: kstatus and the documented Argo CD scripts, every kind through its states', () => {
   const startCluster = useExtraClusters();
   let cluster: Cluster;
+  /** The virtual cluster of the VirtualClusterInstances: an apiserver of its own. */
+  let virtual: Cluster;
   let kc: KubeConfig;
   let api: KubeClient;
   let scripts: Record<string, string>;
@@ -85,7 +91,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       defaultOperatorOptions({
         kubeconfig: cluster.kubeconfigPath,
         namespace: PLATFORM_NAMESPACE,
-        controllers: ['sharedsecret', 'accesskey', 'teammembership', 'project', 'cluster'],
+        controllers: ['sharedsecret', 'accesskey', 'teammembership', 'project', 'cluster', 'virtualcluster'],
         leaderElect: false,
         healthPort: 0,
         healthHost: '127.0.0.1',
@@ -103,6 +109,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await healthBinary();
     // With a controller manager: namespaces finish deleting, garbage collection runs.
     cluster = await startCluster({ name: uniqueName('health'), controllerManager: true });
+    virtual = await startCluster({ name: uniqueName('health-vc') });
     kc = kubeConfigFor(cluster);
     api = new KubeClient(kc);
     await installCrds(kc);
@@ -232,10 +239,10 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await startControllers();
   };
 
-  const gone = (kind: Kind, name: string, what: string) =>
+  const gone = (kind: Kind, name: string, what: string, namespace?: string) =>
     eventually(
       () =>
-        read(kind, name).then(
+        read(kind, name, namespace).then(
           () => false,
           () => true,
         ),
@@ -574,17 +581,19 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await deleteHeld('Project', 'shop');
   });
 
-  test('Cluster: created, ready, changed, failing and retried (credentials refused), stalled (none), deleted', async () => {
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  /** Credentials Secrets in `namespace`: `tokens` by Secret name. */
+  const tokenSecrets = async (namespace: string, tokens: Record<string, string>) => {
     const coreApi = kc.makeApiClient(CoreV1Api);
-    const b64 = (text: string) => Buffer.from(text).toString('base64');
-    await coreApi.createNamespacedSecret({
-      namespace: PLATFORM_NAMESPACE,
-      body: { metadata: { name: 'self' }, data: { token: b64(cluster.adminToken) } },
-    });
-    await coreApi.createNamespacedSecret({
-      namespace: PLATFORM_NAMESPACE,
-      body: { metadata: { name: 'wrong' }, data: { token: b64('not-a-token') } },
-    });
+    for (const [name, token] of Object.entries(tokens))
+      await coreApi.createNamespacedSecret({
+        namespace,
+        body: { metadata: { name }, data: { token: b64(token) } },
+      });
+  };
+
+  test('Cluster: created, ready, changed, failing and retried (credentials refused), stalled (none), deleted', async () => {
+    await tokenSecrets(PLATFORM_NAMESPACE, { self: cluster.adminToken, wrong: 'not-a-token' });
     const spec = (secret?: string) => ({
       endpoint: cluster.server,
       caData: b64(cluster.caPem),
@@ -596,5 +605,85 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await create('Cluster', 'nocreds', spec());
     await expectHealth('Cluster', 'nocreds', STALLED, 'stalled');
     await deleteHeld('Cluster', 'self');
+  });
+
+  test('VirtualClusterInstance: created, ready, changed, progressing (its syncer starting), failing and retried (credentials refused), deleted', async () => {
+    const ns = TEAM_NAMESPACE;
+    await tokenSecrets(ns, { 'vc-admin': virtual.adminToken, 'vc-wrong': 'not-a-token' });
+    const spec = (secret: string) => ({
+      endpoint: virtual.server,
+      caData: b64(virtual.caPem),
+      credentialsSecretRef: { name: secret },
+    });
+    // Reachability alone (no syncer) for the states every kind shares.
+    await createdReadyChanged('VirtualClusterInstance', 'dev', spec('vc-admin'), { displayName: 'dev' }, ns);
+    await expectHealth(
+      'VirtualClusterInstance',
+      'dev',
+      { kstatus: 'Current', argocd: 'Healthy' },
+      'ready again',
+      ns,
+    );
+
+    // A syncer is configured while the ClusterRole it is bound to for Services is missing: it waits
+    // for its permissions, then starts without them and cannot fill its caches. Progressing, for
+    // as long as that lasts.
+    await api.request({
+      method: 'DELETE',
+      path: objectPath(
+        core('clusterroles', 'rbac.authorization.k8s.io', 'v1', false),
+        undefined,
+        SYNCER_CLUSTER_ROLES.Service,
+      ),
+    });
+    await mergePatch(
+      kinds.VirtualClusterInstance,
+      'dev',
+      { spec: { config: 'sync:\n  toHost:\n    endpoints:\n      enabled: false\n' } },
+      ns,
+    );
+    // The starting state as written for the new generation (not the spec change not yet seen).
+    await eventually(
+      async () => {
+        const obj = await read('VirtualClusterInstance', 'dev', ns);
+        const { observedGeneration } = (obj as { status?: { observedGeneration?: number } }).status ?? {};
+        return (
+          observedGeneration === obj.metadata?.generation && conditionOf(obj, 'Ready')?.status === 'Unknown'
+        );
+      },
+      60_000,
+      'the syncer starting',
+    );
+    const dev = (expected: Expected, what: string) =>
+      expectHealth('VirtualClusterInstance', 'dev', expected, what, ns);
+    const starting = await dev({ kstatus: 'InProgress', argocd: 'Progressing' }, 'its syncer starting');
+    expect(conditionOf(starting, 'Ready')).toMatchObject({ status: 'Unknown', reason: 'Starting' });
+    expect(conditionOf(starting, 'Reconciling')).toMatchObject({ status: 'True', reason: 'Starting' });
+    expect(conditionOf(starting, 'Syncing')).toMatchObject({ status: 'Unknown', reason: 'Starting' });
+    // The role back: the syncer fills its caches and syncs.
+    await installPlatformRoles(api);
+    const syncing = await dev({ kstatus: 'Current', argocd: 'Healthy' }, 'syncing');
+    expect(conditionOf(syncing, 'Syncing')).toMatchObject({ status: 'True', reason: 'Synced' });
+    expect(syncing.metadata?.finalizers).toContain('management.platform/cleanup');
+
+    // The virtual cluster refuses the credentials: Ready=False, probed again.
+    await create('VirtualClusterInstance', 'refused', spec('vc-wrong'), ns);
+    const refused = await expectHealth('VirtualClusterInstance', 'refused', FAILING, 'failing, retried', ns);
+    expect(conditionOf(refused, 'Ready')).toMatchObject({ status: 'False', reason: 'Unauthorized' });
+    expect(conditionOf(refused, 'Reconciling')).toMatchObject({
+      status: 'True',
+      reason: 'ProgressingWithRetry',
+    });
+    expect((await kubectlWait('VirtualClusterInstance', 'refused', '2s', ns)).code).not.toBe(0);
+
+    // Deleted: the syncer's host identity goes with it (before the finalizer does).
+    await deleteHeld('VirtualClusterInstance', 'dev', ns);
+    await gone('VirtualClusterInstance', 'dev', 'the instance to be deleted', ns);
+    const accounts = await api.request<{ items: unknown[] }>({
+      method: 'GET',
+      path: collectionPath(core('serviceaccounts'), ns),
+      query: { labelSelector: INSTANCE_UID_LABEL },
+    });
+    expect(accounts.items).toEqual([]);
   });
 });

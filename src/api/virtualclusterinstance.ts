@@ -112,4 +112,5 @@ export const VirtualClusterInstanceKubeConfigSchema = z
 
 export type VirtualClusterInstance = z.infer<typeof VirtualClusterInstanceSchema>;
 export type VirtualClusterInstanceSpec = z.infer<typeof VirtualClusterInstanceSpecSchema>;
+export type VirtualClusterInstanceStatus = z.infer<typeof VirtualClusterInstanceStatusSchema>;
 export type VirtualClusterInstanceKubeConfig = z.infer<typeof VirtualClusterInstanceKubeConfigSchema>;

@@ -1,8 +1,10 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { GROUP_AUTHENTICATED, userGroup as platformUserGroup, teamGroup } from '../identity/groups.ts';
 import type { Clock } from '../runtime/clock.ts';
+import type { Controller, Reconciler } from '../runtime/controller.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
+import type { Manager } from '../runtime/manager.ts';
 
 /** What every controller's setup gets from the operator. */
 export interface ControllerDeps {
@@ -23,6 +25,34 @@ export interface ControllerDeps {
 }
 
 export const DEFAULT_PLATFORM_NAMESPACE = 'platform-system';
+
+/** What every reconciler gets from the operator: the host cluster (writes fenced), the clock, Events. */
+export type ReconcilerDeps = Pick<ControllerDeps, 'api' | 'clock' | 'events'>;
+
+export function reconcilerDeps(deps: ControllerDeps): ReconcilerDeps {
+  return { api: deps.api, clock: deps.clock, events: deps.events };
+}
+
+/** The informer selector of namespaced kinds: the namespace the controllers watch, or every one. */
+export function watchScope(deps: ControllerDeps): { namespace?: string } {
+  return deps.namespace ? { namespace: deps.namespace } : {};
+}
+
+/**
+ * Adds the controller `name` to the manager, with `workers` workers unless the operator sets how
+ * many (`maxConcurrentReconciles`).
+ */
+export function addController(
+  manager: Manager,
+  deps: ControllerDeps,
+  options: { name: string; workers: number; reconcile: Reconciler },
+): Controller {
+  return manager.controller({
+    name: options.name,
+    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? options.workers,
+    reconcile: options.reconcile,
+  });
+}
 
 /** The finalizer of controllers whose cleanup garbage collection cannot do (a Project's namespace). */
 export const CLEANUP_FINALIZER = 'management.platform/cleanup';

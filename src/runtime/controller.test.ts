@@ -8,7 +8,7 @@ import { RuntimeMetrics } from './metrics.ts';
 
 class SomethingBroke extends Error {}
 
-function setup(reconcile: Reconciler, workers = 1) {
+function setup(reconcile: Reconciler, workers = 1, logger = pino({ level: 'silent' })) {
   const clock = new FakeClock();
   const registry = new Registry();
   const metrics = new RuntimeMetrics(registry);
@@ -17,7 +17,7 @@ function setup(reconcile: Reconciler, workers = 1) {
     reconcile,
     clock,
     random: () => 0,
-    logger: pino({ level: 'silent' }),
+    logger,
     metrics,
     maxConcurrentReconciles: workers,
     rateLimiter: { qps: 1_000_000, burst: 1_000_000 },
@@ -103,6 +103,48 @@ describe('Controller', () => {
     await clock.advance(1_000);
     expect(maxActive).toBe(1);
     expect(calls).toBe(2);
+    await controller.stop();
+  });
+
+  it("every reconcile log line carries reconcileID (one per reconcile), the key's namespace and name", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    let failed = false;
+    const { clock, controller } = setup(
+      async (key, ctx) => {
+        ctx.logger.info('reconciling');
+        if (key === 'ns/a' && !failed) {
+          failed = true;
+          throw new SomethingBroke('boom');
+        }
+      },
+      1,
+      logger,
+    );
+    await controller.start();
+    controller.enqueue('ns/a');
+    controller.enqueue('cluster-wide');
+    await clock.advance(1_000);
+    const reconcileLines = lines.filter((line) => line.reconcileID !== undefined);
+    const fields = (line: Record<string, unknown>) => ({
+      msg: line.msg,
+      controller: line.controller,
+      namespace: line.namespace,
+      name: line.name,
+    });
+    expect(reconcileLines.map(fields)).toEqual([
+      { msg: 'reconciling', controller: 'test', namespace: 'ns', name: 'a' },
+      { msg: 'reconcile failed; retrying with backoff', controller: 'test', namespace: 'ns', name: 'a' },
+      { msg: 'reconciling', controller: 'test', namespace: undefined, name: 'cluster-wide' },
+      { msg: 'reconciling', controller: 'test', namespace: 'ns', name: 'a' },
+    ]);
+    // A cluster-scoped key has no namespace field at all.
+    expect(reconcileLines[2]).not.toHaveProperty('namespace');
+    const ids = reconcileLines.map((line) => line.reconcileID);
+    expect(ids.every((id) => typeof id === 'string' && /^[0-9a-f-]{36}$/.test(id))).toBe(true);
+    // The lines of one reconcile share its ID; the retry and every other reconcile get their own.
+    expect(ids[1]).toBe(ids[0]);
+    expect(new Set([ids[0], ids[2], ids[3]]).size).toBe(3);
     await controller.stop();
   });
 

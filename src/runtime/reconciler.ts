@@ -22,16 +22,20 @@ export interface ScaffoldStatus {
   conditions?: Condition[];
 }
 
-export type ScaffoldObject = KubernetesObject & {
-  metadata: NonNullable<KubernetesObject['metadata']>;
-  status?: ScaffoldStatus;
-};
+export type ScaffoldObject = KubernetesObject & { status?: ScaffoldStatus };
 
 /** A condition for the outcome, before generation and transition time are stamped. */
 export type ConditionState = Pick<ConditionInput, 'status' | 'reason' | 'message'>;
 
+/** What converging an object came to, for a controller that writes no status: when to look again. */
+export interface Settled {
+  /** The object itself was deleted (an expired key): nothing to write. */
+  deleted?: boolean;
+  requeueAfter?: number;
+}
+
 /** What converging an object came to (when it did not throw). */
-export interface Converged<S> {
+export interface Converged<S> extends Settled {
   /** Ready: True when converged, False (or Unknown) for a settled state that is not ready (a disabled key). */
   ready: ConditionState;
   /** Work still outstanding (waiting for something to finish): Reconciling=True with this reason. */
@@ -42,18 +46,43 @@ export interface Converged<S> {
   removeConditions?: string[];
   /** Status fields besides conditions and observedGeneration (merged over what `statusOf` gave). */
   status?: Partial<S>;
-  /** The object itself was deleted (an expired key): nothing to write. */
-  deleted?: boolean;
-  requeueAfter?: number;
 }
 
-export interface ObjectReconcilerOptions<T extends ScaffoldObject, S> {
+/**
+ * The writes the scaffold makes to its own objects. `kubeWrites` makes them through the API;
+ * tests pass doubles.
+ */
+export interface ScaffoldWrites<T> {
+  /** Adds `finalizer` to the object as read (refused when it changed since); returns the object written. */
+  addFinalizer(obj: T, finalizer: string): Promise<T>;
+  /** Removes `finalizer` from the object; returns the object written. */
+  removeFinalizer(obj: T, finalizer: string): Promise<T>;
+  /**
+   * Writes `status` over the object as read, refused (409) when the object changed since, so a
+   * condition another writer set is never dropped. Returns the object written, or undefined when
+   * the status is unchanged (nothing written).
+   */
+  writeStatus(obj: T, status: ScaffoldStatus): Promise<T | undefined>;
+}
+
+/** The scaffold's writes through the API: JSON patches for finalizers, a merge patch of the status subresource. */
+export function kubeWrites<T extends KubernetesObject>(
+  api: KubeApi,
+  resource: ResourceRef,
+): ScaffoldWrites<T> {
+  return {
+    addFinalizer: (obj, finalizer) => addFinalizer(api, resource, obj, finalizer),
+    removeFinalizer: (obj, finalizer) => removeFinalizer(api, resource, obj, finalizer),
+    // Guarded by the resourceVersion: other writers may own conditions of their own.
+    writeStatus: (obj, status) => patchStatus(api, resource, obj, status, { unchanged: true }),
+  };
+}
+
+interface ReconcilerCommon<T extends ScaffoldObject> {
   /** For Events and logs. */
   kind: string;
-  resource: ResourceRef;
-  api: KubeApi;
   clock: Clock;
-  events: EventRecorder;
+  events: Pick<EventRecorder, 'record'>;
   /** The primary objects' cache; the scaffold reads it and records its own writes in it. */
   store: Store<T>;
   /**
@@ -61,46 +90,49 @@ export interface ObjectReconcilerOptions<T extends ScaffoldObject, S> {
    * references and garbage collection remove everything the object made.
    */
   finalizer?: string;
+  /**
+   * Whether the object needs `finalizer` now, from the object alone (default: always). One that
+   * does not (it no longer asks for what the finalizer guards) and has it gets `cleanup`, then the
+   * finalizer removed, before `apply`.
+   */
+  needsFinalizer?(obj: T): boolean;
   /** Finalizers earlier versions added: removed (after `cleanup`) when such an object is deleted. */
   formerFinalizers?: string[];
   /** The Event action of failures, UpperCamelCase (`ProjectAccess`). */
   action: string;
-  /** Status fields that follow from the object alone (pure), written whatever `apply` comes to. */
-  statusOf?(obj: T): Partial<S>;
-  /** Converges what the object asks for. Throw to retry (TerminalError: stall until the object changes). */
-  apply(obj: T, ctx: ReconcileContext): Promise<Converged<S>>;
   /**
    * Removes what the object made: while it is being deleted (with `finalizer`, before the
-   * finalizer goes), and when it is gone (`obj` undefined: whatever was left behind).
+   * finalizer goes), when it is gone (`obj` undefined: whatever was left behind), and when it
+   * no longer needs the finalizer (`needsFinalizer`).
    */
   cleanup?(key: string, obj: T | undefined, ctx: ReconcileContext): Promise<void>;
 }
 
+/** Where the scaffold writes: the API (`api`, `resource`), or writes of the caller's own (tests). */
+type WritesOption<T> = { api: KubeApi; resource: ResourceRef } | { writes: ScaffoldWrites<T> };
+
+/** A controller whose objects carry the scaffold's status (`Ready`, `Reconciling`, `Stalled`, `observedGeneration`). */
+type WithStatus<T extends ScaffoldObject, S> = {
+  status?: true;
+  /** Status fields that follow from the object alone (pure), written whatever `apply` comes to. */
+  statusOf?(obj: T): Partial<S>;
+  /** Converges what the object asks for. Throw to retry (TerminalError: stall until the object changes). */
+  apply(obj: T, ctx: ReconcileContext): Promise<Converged<S>>;
+};
+
 /**
- * The one reconcile sequence every controller runs (in the spirit of kube-rs's `finalizer()` and
- * Flux's reconcilers); a controller supplies only `apply`, `cleanup` and its pure parts.
- *
- * 1. Deletion first: a gone object gets `cleanup` of its leftovers; a deleting one gets `cleanup`,
- *    then its finalizer removed. Nothing else runs for either.
- * 2. The finalizer is added (and the patched object used from then on).
- * 3. `apply` converges. Its outcome, or its error, becomes the status, written once at the end:
- *    - success: `Ready` as the outcome says, `Reconciling=True` only while work is outstanding,
- *      `Stalled` removed;
- *    - an ordinary error: `Ready=False` (reason: the error's class), `Reconciling=True`
- *      (`ProgressingWithRetry`), a Warning Event, and the error rethrown so the key is retried
- *      with backoff;
- *    - a `TerminalError`: `Stalled=True` and `Ready=False` with its class as reason, a Warning
- *      Event, no retry (rethrown as terminal) and no further work on the key until the object
- *      changes (a resync does not count as a change).
- * 4. The status patch stamps `status.observedGeneration` with the generation `apply` saw; it is
- *    skipped when nothing changed, and refused (409, retried) when the object changed since it
- *    was read, so a condition another writer set is never dropped. A failed status write is
- *    logged, never swallowed: it fails the reconcile (retry) unless `apply` already failed, whose
- *    error then wins.
- *
- * Between an object's creation (or a spec change) and that write, `observedGeneration` lags the
- * generation, which is how kstatus tells work in flight without a write of its own.
+ * A controller of objects that have no status of ours (a core Secret it fills): everything but
+ * the status write (failures are Warning Events and logs, a TerminalError still stalls the key).
  */
+type WithoutStatus<T extends ScaffoldObject> = {
+  status: false;
+  apply(obj: T, ctx: ReconcileContext): Promise<Settled | undefined>;
+};
+
+export type ObjectReconcilerOptions<T extends ScaffoldObject, S> = ReconcilerCommon<T> &
+  WritesOption<T> &
+  (WithStatus<T, S> | WithoutStatus<T>);
+
 /**
  * The conditions after a reconcile that converged (pure): `Ready` as the outcome says, the
  * controller's own conditions, `Reconciling` only while work is outstanding, no `Stalled`.
@@ -156,19 +188,49 @@ function stamper(generation: number | undefined, now: Date) {
     );
 }
 
+/**
+ * The one reconcile sequence every controller runs (in the spirit of kube-rs's `finalizer()` and
+ * Flux's reconcilers); a controller supplies only `apply`, `cleanup` and its pure parts.
+ *
+ * 1. Deletion first: a gone object gets `cleanup` of its leftovers; a deleting one gets `cleanup`,
+ *    then its finalizer removed. Nothing else runs for either.
+ * 2. The finalizer is added (and the object written used from then on); one the object no longer
+ *    needs (`needsFinalizer`) is released: `cleanup`, then the finalizer removed.
+ * 3. `apply` converges. Its outcome, or its error, becomes the status, written once at the end:
+ *    - success: `Ready` as the outcome says, `Reconciling=True` only while work is outstanding,
+ *      `Stalled` removed;
+ *    - an ordinary error: `Ready=False` (reason: the error's class), `Reconciling=True`
+ *      (`ProgressingWithRetry`), a Warning Event, and the error rethrown so the key is retried
+ *      with backoff;
+ *    - a `TerminalError`: `Stalled=True` and `Ready=False` with its class as reason, a Warning
+ *      Event, no retry (rethrown as terminal) and no further work on the key until the object
+ *      changes (a resync does not count as a change; a new generation, or any other write to the
+ *      object, does).
+ * 4. The status write stamps `status.observedGeneration` with the generation `apply` saw; it is
+ *    skipped when nothing changed, and refused (409, retried) when the object changed since it
+ *    was read, so a condition another writer set is never dropped. A failed status write is
+ *    logged, never swallowed: it fails the reconcile (retry) unless `apply` already failed, whose
+ *    error then wins.
+ *
+ * Between an object's creation (or a spec change) and that write, `observedGeneration` lags the
+ * generation, which is how kstatus tells work in flight without a write of its own.
+ *
+ * With `status: false` (objects that have no status of ours) step 4 is left out; the rest holds.
+ */
 export function objectReconciler<T extends ScaffoldObject, S>(
   options: ObjectReconcilerOptions<T, S>,
 ): Reconciler {
-  const { api, resource, finalizer } = options;
+  const { finalizer } = options;
+  const writes = 'writes' in options ? options.writes : kubeWrites<T>(options.api, options.resource);
   /** key -> the resourceVersion the object had when it stalled (after our status write). */
   const stalled = new Map<string, string>();
 
   const regardingOf = (obj: T): ObjectReference => ({
     apiVersion: obj.apiVersion,
     kind: options.kind,
-    name: obj.metadata.name,
-    ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
-    uid: obj.metadata.uid,
+    name: obj.metadata?.name,
+    ...(obj.metadata?.namespace ? { namespace: obj.metadata.namespace } : {}),
+    uid: obj.metadata?.uid,
   });
 
   /** Writes the status; returns the resourceVersion the object has afterwards. */
@@ -177,23 +239,47 @@ export function objectReconciler<T extends ScaffoldObject, S>(
     conditionsOf: (conditions: Condition[]) => Condition[],
     fields: Partial<S>,
   ): Promise<string | undefined> {
-    const conditions = conditionsOf(obj.status?.conditions ?? []);
     const status = {
       ...obj.status,
       ...fields,
-      observedGeneration: obj.metadata.generation,
-      conditions,
+      observedGeneration: obj.metadata?.generation,
+      conditions: conditionsOf(obj.status?.conditions ?? []),
     };
     try {
-      // Guarded by the resourceVersion: other writers may own conditions of their own.
-      const written = await patchStatus(api, resource, obj, status, { unchanged: true });
-      if (written) options.store.recordWrite(written, obj.metadata.resourceVersion);
+      const written = await writes.writeStatus(obj, status);
+      if (written) options.store.recordWrite(written, obj.metadata?.resourceVersion);
       return (written ?? obj).metadata?.resourceVersion;
     } catch (err) {
       // Deleted meanwhile: there is no status left to write, and its deletion is an event of its own.
       if (isNotFound(err)) return undefined;
       throw err;
     }
+  }
+
+  /** Runs `cleanup`, then removes each of `finalizers` (after cleanup succeeded, never before). */
+  async function release(key: string, obj: T, finalizers: string[], ctx: ReconcileContext): Promise<T> {
+    await options.cleanup?.(key, obj, ctx);
+    let current = obj;
+    try {
+      for (const f of finalizers) current = await writes.removeFinalizer(current, f);
+    } catch (err) {
+      // Gone already: its last finalizer went (an earlier reconcile's, the cache not caught up).
+      if (isNotFound(err)) return current;
+      throw err;
+    }
+    if (current !== obj) options.store.recordWrite(current, obj.metadata?.resourceVersion);
+    return current;
+  }
+
+  /** The finalizer as the object needs it: added (the object written returned), or released. */
+  async function withFinalizer(key: string, found: T, ctx: ReconcileContext): Promise<T> {
+    if (!finalizer) return found;
+    const needed = options.needsFinalizer?.(found) ?? true;
+    if (!needed) return hasFinalizer(found, finalizer) ? release(key, found, [finalizer], ctx) : found;
+    if (hasFinalizer(found, finalizer)) return found;
+    const written = await writes.addFinalizer(found, finalizer);
+    options.store.recordWrite(written, found.metadata?.resourceVersion);
+    return written;
   }
 
   return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
@@ -208,27 +294,26 @@ export function objectReconciler<T extends ScaffoldObject, S>(
       const ours = [...(finalizer ? [finalizer] : []), ...(options.formerFinalizers ?? [])].filter((f) =>
         hasFinalizer(found, f),
       );
-      if (ours.length > 0) {
-        await options.cleanup?.(key, found, ctx);
-        let current = found;
-        for (const f of ours) current = await removeFinalizer(api, resource, current, f);
-      }
+      if (ours.length > 0) await release(key, found, ours, ctx);
       return undefined;
     }
-    if (stalled.get(key) === found.metadata.resourceVersion) {
+    const stalledAt = stalled.get(key);
+    if (stalledAt !== undefined && stalledAt === found.metadata?.resourceVersion) {
       ctx.logger.debug('stalled and unchanged since; not retrying');
       return undefined;
     }
     stalled.delete(key);
-    const obj = finalizer ? await addFinalizer(api, resource, found, finalizer) : found;
-    if (obj !== found) options.store.recordWrite(obj, found.metadata.resourceVersion);
-    const generation = obj.metadata.generation;
+    const obj = await withFinalizer(key, found, ctx);
+    const generation = obj.metadata?.generation;
     const now = new Date(options.clock.now());
-    const fields = options.statusOf?.(obj) ?? {};
+    const fields = options.status === false ? {} : (options.statusOf?.(obj) ?? {});
 
-    let outcome: Converged<S>;
+    let outcome: Settled | undefined;
+    /** The outcome of a controller with status (its status written below). */
+    let converged: Converged<S> | undefined;
     try {
-      outcome = await options.apply(obj, ctx);
+      if (options.status === false) outcome = await options.apply(obj, ctx);
+      else outcome = converged = await options.apply(obj, ctx);
     } catch (err) {
       const reason = errorReason(err);
       void options.events.record(regardingOf(obj), {
@@ -237,6 +322,11 @@ export function objectReconciler<T extends ScaffoldObject, S>(
         action: options.action,
         note: errorMessage(err),
       });
+      if (options.status === false) {
+        const resourceVersion = obj.metadata?.resourceVersion;
+        if (err instanceof TerminalError && resourceVersion) stalled.set(key, resourceVersion);
+        throw err;
+      }
       try {
         const resourceVersion = await writeStatus(
           obj,
@@ -252,16 +342,19 @@ export function objectReconciler<T extends ScaffoldObject, S>(
       }
       throw err;
     }
-    if (outcome.deleted) return undefined;
-    try {
-      await writeStatus(obj, (conditions) => convergedConditions(conditions, outcome, generation, now), {
-        ...fields,
-        ...outcome.status,
-      });
-    } catch (err) {
-      ctx.logger.warn({ err, reason: errorReason(err) }, 'writing the status failed; retrying');
-      throw err;
+    if (outcome?.deleted) return undefined;
+    if (converged) {
+      const done = converged;
+      try {
+        await writeStatus(obj, (conditions) => convergedConditions(conditions, done, generation, now), {
+          ...fields,
+          ...done.status,
+        });
+      } catch (err) {
+        ctx.logger.warn({ err, reason: errorReason(err) }, 'writing the status failed; retrying');
+        throw err;
+      }
     }
-    return outcome.requeueAfter !== undefined ? { requeueAfter: outcome.requeueAfter } : undefined;
+    return outcome?.requeueAfter !== undefined ? { requeueAfter: outcome.requeueAfter } : undefined;
   };
 }

@@ -1,7 +1,7 @@
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import { type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE } from '../common.ts';
+import { addController, type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE, reconcilerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
 import { accessKeyReconciler, decideKeyLifecycle } from './reconcile.ts';
 
@@ -14,17 +14,8 @@ export function setupAccessKeyController(manager: Manager, deps: ControllerDeps)
   const platformNamespace = deps.platformNamespace ?? DEFAULT_PLATFORM_NAMESPACE;
   const platformConfig = platformConfigSource(manager, platformNamespace);
   const config = () => platformConfig.current();
-  const controller = manager.controller({
-    name: 'accesskey',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
-    reconcile: accessKeyReconciler({
-      api: deps.api,
-      clock: deps.clock,
-      events: deps.events,
-      keys: keys.store,
-      config,
-    }),
-  });
+  const reconcile = accessKeyReconciler({ ...reconcilerDeps(deps), keys: keys.store, config });
+  const controller = addController(manager, deps, { name: 'accesskey', workers: 4, reconcile });
   // Each key's deadline is scheduled when its event arrives, not only after its first reconcile:
   // behind a burst of new keys that first reconcile may come late, the due deadline does not.
   const scheduleDeadline = (key: Stored<OwnedAccessKey>): string[] => {

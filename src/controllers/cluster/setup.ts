@@ -1,6 +1,6 @@
 import type { Cluster } from '../../api/cluster.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import type { ControllerDeps } from '../common.ts';
+import { addController, type ControllerDeps, reconcilerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
 import { clusterReconciler } from './reconcile.ts';
 
@@ -11,16 +11,8 @@ import { clusterReconciler } from './reconcile.ts';
  */
 export function setupClusterController(manager: Manager, deps: ControllerDeps) {
   const clusters = manager.informer<Stored<Cluster>>(resources.clusters);
-  const controller = manager.controller({
-    name: 'cluster',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
-    reconcile: clusterReconciler({
-      api: deps.api,
-      clock: deps.clock,
-      events: deps.events,
-      clusters: clusters.store,
-    }),
-  });
+  const reconcile = clusterReconciler({ ...reconcilerDeps(deps), clusters: clusters.store });
+  const controller = addController(manager, deps, { name: 'cluster', workers: 4, reconcile });
   controller.watchPrimary(clusters);
   return { controller, clusters };
 }

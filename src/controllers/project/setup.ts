@@ -2,7 +2,7 @@ import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import type { Project } from '../../api/project.ts';
 import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import { type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE } from '../common.ts';
+import { addController, type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE, reconcilerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
 import { PROJECT_LABEL } from './desired.ts';
 import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
@@ -22,19 +22,14 @@ export function setupProjectController(manager: Manager, deps: ControllerDeps) {
     { [BY_PROJECT]: projectOf },
   );
   const config = platformConfigSource(manager, platformNamespace);
-  const controller = manager.controller({
-    name: 'project',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
-    reconcile: projectReconciler({
-      api: deps.api,
-      clock: deps.clock,
-      events: deps.events,
-      projects: projects.store,
-      namespaces: namespaces.store,
-      roleBindings: roleBindings.store,
-      config: () => config.current(),
-    }),
+  const reconcile = projectReconciler({
+    ...reconcilerDeps(deps),
+    projects: projects.store,
+    namespaces: namespaces.store,
+    roleBindings: roleBindings.store,
+    config: () => config.current(),
   });
+  const controller = addController(manager, deps, { name: 'project', workers: 2, reconcile });
   controller
     .watchPrimary(projects)
     .watch(namespaces, projectOf)

@@ -1,10 +1,12 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import { applyObject } from '../../runtime/apply.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import type { Reconciler } from '../../runtime/controller.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
-import { isBeingDeleted } from '../../runtime/finalizers.ts';
 import { deepEqual } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
+import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { fieldManagers, resources, type Stored } from '../resources.ts';
 import { desiredSecretData, syncSourceOf } from './desired.ts';
@@ -19,21 +21,27 @@ export function sourceKeyOf(secret: V1Secret): string[] {
 
 export interface SecretSyncDeps {
   api: KubeApi;
+  clock: Clock;
   events: EventRecorder;
   secrets: Store<V1Secret>;
   sharedSecrets: Store<Stored<SharedSecret>>;
 }
+
+/** The Event action of this controller's Warnings. */
+const SYNC_SECRET = 'SyncSecret';
 
 /**
  * Keeps a labelled core Secret filled with its SharedSecret's data. Only the keys this
  * controller applies are its own (server-side apply): keys somebody else wrote stay, keys it
  * copied earlier and no longer should are removed. A Secret without both labels is never read
  * beyond the cache, let alone written.
+ *
+ * On the reconcile scaffold without its status (`status: false`): a core Secret has no status of
+ * ours to write, and needs no finalizer (a copy has nothing to clean up; a Secret being deleted is
+ * left alone). Failures are Warning Events on the Secret and retried.
  */
-export function secretSyncReconciler(deps: SecretSyncDeps) {
-  return async function reconcile(key: string): Promise<undefined> {
-    const target = deps.secrets.get(key);
-    if (!target || isBeingDeleted(target)) return undefined;
+export function secretSyncReconciler(deps: SecretSyncDeps): Reconciler {
+  async function fill(target: V1Secret): Promise<undefined> {
     const source = syncSourceOf(target);
     if (!source) return undefined;
     const shared = deps.sharedSecrets.get(`${source.namespace}/${source.name}`);
@@ -49,7 +57,7 @@ export function secretSyncReconciler(deps: SecretSyncDeps) {
       void deps.events.record(regarding, {
         type: 'Warning',
         reason: 'SharedSecretNotFound',
-        action: 'SyncSecret',
+        action: SYNC_SECRET,
         note: `SharedSecret ${source.namespace}/${source.name} does not exist; the data is left as it is`,
       });
       return undefined;
@@ -59,7 +67,7 @@ export function secretSyncReconciler(deps: SecretSyncDeps) {
       void deps.events.record(regarding, {
         type: 'Warning',
         reason: 'SharedSecretKeyNotFound',
-        action: 'SyncSecret',
+        action: SYNC_SECRET,
         note: `SharedSecret ${source.namespace}/${source.name} has no key(s) ${missingKeys.join(', ')}`,
       });
     }
@@ -78,7 +86,19 @@ export function secretSyncReconciler(deps: SecretSyncDeps) {
       { fieldManager: fieldManagers.secretSync, force: true, resource: resources.secrets },
     );
     return undefined;
-  };
+  }
+
+  return objectReconciler<V1Secret, never>({
+    kind: 'Secret',
+    resource: resources.secrets,
+    api: deps.api,
+    clock: deps.clock,
+    events: deps.events,
+    store: deps.secrets,
+    action: SYNC_SECRET,
+    status: false,
+    apply: fill,
+  });
 }
 
 /** The `data` keys our field manager owns, from managedFields (`f:data` > `f:<key>`). */

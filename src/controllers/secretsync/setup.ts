@@ -1,7 +1,7 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import type { ControllerDeps } from '../common.ts';
+import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
 import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from './desired.ts';
 import { BY_SOURCE, secretSyncReconciler, sourceKeyOf } from './reconcile.ts';
@@ -11,23 +11,19 @@ import { BY_SOURCE, secretSyncReconciler, sourceKeyOf } from './reconcile.ts';
  * keeps every other Secret out of our cache); a SharedSecret change maps to its targets.
  */
 export function setupSecretSyncController(manager: Manager, deps: ControllerDeps) {
-  const scope = deps.namespace ? { namespace: deps.namespace } : {};
+  const scope = watchScope(deps);
   const secrets = manager.informer<V1Secret>(
     resources.secrets,
     { ...scope, labelSelector: `${SOURCE_NAME_LABEL},${SOURCE_NAMESPACE_LABEL}` },
     { [BY_SOURCE]: sourceKeyOf },
   );
   const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets, scope);
-  const controller = manager.controller({
-    name: 'secretsync',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
-    reconcile: secretSyncReconciler({
-      api: deps.api,
-      events: deps.events,
-      secrets: secrets.store,
-      sharedSecrets: sharedSecrets.store,
-    }),
+  const reconcile = secretSyncReconciler({
+    ...reconcilerDeps(deps),
+    secrets: secrets.store,
+    sharedSecrets: sharedSecrets.store,
   });
+  const controller = addController(manager, deps, { name: 'secretsync', workers: 2, reconcile });
   controller
     .watchPrimary(secrets)
     .watch(sharedSecrets, (shared) =>

@@ -1,7 +1,7 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import type { ControllerDeps } from '../common.ts';
+import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
 import { OWNER_UID_LABEL } from './desired.ts';
 import { BY_OWNER_SECRET, ownerSecretKey, sharedSecretReconciler } from './reconcile.ts';
@@ -11,7 +11,7 @@ import { BY_OWNER_SECRET, ownerSecretKey, sharedSecretReconciler } from './recon
  * label, so the caches stay small) map back to their secret.
  */
 export function setupSharedSecretController(manager: Manager, deps: ControllerDeps) {
-  const scope = deps.namespace ? { namespace: deps.namespace } : {};
+  const scope = watchScope(deps);
   const sharedSecrets = manager.informer<Stored<SharedSecret>>(resources.sharedSecrets, scope);
   const childSelector = { ...scope, labelSelector: OWNER_UID_LABEL };
   const roles = manager.informer<V1Role>(resources.roles, childSelector, {
@@ -20,16 +20,13 @@ export function setupSharedSecretController(manager: Manager, deps: ControllerDe
   const roleBindings = manager.informer<V1RoleBinding>(resources.roleBindings, childSelector, {
     [BY_OWNER_SECRET]: ownerSecretKey,
   });
-  const controller = manager.controller({
-    name: 'sharedsecret',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 4,
-    reconcile: sharedSecretReconciler({
-      ...deps,
-      sharedSecrets: sharedSecrets.store,
-      roles: roles.store,
-      roleBindings: roleBindings.store,
-    }),
+  const reconcile = sharedSecretReconciler({
+    ...reconcilerDeps(deps),
+    sharedSecrets: sharedSecrets.store,
+    roles: roles.store,
+    roleBindings: roleBindings.store,
   });
+  const controller = addController(manager, deps, { name: 'sharedsecret', workers: 4, reconcile });
   const toOwner = (obj: V1Role | V1RoleBinding) => ownerSecretKey(obj);
   controller.watchPrimary(sharedSecrets).watch(roles, toOwner).watch(roleBindings, toOwner);
   return { controller, sharedSecrets };

@@ -1,6 +1,6 @@
 import type { Team, User } from '../../api/identity.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import type { ControllerDeps } from '../common.ts';
+import { addController, type ControllerDeps, reconcilerDeps } from '../common.ts';
 import { resources, type Stored } from '../resources.ts';
 import { BY_MEMBER, membersOf, teamMembershipReconciler } from './reconcile.ts';
 
@@ -11,17 +11,12 @@ import { BY_MEMBER, membersOf, teamMembershipReconciler } from './reconcile.ts';
 export function setupTeamMembershipController(manager: Manager, deps: ControllerDeps) {
   const users = manager.informer<Stored<User>>(resources.users);
   const teams = manager.informer<Stored<Team>>(resources.teams, {}, { [BY_MEMBER]: membersOf });
-  const controller = manager.controller({
-    name: 'teammembership',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
-    reconcile: teamMembershipReconciler({
-      api: deps.api,
-      clock: deps.clock,
-      events: deps.events,
-      users: users.store,
-      teams: teams.store,
-    }),
+  const reconcile = teamMembershipReconciler({
+    ...reconcilerDeps(deps),
+    users: users.store,
+    teams: teams.store,
   });
+  const controller = addController(manager, deps, { name: 'teammembership', workers: 2, reconcile });
   controller.watchPrimary(users).watch(teams, membersOf);
   return { controller };
 }

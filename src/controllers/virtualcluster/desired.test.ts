@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import type { ClusterAccess } from '../../clusters/access.ts';
+import { PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
-import { placementOf, syncerFingerprint, syncingCondition } from './desired.ts';
+import {
+  asksToBeSynced,
+  instanceOutcome,
+  placementOf,
+  type SyncerState,
+  syncerFingerprint,
+  syncingCondition,
+} from './desired.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 const vci = (spec: Record<string, unknown> = {}) => ({
@@ -87,5 +96,84 @@ describe('syncingCondition', () => {
     expect(condition.message).toContain('(and 2 more)');
     expect(condition.message).not.toContain('e5');
     expect(condition.message.length).toBeLessThan(2000);
+  });
+});
+
+describe('asksToBeSynced', () => {
+  it('credentials and a configuration, whether or not the syncer may run', () => {
+    expect(asksToBeSynced(vci())).toBe(false);
+    expect(asksToBeSynced(vci({ credentialsSecretRef: { name: 'c' } }) as never)).toBe(false);
+    expect(asksToBeSynced(vci({ config: 'sync: {}' }) as never)).toBe(false);
+    expect(asksToBeSynced(vci({ credentialsSecretRef: { name: 'c' }, config: 'not: valid' }) as never)).toBe(
+      true,
+    );
+  });
+});
+
+describe('instanceOutcome', () => {
+  const reachable: ClusterAccess = {
+    phase: 'probed',
+    reachability: { reachable: true, username: 'vc-admin' },
+  };
+  const refused: ClusterAccess = {
+    phase: 'probed',
+    reachability: { reachable: false, reason: 'Unauthorized', message: 'the credentials were refused' },
+  };
+  const noRef: ClusterAccess = { phase: 'noCredentials', reason: 'CredentialsMissing', message: 'not set' };
+  const running: SyncerState = {
+    phase: 'running',
+    status: { ready: true, stopped: false, kinds: ['Service'], waitingFor: [], failing: [] },
+  };
+
+  it('reachable, not synced: Ready=True, Syncing removed, nothing outstanding', () => {
+    expect(instanceOutcome(reachable, { phase: 'notConfigured' }, 60_000)).toEqual({
+      ready: {
+        status: 'True',
+        reason: 'Reachable',
+        message: "the platform reaches the virtual cluster's API as vc-admin",
+      },
+      removeConditions: ['Syncing'],
+      requeueAfter: 60_000,
+    });
+  });
+
+  it('syncing: Ready=True and Syncing=True', () => {
+    const outcome = instanceOutcome(reachable, running, 60_000);
+    expect(outcome.ready).toMatchObject({ status: 'True', reason: 'Reachable' });
+    expect(outcome.conditions).toEqual([
+      { type: 'Syncing', status: 'True', reason: 'Synced', message: 'syncing Service' },
+    ]);
+    expect(outcome.reconciling).toBeUndefined();
+  });
+
+  it('the syncer starting: Ready=Unknown and Reconciling=True with its reason (progressing)', () => {
+    const outcome = instanceOutcome(
+      reachable,
+      { phase: 'starting', message: 'waiting for permissions' },
+      500,
+    );
+    expect(outcome.ready).toMatchObject({ status: 'Unknown', reason: 'Starting' });
+    expect(outcome.reconciling).toEqual({
+      reason: 'Starting',
+      message: 'reachable, but not syncing: waiting for permissions',
+    });
+  });
+
+  it('not reachable, looked at again: Ready=False and Reconciling=True (ProgressingWithRetry)', () => {
+    const outcome = instanceOutcome(
+      refused,
+      { phase: 'noConnection', reason: 'Unreachable', message: 'the credentials were refused' },
+      10_000,
+    );
+    expect(outcome.ready).toMatchObject({ status: 'False', reason: 'Unauthorized' });
+    expect(outcome.reconciling).toEqual({ reason: PROGRESSING_WITH_RETRY, message: 'looking again in 10 s' });
+  });
+
+  it('no credentialsSecretRef: Ready=False, nothing due until the spec changes', () => {
+    const outcome = instanceOutcome(noRef, { phase: 'notConfigured' }, undefined);
+    expect(outcome).toEqual({
+      ready: { status: 'False', reason: 'CredentialsMissing', message: 'not set' },
+      removeConditions: ['Syncing'],
+    });
   });
 });

@@ -1,8 +1,12 @@
 import { createHash } from 'node:crypto';
-import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import type {
+  VirtualClusterInstance,
+  VirtualClusterInstanceStatus,
+} from '../../api/virtualclusterinstance.ts';
 import { type ClusterAccess, reachabilityCondition } from '../../clusters/access.ts';
 import type { Connection } from '../../clusters/connection.ts';
 import type { ConditionInput } from '../../runtime/conditions.ts';
+import { type Converged, PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
 
 /**
@@ -11,6 +15,15 @@ import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
  */
 
 export const SYNCING_CONDITION = 'Syncing';
+
+/**
+ * Whether the instance asks to be synced: it has credentials and a configuration (its syncer may
+ * still be refused: placement, an invalid configuration). Such an instance has the finalizer that
+ * guards its syncer's host identity.
+ */
+export function asksToBeSynced(vci: Pick<VirtualClusterInstance, 'spec'>): boolean {
+  return vci.spec.config !== undefined && vci.spec.credentialsSecretRef !== undefined;
+}
 
 /** Where the syncer writes and what it calls the virtual cluster. */
 export function placementOf(vci: Pick<VirtualClusterInstance, 'metadata' | 'spec'>): {
@@ -127,4 +140,32 @@ export function readyCondition(
     };
   }
   return { ...reachable, message: `${reachable.message}; syncing` };
+}
+
+/**
+ * What a reconcile of an instance came to, for the scaffold's status write (pure): `Ready`
+ * (reachability, and the syncer's health where one runs), `Syncing` (removed while the instance is
+ * not synced), `Reconciling` while the syncer starts (`Ready` Unknown, with its reason) or,
+ * `ProgressingWithRetry`, while the instance is not Ready and is looked at again after
+ * `requeueAfter` (unreachable, credentials refused, sync errors); none when nothing is due.
+ */
+export function instanceOutcome(
+  access: ClusterAccess,
+  state: SyncerState,
+  requeueAfter: number | undefined,
+): Converged<VirtualClusterInstanceStatus> {
+  const syncing = syncingCondition(state, undefined);
+  const { status, reason, message } = readyCondition(access, syncing, undefined);
+  const reconciling =
+    status === 'Unknown'
+      ? { reason, message }
+      : status === 'False' && requeueAfter !== undefined
+        ? { reason: PROGRESSING_WITH_RETRY, message: `looking again in ${requeueAfter / 1000} s` }
+        : undefined;
+  return {
+    ready: { status, reason, message },
+    ...(syncing ? { conditions: [syncing] } : { removeConditions: [SYNCING_CONDITION] }),
+    ...(reconciling ? { reconciling } : {}),
+    ...(requeueAfter !== undefined ? { requeueAfter } : {}),
+  };
 }

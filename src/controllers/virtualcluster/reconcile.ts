@@ -1,6 +1,9 @@
 import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import type {
+  VirtualClusterInstance,
+  VirtualClusterInstanceStatus,
+} from '../../api/virtualclusterinstance.ts';
 import {
   type ClusterAccess,
   clientForConnection,
@@ -15,14 +18,20 @@ import {
   InvalidCredentials,
 } from '../../clusters/connection.ts';
 import { probeCluster } from '../../clusters/reachability.ts';
-import { applyObject, patchStatus } from '../../runtime/apply.ts';
+import { applyObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { type Condition, removeCondition, setCondition } from '../../runtime/conditions.ts';
-import type { ReconcileContext, ReconcileResult } from '../../runtime/controller.ts';
+import type { ReconcileContext, Reconciler } from '../../runtime/controller.ts';
 import { isApiError, isNotFound } from '../../runtime/errors.ts';
-import { addFinalizer, hasFinalizer, removeFinalizer } from '../../runtime/finalizers.ts';
-import { type KubeApi, type KubeClient, objectPath, type ResourceRef } from '../../runtime/kube-client.ts';
+import type { EventRecorder } from '../../runtime/events.ts';
+import {
+  type KubeApi,
+  type KubeClient,
+  objectKey,
+  objectPath,
+  type ResourceRef,
+} from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { validateSyncConfig } from '../../sync/config.ts';
 import {
@@ -33,17 +42,18 @@ import {
   syncedKinds,
 } from '../../sync/controllers/syncer.ts';
 import type { SyncedKind } from '../../sync/translate.ts';
+import { CLEANUP_FINALIZER } from '../common.ts';
 import { fieldManagers, resources, type Stored } from '../resources.ts';
 import {
+  asksToBeSynced,
+  instanceOutcome,
   placementOf,
-  readyCondition,
-  SYNCING_CONDITION,
   type SyncerState,
   syncerFingerprint,
-  syncingCondition,
 } from './desired.ts';
 import {
   desiredSyncerIdentity,
+  instanceKeyOf,
   roleBindingMatches,
   type SyncerIdentity,
   serviceAccountMatches,
@@ -86,8 +96,6 @@ const SYNCED_PLURALS: Readonly<Record<SyncedKind, string>> = {
   ConfigMap: 'configmaps',
 };
 
-/** Guards the removal of a syncer's host identity when its instance goes. */
-export const CLEANUP_FINALIZER = 'management.platform/cleanup';
 /** Index of the syncer identity objects (ServiceAccounts, RoleBindings) by the instance uid label. */
 export const BY_INSTANCE_UID = 'virtualclusterinstance-uid';
 
@@ -166,6 +174,7 @@ export interface VirtualClusterReconcilerDeps {
   /** The host cluster, as the controller (instances' status and finalizer, syncer identities, tokens). */
   api: KubeApi;
   clock: Clock;
+  events: EventRecorder;
   instances: Store<Stored<VirtualClusterInstance>>;
   /** The syncers' ServiceAccounts and RoleBindings (labelled with the instance uid, indexed by {@link BY_INSTANCE_UID}). */
   serviceAccounts: Store<V1ServiceAccount>;
@@ -212,38 +221,32 @@ export function syncerFactory(options: { manager: Manager }): (input: SyncerFact
  * instance gets a ServiceAccount of its own in its host namespace, bound there to the ClusterRoles
  * of exactly the kinds it syncs (`desiredSyncerIdentity`), and its syncer's host client presents
  * short-lived tokens of that ServiceAccount (TokenRequest, renewed before they expire). The
- * identity is removed (finalizer) when the instance goes or stops being synced. Nothing else is
- * written to the host here, and nothing to the virtual cluster; that is the syncer's job.
+ * identity is removed when the instance goes (guarded by the finalizer, which an instance has
+ * while it asks to be synced) or when its syncer may not run.
+ *
+ * On the reconcile scaffold: `Reconciling` is True while the syncer starts (`Ready` Unknown) and,
+ * `ProgressingWithRetry`, while the instance is not Ready and is looked at again (unreachable,
+ * credentials refused, sync errors).
  */
-export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
+export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Reconciler {
   const { api, instances, supervisor } = deps;
   /** Since when each starting syncer waits for its permissions (by instance key). */
   const permissionWaits = new Map<string, number>();
-
-  /** Writes `Ready` and `Syncing` at once (nothing when both are unchanged). */
-  async function writeConditions(
-    vci: Stored<VirtualClusterInstance>,
-    access: ClusterAccess,
-    state: SyncerState,
-  ): Promise<void> {
-    const generation = vci.metadata.generation;
-    const syncing = syncingCondition(state, generation);
-    const now = new Date(deps.clock.now());
-    let conditions = (vci.status?.conditions ?? []) as Condition[];
-    conditions =
-      syncing === null
-        ? removeCondition(conditions, SYNCING_CONDITION)
-        : setCondition(conditions, syncing, now);
-    conditions = setCondition(conditions, readyCondition(access, syncing, generation), now);
-    // patchStatus writes nothing when the status is unchanged.
-    await patchStatus(api, resources.virtualClusterInstances, vci, { ...vci.status, conditions });
-  }
 
   /** The syncer identity objects the caches hold for an instance, in any namespace. */
   const currentIdentity = (vci: Stored<VirtualClusterInstance>) => ({
     serviceAccounts: deps.serviceAccounts.byIndex(BY_INSTANCE_UID, vci.metadata.uid ?? ''),
     roleBindings: deps.roleBindings.byIndex(BY_INSTANCE_UID, vci.metadata.uid ?? ''),
   });
+
+  /** The syncer identity objects the caches hold for an instance key (the instance gone). */
+  const identityLeftBy = (key: string) => {
+    const ofKey = (obj: V1ServiceAccount | V1RoleBinding) => instanceKeyOf(obj).includes(key);
+    return {
+      serviceAccounts: deps.serviceAccounts.list().filter(ofKey),
+      roleBindings: deps.roleBindings.list().filter(ofKey),
+    };
+  };
 
   /** Applies what differs from the caches, removes what is no longer wanted (other kinds, other namespaces). */
   async function ensureIdentity(vci: Stored<VirtualClusterInstance>, desired: SyncerIdentity): Promise<void> {
@@ -286,29 +289,18 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     ]);
   }
 
-  /** No syncer and no identity any more; then the finalizer goes. */
-  async function release(key: string, vci: Stored<VirtualClusterInstance>): Promise<void> {
+  /** No syncer and no identity any more (the scaffold then removes the finalizer). */
+  async function release(key: string, vci: Stored<VirtualClusterInstance> | undefined): Promise<void> {
     permissionWaits.delete(key);
     await supervisor.stop(key);
-    await deleteIdentityObjects(currentIdentity(vci));
-    try {
-      await removeFinalizer(api, resources.virtualClusterInstances, vci, CLEANUP_FINALIZER);
-    } catch (err) {
-      // Gone already: an earlier reconcile removed the finalizer and the cache has not caught up.
-      if (!isNotFound(err)) throw err;
-    }
+    await deleteIdentityObjects(vci ? currentIdentity(vci) : identityLeftBy(key));
   }
 
-  return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
-    const vci = instances.get(key);
-    if (!vci) {
-      await supervisor.stop(key);
-      return undefined;
-    }
-    if (vci.metadata.deletionTimestamp) {
-      await release(key, vci);
-      return undefined;
-    }
+  async function converge(
+    vci: Stored<VirtualClusterInstance>,
+    ctx: ReconcileContext,
+  ): Promise<Converged<VirtualClusterInstanceStatus>> {
+    const key = objectKey(vci);
     const { spec } = vci;
     const namespace = vci.metadata.namespace ?? '';
     let connection: Connection | undefined;
@@ -332,7 +324,7 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
     // The syncer's side: what it would be started from, and whether the running one still fits.
     const validated = spec.config === undefined ? undefined : validateSyncConfig(spec.config);
     const { hostNamespace, vclusterName } = placementOf(vci);
-    const configured = spec.config !== undefined && spec.credentialsSecretRef !== undefined;
+    const configured = asksToBeSynced(vci);
     // Admission refuses placements outside the project; this covers instances admitted before
     // (or whose namespaces changed project since): their syncer does not run.
     const placement =
@@ -352,10 +344,9 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
       await supervisor.stop(key);
       running = undefined;
     }
-    // The syncer's identity exists exactly while a syncer is configured.
+    // The syncer's identity exists exactly while its syncer may run.
     let identityProblem: { reason: string; message: string } | undefined;
     if (syncConfig) {
-      await addFinalizer(api, resources.virtualClusterInstances, vci, CLEANUP_FINALIZER);
       try {
         const namespaces = hostNamespacesOf({ vclusterName, hostNamespace, config: syncConfig }) ?? [];
         await ensureIdentity(
@@ -370,86 +361,116 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps) {
           message: `could not set up the syncer's ServiceAccount in namespace ${hostNamespace}: the apiserver answered ${err.code}`,
         };
       }
-    } else if (hasFinalizer(vci, CLEANUP_FINALIZER)) {
+    } else {
       await release(key, vci);
     }
     // Reachability, with the running syncer's client when there is one.
     let probeClient: KubeClient | undefined;
-    if (connection) {
-      probeClient = running?.client ?? clientForConnection(connection);
-      access = {
-        phase: 'probed',
-        reachability: await probeCluster(probeClient, connection.server, deps.probeTimeoutMs),
-      };
-    }
-    const reachable = access.phase === 'probed' && access.reachability.reachable;
-    let state: SyncerState;
-    if (!configured) state = { phase: 'notConfigured' };
-    else if (placement.length > 0)
-      state = {
-        phase: 'blocked',
-        reason: 'PlacementNotAllowed',
-        message: placement.map((p) => `${p.field}: ${p.message}`).join('; '),
-      };
-    else if (!syncConfig)
-      // Admission rejects such configurations; this covers objects written without it.
-      state = { phase: 'invalidConfig', errors: validated?.errors ?? [] };
-    else if (access.phase === 'noCredentials')
-      state = { phase: 'noConnection', reason: access.reason, message: access.message };
-    else if (!access.reachability.reachable)
-      state = {
-        phase: 'noConnection',
-        reason: 'Unreachable',
-        message: access.reachability.message,
-      };
-    else if (identityProblem) state = { phase: 'blocked', ...identityProblem };
-    else {
-      let waitingForPermissions = false;
-      if (!running && connection && probeClient && fingerprint) {
-        const tokens = new ServiceAccountTokens({
-          api,
-          namespace: hostNamespace,
-          serviceAccount: syncerServiceAccountName(vci),
-          clock: deps.clock,
-        });
-        const hostClient = deps.hostClientFor(tokens);
-        // New RoleBindings take a moment to reach the apiserver's authorizer: the syncer starts
-        // once its own identity may list what it syncs, rather than backing off on 403s; past a
-        // grace period it starts anyway, and what it may not do shows in its errors.
-        const waitingSince = permissionWaits.get(key) ?? deps.clock.now();
-        const graceOver = deps.clock.now() - waitingSince >= PERMISSIONS_GRACE_MS;
-        if (graceOver || (await mayListSyncedKinds(hostClient, hostNamespace, syncedKinds(syncConfig)))) {
-          permissionWaits.delete(key);
-          ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
-          running = supervisor.start({
-            key,
-            fingerprint,
-            client: probeClient,
-            hostClient,
-            hostNamespace,
-            vclusterName,
-            config: syncConfig,
-            logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
-            onStatusChange: () => deps.enqueue(key),
-          });
-        } else {
-          hostClient.close();
-          permissionWaits.set(key, waitingSince);
-          waitingForPermissions = true;
-        }
+    try {
+      if (connection) {
+        probeClient = running?.client ?? clientForConnection(connection);
+        access = {
+          phase: 'probed',
+          reachability: await probeCluster(probeClient, connection.server, deps.probeTimeoutMs),
+        };
       }
-      state = running
-        ? { phase: 'running', status: running.syncer.status() }
-        : waitingForPermissions
-          ? { phase: 'starting', message: "waiting for the syncer's ServiceAccount to get its permissions" }
-          : { phase: 'notConfigured' };
+      let state: SyncerState;
+      if (!configured) state = { phase: 'notConfigured' };
+      else if (placement.length > 0)
+        state = {
+          phase: 'blocked',
+          reason: 'PlacementNotAllowed',
+          message: placement.map((p) => `${p.field}: ${p.message}`).join('; '),
+        };
+      else if (!syncConfig)
+        // Admission rejects such configurations; this covers objects written without it.
+        state = { phase: 'invalidConfig', errors: validated?.errors ?? [] };
+      else if (access.phase === 'noCredentials')
+        state = { phase: 'noConnection', reason: access.reason, message: access.message };
+      else if (!access.reachability.reachable)
+        state = {
+          phase: 'noConnection',
+          reason: 'Unreachable',
+          message: access.reachability.message,
+        };
+      else if (identityProblem) state = { phase: 'blocked', ...identityProblem };
+      else {
+        let waitingForPermissions = false;
+        if (!running && connection && probeClient && fingerprint) {
+          const tokens = new ServiceAccountTokens({
+            api,
+            namespace: hostNamespace,
+            serviceAccount: syncerServiceAccountName(vci),
+            clock: deps.clock,
+          });
+          const hostClient = deps.hostClientFor(tokens);
+          // New RoleBindings take a moment to reach the apiserver's authorizer: the syncer starts
+          // once its own identity may list what it syncs, rather than backing off on 403s; past a
+          // grace period it starts anyway, and what it may not do shows in its errors.
+          const waitingSince = permissionWaits.get(key) ?? deps.clock.now();
+          const graceOver = deps.clock.now() - waitingSince >= PERMISSIONS_GRACE_MS;
+          let allowed = graceOver;
+          try {
+            allowed ||= await mayListSyncedKinds(hostClient, hostNamespace, syncedKinds(syncConfig));
+          } finally {
+            if (!allowed) hostClient.close();
+          }
+          if (allowed) {
+            permissionWaits.delete(key);
+            ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
+            running = supervisor.start({
+              key,
+              fingerprint,
+              client: probeClient,
+              hostClient,
+              hostNamespace,
+              vclusterName,
+              config: syncConfig,
+              logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
+              onStatusChange: () => deps.enqueue(key),
+            });
+          } else {
+            permissionWaits.set(key, waitingSince);
+            waitingForPermissions = true;
+          }
+        }
+        state = running
+          ? { phase: 'running', status: running.syncer.status() }
+          : waitingForPermissions
+            ? { phase: 'starting', message: "waiting for the syncer's ServiceAccount to get its permissions" }
+            : { phase: 'notConfigured' };
+      }
+      const reachable = access.phase === 'probed' && access.reachability.reachable;
+      const requeueAfter =
+        access.phase === 'noCredentials' && !spec.credentialsSecretRef
+          ? undefined
+          : state.phase === 'starting'
+            ? PERMISSIONS_RETRY_MS
+            : state.phase === 'blocked'
+              ? RETRY_CONNECTION_MS
+              : reachable && !identityProblem
+                ? RECHECK_MS
+                : RETRY_CONNECTION_MS;
+      return instanceOutcome(access, state, requeueAfter);
+    } finally {
+      // A probe client the syncer did not take over is closed.
+      if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
     }
-    // A probe client the syncer did not take over is closed.
-    if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
-    await writeConditions(vci, access, state);
-    if (access.phase === 'noCredentials' && !spec.credentialsSecretRef) return undefined;
-    if (state.phase === 'starting') return { requeueAfter: PERMISSIONS_RETRY_MS };
-    if (state.phase === 'blocked') return { requeueAfter: RETRY_CONNECTION_MS };
-    return { requeueAfter: reachable && !identityProblem ? RECHECK_MS : RETRY_CONNECTION_MS };
-  };
+  }
+
+  return objectReconciler<Stored<VirtualClusterInstance>, VirtualClusterInstanceStatus>({
+    kind: 'VirtualClusterInstance',
+    resource: resources.virtualClusterInstances,
+    api,
+    clock: deps.clock,
+    events: deps.events,
+    store: instances,
+    // Guards the syncer's host identity, which has no owner reference (it may live in another
+    // namespace of the project): an instance has it while it asks to be synced.
+    finalizer: CLEANUP_FINALIZER,
+    needsFinalizer: asksToBeSynced,
+    action: 'SyncVirtualCluster',
+    apply: converge,
+    cleanup: release,
+  });
 }

@@ -2,7 +2,7 @@ import type { V1Namespace, V1RoleBinding, V1ServiceAccount } from '@kubernetes/c
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import type { ControllerDeps } from '../common.ts';
+import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
 import { PROJECT_LABEL } from '../project/desired.ts';
 import { resources, type Stored } from '../resources.ts';
 import { placementOf } from './desired.ts';
@@ -22,7 +22,7 @@ const BY_HOST_NAMESPACE = 'host-namespace';
 export function setupVirtualClusterController(manager: Manager, deps: ControllerDeps) {
   const kubeConfig = deps.kubeConfig;
   if (!kubeConfig) throw new Error('the virtualcluster controller needs the kubeconfig of the host cluster');
-  const scope = deps.namespace ? { namespace: deps.namespace } : {};
+  const scope = watchScope(deps);
   const instances = manager.informer<Stored<VirtualClusterInstance>>(
     resources.virtualClusterInstances,
     scope,
@@ -57,23 +57,18 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     startSyncer({ ...input, virtual: manager.leaderApi(input.virtual), host: manager.leaderApi(input.host) }),
   );
   let enqueue: (key: string) => void = () => {};
-  const controller = manager.controller({
-    name: 'virtualcluster',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
-    reconcile: virtualClusterReconciler({
-      api: deps.api,
-      clock: deps.clock,
-      instances: instances.store,
-      serviceAccounts: serviceAccounts.store,
-      roleBindings: roleBindings.store,
-      instancesPlacedIn: (namespace) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace),
-      projectOf: (namespace) =>
-        namespaces.store.get(namespace)?.metadata?.labels?.[PROJECT_LABEL] || undefined,
-      hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
-      supervisor,
-      enqueue: (key) => enqueue(key),
-    }),
+  const reconcile = virtualClusterReconciler({
+    ...reconcilerDeps(deps),
+    instances: instances.store,
+    serviceAccounts: serviceAccounts.store,
+    roleBindings: roleBindings.store,
+    instancesPlacedIn: (namespace) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace),
+    projectOf: (namespace) => namespaces.store.get(namespace)?.metadata?.labels?.[PROJECT_LABEL] || undefined,
+    hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
+    supervisor,
+    enqueue: (key) => enqueue(key),
   });
+  const controller = addController(manager, deps, { name: 'virtualcluster', workers: 2, reconcile });
   enqueue = (key) => controller.enqueue(key);
   controller
     .watchPrimary(instances)
