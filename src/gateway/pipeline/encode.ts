@@ -1,5 +1,5 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import { pipeline } from 'node:stream/promises';
+import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { internalError, StatusError } from '../../api/status.ts';
 import type { EndpointAnswer, EndpointHeaders } from '../../http/endpoint.ts';
@@ -161,7 +161,7 @@ export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Rel
     raw.flushHeaders();
     exchange.finished = true;
     try {
-      await pipeline(stream, raw);
+      await pump(stream, raw);
     } catch {
       // The client went away, the apiserver ended the watch, or an event could not be redacted
       // (the stream is cut rather than passed on): nothing to answer any more.
@@ -174,15 +174,24 @@ export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Rel
 
   const wantsBody = exchange.audit?.level === 'RequestResponse';
   if (!redaction && exchange.negotiated.format === 'json' && !wantsBody) {
-    const length = Number(headerValue(response.headers['content-length']) ?? Number.NaN);
-    if (length <= BUFFERED_RESPONSE_BYTES) {
-      const body = Buffer.from(await response.body.arrayBuffer());
-      write(exchange, code, headers, body);
+    // Most answers are small: read whole, they go out in one write with their length (the
+    // apiserver sends many without one). Past the limit, what was read goes first and the rest
+    // is streamed.
+    const start = await readUpTo(response.body, BUFFERED_RESPONSE_BYTES);
+    if (start.complete) {
+      write(
+        exchange,
+        code,
+        headers,
+        start.chunks.length === 1 ? start.chunks[0]! : Buffer.concat(start.chunks),
+      );
       finish(deps, exchange, code, undefined);
       return;
     }
-    exchange.response.writeHead(code, headers);
-    await pipeline(response.body, exchange.response).catch(() => {
+    const raw = exchange.response;
+    raw.writeHead(code, headers);
+    for (const chunk of start.chunks) raw.write(chunk);
+    await pump(response.body, raw).catch(() => {
       // The client went away, or the apiserver broke off: the answer is incomplete either way.
     });
     finish(deps, exchange, code, undefined);
@@ -213,6 +222,73 @@ export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Rel
     return;
   }
   sendObject(deps, exchange, code, documents.single, pick(headers, RELAYED_HEADERS));
+}
+
+/**
+ * Reads `body` until it ends (`complete`) or more than `limit` bytes came (then the stream is
+ * paused, its remaining data still to be read).
+ */
+export function readUpTo(body: Readable, limit: number): Promise<{ chunks: Buffer[]; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (complete: boolean) => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('error', onError);
+      resolve({ chunks, complete });
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size > limit) {
+        body.pause();
+        done(false);
+      }
+    };
+    const onEnd = () => done(true);
+    const onError = (error: Error) => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      reject(error);
+    };
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('error', onError);
+  });
+}
+
+/**
+ * `source` into `destination` until the source ends; rejects (and destroys both) when either
+ * fails or the destination closes first (the client went away). Unlike `stream.pipeline` it makes
+ * no AbortController and no DOMException per call, which every relayed answer would pay.
+ */
+export function pump(source: Readable, destination: Writable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      source.off('error', onError);
+      destination.off('error', onError);
+      destination.off('close', onClose);
+      destination.off('finish', onFinish);
+    };
+    const onError = (error: Error) => {
+      cleanup();
+      source.destroy();
+      destination.destroy();
+      reject(error);
+    };
+    const onClose = () => onError(new Error('the destination closed before the end'));
+    const onFinish = () => {
+      cleanup();
+      resolve();
+    };
+    source.once('error', onError);
+    destination.once('error', onError);
+    destination.once('close', onClose);
+    destination.once('finish', onFinish);
+    source.pipe(destination);
+    source.resume();
+  });
 }
 
 async function readBounded(body: Relay['relay']['body']): Promise<string> {
