@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import { formatMicroTime } from '../../runtime/clock.ts';
 import type { Auditor } from '../audit/auditor.ts';
 import { ANONYMOUS_USER, type AuditRequestInfo, type AuditUser } from '../audit/event.ts';
-import { ACCESS_KEY_EXTRA } from '../proxy/impersonation.ts';
 import type { Exchange } from './exchange.ts';
 import { nonResourceAttributes } from './route.ts';
 
