@@ -12,7 +12,11 @@ import { nonResourceAttributes } from './route.ts';
  * policy logs it). Bodies of sensitive endpoints (keys, tokens, kubeconfigs, the platform config,
  * logins) never reach it.
  */
-export function beginAudit(auditor: Auditor, exchange: Exchange, sensitive: boolean): void {
+export function beginAudit(
+  auditor: Pick<Auditor, 'enabled' | 'begin'>,
+  exchange: Exchange,
+  sensitive: boolean,
+): void {
   if (!auditor.enabled) return;
   exchange.audit = auditor.begin(auditInfo(exchange), sensitive ? undefined : exchange.requestObject);
 }

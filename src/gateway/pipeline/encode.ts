@@ -7,7 +7,7 @@ import type { AuditOutcome } from '../audit/event.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { RedactingStream, redactDocuments, UnredactableAnswer } from '../proxy/redact.ts';
-import { encodeBody, mediaType } from './body.ts';
+import { encodeBody, mediaType, type Negotiated, negotiate } from './body.ts';
 import type { Exchange } from './exchange.ts';
 
 /**
@@ -30,6 +30,41 @@ export const MAX_READ_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 /** Headers of an apiserver answer passed on to the client. */
 const RELAYED_HEADERS = ['warning', 'retry-after'] as const;
+
+/**
+ * Content negotiation per distinct Accept header: clients send a handful of spellings over and
+ * over, so each is parsed once (at most `max` kept; the cache starts over when full). Refusals
+ * (406) are not kept: each is a fresh error.
+ */
+export class NegotiationCache {
+  private readonly known = new Map<string, Negotiated>();
+
+  constructor(private readonly max = 256) {}
+
+  /** The answer format for `accept`, or the 406 refusal. */
+  negotiate(accept: string | undefined): Negotiated | StatusError {
+    const key = accept ?? '';
+    const cached = this.known.get(key);
+    if (cached) return cached;
+    const negotiated = negotiate(accept);
+    if (!(negotiated instanceof StatusError)) {
+      if (this.known.size >= this.max) this.known.clear();
+      this.known.set(key, negotiated);
+    }
+    return negotiated;
+  }
+
+  get size(): number {
+    return this.known.size;
+  }
+}
+
+/** Negotiates the exchange's answer format from its Accept header (throws 406). */
+export function negotiateExchange(cache: NegotiationCache, exchange: Exchange): void {
+  const negotiated = cache.negotiate(exchange.request.headers.accept);
+  if (negotiated instanceof StatusError) throw negotiated;
+  exchange.negotiated = negotiated;
+}
 
 /** Counts the answer, completes the audit record, gives back what the request held. Once per request. */
 export function finish(
