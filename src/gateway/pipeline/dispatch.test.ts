@@ -157,6 +157,8 @@ describe('dispatch', () => {
     expect(request.source).toBe('192.0.2.1');
     expect(request.object()).toBe(received.body);
     expect(request.decoded).toBe(received.body);
+    // What goes upstream is the negotiated JSON flavour, never the client's header as it came.
+    expect(request.upstreamAccept).toBe('application/json');
   });
 
   test("a path endpoint's body is parsed when it asks, 400 when it is not an object", async () => {

@@ -124,6 +124,7 @@ function endpointRequest(deps: DispatchDeps, input: DispatchInput): GatewayReque
     signal: exchange.signal,
     resource: routed.resource,
     decoded: input.body,
+    upstreamAccept: exchange.negotiated.upstreamAccept,
     failedAttempt: (subject) =>
       deps.throttle.failures.failed(
         exchange.source,

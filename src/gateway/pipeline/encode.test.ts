@@ -13,6 +13,7 @@ import {
   type EncodeDeps,
   NegotiationCache,
   negotiateExchange,
+  objectAsListRefusal,
   sendAnswer,
   sendError,
   sendObject,
@@ -121,6 +122,43 @@ describe('content negotiation', () => {
       upstreamAccept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json',
     });
     expect(() => negotiateExchange(cache, testExchange({ headers: { accept: 'text/html' } }))).toThrow(
+      expect.objectContaining({ code: 406 }),
+    );
+  });
+});
+
+describe('a single object asked for as a list of metadata', () => {
+  const metadataList = 'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io';
+  const negotiated = (accept: string) => {
+    const answer = new NegotiationCache().negotiate(accept);
+    if (answer instanceof StatusError) throw answer;
+    return answer;
+  };
+
+  test.each(['get', 'create', 'update', 'patch', 'delete'])(
+    '%s: 406, as kube-apiserver answers for its own kinds',
+    (verb) => {
+      expect(objectAsListRefusal(negotiated(metadataList), verb)?.code).toBe(406);
+      expect(objectAsListRefusal(negotiated(`${metadataList}, application/json`), verb)?.code).toBe(406);
+    },
+  );
+
+  test('lists and watches may ask for it; objects may ask for other flavours, or for it after another', () => {
+    expect(objectAsListRefusal(negotiated(metadataList), 'list')).toBeUndefined();
+    expect(objectAsListRefusal(negotiated(metadataList), 'watch')).toBeUndefined();
+    expect(
+      objectAsListRefusal(negotiated('application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io'), 'get'),
+    ).toBeUndefined();
+    expect(
+      objectAsListRefusal(negotiated(`application/json;as=Table;v=v1;g=meta.k8s.io, ${metadataList}`), 'get'),
+    ).toBeUndefined();
+    expect(objectAsListRefusal(negotiated(`application/yaml, ${metadataList}`), 'get')).toBeUndefined();
+  });
+
+  test('the stage refuses it for resource requests', () => {
+    const exchange = testExchange({ headers: { accept: metadataList } });
+    exchange.attributes = keys('get');
+    expect(() => negotiateExchange(new NegotiationCache(), exchange)).toThrow(
       expect.objectContaining({ code: 406 }),
     );
   });

@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
-import { internalError, StatusError } from '../../api/status.ts';
+import { internalError, notAcceptable, StatusError } from '../../api/status.ts';
 import type { EndpointAnswer, EndpointHeaders } from '../../http/endpoint.ts';
 import type { AuditOutcome } from '../audit/event.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
@@ -59,10 +59,38 @@ export class NegotiationCache {
   }
 }
 
+/** Verbs answered with one object (or a Status), never a list. */
+const OBJECT_VERBS = new Set(['get', 'create', 'update', 'patch', 'delete']);
+
+/**
+ * A request answered with one object that asks for it first as a list of metadata
+ * (`as=PartialObjectMetadataList`): kube-apiserver refuses that with 406 for its own kinds, and
+ * fails with a 500 ("content is not a list") for custom resources. The gateway answers 406 for
+ * every resource, as kube-apiserver does for its own.
+ */
+export function objectAsListRefusal(
+  negotiated: Negotiated,
+  verb: string | undefined,
+): StatusError | undefined {
+  if (verb === undefined || !OBJECT_VERBS.has(verb)) return undefined;
+  const first = negotiated.upstreamAccept.split(',')[0] ?? '';
+  const asList = first
+    .split(';')
+    .slice(1)
+    .some((parameter) => parameter.trim().toLowerCase() === 'as=partialobjectmetadatalist');
+  return asList
+    ? notAcceptable('you requested PartialObjectMetadataList, but the requested object is not a list')
+    : undefined;
+}
+
 /** Negotiates the exchange's answer format from its Accept header (throws 406). */
 export function negotiateExchange(cache: NegotiationCache, exchange: Exchange): void {
   const negotiated = cache.negotiate(exchange.request.headers.accept);
   if (negotiated instanceof StatusError) throw negotiated;
+  const refusal = exchange.attributes?.resourceRequest
+    ? objectAsListRefusal(negotiated, exchange.attributes.verb)
+    : undefined;
+  if (refusal) throw refusal;
   exchange.negotiated = negotiated;
 }
 
