@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, test } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { LAST_APPLIED_ANNOTATION } from '../../src/api/ownedaccesskey.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
@@ -107,11 +108,21 @@ describe('gateway: fuzzing', () => {
     expect(created.status).toBe(201);
   });
 
+  /** The answer's text, and for YAML its values as JSON too (a long string may be folded). */
+  const readable = (answer: Answer) => {
+    if (answer.json !== undefined) return answer.text;
+    try {
+      return `${answer.text}\n${JSON.stringify(parseYaml(answer.text))}`;
+    } catch {
+      return answer.text;
+    }
+  };
+
   /** No 5xx, no secret; an error in JSON is a Status. */
   const expectClean = (answer: Answer, what: string) => {
     expect(answer.status, `${what}: ${answer.text.slice(0, 500)}`).toBeLessThan(500);
-    for (const secret of forbidden)
-      expect(answer.text.includes(secret), `${what} shows a secret`).toBe(false);
+    const text = readable(answer);
+    for (const secret of forbidden) expect(text.includes(secret), `${what} shows a secret`).toBe(false);
     if (answer.status >= 400 && answer.json !== undefined)
       expect((answer.json as { kind?: string }).kind, `${what}: ${answer.text.slice(0, 500)}`).toBe('Status');
   };
@@ -333,7 +344,10 @@ describe('gateway: fuzzing', () => {
     const search = new URLSearchParams(params.map(([name, value]) => [name, value]));
     return search.size > 0 ? `?${search.toString()}` : '';
   });
-  /** A query string: encoded parameters, or raw bytes that parse differently (`;`, bad escapes). */
+  /**
+   * A query string: encoded parameters, or raw bytes that parse differently (`;`, bad escapes).
+   * No raw `resourceVersion`: its digits could name a version ahead of the store.
+   */
   const query = fc.oneof(
     { weight: 4, arbitrary: encodedQuery },
     fc
@@ -342,7 +356,6 @@ describe('gateway: fuzzing', () => {
           'watch',
           'timeoutSeconds',
           'dryRun',
-          'resourceVersion',
           '=',
           '&',
           ';',
@@ -479,8 +492,13 @@ describe('gateway: fuzzing', () => {
         const after = await stored(target);
         const dryRun = new URLSearchParams(query.slice(1)).has('dryRun');
         if (answer.status >= 400 || dryRun) {
-          // Refused, or only tried: the object is as it was.
-          expect(after?.metadata.resourceVersion, what).toBe(before?.metadata.resourceVersion);
+          // Refused, or only tried: the object is as it was (the gateway may record a key's use
+          // in its status meanwhile, so a key is compared by what a write could change).
+          const state = (object: Stored | undefined) =>
+            target === 'secret'
+              ? object?.metadata.resourceVersion
+              : { spec: object?.spec, annotations: object?.metadata.annotations };
+          expect(state(after), what).toEqual(state(before));
         } else if (verb === 'DELETE') {
           expect(after, what).toBeUndefined();
         } else {
