@@ -72,15 +72,23 @@ export function objectAsListRefusal(
   negotiated: Negotiated,
   verb: string | undefined,
 ): StatusError | undefined {
-  if (verb === undefined || !OBJECT_VERBS.has(verb)) return undefined;
+  if (verb === undefined || !OBJECT_VERBS.has(verb) || !asListFirst(negotiated)) return undefined;
+  return notAcceptable('you requested PartialObjectMetadataList, but the requested object is not a list');
+}
+
+/** Whether a negotiation asks for a list of metadata first (one object per Accept header, cached). */
+const AS_LIST_FIRST = new WeakMap<Negotiated, boolean>();
+
+function asListFirst(negotiated: Negotiated): boolean {
+  const known = AS_LIST_FIRST.get(negotiated);
+  if (known !== undefined) return known;
   const first = negotiated.upstreamAccept.split(',')[0] ?? '';
   const asList = first
     .split(';')
     .slice(1)
     .some((parameter) => parameter.trim().toLowerCase() === 'as=partialobjectmetadatalist');
-  return asList
-    ? notAcceptable('you requested PartialObjectMetadataList, but the requested object is not a list')
-    : undefined;
+  AS_LIST_FIRST.set(negotiated, asList);
+  return asList;
 }
 
 /** Negotiates the exchange's answer format from its Accept header (throws 406). */
