@@ -9,9 +9,16 @@ import { expectShellVar, gatewayVars, useTempDir } from './support.ts';
  * docs/access-keys-ci.md against a kube-apiserver of its own with the CRDs, the admission
  * webhooks, the SharedSecret, access key and project controllers and an HTTPS gateway: the
  * bootstrap key made by the page's script and `kubectl create`, keys created, listed, disabled
- * and rotated with curl, a CI job's requests with curl and with kubectl through the gateway.
+ * and rotated with curl, a CI job's requests with curl and with kubectl through the gateway, and
+ * the keys of virtual cluster kubeconfigs (a day by default, cut to the caller key's life).
+ * kube-controller-manager aggregates the chart's project roles, so the project's owner may
+ * retrieve kubeconfigs as in an installation.
  */
-const env = useGatewayEnv({ https: true, controllers: ['sharedsecret', 'accesskey', 'project'] });
+const env = useGatewayEnv({
+  https: true,
+  controllers: ['sharedsecret', 'accesskey', 'project'],
+  controllerManager: true,
+});
 const dir = useTempDir('doc-access-keys-');
 const KEY = /^pak_[a-z2-7]{16}_[0-9A-Za-z]{49}$/;
 
@@ -49,6 +56,26 @@ runDocExamples('access-keys-ci.md', {
           roles: [{ role: 'platform-cli' }],
           projects: [{ project: 'web' }],
         });
+      },
+    },
+    'kubeconfig-default': {
+      after: async () => {
+        const keys = (await env().custom.listClusterCustomObject({
+          group: API_GROUP,
+          version: API_VERSION,
+          plural: 'ownedaccesskeys',
+        })) as { items: { metadata: { name: string }; spec: Record<string, unknown> }[] };
+        const issued = keys.items.filter((key) => key.metadata.name.startsWith('kubeconfig-'));
+        expect(issued.map((key) => key.spec)).toEqual([
+          expect.objectContaining({ user: 'alice', type: 'Other', ttl: 86400 }),
+        ]);
+      },
+    },
+    'kubeconfig-capped': {
+      after: (result) => {
+        const ttl = Number(result.values.CAPPED_TTL);
+        expect(ttl).toBeGreaterThan(0);
+        expect(ttl).toBeLessThanOrEqual(3600);
       },
     },
     'rotate-key': {

@@ -79,6 +79,15 @@ export function failureStatus(
   };
 }
 
+/** A `Status` reporting success, as kube-apiserver answers some writes (a subresource that stores nothing to show). */
+export interface SuccessStatus extends Omit<Status, 'status' | 'reason'> {
+  readonly status: 'Success';
+}
+
+export function successStatus(message: string, code = 200): SuccessStatus {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', message, code };
+}
+
 /** One message for every 401 except expiry, so that the answer tells nothing about the key. */
 export const UNAUTHORIZED_MESSAGE =
   'Unauthorized: a valid platform access key is required (Authorization: Bearer <access key>)';

@@ -84,7 +84,7 @@ export const VirtualClusterInstanceKubeConfigSchema = z
           .max(2_147_483_647)
           .optional()
           .describe(
-            "Seconds of validity of the certificate in the returned kubeconfig. Optional; default is one day. Zero means the signing request carries no duration, so the certificate is valid for the cluster's signing duration (typically one year).",
+            "Seconds the credentials in the returned kubeconfig are valid. Token mode (the default): the lifetime (`spec.ttl`) of the new access key; absent or zero means one day. Client certificate mode (`clientCert: true`): the certificate's validity (Kubernetes signs none shorter than 600 seconds); absent means one day, and zero means the signing request carries no duration, so the cluster's signing duration applies (typically one year). In both modes the credentials end no later than the caller's access key: a longer lifetime is cut to that key's expiry.",
           ),
         server: z.string().optional().describe('Overrides the server in the kubeconfig.'),
         clientCert: z

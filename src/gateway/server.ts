@@ -3,27 +3,25 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { badRequest, StatusError } from '../api/status.ts';
-import type { AuthenticationResult } from '../identity/authenticate.ts';
 import type { Auditor } from './audit/auditor.ts';
 import { isRelay } from './endpoints/endpoint.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import { auditInfo, beginAudit } from './pipeline/audit.ts';
-import { authenticateToken, bearerToken, type KeyAuthenticator } from './pipeline/authenticate.ts';
+import { beginAudit } from './pipeline/audit.ts';
+import { authenticateExchange, type KeyAuthenticator, needsKey } from './pipeline/authenticate.ts';
+import { dispatch, receiveBody } from './pipeline/dispatch.ts';
 import {
-  decodeRequestBody,
-  MAX_BODY_BYTES,
-  type Negotiated,
-  negotiate,
-  type RequestBody,
-  readRequestBody,
-} from './pipeline/body.ts';
-import { dispatch } from './pipeline/dispatch.ts';
-import { type EncodeDeps, sendAnswer, sendError, sendRelay } from './pipeline/encode.ts';
+  type EncodeDeps,
+  NegotiationCache,
+  negotiateExchange,
+  sendAnswer,
+  sendError,
+  sendRelay,
+} from './pipeline/encode.ts';
 import { type Exchange, JSON_ONLY } from './pipeline/exchange.ts';
-import type { EndpointTable, Routed } from './pipeline/route.ts';
-import { scopeRefusal } from './pipeline/scope.ts';
+import type { EndpointTable } from './pipeline/route.ts';
+import { checkExchangeScope } from './pipeline/scope.ts';
 import type { TrustedProxies } from './pipeline/source.ts';
-import type { Throttle } from './pipeline/throttle.ts';
+import { holdWatchSlot, type Throttle } from './pipeline/throttle.ts';
 import type { ProxyDeps } from './proxy/proxy.ts';
 
 /**
@@ -62,111 +60,39 @@ export interface GatewayServer {
   close(): Promise<void>;
 }
 
-const WRITE_VERBS = new Set(['create', 'update', 'patch']);
-
-/**
- * Content negotiation per distinct Accept header (clients send a handful of spellings, over and
- * over); errors are not kept, so each 406 is a fresh error.
- */
-const NEGOTIATED = new Map<string, Negotiated>();
-const NEGOTIATED_MAX = 256;
-
-function negotiateCached(accept: string | undefined): Negotiated | StatusError {
-  const key = accept ?? '';
-  const cached = NEGOTIATED.get(key);
-  if (cached) return cached;
-  const negotiated = negotiate(accept);
-  if (!(negotiated instanceof StatusError)) {
-    if (NEGOTIATED.size >= NEGOTIATED_MAX) NEGOTIATED.clear();
-    NEGOTIATED.set(key, negotiated);
-  }
-  return negotiated;
-}
-
 export async function startGatewayServer(
   deps: GatewayServerDeps,
   options: GatewayServerOptions,
 ): Promise<GatewayServer> {
   const encode: EncodeDeps = { metrics: deps.metrics, logger: deps.logger };
+  const negotiation = new NegotiationCache();
   const tls = options.tls !== undefined;
 
-  /** authenticate → throttle: the caller's identity into the exchange, or the refusal thrown. */
-  function authenticate(exchange: Exchange): Promise<void> | undefined {
-    const token = bearerToken(exchange.request.headers.authorization);
-    const result = authenticateToken(
-      deps.authenticator,
-      token,
-      deps.throttle.cachedOnly(exchange.source, token),
-    );
-    if (result instanceof Promise) return result.then((settled) => conclude(exchange, settled));
-    return conclude(exchange, result);
-  }
-
-  function conclude(exchange: Exchange, result: AuthenticationResult): Promise<void> | undefined {
-    if (result.ok) {
-      exchange.identity = result.identity;
-      return undefined;
-    }
-    return deps.throttle.refusal(exchange.source, result.failure, result.keyId).then((refusal) => {
-      deps.auditor.failedAuthentication(auditInfo(exchange), {
-        code: refusal.code,
-        status: 'Failure',
-        message: refusal.message,
-        reason: refusal.reason,
-        annotations: { 'authentication.platform/failure': result.failure.name },
-      });
-      throw refusal;
-    });
-  }
-
   async function serve(exchange: Exchange): Promise<void> {
-    // route
     const query = new URLSearchParams(exchange.search);
+    // route
     const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.projectOfNamespace);
     if (routed instanceof StatusError) throw routed;
     exchange.routed = routed;
     exchange.attributes = routed.attributes;
-    const endpoint = routed.kind === 'endpoint' ? routed.endpoint : undefined;
-    const authentication =
-      typeof endpoint?.authentication === 'function' ? endpoint.authentication() : endpoint?.authentication;
     // authenticate, throttle (failures)
-    if (authentication !== 'none') {
-      const pending = authenticate(exchange);
+    if (needsKey(routed)) {
+      const pending = authenticateExchange(deps, exchange);
       if (pending) await pending;
     }
     if (routed.kind === 'unknown') throw routed.error;
-    const negotiated = negotiateCached(exchange.request.headers.accept);
-    if (negotiated instanceof StatusError) throw negotiated;
-    exchange.negotiated = negotiated;
+    negotiateExchange(negotiation, exchange);
     // throttle (watches), scope
-    const identity = exchange.identity;
-    if (identity) {
-      if (routed.attributes.verb === 'watch') {
-        const slot = deps.throttle.watchSlot(identity.username);
-        if (slot instanceof StatusError) throw slot;
-        exchange.release = slot;
-      }
-      const refusal = scopeRefusal(identity, routed.attributes, endpoint?.scope);
-      if (refusal) throw refusal;
-    }
+    holdWatchSlot(deps.throttle, exchange);
+    checkExchangeScope(exchange);
     // audit (with the request body, decoded for resource writes)
-    const bytes = hasBody(exchange.request) ? await readRequestBody(exchange.request, MAX_BODY_BYTES) : EMPTY;
-    let body: RequestBody | undefined;
-    const verb = routed.attributes.verb;
-    const decodes =
-      WRITE_VERBS.has(verb) || ((verb === 'delete' || verb === 'deletecollection') && bytes.length > 0);
-    if (routed.resource !== undefined && decodes) {
-      const decoded = decodeRequestBody(bytes, exchange.request.headers['content-type'], verb);
-      if (decoded instanceof StatusError) throw decoded;
-      body = decoded;
-      exchange.requestObject = verb === 'patch' ? (decoded as { value: unknown }).value : decoded;
-    }
-    const sensitive = endpoint?.sensitive === true;
+    const { bytes, body } = await receiveBody(exchange, routed);
+    const sensitive = routed.kind === 'endpoint' && routed.endpoint.sensitive === true;
     beginAudit(deps.auditor, exchange, sensitive);
     // dispatch, encode
     const answer = await dispatch(
       { proxy: deps.proxy, throttle: deps.throttle },
-      { exchange, routed: routed as Exclude<Routed, { kind: 'unknown' }>, query, bytes, body },
+      { exchange, routed, query, bytes, body },
     );
     if (isRelay(answer)) await sendRelay(encode, exchange, answer);
     else sendAnswer(encode, exchange, answer, sensitive);
@@ -245,13 +171,4 @@ export async function startGatewayServer(
         setTimeout(() => server.closeAllConnections(), 5000).unref();
       }),
   };
-}
-
-const EMPTY = Buffer.alloc(0);
-
-/** Whether the request says it has a body (a length above 0, or chunked). */
-function hasBody(request: IncomingMessage): boolean {
-  const length = request.headers['content-length'];
-  if (length !== undefined) return length !== '0';
-  return request.headers['transfer-encoding'] !== undefined;
 }

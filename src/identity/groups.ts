@@ -15,6 +15,13 @@ export const teamGroup = (team: string) => `platform:team:${team}`;
 /** The username a team key acts as (cannot collide with a user: object names have no `:`). */
 export const teamUsername = (team: string) => `platform:team:${team}`;
 
+/**
+ * The extra (`user.extra`) naming the access key a request was made with: the gateway
+ * impersonates with it, the TokenReview webhook answers with it, and SubjectAccessReviews ask
+ * for the caller with it, so RBAC and audit logs see the key on every path.
+ */
+export const ACCESS_KEY_EXTRA = 'management.platform/access-key';
+
 /** Prefixes no key may claim in its username or extra groups: Kubernetes' and the platform's own. */
 export const RESERVED_NAME_PREFIXES = ['system:', 'platform:'] as const;
 export const isReservedName = (name: string) =>

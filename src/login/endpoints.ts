@@ -1,4 +1,5 @@
 import type { ConfigStatus } from '../api/config.ts';
+import { badRequest, reasonForCode, StatusError } from '../api/status.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
 import { accessKeyFormPage, errorPage, handOffPage, keyPage, loginPage, loopbackReturn } from './pages.ts';
@@ -82,19 +83,34 @@ const wantsJson = (request: LoginHttpRequest) =>
   (request.headers['content-type'] ?? '').startsWith('application/json') ||
   (request.headers.accept ?? '').startsWith('application/json');
 
-function status(code: number, message: string, reason: string) {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+/**
+ * A sign-in refusal as the platform's one Kubernetes `Status` error (src/api/status.ts): its code
+ * and message, the reason Kubernetes gives that code, `Retry-After` when throttled. Anything that
+ * is no refusal is a 500 without details (the caller learns nothing of what broke).
+ */
+export function refusalStatus(err: unknown): StatusError {
+  if (err instanceof LoginThrottled) {
+    return new StatusError(
+      err.code,
+      reasonForCode(err.code),
+      err.message,
+      { retryAfterSeconds: err.retryAfterSeconds },
+      { 'Retry-After': String(err.retryAfterSeconds) },
+    );
+  }
+  if (err instanceof LoginRefused) return new StatusError(err.code, reasonForCode(err.code), err.message);
+  if (err instanceof SealBroken) return badRequest(err.message);
+  return new StatusError(500, 'InternalError', 'the sign-in failed on the server; try again later');
 }
 
-const REASONS: Record<number, string> = {
-  400: 'BadRequest',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'NotFound',
-  422: 'Invalid',
-  429: 'TooManyRequests',
-  503: 'ServiceUnavailable',
-};
+/** A `Status` answer for JSON clients. */
+function statusAnswer(error: StatusError): LoginHttpResponse {
+  return {
+    status: error.code,
+    headers: { ...error.headers, 'content-type': 'application/json' },
+    body: JSON.stringify(error.toStatus()),
+  };
+}
 
 export class LoginEndpoints {
   private readonly now: () => number;
@@ -291,11 +307,7 @@ export class LoginEndpoints {
 
   private async logout(request: LoginHttpRequest): Promise<LoginHttpResponse> {
     if (!request.caller) {
-      return {
-        status: 401,
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(status(401, 'sign out needs the key to end', 'Unauthorized')),
-      };
+      return statusAnswer(new StatusError(401, 'Unauthorized', 'sign out needs the key to end'));
     }
     const deleted = await this.deps.service.logout(request.caller.user, request.caller.keyName);
     return {
@@ -307,19 +319,13 @@ export class LoginEndpoints {
 
   /** Refusals as an error page (browsers) or a Status (JSON clients); anything else is a 500 without details. */
   private failure(request: LoginHttpRequest, err: unknown): LoginHttpResponse {
-    const refused = err instanceof LoginRefused || err instanceof SealBroken;
-    if (!refused) this.deps.onError?.(err);
-    const code = err instanceof LoginRefused ? err.code : err instanceof SealBroken ? 400 : 500;
-    const message = refused ? (err as Error).message : 'the sign-in failed on the server; try again later';
-    const headers: Record<string, string> =
-      err instanceof LoginThrottled ? { 'retry-after': String(err.retryAfterSeconds) } : {};
-    if (wantsJson(request)) {
-      return {
-        status: code,
-        headers: { ...headers, 'content-type': 'application/json' },
-        body: JSON.stringify(status(code, message, REASONS[code] ?? 'InternalError')),
-      };
-    }
-    return { status: code, headers: { ...headers, 'content-type': HTML }, body: errorPage(message) };
+    if (!(err instanceof LoginRefused || err instanceof SealBroken)) this.deps.onError?.(err);
+    const error = refusalStatus(err);
+    if (wantsJson(request)) return statusAnswer(error);
+    return {
+      status: error.code,
+      headers: { ...error.headers, 'content-type': HTML },
+      body: errorPage(error.message),
+    };
   }
 }

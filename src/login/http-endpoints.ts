@@ -1,11 +1,10 @@
-import { badRequest, StatusError } from '../api/status.ts';
+import { badRequest, StatusError, successStatus } from '../api/status.ts';
 import type { RequestAttributes } from '../authz/attributes.ts';
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../http/endpoint.ts';
-import { AUTH_BASE, type LoginHttpRequest, type LoginHttpResponse } from './endpoints.ts';
+import { AUTH_BASE, type LoginHttpRequest, type LoginHttpResponse, refusalStatus } from './endpoints.ts';
 import { LoginRefused } from './identity.ts';
 import type { PasswordApi } from './password-api.ts';
 import { NewPasswordRejected } from './service.ts';
-import { LoginThrottled } from './throttle.ts';
 
 /**
  * The login endpoints on the platform's endpoint interface (`src/http/endpoint.ts`), for the
@@ -88,18 +87,7 @@ function passwordStatus(err: unknown): StatusError {
     return new StatusError(422, 'Invalid', err.message, {
       causes: [{ reason: 'FieldValueInvalid', field: 'password', message: err.message }],
     });
-  if (err instanceof LoginThrottled)
-    return new StatusError(
-      429,
-      'TooManyRequests',
-      err.message,
-      { retryAfterSeconds: err.retryAfterSeconds },
-      { 'Retry-After': String(err.retryAfterSeconds) },
-    );
-  if (err instanceof LoginRefused) {
-    const reasons: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound' };
-    return new StatusError(err.code, reasons[err.code] ?? 'BadRequest', err.message);
-  }
+  if (err instanceof LoginRefused) return refusalStatus(err);
   throw err;
 }
 
@@ -150,17 +138,7 @@ export function loginHttpEndpoints(login: LoginHandler, passwords: PasswordApi):
         } catch (err) {
           throw passwordStatus(err);
         }
-        return {
-          code: 200,
-          object: {
-            kind: 'Status',
-            apiVersion: 'v1',
-            metadata: {},
-            status: 'Success',
-            code: 200,
-            message: `the password of user "${user}" is set`,
-          },
-        };
+        return { code: 200, object: successStatus(`the password of user "${user}" is set`) };
       },
     },
   ];

@@ -1,5 +1,5 @@
-import { ACCESS_KEY_EXTRA } from '../gateway/proxy/impersonation.ts';
 import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
+import { ACCESS_KEY_EXTRA } from '../identity/groups.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { LoginRefused } from './identity.ts';
 import type { LoginService } from './service.ts';

@@ -128,7 +128,7 @@ function proxyAs(
       resource: request.resource,
       search,
       body: request.decoded,
-      accept: acceptOf(request),
+      accept: request.upstreamAccept,
       userAgent: request.headers['user-agent'],
       signal: request.signal,
     },
@@ -140,12 +140,6 @@ function proxyAs(
 const searchOf = (request: GatewayRequest) => {
   const text = request.query.toString();
   return text === '' ? '' : `?${text}`;
-};
-
-/** What the proxy sends upstream as Accept: the client's JSON flavour (tables), JSON otherwise. */
-const acceptOf = (request: GatewayRequest) => {
-  const accept = request.headers.accept ?? '';
-  return /application\/json/i.test(accept) ? accept : 'application/json';
 };
 
 /** The caller's key by name (as the gateway), or 404 as if it did not exist when it is someone else's. */

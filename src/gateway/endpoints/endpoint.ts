@@ -15,6 +15,11 @@ export interface GatewayRequest extends EndpointRequest {
   readonly resource: ResourceRoute | undefined;
   /** The body of a resource write, decoded by its verb (a patch, or an object). */
   readonly decoded: RequestBody | undefined;
+  /**
+   * The Accept header for a request passed on to kube-apiserver: the client's JSON flavour
+   * (tables) as negotiated, plain JSON otherwise; never a format the gateway cannot read.
+   */
+  readonly upstreamAccept: string;
 }
 
 /** An apiserver answer passed on to the client as the proxy would (status, headers, body). */

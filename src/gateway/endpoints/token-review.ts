@@ -3,9 +3,9 @@ import { badRequest, forbidden, notFound, StatusError } from '../../api/status.t
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { checkScope, scopeNarrows } from '../../authz/scope.ts';
 import type { AuthenticatedIdentity, AuthenticationResult } from '../../identity/authenticate.ts';
+import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../pipeline/authenticate.ts';
 import { type AuthFailureLimiter, keySubject } from '../pipeline/throttle.ts';
-import { ACCESS_KEY_EXTRA } from '../proxy/impersonation.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
 
 /**

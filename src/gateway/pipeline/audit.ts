@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import { formatMicroTime } from '../../runtime/clock.ts';
 import type { Auditor } from '../audit/auditor.ts';
 import { ANONYMOUS_USER, type AuditRequestInfo, type AuditUser } from '../audit/event.ts';
-import { ACCESS_KEY_EXTRA } from '../proxy/impersonation.ts';
 import type { Exchange } from './exchange.ts';
 import { nonResourceAttributes } from './route.ts';
 
@@ -12,7 +12,11 @@ import { nonResourceAttributes } from './route.ts';
  * policy logs it). Bodies of sensitive endpoints (keys, tokens, kubeconfigs, the platform config,
  * logins) never reach it.
  */
-export function beginAudit(auditor: Auditor, exchange: Exchange, sensitive: boolean): void {
+export function beginAudit(
+  auditor: Pick<Auditor, 'enabled' | 'begin'>,
+  exchange: Exchange,
+  sensitive: boolean,
+): void {
   if (!auditor.enabled) return;
   exchange.audit = auditor.begin(auditInfo(exchange), sensitive ? undefined : exchange.requestObject);
 }

@@ -1,13 +1,13 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
-import { internalError, StatusError } from '../../api/status.ts';
+import { internalError, notAcceptable, StatusError } from '../../api/status.ts';
 import type { EndpointAnswer, EndpointHeaders } from '../../http/endpoint.ts';
 import { pump, readUpTo } from '../../http/streams.ts';
 import type { AuditOutcome } from '../audit/event.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { RedactingStream, redactDocuments, UnredactableAnswer } from '../proxy/redact.ts';
-import { encodeBody, mediaType } from './body.ts';
+import { encodeBody, mediaType, type Negotiated, negotiate } from './body.ts';
 import type { Exchange } from './exchange.ts';
 
 /**
@@ -30,6 +30,77 @@ export const MAX_READ_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 /** Headers of an apiserver answer passed on to the client. */
 const RELAYED_HEADERS = ['warning', 'retry-after'] as const;
+
+/**
+ * Content negotiation per distinct Accept header: clients send a handful of spellings over and
+ * over, so each is parsed once (at most `max` kept; the cache starts over when full). Refusals
+ * (406) are not kept: each is a fresh error.
+ */
+export class NegotiationCache {
+  private readonly known = new Map<string, Negotiated>();
+
+  constructor(private readonly max = 256) {}
+
+  /** The answer format for `accept`, or the 406 refusal. */
+  negotiate(accept: string | undefined): Negotiated | StatusError {
+    const key = accept ?? '';
+    const cached = this.known.get(key);
+    if (cached) return cached;
+    const negotiated = negotiate(accept);
+    if (!(negotiated instanceof StatusError)) {
+      if (this.known.size >= this.max) this.known.clear();
+      this.known.set(key, negotiated);
+    }
+    return negotiated;
+  }
+
+  get size(): number {
+    return this.known.size;
+  }
+}
+
+/** Verbs answered with one object (or a Status), never a list. */
+const OBJECT_VERBS = new Set(['get', 'create', 'update', 'patch', 'delete']);
+
+/**
+ * A request answered with one object that asks for it first as a list of metadata
+ * (`as=PartialObjectMetadataList`): kube-apiserver refuses that with 406 for its own kinds, and
+ * fails with a 500 ("content is not a list") for custom resources. The gateway answers 406 for
+ * every resource, as kube-apiserver does for its own.
+ */
+export function objectAsListRefusal(
+  negotiated: Negotiated,
+  verb: string | undefined,
+): StatusError | undefined {
+  if (verb === undefined || !OBJECT_VERBS.has(verb) || !asListFirst(negotiated)) return undefined;
+  return notAcceptable('you requested PartialObjectMetadataList, but the requested object is not a list');
+}
+
+/** Whether a negotiation asks for a list of metadata first (one object per Accept header, cached). */
+const AS_LIST_FIRST = new WeakMap<Negotiated, boolean>();
+
+function asListFirst(negotiated: Negotiated): boolean {
+  const known = AS_LIST_FIRST.get(negotiated);
+  if (known !== undefined) return known;
+  const first = negotiated.upstreamAccept.split(',')[0] ?? '';
+  const asList = first
+    .split(';')
+    .slice(1)
+    .some((parameter) => parameter.trim().toLowerCase() === 'as=partialobjectmetadatalist');
+  AS_LIST_FIRST.set(negotiated, asList);
+  return asList;
+}
+
+/** Negotiates the exchange's answer format from its Accept header (throws 406). */
+export function negotiateExchange(cache: NegotiationCache, exchange: Exchange): void {
+  const negotiated = cache.negotiate(exchange.request.headers.accept);
+  if (negotiated instanceof StatusError) throw negotiated;
+  const refusal = exchange.attributes?.resourceRequest
+    ? objectAsListRefusal(negotiated, exchange.attributes.verb)
+    : undefined;
+  if (refusal) throw refusal;
+  exchange.negotiated = negotiated;
+}
 
 /** Counts the answer, completes the audit record, gives back what the request held. Once per request. */
 export function finish(

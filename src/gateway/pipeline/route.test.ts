@@ -1,7 +1,13 @@
 import { describe, expect, test } from 'vitest';
 import { StatusError } from '../../api/status.ts';
 import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
-import { ConflictingEndpoints, EndpointTable, routeRequest, upstreamPath } from './route.ts';
+import {
+  ConflictingEndpoints,
+  EndpointTable,
+  isResourceVersion,
+  routeRequest,
+  upstreamPath,
+} from './route.ts';
 
 const q = (text = '') => new URLSearchParams(text);
 const api = '/apis/management.platform/v1';
@@ -119,6 +125,42 @@ describe('watch, as kube-apiserver reads the parameter', () => {
     const route = routeRequest('GET', `${api}/namespaces/ns/sharedsecrets/a`, q('watch=true'));
     expect(!(route instanceof StatusError) && route.attributes.verb).toBe('get');
   });
+});
+
+describe('resourceVersion of reads', () => {
+  test.each(['', '0', '00', '1', '4711', '18446744073709551615'])('%j is read', (rv) => {
+    expect(isResourceVersion(rv)).toBe(true);
+    for (const path of [`${api}/namespaces/ns/sharedsecrets`, `${api}/namespaces/ns/sharedsecrets/a`]) {
+      const query = new URLSearchParams({ resourceVersion: rv });
+      expect(routeRequest('GET', path, query)).not.toBeInstanceOf(StatusError);
+      query.set('watch', '1');
+      expect(routeRequest('GET', path, query)).not.toBeInstanceOf(StatusError);
+    }
+  });
+
+  // kube-apiserver answers a get or a watch with these with a 500 (its storage cannot parse them).
+  test.each(['x', ' ', ' 1', '-1', '+1', '1e3', '0x10', '1.0', '18446744073709551616', '١'])(
+    '%j is 400 for get, list and watch; writes do not read it',
+    (rv) => {
+      expect(isResourceVersion(rv)).toBe(false);
+      const query = new URLSearchParams({ resourceVersion: rv });
+      for (const [method, path, extra] of [
+        ['GET', `${api}/namespaces/ns/sharedsecrets/a`, ''],
+        ['GET', `${api}/namespaces/ns/sharedsecrets`, ''],
+        ['GET', `${api}/namespaces/ns/sharedsecrets`, 'yes'],
+      ] as const) {
+        const asked = new URLSearchParams(query);
+        if (extra) asked.set('watch', extra);
+        const route = routeRequest(method, path, asked);
+        expect(route).toBeInstanceOf(StatusError);
+        expect((route as StatusError).code).toBe(400);
+        expect((route as StatusError).message).toContain('resourceVersion');
+      }
+      expect(routeRequest('PATCH', `${api}/namespaces/ns/sharedsecrets/a`, query)).not.toBeInstanceOf(
+        StatusError,
+      );
+    },
+  );
 });
 
 describe('the endpoint table', () => {

@@ -96,6 +96,14 @@ export function isWatch(query: URLSearchParams): boolean {
   return value !== null && value !== '0' && value.toLowerCase() !== 'false';
 }
 
+/** The largest resource version kube-apiserver's storage reads (`strconv.ParseUint(rv, 10, 64)`). */
+const MAX_RESOURCE_VERSION = 18_446_744_073_709_551_615n;
+
+/** Whether `text` is a `resourceVersion` kube-apiserver can read: empty, or a decimal of at most 64 bits. */
+export function isResourceVersion(text: string): boolean {
+  return text === '' || (/^\d{1,20}$/.test(text) && BigInt(text) <= MAX_RESOURCE_VERSION);
+}
+
 /**
  * The Kubernetes verb of a resource request. As in kube-apiserver's `RequestInfoFactory`, only a
  * collection GET becomes `watch` or `list`; a named GET is a `get`, whatever its query says (the
@@ -195,6 +203,18 @@ export function routeRequest(method: string, path: string, query: URLSearchParam
   if (verb === undefined) return methodNotAllowed(`${sanitize(method)} is not supported`);
   if (namespaced && namespace === '' && !(name === '' && (verb === 'list' || verb === 'watch'))) {
     return notFound(`${resource} is namespaced: use /namespaces/<namespace>/${resource}`);
+  }
+  // kube-apiserver validates it for lists (400) but answers a get or a watch with one it cannot
+  // read with a 500: refused here for every read, as the list is.
+  const resourceVersion = query.get('resourceVersion');
+  if (
+    (verb === 'get' || verb === 'list' || verb === 'watch') &&
+    resourceVersion !== null &&
+    !isResourceVersion(resourceVersion)
+  ) {
+    return badRequest(
+      `resourceVersion: Invalid value: "${sanitize(resourceVersion)}": must be empty or a resource version (a decimal number)`,
+    );
   }
   const attributes: RequestAttributes = {
     target: 'Management',

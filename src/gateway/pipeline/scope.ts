@@ -3,6 +3,7 @@ import type { RequestAttributes } from '../../authz/attributes.ts';
 import { checkScope } from '../../authz/scope.ts';
 import type { EndpointScope } from '../../http/endpoint.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import type { Exchange } from './exchange.ts';
 
 /**
  * The scope stage: the key's scope narrows what RBAC may then allow (403 with the reason). The
@@ -17,6 +18,15 @@ export function scopeRefusal(
   if (how !== 'request') return undefined;
   const decision = checkScope(identity.accessKey.scope, attributes);
   return decision.allowed ? undefined : forbidden(`${describe(attributes, identity)}: ${decision.reason}`);
+}
+
+/** The scope stage for a routed, authenticated request: throws the refusal. */
+export function checkExchangeScope(exchange: Exchange): void {
+  const { identity, routed } = exchange;
+  if (identity === undefined || routed === undefined) return;
+  const how = routed.kind === 'endpoint' ? routed.endpoint.scope : undefined;
+  const refusal = scopeRefusal(identity, routed.attributes, how);
+  if (refusal) throw refusal;
 }
 
 function describe(attributes: RequestAttributes, identity: AuthenticatedIdentity): string {

@@ -1,7 +1,9 @@
 import { describe, expect, test } from 'vitest';
 import { StatusError } from '../../api/status.ts';
+import { nonResourceRequest } from '../../authz/attributes.ts';
 import { AccessKeyExpired, InvalidAccessKey } from '../../identity/authenticate.ts';
-import { AuthFailureLimiter, cappedWatchTimeout, Throttle } from './throttle.ts';
+import { testExchange, testIdentity } from './test-exchange.ts';
+import { AuthFailureLimiter, cappedWatchTimeout, holdWatchSlot, Throttle } from './throttle.ts';
 
 describe('failed authentication limits', () => {
   test('per source and per key id, with the wait', async () => {
@@ -104,6 +106,29 @@ describe('the throttle stage', () => {
     (first as () => void)();
     expect(typeof throttle.watchSlot('alice')).toBe('function');
     expect(throttle.watchSlot('alice')).toBeInstanceOf(StatusError);
+  });
+
+  test('the stage: a watch holds a slot of its identity until its answer ends; other requests none', () => {
+    const throttle = new Throttle(new AuthFailureLimiter(limits), { perIdentity: 1, maxTimeoutSeconds: 60 });
+    const request = (verb: string) => {
+      const exchange = testExchange({ identity: testIdentity('alice') });
+      exchange.attributes = nonResourceRequest(verb, '/x');
+      return exchange;
+    };
+    const list = request('list');
+    holdWatchSlot(throttle, list);
+    expect(list.release).toBeUndefined();
+    const watch = request('watch');
+    holdWatchSlot(throttle, watch);
+    expect(watch.release).toBeTypeOf('function');
+    expect(() => holdWatchSlot(throttle, request('watch'))).toThrow(expect.objectContaining({ code: 429 }));
+    watch.release?.();
+    expect(() => holdWatchSlot(throttle, request('watch'))).not.toThrow();
+    // Without an identity (endpoints served without a key) nothing is held.
+    const anonymous = testExchange();
+    anonymous.attributes = nonResourceRequest('watch', '/x');
+    holdWatchSlot(throttle, anonymous);
+    expect(anonymous.release).toBeUndefined();
   });
 
   test.each([

@@ -2,6 +2,7 @@ import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { accessKeyExpired, StatusError, tooManyRequests, unauthorized } from '../../api/status.ts';
 import { AccessKeyExpired, type AuthenticationFailure } from '../../identity/authenticate.ts';
 import { keyIdOf } from './authenticate.ts';
+import type { Exchange } from './exchange.ts';
 
 /**
  * The throttle stage: limits on failed authentications (DESIGN.md section 5, 429) and on
@@ -234,4 +235,15 @@ export class Throttle {
       { 'Retry-After': '1' },
     );
   }
+}
+
+/**
+ * The throttle stage for an authenticated request: a watch holds one of its identity's slots
+ * until its answer ends (`exchange.release`, called by encode); 429 when the identity holds all.
+ */
+export function holdWatchSlot(throttle: Pick<Throttle, 'watchSlot'>, exchange: Exchange): void {
+  if (exchange.identity === undefined || exchange.attributes?.verb !== 'watch') return;
+  const slot = throttle.watchSlot(exchange.identity.username);
+  if (slot instanceof StatusError) throw slot;
+  exchange.release = slot;
 }

@@ -1,5 +1,6 @@
 import { forbidden, type StatusError } from '../../api/status.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import type { HeaderMap } from './upstream.ts';
 
 /**
@@ -8,9 +9,6 @@ import type { HeaderMap } from './upstream.ts';
  * The gateway's identity needs only the `impersonate` verb on users, groups and
  * `userextras/management.platform/access-key` for this.
  */
-
-/** The extra (`user.extra`) naming the access key a request was made with. */
-export const ACCESS_KEY_EXTRA = 'management.platform/access-key';
 
 /** Header values must be visible ASCII; an identity that is not cannot be impersonated. */
 const HEADER_VALUE = /^[\x20-\x7e]*$/;

@@ -1,7 +1,7 @@
 import { serviceUnavailable } from '../../api/status.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
-import { ACCESS_KEY_EXTRA } from './impersonation.ts';
+import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import { type Upstream, upstreamFailure } from './upstream.ts';
 
 /** The attributes of a management resource a SubjectAccessReview asks about. */

@@ -1,0 +1,228 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, test } from 'vitest';
+import { StatusError } from '../../api/status.ts';
+import { nonResourceRequest } from '../../authz/attributes.ts';
+import {
+  AccessKeyExpired,
+  type AuthenticationResult,
+  InvalidAccessKey,
+} from '../../identity/authenticate.ts';
+import { AuthenticatorNotReady } from '../../identity/authenticator.ts';
+import { generateAccessKey } from '../../identity/keys.ts';
+import type { AuditOutcome, AuditRequestInfo } from '../audit/event.ts';
+import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
+import {
+  authenticateExchange,
+  authenticateToken,
+  bearerToken,
+  type KeyAuthenticator,
+  keyIdOf,
+  needsKey,
+} from './authenticate.ts';
+import type { Routed } from './route.ts';
+import { testExchange, testIdentity } from './test-exchange.ts';
+import { AuthFailureLimiter, Throttle } from './throttle.ts';
+
+const key = generateAccessKey((size) => randomBytes(size));
+const other = generateAccessKey((size) => randomBytes(size));
+const alice = testIdentity('alice');
+
+/** Knows `key` (as alice); records which way it was asked. */
+class Authenticator implements KeyAuthenticator {
+  readonly asked: string[] = [];
+  isReady = true;
+  /** Whether a read past the caches answers asynchronously. */
+  slow = false;
+  throws: Error | undefined;
+
+  private decide(token: string): AuthenticationResult {
+    if (this.throws) throw this.throws;
+    if (token === key.key) return { ok: true, identity: alice };
+    return { ok: false, failure: new InvalidAccessKey(), keyId: keyIdOf(token) };
+  }
+
+  authenticate(token: string) {
+    this.asked.push('authenticate');
+    const result = this.decide(token);
+    return this.slow ? Promise.resolve(result) : result;
+  }
+
+  authenticateCached(token: string) {
+    this.asked.push('cached');
+    return this.decide(token);
+  }
+
+  ready() {
+    return this.isReady;
+  }
+}
+
+const limits = {
+  perSource: { failures: 2, windowSeconds: 60, blockSeconds: 30 },
+  perKey: { failures: 100, windowSeconds: 60, blockSeconds: 30 },
+};
+
+function world() {
+  const authenticator = new Authenticator();
+  const throttle = new Throttle(new AuthFailureLimiter(limits));
+  const audited: { request: AuditRequestInfo; outcome: AuditOutcome }[] = [];
+  const auditor = {
+    failedAuthentication: (request: AuditRequestInfo, outcome: AuditOutcome) =>
+      audited.push({ request, outcome }),
+  };
+  return { authenticator, throttle, auditor, audited, deps: { authenticator, throttle, auditor } };
+}
+
+const bearer = (token: string) => testExchange({ headers: { authorization: `Bearer ${token}` } });
+
+describe('the bearer token', () => {
+  test.each([
+    ['Bearer abc', 'abc'],
+    ['bearer   abc  ', 'abc'],
+    ['BEARER abc', 'abc'],
+    ['Bearer a b', ''],
+    ['Basic abc', ''],
+    ['Bearer', ''],
+    ['', ''],
+  ])('%j is %j', (header, token) => {
+    expect(bearerToken(header)).toBe(token);
+  });
+
+  test('no header, or the header twice, is no token', () => {
+    expect(bearerToken(undefined)).toBe('');
+    expect(bearerToken(['Bearer a', 'Bearer b'])).toBe('');
+  });
+
+  test('the public id of a well-formed key, never for anything else', () => {
+    expect(keyIdOf(key.key)).toBe(key.id);
+    expect(keyIdOf('')).toBeUndefined();
+    expect(keyIdOf('pak_not_a_key')).toBeUndefined();
+    expect(keyIdOf(`${key.key.slice(0, -1)}${key.key.endsWith('A') ? 'B' : 'A'}`)).toBeUndefined();
+  });
+});
+
+describe('authenticateToken', () => {
+  test('from the caches, or past them, as the caller is judged', () => {
+    const { authenticator } = world();
+    expect(authenticateToken(authenticator, key.key, false)).toEqual({ ok: true, identity: alice });
+    expect(authenticateToken(authenticator, key.key, true)).toEqual({ ok: true, identity: alice });
+    expect(authenticator.asked).toEqual(['authenticate', 'cached']);
+  });
+
+  test('503 while the authenticator cannot decide yet; other errors are not hidden', () => {
+    const { authenticator } = world();
+    authenticator.isReady = false;
+    const refuse = () => authenticateToken(authenticator, key.key, false);
+    expect(refuse).toThrow(StatusError);
+    expect(() => refuse()).toThrow(expect.objectContaining({ code: 503 }));
+    authenticator.isReady = true;
+    authenticator.throws = new AuthenticatorNotReady();
+    expect(() => authenticateToken(authenticator, key.key, false)).toThrow(
+      expect.objectContaining({ code: 503 }),
+    );
+    authenticator.throws = new TypeError('a bug');
+    expect(() => authenticateToken(authenticator, key.key, false)).toThrow(TypeError);
+  });
+});
+
+describe('needsKey', () => {
+  const endpoint = (authentication: GatewayEndpoint['authentication']): Routed => ({
+    kind: 'endpoint',
+    endpoint: {
+      name: 'e',
+      route: { kind: 'nonResource', paths: ['/x'] },
+      authentication,
+      handle: () => ({ code: 200, object: {} }),
+    },
+    attributes: nonResourceRequest('get', '/x'),
+    resource: undefined,
+  });
+
+  test('every route needs a key but endpoints served without one; unknown paths too (they tell nothing)', () => {
+    expect(needsKey(endpoint('key'))).toBe(true);
+    expect(needsKey(endpoint('none'))).toBe(false);
+    expect(needsKey(endpoint(() => 'none'))).toBe(false);
+    expect(needsKey(endpoint(() => 'key'))).toBe(true);
+    expect(
+      needsKey({
+        kind: 'unknown',
+        attributes: nonResourceRequest('get', '/y'),
+        error: new StatusError(404, 'NotFound', 'no'),
+      }),
+    ).toBe(true);
+  });
+});
+
+describe('the authenticate stage', () => {
+  test('a valid key from the caches: the identity set synchronously, nothing audited', () => {
+    const { deps, audited } = world();
+    const exchange = bearer(key.key);
+    expect(authenticateExchange(deps, exchange)).toBeUndefined();
+    expect(exchange.identity).toBe(alice);
+    expect(audited).toEqual([]);
+  });
+
+  test('a valid key read past the caches: the identity set when the read settles', async () => {
+    const { deps, authenticator } = world();
+    authenticator.slow = true;
+    const exchange = bearer(key.key);
+    const pending = authenticateExchange(deps, exchange);
+    expect(pending).toBeInstanceOf(Promise);
+    await pending;
+    expect(exchange.identity).toBe(alice);
+  });
+
+  test('a failure: 401 thrown, audited with its source and the failure, no identity', async () => {
+    const { deps, audited } = world();
+    const exchange = bearer(other.key);
+    await expect(authenticateExchange(deps, exchange)).rejects.toMatchObject({
+      code: 401,
+      reason: 'Unauthorized',
+    });
+    expect(exchange.identity).toBeUndefined();
+    expect(audited).toHaveLength(1);
+    expect(audited[0]?.request.sourceIPs).toEqual(['192.0.2.1']);
+    expect(audited[0]?.request.user.username).toBe('system:anonymous');
+    expect(audited[0]?.outcome).toMatchObject({
+      code: 401,
+      status: 'Failure',
+      annotations: { 'authentication.platform/failure': 'InvalidAccessKey' },
+    });
+    // The token is nowhere in what is audited.
+    expect(JSON.stringify(audited)).not.toContain(other.key);
+  });
+
+  test('no token at all fails like a wrong one', async () => {
+    const { deps } = world();
+    await expect(authenticateExchange(deps, testExchange())).rejects.toMatchObject({ code: 401 });
+  });
+
+  test("past the source's limit: 429 for failures, cache-only judgement, and a valid key still accepted", async () => {
+    const { deps, authenticator } = world();
+    for (let i = 0; i < limits.perSource.failures; i++)
+      await expect(authenticateExchange(deps, bearer(other.key))).rejects.toMatchObject({ code: 401 });
+    await expect(authenticateExchange(deps, bearer(other.key))).rejects.toMatchObject({
+      code: 429,
+      headers: { 'Retry-After': '30' },
+    });
+    authenticator.asked.length = 0;
+    const exchange = bearer(key.key);
+    expect(authenticateExchange(deps, exchange)).toBeUndefined();
+    expect(exchange.identity).toBe(alice);
+    // A source that failed recently is kept off the apiserver.
+    expect(authenticator.asked).toEqual(['cached']);
+  });
+
+  test('an expired key is said to be expired', async () => {
+    const { deps, authenticator } = world();
+    authenticator.authenticate = () => ({
+      ok: false,
+      failure: new AccessKeyExpired(undefined),
+      keyId: key.id,
+    });
+    await expect(authenticateExchange(deps, bearer(key.key))).rejects.toMatchObject({
+      code: 401,
+      message: expect.stringContaining('expired'),
+    });
+  });
+});

@@ -1,0 +1,106 @@
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { Readable, Writable } from 'node:stream';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { type Exchange, JSON_ONLY } from './exchange.ts';
+
+/**
+ * For the unit tests of the pipeline stages: an {@link Exchange} made of an in-memory request (a
+ * stream of the body with its headers) and a response that records what was written, so a stage
+ * can be run alone without an HTTP server.
+ */
+
+/** A response that keeps its status, headers and body. */
+export class RecordedResponse extends Writable {
+  statusCode = 0;
+  headers: OutgoingHttpHeaders = {};
+  headersSent = false;
+  private readonly chunks: Buffer[] = [];
+
+  writeHead(code: number, headers: OutgoingHttpHeaders = {}): this {
+    this.statusCode = code;
+    for (const [name, value] of Object.entries(headers)) this.headers[name.toLowerCase()] = value;
+    this.headersSent = true;
+    return this;
+  }
+
+  flushHeaders(): void {}
+
+  override _write(chunk: Buffer | string, _encoding: BufferEncoding, callback: () => void): void {
+    this.chunks.push(Buffer.from(chunk));
+    callback();
+  }
+
+  get text(): string {
+    return Buffer.concat(this.chunks).toString('utf8');
+  }
+
+  /** The body as JSON; undefined when it is none. */
+  get json(): unknown {
+    try {
+      return JSON.parse(this.text) as unknown;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+export interface TestExchangeOptions {
+  readonly method?: string;
+  /** Path and query. */
+  readonly url?: string;
+  readonly headers?: IncomingHttpHeaders;
+  /** Sent in chunks of this list (one chunk for a string or a buffer). */
+  readonly body?: string | Buffer | readonly (string | Buffer)[];
+  readonly source?: string;
+  readonly identity?: AuthenticatedIdentity;
+}
+
+export type TestExchange = Exchange & { readonly response: RecordedResponse & ServerResponse };
+
+export function testExchange(options: TestExchangeOptions = {}): TestExchange {
+  const url = options.url ?? '/';
+  const method = options.method ?? 'GET';
+  const chunks =
+    options.body === undefined ? [] : Array.isArray(options.body) ? options.body : [options.body];
+  const request = Object.assign(Readable.from(chunks.map((chunk) => Buffer.from(chunk as string | Buffer))), {
+    method,
+    url,
+    headers: options.headers ?? {},
+  }) as unknown as IncomingMessage;
+  const queryStart = url.indexOf('?');
+  return {
+    request,
+    response: new RecordedResponse() as RecordedResponse & ServerResponse,
+    method,
+    path: queryStart < 0 ? url : url.slice(0, queryStart),
+    search: queryStart < 0 ? '' : url.slice(queryStart),
+    source: options.source ?? '192.0.2.1',
+    secure: true,
+    started: performance.now(),
+    receivedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678),
+    signal: new AbortController().signal,
+    negotiated: JSON_ONLY,
+    routed: undefined,
+    attributes: undefined,
+    identity: options.identity,
+    audit: undefined,
+    requestObject: undefined,
+    release: undefined,
+    finished: false,
+  };
+}
+
+/** An identity of user `name` with a key of its own, unscoped unless `scope` is given. */
+export function testIdentity(
+  name = 'alice',
+  scope?: AuthenticatedIdentity['accessKey']['scope'],
+): AuthenticatedIdentity {
+  return {
+    kind: 'User',
+    name,
+    username: name,
+    groups: ['platform:authenticated', `platform:user:${name}`],
+    uid: `uid-${name}`,
+    accessKey: { name: `key-${name}`, id: 'aaaaaaaaaaaaaaaa', type: 'User', scope, expiresAt: null },
+  };
+}
