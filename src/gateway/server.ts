@@ -120,6 +120,10 @@ export async function startGatewayServer(
   }
 
   async function serve(exchange: Exchange): Promise<void> {
+    // The headers of a path's endpoint go on every answer there, refusals of the stages included.
+    const headers = deps.endpoints.pathEndpoint(exchange.path)?.answerHeaders?.();
+    if (headers)
+      for (const [name, value] of Object.entries(headers)) exchange.response.setHeader(name, value);
     // route
     const query = new URLSearchParams(exchange.search);
     const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.projectOfNamespace);

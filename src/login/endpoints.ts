@@ -1,3 +1,4 @@
+import { validateHeaderName, validateHeaderValue } from 'node:http';
 import type { ConfigStatus } from '../api/config.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
@@ -70,6 +71,40 @@ export interface LoginEndpointsDeps {
 
 const HTML = 'text/html; charset=utf-8';
 
+/** Headers `customHttpHeaders` may not set: they frame or route the answer itself. */
+const RESERVED_HEADERS = new Set([
+  'connection',
+  'content-encoding',
+  'content-length',
+  'content-type',
+  'keep-alive',
+  'location',
+  'set-cookie',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/**
+ * The headers every answer under `/auth` carries: no caching, no framing, and
+ * `auth.customHttpHeaders` (names in lower case; a header with an invalid name or value, or one
+ * that frames the answer itself, is left out rather than breaking every sign-in).
+ */
+export function authHeaders(custom: Readonly<Record<string, string>> | undefined): Record<string, string> {
+  const headers: Record<string, string> = { 'cache-control': 'no-store', 'x-frame-options': 'DENY' };
+  for (const [name, value] of Object.entries(custom ?? {})) {
+    const lower = name.toLowerCase();
+    if (RESERVED_HEADERS.has(lower)) continue;
+    try {
+      validateHeaderName(lower);
+      validateHeaderValue(lower, value);
+    } catch {
+      continue;
+    }
+    headers[lower] = value;
+  }
+  return headers;
+}
+
 function cookieOf(request: LoginHttpRequest, name: string): string | undefined {
   for (const part of (request.headers.cookie ?? '').split(';')) {
     const eq = part.indexOf('=');
@@ -109,11 +144,12 @@ export class LoginEndpoints {
     if (!url.pathname.startsWith(`${AUTH_BASE}/`)) return undefined;
     const response = await this.route(request, url).catch((err: unknown) => this.failure(request, err));
     if (!response) return undefined;
-    const custom = this.deps.config().auth.customHttpHeaders ?? {};
-    return {
-      ...response,
-      headers: { 'cache-control': 'no-store', 'x-frame-options': 'DENY', ...custom, ...response.headers },
-    };
+    return { ...response, headers: { ...this.answerHeaders(), ...response.headers } };
+  }
+
+  /** What every answer under `/auth` carries (the gateway adds them to its own refusals there too). */
+  answerHeaders(): Record<string, string> {
+    return authHeaders(this.deps.config().auth.customHttpHeaders);
   }
 
   private async route(request: LoginHttpRequest, url: URL): Promise<LoginHttpResponse | undefined> {
