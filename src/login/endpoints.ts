@@ -1,8 +1,18 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import type { ConfigStatus } from '../api/config.ts';
+import type { SsoIdentity } from '../api/ownedaccesskey.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
-import { accessKeyFormPage, errorPage, handOffPage, keyPage, loginPage, loopbackReturn } from './pages.ts';
+import type { OidcConnector } from './oidc.ts';
+import {
+  accessKeyFormPage,
+  errorPage,
+  handOffPage,
+  keyPage,
+  loginPage,
+  loopbackReturn,
+  signedOutPage,
+} from './pages.ts';
 import type { ConnectorRegistry } from './registry.ts';
 import { type LoginSecrets, SealBroken, seal, unseal } from './secrets.ts';
 import { type LoginService, LoginThrottled, type MintedLogin } from './service.ts';
@@ -19,7 +29,7 @@ import { type LoginService, LoginThrottled, type MintedLogin } from './service.t
  * | GET `/auth/<id>/login` | starts a single sign-on: sealed state cookie, redirect to the provider (or the cluster manager's key form) |
  * | GET `/auth/<id>/callback` | OAuth/OIDC redirect back (`redirectURI` points here) |
  * | POST `/auth/<id>/callback` | SAML assertion consumer service (`redirectURI` points here); the key form |
- * | POST `/auth/logout` | deletes the caller's Login key (authenticated by the gateway) |
+ * | POST `/auth/logout` | deletes the caller's Login key (authenticated by the gateway), and says where to go next (the OpenID provider's end-session endpoint) |
  *
  * Every answer carries `auth.customHttpHeaders`. A successful sign-in answers with the key page,
  * or, when the sign-in started with a loopback `return`, hands the key to it by POST.
@@ -64,6 +74,8 @@ export interface LoginEndpointsDeps {
   readonly secrets: () => Promise<LoginSecrets>;
   /** The management API's public URL for kubeconfigs (`<gateway>/kubernetes/management`). */
   readonly serverUrl: (request: LoginHttpRequest) => string;
+  /** The platform's public URL, where `/auth` is served (`<gateway>`). */
+  readonly platformUrl: (request: LoginHttpRequest) => string;
   readonly now?: () => number;
   /** Unexpected failures (never refusals), for the log; the person sees a generic page. */
   readonly onError?: (err: unknown) => void;
@@ -333,12 +345,41 @@ export class LoginEndpoints {
         body: JSON.stringify(status(401, 'sign out needs the key to end', 'Unauthorized')),
       };
     }
-    const deleted = await this.deps.service.logout(request.caller.user, request.caller.keyName);
+    const identity = await this.deps.service.logout(request.caller.user, request.caller.keyName);
+    const redirect = await this.afterLogout(request, identity);
+    if (wantsJson(request))
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ loggedOut: identity !== undefined, redirect }),
+      };
     return {
-      status: 200,
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ loggedOut: deleted }),
+      status: 303,
+      headers: { 'content-type': HTML, location: redirect },
+      body: signedOutPage(redirect),
     };
+  }
+
+  /**
+   * Where the person goes after signing out: for a key of an OpenID connector, the provider's
+   * end-session endpoint (RP-initiated logout: `post_logout_redirect_uri` = `postLogoutRedirectURI`,
+   * `id_token_hint` the sign-in's ID token), else, or when the provider has none or cannot be
+   * reached, `postLogoutRedirectURI`; for any other key, the login page.
+   */
+  private async afterLogout(request: LoginHttpRequest, identity: SsoIdentity | undefined): Promise<string> {
+    const loginPageUrl = `${this.deps.platformUrl(request)}${AUTH_BASE}/login`;
+    const connector = identity?.connector;
+    const method = connector ? this.deps.connectors.method(this.deps.config().auth, connector) : undefined;
+    if (method?.kind !== 'oidc') return loginPageUrl;
+    const fallback = method.config.postLogoutRedirectURI || loginPageUrl;
+    try {
+      const oidc = this.deps.connectors.connectorFor(method) as OidcConnector;
+      return (await oidc.endSessionUrl(identity))?.toString() ?? fallback;
+    } catch (err) {
+      // The key is gone either way; the provider's session ends with its own expiry.
+      if (!(err instanceof LoginRefused)) this.deps.onError?.(err);
+      return fallback;
+    }
   }
 
   /** Refusals as an error page (browsers) or a Status (JSON clients); anything else is a 500 without details. */

@@ -77,6 +77,14 @@ export function errorPage(message: string): string {
   );
 }
 
+/** After signing out: on to `next` (the identity provider's end-session page, or the login page). */
+export function signedOutPage(next: string): string {
+  return page(
+    'Signed out',
+    `<h1>Signed out</h1><p>Your key is deleted.</p><p><a id="next" href="${escapeHtml(next)}">Continue</a></p>`,
+  );
+}
+
 /** The key, shown once, with how to use it. */
 export function keyPage(key: string, user: string, server: string): string {
   return page(

@@ -117,7 +117,11 @@ export function useLoginEnv(
     const callbacks = ['oidc', 'saml', ...STAND_IN_CONNECTOR_IDS].map(
       (id) => `${platformUrl}/auth/${id}/callback`,
     );
-    oidc = await startTestOidcProvider({ redirectUris: callbacks, caDir });
+    oidc = await startTestOidcProvider({
+      redirectUris: callbacks,
+      postLogoutRedirectUris: [`${platformUrl}/auth/login`],
+      caDir,
+    });
     saml = await startTestSamlIdp();
     if (options.providers) {
       providers = await startProviderStandIns(platformUrl, caDir);

@@ -34,8 +34,7 @@ export async function callbackFor(env: LoginEnv, agent: ScriptedAgent, id: strin
 }
 
 /** A whole sign-in through `id`: the page the platform answers at the end, and the key on it. */
-export async function signIn(env: LoginEnv, id: string, username: string) {
-  const agent = browserFor(env);
+export async function signIn(env: LoginEnv, id: string, username: string, agent = browserFor(env)) {
   const { callback, authorizeUrl } = await callbackFor(env, agent, id, username);
   const page = await agent.request(callback);
   return { ...page, key: keyOn(page.text), authorizeUrl };
