@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../src/api/config.ts';
 import { NotInAllowedGroups } from '../../src/login/identity.ts';
 import { OidcConnector } from '../../src/login/oidc.ts';
 import { UnknownUser } from '../../src/login/outcome.ts';
@@ -6,7 +7,7 @@ import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { call } from '../gateway/support.ts';
-import { uniqueName } from '../support/cluster.ts';
+import { kubectl, uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
@@ -289,5 +290,40 @@ describe('Login key lifetime', () => {
     const stored = await env().storedKey(minted.keyName);
     expect(stored?.status?.expirationTimestamp).toBeUndefined();
     expect(stored?.status?.conditions?.[0]?.message).toContain('does not expire');
+  });
+});
+
+describe('platform configuration admission', () => {
+  it('warns about each field that has no effect, naming it, and not about the OIDC section', async () => {
+    const g = env().gateway;
+    const config = `
+secretStore: { enabled: true, address: https://vault.example }
+costControl: { enabled: true }
+auth:
+  oidc:
+    issuerUrl: https://idp.example
+    clientId: platform
+    redirectURI: https://platform.example/auth/oidc/callback
+    postLogoutRedirectURI: https://platform.example/auth/login
+`;
+    const secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: PLATFORM_CONFIG_SECRET, namespace: g.platformNamespace },
+      stringData: { [PLATFORM_CONFIG_KEY]: config },
+    };
+    // The real apiserver calls the platform's admission webhook; kubectl prints its warnings.
+    const run = await kubectl(['apply', '--dry-run=server', '-f', '-'], {
+      kubeconfig: g.cluster?.kubeconfigPath as string,
+      stdin: JSON.stringify(secret),
+    });
+    expect(run.code, run.stderr).toBe(0);
+    const warnings = run.stderr.split('\n').filter((line) => line.includes('has no effect'));
+    expect(warnings).toEqual([
+      expect.stringMatching(/^Warning: secretStore: accepted; has no effect in this platform \(.+\)$/),
+      expect.stringMatching(/^Warning: costControl: accepted; has no effect in this platform \(.+\)$/),
+    ]);
+    // postLogoutRedirectURI works (RP-initiated logout): no warning names it.
+    expect(run.stderr).not.toContain('postLogoutRedirectURI');
   });
 });

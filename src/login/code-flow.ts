@@ -49,7 +49,7 @@ export interface CodeFlowSettings {
   readonly tls: ProviderTls;
   /** How the client authenticates at the token endpoint: HTTP Basic, or in the form body. */
   readonly clientAuth: 'basic' | 'post';
-  /** `resource` on token requests (RFC 8707). */
+  /** `resource` on authorization and token requests (RFC 8707). */
   readonly resource?: string | undefined;
 }
 
@@ -180,6 +180,8 @@ export class AuthorizationCodeClient {
     };
     const url = client.buildAuthorizationUrl(configuration, {
       ...parameters,
+      // RFC 8707: the resource is asked for here too; the token request may only narrow it.
+      ...(this.settings.resource ? { resource: this.settings.resource } : {}),
       redirect_uri: this.settings.redirectURI as string,
       scope: [...new Set(this.openId ? ['openid', ...scopes] : scopes)].join(' '),
       state: transaction.state,
