@@ -16,7 +16,7 @@ export class ScriptedAgent {
   async request(
     url: string,
     options: { method?: string; form?: Record<string, string> } = {},
-  ): Promise<{ status: number; location: string | undefined; text: string }> {
+  ): Promise<{ status: number; location: string | undefined; text: string; setCookies: string[] }> {
     const target = new URL(url);
     const jar = this.cookies.get(target.origin) ?? new Map<string, string>();
     const response = await undiciFetch(target, {
@@ -29,7 +29,8 @@ export class ScriptedAgent {
       },
       ...(options.form ? { body: new URLSearchParams(options.form).toString() } : {}),
     });
-    for (const header of response.headers.getSetCookie()) {
+    const setCookies = response.headers.getSetCookie();
+    for (const header of setCookies) {
       const [pair, ...attributes] = header.split(';');
       const eq = pair?.indexOf('=') ?? -1;
       if (!pair || eq <= 0) continue;
@@ -44,6 +45,7 @@ export class ScriptedAgent {
       status: response.status,
       location: location ? new URL(location, target).toString() : undefined,
       text: await response.text(),
+      setCookies,
     };
   }
 
@@ -68,7 +70,7 @@ export class ScriptedAgent {
     html: string,
     pageUrl: string,
     fields: Record<string, string> = {},
-  ): Promise<{ status: number; location: string | undefined; text: string }> {
+  ): Promise<{ status: number; location: string | undefined; text: string; setCookies: string[] }> {
     const form = formOf(html);
     return this.request(new URL(form.action, pageUrl).toString(), {
       method: 'POST',
