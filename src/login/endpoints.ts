@@ -1,11 +1,13 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import type { ConfigStatus } from '../api/config.ts';
 import type { SsoIdentity } from '../api/ownedaccesskey.ts';
+import { cliPublicKey, sealForCli, verificationCode } from './cli-handoff.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
 import type { OidcConnector } from './oidc.ts';
 import {
   accessKeyFormPage,
+  cliCodePage,
   errorPage,
   handOffPage,
   keyPage,
@@ -23,7 +25,7 @@ import { type LoginService, LoginThrottled, type MintedLogin } from './service.t
  *
  * | method, path | what |
  * |---|---|
- * | GET `/auth/login` | the login page (`?return=` a loopback address of `platform login`) |
+ * | GET `/auth/login` | the login page (`?cli=` the key of a `platform login`, `&return=` its loopback address) |
  * | POST `/auth/password/login` | the password form (HTML), or JSON `{username, password}` → `{key, ...}` |
  * | POST `/auth/password/change` | JSON `{username, oldPassword, newPassword}` |
  * | GET `/auth/<id>/login` | starts a single sign-on: sealed state cookie, redirect to the provider (or the cluster manager's key form) |
@@ -31,8 +33,9 @@ import { type LoginService, LoginThrottled, type MintedLogin } from './service.t
  * | POST `/auth/<id>/callback` | SAML assertion consumer service (`redirectURI` points here); the key form |
  * | POST `/auth/logout` | deletes the caller's Login key (authenticated by the gateway), and says where to go next (the OpenID provider's end-session endpoint) |
  *
- * Every answer carries `auth.customHttpHeaders`. A successful sign-in answers with the key page,
- * or, when the sign-in started with a loopback `return`, hands the key to it by POST.
+ * Every answer carries `auth.customHttpHeaders`. A successful sign-in answers with the key page;
+ * for `platform login` (`cli`), with the key sealed to the command (`cli-handoff.ts`): handed to
+ * its loopback `return` by POST, or shown to be pasted into it.
  */
 
 export const AUTH_BASE = '/auth';
@@ -64,7 +67,30 @@ interface Transaction {
   readonly connector: string;
   /** What the connector keeps from start to finish (state, nonce, PKCE verifier, request id). */
   readonly started: unknown;
+  /** The `platform login` the sign-in is for, if any. */
+  readonly cli?: CliRequest | undefined;
+}
+
+/** A sign-in for `platform login`: its public key, and its loopback listener when the browser is local. */
+interface CliRequest {
+  readonly key: string;
   readonly returnTo?: string | undefined;
+}
+
+/** The `platform login` a URL's query names (`cli`, `return`), when its key is well formed. */
+function cliRequestOf(query: URLSearchParams): CliRequest | undefined {
+  const key = cliPublicKey(query.get('cli'));
+  if (!key) return undefined;
+  const returnTo = loopbackReturn(query.get('return'))?.toString();
+  return { key, ...(returnTo ? { returnTo } : {}) };
+}
+
+/** The query carrying a `platform login` on to the next page. */
+function cliQuery(cli: CliRequest | undefined): URLSearchParams {
+  const query = new URLSearchParams();
+  if (cli) query.set('cli', cli.key);
+  if (cli?.returnTo) query.set('return', cli.returnTo);
+  return query;
 }
 
 export interface LoginEndpointsDeps {
@@ -184,9 +210,7 @@ export class LoginEndpoints {
 
   private page(url: URL, message?: string): LoginHttpResponse {
     const config = this.deps.config();
-    const carry = new URLSearchParams();
-    const returnTo = loopbackReturn(url.searchParams.get('return'));
-    if (returnTo) carry.set('return', returnTo.toString());
+    const cli = cliRequestOf(url.searchParams);
     return {
       status: message ? 401 : 200,
       headers: { 'content-type': HTML },
@@ -194,7 +218,8 @@ export class LoginEndpoints {
         methods: loginMethods(config.auth),
         passwordEnabled: passwordLoginEnabled(config.auth),
         legalTemplate: config.uiSettings?.legalTemplate,
-        carry: carry.toString(),
+        carry: cliQuery(cli).toString(),
+        verification: cli ? verificationCode(cli.key) : undefined,
         message,
       }),
     };
@@ -202,9 +227,9 @@ export class LoginEndpoints {
 
   private async start(request: LoginHttpRequest, url: URL, method: LoginMethod): Promise<LoginHttpResponse> {
     const connector = this.deps.connectors.connectorFor(method);
-    const returnTo = loopbackReturn(url.searchParams.get('return'))?.toString();
+    const cli = cliRequestOf(url.searchParams);
     const started = await connector.start();
-    const transaction: Transaction = { connector: method.id, started: started.transaction, returnTo };
+    const transaction: Transaction = { connector: method.id, started: started.transaction, cli };
     const { transactionKey } = await this.deps.secrets();
     const sealed = await seal(transaction, transactionKey, this.now() + TRANSACTION_TTL_MS);
     // SAML comes back by a cross-site POST, which only carries SameSite=None cookies.
@@ -249,7 +274,7 @@ export class LoginEndpoints {
       transaction.started,
     );
     const minted = await this.deps.service.ssoLogin(identity);
-    const response = this.signedIn(request, minted, transaction.returnTo);
+    const response = await this.signedIn(request, minted, transaction.cli);
     return {
       ...response,
       headers: {
@@ -259,20 +284,26 @@ export class LoginEndpoints {
     };
   }
 
-  private signedIn(
+  /**
+   * The page after a sign-in: for `platform login`, the key sealed to it, handed to its loopback
+   * listener (a browser on its machine) or shown to be pasted (a browser anywhere); else the key.
+   */
+  private async signedIn(
     request: LoginHttpRequest,
     minted: MintedLogin,
-    returnTo: string | undefined,
-  ): LoginHttpResponse {
+    cli: CliRequest | undefined,
+  ): Promise<LoginHttpResponse> {
     const server = this.deps.serverUrl(request);
-    if (returnTo && loopbackReturn(returnTo)) {
-      return {
-        status: 200,
-        headers: { 'content-type': HTML },
-        body: handOffPage(returnTo, { key: minted.key, keyName: minted.keyName, user: minted.user, server }),
-      };
-    }
-    return { status: 200, headers: { 'content-type': HTML }, body: keyPage(minted.key, minted.user, server) };
+    const html = (body: string) => ({ status: 200, headers: { 'content-type': HTML }, body });
+    if (!cli) return html(keyPage(minted.key, minted.user, server));
+    const code = await sealForCli(cli.key, {
+      key: minted.key,
+      keyName: minted.keyName,
+      user: minted.user,
+      server,
+    });
+    if (cli.returnTo && loopbackReturn(cli.returnTo)) return html(handOffPage(cli.returnTo, { code }));
+    return html(cliCodePage(code, minted.user, verificationCode(cli.key)));
   }
 
   private fields(request: LoginHttpRequest): Record<string, unknown> {
@@ -312,11 +343,7 @@ export class LoginEndpoints {
         }),
       };
     }
-    const response = this.signedIn(
-      request,
-      minted,
-      loopbackReturn(url.searchParams.get('return'))?.toString(),
-    );
+    const response = await this.signedIn(request, minted, cliRequestOf(url.searchParams));
     return { ...response, headers: { ...response.headers, ...(device ? { 'set-cookie': device } : {}) } };
   }
 
