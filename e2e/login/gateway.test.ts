@@ -141,7 +141,7 @@ auth:
     expect((await post('/auth/logout', {})).status).toBe(401);
     const out = await post('/auth/logout', {}, { token: first.key });
     expect(out.status).toBe(200);
-    expect(out.json).toEqual({ loggedOut: true });
+    expect(out.json).toEqual({ loggedOut: true, redirect: `${env().platformUrl}/auth/login` });
     expect((await env().loginKeys(name)).map((key) => key.metadata.name)).toEqual([second.keyName]);
   });
 });
