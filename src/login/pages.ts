@@ -110,7 +110,7 @@ export function cliCodePage(code: string, user: string, verification: string): s
   return page(
     'Signed in',
     `<h1>Signed in as ${escapeHtml(user)}</h1>
-<p>Paste this code into the terminal where <code>platform login</code> is waiting. It works only in the terminal showing <strong id="cli-verification">${escapeHtml(verification)}</strong>: if yours shows another, do not paste it.</p>
+<p>Paste this code into the terminal where <code>platform login</code> is waiting and shows <strong id="cli-verification">${escapeHtml(verification)}</strong>. The code signs in as you: never give it to anyone else.</p>
 <p><code id="cli-code">${escapeHtml(code)}</code></p>
 <button type="button" id="copy" onclick="navigator.clipboard.writeText(document.getElementById('cli-code').textContent)">Copy the code</button>`,
   );
