@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../src/api/config.ts';
 import { NotInAllowedGroups } from '../../src/login/identity.ts';
 import { OidcConnector } from '../../src/login/oidc.ts';
 import { UnknownUser } from '../../src/login/outcome.ts';
-import { SamlConnector, type SamlTransaction } from '../../src/login/saml.ts';
 import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { call } from '../gateway/support.ts';
-import { uniqueName } from '../support/cluster.ts';
+import { kubectl, uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
-import { oidcSection } from './support/sign-in.ts';
-import { startRedirect, viaForm, viaUrl } from './support/sso.ts';
+import { oidcSection, registerSamlServiceProvider, samlSignIn } from './support/sign-in.ts';
+import { startRedirect, viaUrl } from './support/sso.ts';
 
 /**
  * What a sign-in does, against a real apiserver with the platform's admission and gateway, a
@@ -189,8 +189,24 @@ describe('OIDC sign-in', () => {
 });
 
 describe('SAML sign-in', () => {
-  it('signs a user in through the identity provider', async () => {
-    const { saml, service } = env();
+  it.each([
+    {
+      name: 'by default: Issuer and audience redirectURI, persistent NameIDs',
+      fields: '',
+      issuer: () => env().samlCallback,
+      format: 'urn:oasis:names:tc:SAML:2.0:nameid-format:persistent',
+      nameID: (account: string) => `${account}-id`,
+    },
+    {
+      name: 'with entityIssuer, and nameIDPolicyFormat in its short form',
+      fields: `    entityIssuer: https://platform.example/saml
+    nameIDPolicyFormat: emailAddress`,
+      issuer: () => 'https://platform.example/saml',
+      format: 'urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress',
+      nameID: (account: string) => `${account}@example.com`,
+    },
+  ])('signs a user in through the gateway, $name', async ({ fields, issuer, format, nameID }) => {
+    const { saml } = env();
     await env().configure(`
 auth:
   saml:
@@ -202,32 +218,38 @@ auth:
     emailAttr: mail
     groupsAttr: memberOf
     groupsDelim: ','
+${fields}
 `);
-    const connector = new SamlConnector('saml', env().config().auth.saml as never);
-    saml.registerServiceProvider(connector.metadata());
+    registerSamlServiceProvider(env(), 'saml');
     const account = uniqueName('carol');
     saml.accounts.set(account, {
-      nameID: `${account}-id`,
+      nameID: nameID(account),
       attributes: { uid: account, mail: `${account}@example.com`, memberOf: 'team-a,team-b' },
     });
-    const { url, transaction } = await startRedirect(connector);
-    const agent = new ScriptedAgent();
-    const page = await agent.request(url.toString());
-    const requestId = /name="request" value="([^"]+)"/.exec(page.text)?.[1] ?? '';
-    expect(requestId).toBe((transaction as SamlTransaction).requestId);
-    const identity = await connector.finish(
-      viaForm({ SAMLResponse: await saml.issue({ inResponseTo: requestId, account }) }),
-      transaction,
-    );
-    expect(identity).toMatchObject({
+    const page = await samlSignIn(env(), 'saml', account);
+    expect(page.status, page.text).toBe(200);
+    // The AuthnRequest as the identity provider read it.
+    expect(saml.requests.at(-1)).toEqual({
+      id: expect.stringMatching(/^_/),
+      issuer: issuer(),
+      nameIDFormat: format,
+    });
+    // The sign-in's sealed state reaches the ACS with the provider's cross-site POST only as
+    // SameSite=None, which browsers take only with Secure.
+    const cookie = page.start.setCookies.find((header) => header.startsWith('platform_login_saml='));
+    expect(cookie).toMatch(/; SameSite=None/);
+    expect(cookie).toMatch(/; Secure/);
+    expect(cookie).toMatch(/; HttpOnly/);
+    expect(cookie).toMatch(/; Path=\/auth\/saml\//);
+    const [key] = await env().loginKeys(account);
+    expect(key?.spec.identity).toMatchObject({
       connector: 'saml',
-      userId: `${account}-id`,
+      userId: nameID(account),
       username: account,
       email: `${account}@example.com`,
       groups: ['team-a', 'team-b'],
     });
-    const minted = await service.ssoLogin(identity);
-    expect((await env().use(minted.key, '/ownedaccesskeys')).status).toBe(200);
+    expect((await env().use(page.key as string, '/ownedaccesskeys')).status).toBe(200);
   });
 });
 
@@ -289,5 +311,40 @@ describe('Login key lifetime', () => {
     const stored = await env().storedKey(minted.keyName);
     expect(stored?.status?.expirationTimestamp).toBeUndefined();
     expect(stored?.status?.conditions?.[0]?.message).toContain('does not expire');
+  });
+});
+
+describe('platform configuration admission', () => {
+  it('warns about each field that has no effect, naming it, and not about the OIDC section', async () => {
+    const g = env().gateway;
+    const config = `
+secretStore: { enabled: true, address: https://vault.example }
+costControl: { enabled: true }
+auth:
+  oidc:
+    issuerUrl: https://idp.example
+    clientId: platform
+    redirectURI: https://platform.example/auth/oidc/callback
+    postLogoutRedirectURI: https://platform.example/auth/login
+`;
+    const secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: PLATFORM_CONFIG_SECRET, namespace: g.platformNamespace },
+      stringData: { [PLATFORM_CONFIG_KEY]: config },
+    };
+    // The real apiserver calls the platform's admission webhook; kubectl prints its warnings.
+    const run = await kubectl(['apply', '--dry-run=server', '-f', '-'], {
+      kubeconfig: g.cluster?.kubeconfigPath as string,
+      stdin: JSON.stringify(secret),
+    });
+    expect(run.code, run.stderr).toBe(0);
+    const warnings = run.stderr.split('\n').filter((line) => line.includes('has no effect'));
+    expect(warnings).toEqual([
+      expect.stringMatching(/^Warning: secretStore: accepted; has no effect in this platform \(.+\)$/),
+      expect.stringMatching(/^Warning: costControl: accepted; has no effect in this platform \(.+\)$/),
+    ]);
+    // postLogoutRedirectURI works (RP-initiated logout): no warning names it.
+    expect(run.stderr).not.toContain('postLogoutRedirectURI');
   });
 });

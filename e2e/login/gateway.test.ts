@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { call } from '../gateway/support.ts';
+import { generateAccessKey } from '../../src/identity/keys.ts';
+import { type Answer, call } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { useLoginEnv } from './support/login-env.ts';
 
@@ -16,7 +18,19 @@ const env = useLoginEnv({
     perUser: { failures: 100, windowSeconds: 600, blockSeconds: 600 },
     perDevice: { failures: 100, windowSeconds: 600, blockSeconds: 600 },
   },
+  // The gateway's own limit on failed keys: a key id is blocked after its second failure.
+  authFailureLimits: {
+    perSource: { failures: 1000, windowSeconds: 3600, blockSeconds: 3600 },
+    perKey: { failures: 2, windowSeconds: 3600, blockSeconds: 3600 },
+  },
 });
+
+/** The headers every answer under /auth carries (`customHttpHeaders` as configured below). */
+function expectAuthHeaders(answer: Answer, what: string) {
+  expect(answer.headers.get('x-frame-policy'), what).toBe('sso-only');
+  expect(answer.headers.get('cache-control'), what).toBe('no-store');
+  expect(answer.headers.get('x-frame-options'), what).toBe('DENY');
+}
 
 const post = (
   path: string,
@@ -36,16 +50,73 @@ const signIn = (username: string, password: string, headers: Record<string, stri
 
 describe('login endpoints in the gateway', () => {
   it('answer with the configured headers, and hand out kubeconfigs for the URL they were reached at', async () => {
-    await env().configure('auth: { customHttpHeaders: { X-Frame-Policy: sso-only } }');
+    // A header that would frame the answer itself, and one no HTTP answer can carry, are left out.
+    await env().configure(`
+auth:
+  customHttpHeaders:
+    X-Frame-Policy: sso-only
+    Content-Length: '1'
+    'Not A Header': x
+`);
     const name = await env().userWithPassword('headers', 'header password 1');
     const page = await call(`${env().platformUrl}/auth/login`, { dispatcher: env().gateway.dispatcher });
     expect(page.status).toBe(200);
-    expect(page.headers.get('x-frame-policy')).toBe('sso-only');
-    expect(page.headers.get('cache-control')).toBe('no-store');
+    expectAuthHeaders(page, 'the login page');
+    expect(page.text).toContain('password-form');
     const signedIn = await signIn(name, 'header password 1');
     expect(signedIn.status).toBe(200);
-    expect(signedIn.headers.get('x-frame-policy')).toBe('sso-only');
+    expectAuthHeaders(signedIn, 'a password sign-in');
     expect(signedIn.json.server).toBe(env().gateway.base);
+    // From a source of its own: the others' failures are not to count against 127.0.0.1.
+    const wrong = await signIn(name, 'not the password 1', { 'x-forwarded-for': '192.0.2.50' });
+    expect(wrong.status).toBe(401);
+    expectAuthHeaders(wrong, 'a refused sign-in');
+  });
+
+  it("carry the configured headers on the gateway's own refusals, before any login code runs", async () => {
+    await env().configure('auth: { customHttpHeaders: { X-Frame-Policy: sso-only } }');
+    const g = env().gateway;
+    const target = await env().userWithPassword('pwheaders', 'header password 2');
+    const admin = await g.user(uniqueName('hdradmin'), { admin: true });
+    const plain = await g.user(uniqueName('hdrplain'));
+    await g.accepted(admin);
+    await g.accepted(plain);
+    const unknownKey = generateAccessKey((size) => randomBytes(size)).key;
+    const answers: Record<string, [Answer, number]> = {
+      // The pipeline's authentication: no key, an unknown key.
+      'logout without a key': [await post('/auth/logout', {}), 401],
+      'logout with an unknown key': [await post('/auth/logout', {}, { token: unknownKey }), 401],
+      'the password API without a key': [
+        await post(`/auth/users/${target}/password`, { password: 'no key at all 1' }),
+        401,
+      ],
+      'the password API with an unknown key': [
+        await post(`/auth/users/${target}/password`, { password: 'unknown key 1' }, { token: unknownKey }),
+        401,
+      ],
+      // The pipeline's throttle: the same key id failed twice already.
+      'a blocked key': [await post('/auth/logout', {}, { token: unknownKey }), 429],
+      // The pipeline's routing: a method no login endpoint serves.
+      'a method not served': [
+        await call(`${env().platformUrl}/auth/login`, { method: 'PUT', dispatcher: g.dispatcher }),
+        405,
+      ],
+      // The password API's own answers, refused and done.
+      'the password API refusing': [
+        await post(`/auth/users/${target}/password`, { password: 'not allowed 12' }, { token: plain }),
+        403,
+      ],
+      'the password API setting it': [
+        await post(`/auth/users/${target}/password`, { password: 'set by admin 12' }, { token: admin }),
+        200,
+      ],
+    };
+    for (const [what, [answer, code]] of Object.entries(answers)) {
+      expect(answer.status, `${what}: ${answer.text}`).toBe(code);
+      expectAuthHeaders(answer, what);
+    }
+    expect(answers['a blocked key']?.[0].headers.get('retry-after')).toBeTruthy();
+    expect((await signIn(target, 'set by admin 12')).status).toBe(200);
   });
 
   it('throttle failures by the client address a trusted proxy reports', async () => {
@@ -70,7 +141,7 @@ describe('login endpoints in the gateway', () => {
     expect((await post('/auth/logout', {})).status).toBe(401);
     const out = await post('/auth/logout', {}, { token: first.key });
     expect(out.status).toBe(200);
-    expect(out.json).toEqual({ loggedOut: true });
+    expect(out.json).toEqual({ loggedOut: true, redirect: `${env().platformUrl}/auth/login` });
     expect((await env().loginKeys(name)).map((key) => key.metadata.name)).toEqual([second.keyName]);
   });
 });
@@ -152,7 +223,7 @@ describe('the password API', () => {
   });
 
   it('is out of reach of a key whose scope does not cover it', async () => {
-    await env().configure('');
+    await env().configure('auth: { customHttpHeaders: { X-Frame-Policy: sso-only } }');
     const g = env().gateway;
     const target = await env().userWithPassword('scoped', 'scoped password 1');
     const narrow = await g.user(uniqueName('narrowadmin'), {
@@ -162,6 +233,7 @@ describe('the password API', () => {
     await g.accepted(narrow).catch(() => {});
     const answer = await setPassword(target, { password: 'not allowed 1' }, narrow);
     expect(answer.status).toBe(403);
+    expectAuthHeaders(answer, "the key's scope refusing");
     // Refused by the key's scope (the gateway's check of users/password), not by RBAC: its user is an admin.
     expect(answer.json.message).toContain(`users/password.management.platform "${target}" is forbidden`);
     expect((await signIn(target, 'scoped password 1')).status).toBe(200);

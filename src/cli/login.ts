@@ -5,17 +5,30 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
+import { createInterface, type Interface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
 import { Command } from 'commander';
+import { compactDecrypt, exportJWK, generateKeyPair } from 'jose';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { CLI_HANDOFF_ALGORITHMS, verificationCode } from '../login/cli-handoff.ts';
 
 /**
- * `platform login <url>` and `platform logout`, the way `gh auth login` and kubelogin work: the
- * browser signs in (or, on a machine without one, the URL is printed to open elsewhere) and hands
- * the new key to a one-shot listener on 127.0.0.1; `--password` signs in without a browser. The
- * key lands in a kubeconfig context pointing at the gateway's management API, made current.
- * `platform logout` deletes that Login key on the platform and removes the context.
+ * `platform login <url>` and `platform logout`, the way `gh auth login` and kubelogin work, for a
+ * person at a terminal wherever their browser is:
+ *
+ * - a browser that opens on this machine (`BROWSER`, macOS `open`, Windows `start`, `xdg-open`
+ *   with a display) signs in and hands the new key back to a one-shot listener on 127.0.0.1;
+ * - without one (a server reached over SSH, `--no-browser`, or the browser would not start) the
+ *   command prints the URL to open in a browser anywhere, and the page shows a code to paste
+ *   into the waiting command;
+ * - `--password` signs in without a browser.
+ *
+ * Either way the key travels sealed to a key pair the command made for this sign-in only
+ * (`src/login/cli-handoff.ts`): the page and the loopback see only a code no one else can open.
+ * The key lands in a kubeconfig context pointing at the gateway's management API, made current.
+ * `platform logout` deletes that Login key on the platform (`/auth/logout`), removes the context,
+ * and sends the person to the identity provider's sign-out page when the platform says so.
  */
 
 export interface SignedIn {
@@ -60,19 +73,73 @@ export async function loginWithPassword(
   return body as unknown as SignedIn;
 }
 
+/** The key pair of one browser sign-in: the public half goes with the login URL. */
+export interface SignInKeys {
+  /** X25519, base64url: the `cli` parameter. */
+  readonly publicKey: string;
+  readonly privateKey: CryptoKey;
+  /** What the page shows for this sign-in, and the terminal too. */
+  readonly verification: string;
+}
+
+export async function signInKeys(): Promise<SignInKeys> {
+  const { publicKey, privateKey } = await generateKeyPair(CLI_HANDOFF_ALGORITHMS.alg, { crv: 'X25519' });
+  const { x } = await exportJWK(publicKey);
+  if (!x) throw new Error('no X25519 key');
+  return { publicKey: x, privateKey, verification: verificationCode(x) };
+}
+
+/** A code that is not this sign-in's (another terminal's, mistyped, cut short). */
+export class CodeRefused extends Error {
+  override readonly name = 'CodeRefused';
+}
+
+/** What a code the platform sealed for this sign-in holds. */
+export async function openCode(code: string, keys: SignInKeys): Promise<SignedIn> {
+  let fields: Record<string, unknown>;
+  try {
+    const { plaintext } = await compactDecrypt(code.replace(/\s+/g, ''), keys.privateKey, {
+      keyManagementAlgorithms: [CLI_HANDOFF_ALGORITHMS.alg],
+      contentEncryptionAlgorithms: [CLI_HANDOFF_ALGORITHMS.enc],
+    });
+    fields = JSON.parse(new TextDecoder().decode(plaintext));
+  } catch {
+    throw new CodeRefused(
+      `this code is not for this sign-in: paste the whole code of the page that names ${keys.verification}`,
+    );
+  }
+  const { key, keyName, user, server } = fields;
+  if (typeof key !== 'string' || typeof server !== 'string')
+    throw new CodeRefused('the code holds no key; sign in again');
+  return {
+    key,
+    keyName: typeof keyName === 'string' ? keyName : '',
+    user: typeof user === 'string' ? user : '',
+    server,
+  };
+}
+
+/** The login page for this sign-in: its key, and the loopback listener when the browser is local. */
+export function signInUrl(url: string, keys: SignInKeys, returnTo?: string): string {
+  const query = new URLSearchParams({ cli: keys.publicKey });
+  if (returnTo) query.set('return', returnTo);
+  return `${base(url)}/auth/login?${query}`;
+}
+
 /**
- * A browser sign-in: listens on 127.0.0.1 for the platform to POST the key back (checked against
- * a random state in the return address), shows or opens `<url>/auth/login?return=...`, waits.
+ * A one-shot listener on 127.0.0.1 for the platform's page to POST the sealed code to (checked
+ * against a random state in the return address; a code that does not open is refused and the
+ * listener waits on).
  */
-export async function loginWithBrowser(
-  url: string,
-  show: (loginUrl: string) => void | Promise<void>,
-  timeoutMs = 5 * 60_000,
-): Promise<SignedIn> {
+export async function loopbackListener(keys: SignInKeys): Promise<{
+  readonly returnTo: string;
+  readonly result: Promise<SignedIn>;
+  close(): void;
+}> {
   const state = randomBytes(16).toString('hex');
-  let settle: { resolve: (value: SignedIn) => void; reject: (err: Error) => void } | undefined;
-  const result = new Promise<SignedIn>((resolve, reject) => {
-    settle = { resolve, reject };
+  let resolve: (value: SignedIn) => void = () => {};
+  const result = new Promise<SignedIn>((done) => {
+    resolve = done;
   });
   const server = createServer((req, res) => {
     const target = new URL(req.url ?? '/', 'http://127.0.0.1');
@@ -89,34 +156,180 @@ export async function loginWithBrowser(
       body += chunk.toString('utf8');
     });
     req.on('end', () => {
-      const form = new URLSearchParams(body);
-      const key = form.get('key');
-      if (!key) {
-        res.writeHead(400).end();
-        return;
-      }
-      res
-        .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
-        .end(
-          '<!doctype html><title>Signed in</title><p>Signed in. You can close this window and return to the terminal.</p>',
-        );
-      settle?.resolve({
-        key,
-        keyName: form.get('keyName') ?? '',
-        user: form.get('user') ?? '',
-        server: form.get('server') ?? `${base(url)}/kubernetes/management`,
-      });
+      openCode(new URLSearchParams(body).get('code') ?? '', keys).then(
+        (signedIn) => {
+          res
+            .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+            .end(
+              '<!doctype html><title>Signed in</title><p>Signed in. You can close this window and return to the terminal.</p>',
+            );
+          resolve(signedIn);
+        },
+        (err: Error) => {
+          res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' }).end(err.message);
+        },
+      );
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const returnTo = `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback?state=${state}`;
-  const timer = setTimeout(() => settle?.reject(new Error('no sign-in arrived in time')), timeoutMs);
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  return {
+    returnTo: `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback?state=${state}`,
+    result,
+    close: () => {
+      server.close();
+      server.closeAllConnections();
+    },
+  };
+}
+
+/** How to open a URL in the person's browser on this machine. */
+export interface BrowserOpener {
+  readonly command: string;
+  readonly args: readonly string[];
+  /** Windows: the arguments are already quoted for cmd.exe. */
+  readonly windowsVerbatimArguments?: boolean;
+}
+
+/** cmd.exe's special characters, escaped for `start` (as `gh` does); `%` is left to the URL. */
+const forCmd = (text: string) => text.replace(/[\^&|<>()]/g, '^$&');
+
+/**
+ * The command that opens `url` in a browser on this machine, or undefined when there is none that
+ * would show it to the person at this terminal: `BROWSER` (a command, `%s` for the URL, else the
+ * URL last), macOS `open` and Windows `start` unless the terminal is a remote shell (SSH), else
+ * `xdg-open` where there is a display.
+ */
+export function browserOpener(
+  url: string,
+  platform: NodeJS.Platform = process.platform,
+  env: NodeJS.ProcessEnv = process.env,
+): BrowserOpener | undefined {
+  const custom = (platform === 'win32' ? env.BROWSER : env.BROWSER?.split(':')[0])?.trim();
+  if (custom) {
+    const [command = '', ...args] = custom.split(/\s+/);
+    const placeholder = args.some((arg) => arg.includes('%s'));
+    return { command, args: placeholder ? args.map((arg) => arg.replaceAll('%s', url)) : [...args, url] };
+  }
+  const remote = Boolean(env.SSH_CONNECTION || env.SSH_TTY || env.SSH_CLIENT);
+  switch (platform) {
+    case 'darwin':
+      return remote ? undefined : { command: 'open', args: [url] };
+    case 'win32':
+      return remote
+        ? undefined
+        : {
+            command: env.ComSpec ?? 'cmd.exe',
+            args: ['/d', '/c', 'start', '""', forCmd(url)],
+            windowsVerbatimArguments: true,
+          };
+    default:
+      return env.DISPLAY || env.WAYLAND_DISPLAY ? { command: 'xdg-open', args: [url] } : undefined;
+  }
+}
+
+/**
+ * Starts the opener; the promise settles only when it fails (it could not be started, or it exited
+ * with an error, as `xdg-open` does when nothing can open URLs). Openers that stay with the
+ * browser they started are not waited for.
+ */
+export function browserFailure(opener: BrowserOpener): Promise<void> {
+  return new Promise((failed) => {
+    const child = spawn(opener.command, [...opener.args], {
+      stdio: 'ignore',
+      detached: true,
+      windowsVerbatimArguments: opener.windowsVerbatimArguments === true,
+    });
+    child.on('error', () => failed());
+    child.on('exit', (code) => {
+      if (code !== 0) failed();
+    });
+    child.unref();
+  });
+}
+
+export interface BrowserSignInOptions {
+  /** Try a browser on this machine (`--no-browser`: false). */
+  readonly openBrowser: boolean;
+  /** Where the person types (the terminal). */
+  readonly input: Readable;
+  /** Where the command talks to the person. */
+  readonly output: Writable;
+  readonly platform?: NodeJS.Platform;
+  readonly env?: NodeJS.ProcessEnv;
+  /** How long a browser on this machine has to hand the code back. Default 5 minutes. */
+  readonly loopbackTimeoutMs?: number;
+}
+
+/** Asks for the code until one opens (empty lines are asked again; three codes that do not open end it). */
+async function pastedCode(keys: SignInKeys, lines: Interface, output: Writable): Promise<SignedIn> {
+  const ended = new Promise<undefined>((resolve) => lines.once('close', () => resolve(undefined)));
+  let refused = 0;
+  while (refused < 3) {
+    const line = await Promise.race([
+      new Promise<string>((resolve) => lines.question('Code: ', resolve)),
+      ended,
+    ]);
+    if (line === undefined) throw new Error('no code was pasted: the input ended');
+    if (line.trim() === '') continue;
+    try {
+      return await openCode(line, keys);
+    } catch (err) {
+      if (!(err instanceof CodeRefused)) throw err;
+      output.write(`${err.message}\n`);
+      refused++;
+    }
+  }
+  throw new Error('no code of this sign-in was pasted');
+}
+
+/**
+ * A browser sign-in. With a browser on this machine, it opens the login page and waits for the
+ * page to hand the code to the loopback listener; without one (or when it fails to start), it
+ * prints the login page's address for a browser anywhere and reads the code the page shows.
+ */
+export async function loginWithBrowser(url: string, options: BrowserSignInOptions): Promise<SignedIn> {
+  const keys = await signInKeys();
+  const { output } = options;
+  const say = (text: string) => output.write(text);
+  if (options.openBrowser && browserOpener(url, options.platform, options.env) !== undefined) {
+    const listener = await loopbackListener(keys);
+    const local = signInUrl(url, keys, listener.returnTo);
+    const opener = browserOpener(local, options.platform, options.env) as BrowserOpener;
+    say(
+      `Opening your browser to sign in (this terminal shows ${keys.verification}):\n\n  ${local}\n\n` +
+        'Signing in on another device? Press Ctrl-C and run platform login with --no-browser.\n',
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), options.loopbackTimeoutMs ?? 5 * 60_000);
+    });
+    try {
+      const first = await Promise.race([
+        listener.result,
+        browserFailure(opener).then(() => 'failed' as const),
+        timedOut,
+      ]);
+      if (first === 'timeout') throw new Error('no sign-in arrived from the browser in time');
+      if (first !== 'failed') return first;
+      say('The browser could not be opened.\n');
+    } finally {
+      clearTimeout(timer);
+      listener.close();
+    }
+  }
+  say(
+    `Open this address in a browser on any device and sign in:\n\n  ${signInUrl(url, keys)}\n\n` +
+      `The page then shows a code for the terminal showing ${keys.verification}; paste it here.\n`,
+  );
+  const lines = createInterface({
+    input: options.input,
+    output,
+    terminal: (options.input as { isTTY?: boolean }).isTTY === true,
+  });
   try {
-    await show(`${base(url)}/auth/login?return=${encodeURIComponent(returnTo)}`);
-    return await result;
+    return await pastedCode(keys, lines, output);
   } finally {
-    clearTimeout(timer);
-    server.close();
+    lines.close();
   }
 }
 
@@ -141,6 +354,8 @@ export function withLoginContext(
   name: string,
   signedIn: SignedIn,
   tls: TlsOptions,
+  /** The platform URL signed in at (where `platform logout` finds `/auth/logout`). */
+  platformUrl?: string,
 ): Kubeconfig {
   const config: Kubeconfig = existing ?? {};
   const cluster: Record<string, unknown> = { server: signedIn.server };
@@ -159,7 +374,14 @@ export function withLoginContext(
         cluster: name,
         user: name,
         extensions: [
-          { name: 'platform.login', extension: { keyName: signedIn.keyName, user: signedIn.user } },
+          {
+            name: 'platform.login',
+            extension: {
+              keyName: signedIn.keyName,
+              user: signedIn.user,
+              ...(platformUrl ? { url: base(platformUrl) } : {}),
+            },
+          },
         ],
       },
     }),
@@ -179,30 +401,50 @@ function writeKubeconfig(path: string, config: Kubeconfig) {
   writeFileSync(path, stringifyYaml(config), { mode: 0o600 });
 }
 
-/** Deletes the Login key of `context` on the platform (through the management API, as its owner) and removes the context. */
+export interface SignedOut {
+  /** The context removed. */
+  readonly context: string;
+  /**
+   * Where the platform sends the person next: the identity provider's sign-out page (its
+   * end-session endpoint) for a sign-in through OIDC, else the platform's login page.
+   */
+  readonly redirect?: string | undefined;
+  /** The platform URL (to tell its own pages from the identity provider's). */
+  readonly platformUrl: string;
+}
+
+/**
+ * Signs out of `context`: deletes its Login key on the platform (`POST /auth/logout` with the
+ * key) and removes the context, its cluster and its user from the kubeconfig.
+ */
 export async function logout(
   path: string,
   contextName: string | undefined,
   tls: TlsOptions = {},
-): Promise<string> {
+): Promise<SignedOut> {
   const config = readKubeconfig(path);
   const name = contextName ?? config?.['current-context'];
   const context = config?.contexts?.find((entry) => entry.name === name);
   if (!config || !context || !name) throw new Error(`no kubeconfig context ${name ?? ''} in ${path}`);
   const extension = (
-    context.context.extensions as Array<{ name: string; extension: { keyName?: string } }> | undefined
+    context.context.extensions as
+      | Array<{ name: string; extension: { keyName?: string; url?: string } }>
+      | undefined
   )?.find((entry) => entry.name === 'platform.login');
   const server = config.clusters?.find((entry) => entry.name === context.context.cluster)?.cluster.server;
   const token = config.users?.find((entry) => entry.name === context.context.user)?.user.token;
   if (!extension?.extension.keyName || typeof server !== 'string' || typeof token !== 'string')
     throw new Error(`context ${name} was not made by platform login`);
-  const response = await undiciFetch(
-    `${server}/apis/management.platform/v1/ownedaccesskeys/${encodeURIComponent(extension.extension.keyName)}`,
-    { method: 'DELETE', dispatcher: dispatcherFor(tls), headers: { authorization: `Bearer ${token}` } },
-  );
+  const platformUrl = base(extension.extension.url ?? server.replace(/\/kubernetes\/management\/*$/, ''));
+  const response = await undiciFetch(`${platformUrl}/auth/logout`, {
+    method: 'POST',
+    dispatcher: dispatcherFor(tls),
+    headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+  });
+  const body = (await response.json().catch(() => ({}))) as { redirect?: unknown };
   // 401: the key is already gone or expired; the local context goes either way.
-  if (!response.ok && response.status !== 404 && response.status !== 401)
-    throw new Error(`the platform refused to delete the key (${response.status})`);
+  if (!response.ok && response.status !== 401)
+    throw new Error(`the platform refused to sign out (${response.status})`);
   writeKubeconfig(path, {
     ...config,
     clusters: config.clusters?.filter((entry) => entry.name !== context.context.cluster),
@@ -210,7 +452,11 @@ export async function logout(
     contexts: config.contexts?.filter((entry) => entry.name !== name),
     'current-context': config['current-context'] === name ? '' : config['current-context'],
   });
-  return name;
+  return {
+    context: name,
+    platformUrl,
+    ...(response.ok && typeof body.redirect === 'string' ? { redirect: body.redirect } : {}),
+  };
 }
 
 function ask(question: string, hidden: boolean): Promise<string> {
@@ -236,22 +482,16 @@ async function readStdin(): Promise<string> {
   return text.replace(/\r?\n$/, '');
 }
 
-/** Opens a browser where there is a display; otherwise (or when that fails) prints the URL. */
-async function showLoginUrl(url: string, openBrowser: boolean) {
-  process.stderr.write(`Sign in at:\n\n  ${url}\n\n`);
-  if (!openBrowser || !(process.env.DISPLAY || process.env.WAYLAND_DISPLAY)) return;
-  const opener = spawn('xdg-open', [url], { stdio: 'ignore', detached: true });
-  opener.on('error', () => {});
-  opener.unref();
-}
-
 export function loginCommand(): Command {
   return new Command('login')
     .description('Sign in to the platform and add a kubeconfig context for its management API')
     .argument('<url>', 'the platform URL (where /auth/login is served)')
     .option('--password', 'sign in with a username and password instead of the browser')
     .option('--username <name>', 'the username for --password (asked when omitted)')
-    .option('--no-browser', 'print the sign-in URL instead of opening a browser')
+    .option(
+      '--no-browser',
+      'do not open a browser here: print the sign-in URL for a browser anywhere, then read the code its page shows',
+    )
     .option('--kubeconfig <path>', 'kubeconfig to write (default $KUBECONFIG or ~/.kube/config)')
     .option('--context <name>', 'context name (default platform-<host>)')
     .option('--certificate-authority <file>', 'CA of the platform certificate')
@@ -267,14 +507,16 @@ export function loginCommand(): Command {
         const password = process.stdin.isTTY ? await ask('Password: ', true) : await readStdin();
         signedIn = await loginWithPassword(url, username, password, tls);
       } else {
-        signedIn = await loginWithBrowser(url, (loginUrl) =>
-          showLoginUrl(loginUrl, options.browser !== false),
-        );
+        signedIn = await loginWithBrowser(url, {
+          openBrowser: options.browser !== false,
+          input: process.stdin,
+          output: process.stderr,
+        });
       }
       const path = kubeconfigPath(options.kubeconfig as string | undefined);
       const context =
         (options.context as string | undefined) ?? `platform-${new URL(url).host.replace(/:/g, '-')}`;
-      writeKubeconfig(path, withLoginContext(readKubeconfig(path), context, signedIn, tls));
+      writeKubeconfig(path, withLoginContext(readKubeconfig(path), context, signedIn, tls, url));
       process.stderr.write(
         `Signed in as ${signedIn.user}; kubeconfig context "${context}" in ${path} is current.\n`,
       );
@@ -288,8 +530,9 @@ export function logoutCommand(): Command {
     .option('--context <name>', 'context (default the current one)')
     .option('--certificate-authority <file>', 'CA of the platform certificate')
     .option('--insecure-skip-tls-verify', 'do not verify the platform certificate')
+    .option('--no-browser', "print the identity provider's sign-out address instead of opening it")
     .action(async (options: Record<string, string | boolean | undefined>) => {
-      const name = await logout(
+      const out = await logout(
         kubeconfigPath(options.kubeconfig as string | undefined),
         options.context as string | undefined,
         {
@@ -297,6 +540,11 @@ export function logoutCommand(): Command {
           insecure: options.insecureSkipTlsVerify === true,
         },
       );
-      process.stderr.write(`Signed out: the key of context "${name}" is deleted.\n`);
+      process.stderr.write(`Signed out: the key of context "${out.context}" is deleted.\n`);
+      // The identity provider's own session ends in the browser that holds it.
+      if (!out.redirect || new URL(out.redirect).origin === new URL(out.platformUrl).origin) return;
+      process.stderr.write(`To sign out of your identity provider too, open:\n\n  ${out.redirect}\n\n`);
+      const opener = options.browser === false ? undefined : browserOpener(out.redirect);
+      if (opener) void browserFailure(opener);
     });
 }

@@ -69,6 +69,10 @@ export async function startGatewayServer(
   const tls = options.tls !== undefined;
 
   async function serve(exchange: Exchange): Promise<void> {
+    // The headers of a path's endpoint go on every answer there, refusals of the stages included.
+    const headers = deps.endpoints.pathEndpoint(exchange.path)?.answerHeaders?.();
+    if (headers)
+      for (const [name, value] of Object.entries(headers)) exchange.response.setHeader(name, value);
     const query = new URLSearchParams(exchange.search);
     // route
     const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.projectOfNamespace);

@@ -82,6 +82,12 @@ export interface Endpoint {
    * platform config): audit events never carry their bodies, whatever the policy.
    */
   readonly sensitive?: boolean;
+  /**
+   * Headers every answer on this endpoint's path carries (`path` routes), the pipeline's own
+   * refusals included (401, 403, 405, 429, ...), read per request: the login's
+   * `auth.customHttpHeaders`. An answer's own headers take precedence.
+   */
+  readonly answerHeaders?: () => EndpointHeaders;
   handle(request: EndpointRequest): Promise<EndpointAnswer> | EndpointAnswer;
 }
 

@@ -49,7 +49,7 @@ export interface CodeFlowSettings {
   readonly tls: ProviderTls;
   /** How the client authenticates at the token endpoint: HTTP Basic, or in the form body. */
   readonly clientAuth: 'basic' | 'post';
-  /** `resource` on token requests (RFC 8707). */
+  /** `resource` on authorization and token requests (RFC 8707). */
   readonly resource?: string | undefined;
 }
 
@@ -76,6 +76,8 @@ export interface Grant {
   readonly refreshToken?: string | undefined;
   /** The ID token's claims (OpenID providers; on a refresh only when a new ID token came). */
   readonly claims?: Readonly<Record<string, unknown>> | undefined;
+  /** The ID token itself, as the provider signed it (with `claims`). */
+  readonly idToken?: string | undefined;
 }
 
 function sameText(a: string, b: string): boolean {
@@ -178,6 +180,8 @@ export class AuthorizationCodeClient {
     };
     const url = client.buildAuthorizationUrl(configuration, {
       ...parameters,
+      // RFC 8707: the resource is asked for here too; the token request may only narrow it.
+      ...(this.settings.resource ? { resource: this.settings.resource } : {}),
       redirect_uri: this.settings.redirectURI as string,
       scope: [...new Set(this.openId ? ['openid', ...scopes] : scopes)].join(' '),
       state: transaction.state,
@@ -222,7 +226,7 @@ export class AuthorizationCodeClient {
       return {
         accessToken: tokens.access_token,
         refreshToken: tokens.refresh_token,
-        ...(claims ? { claims: { ...claims } } : {}),
+        ...(claims ? { claims: { ...claims }, idToken: tokens.id_token } : {}),
       };
     } catch (err) {
       if (err instanceof LoginRefused) throw err;
@@ -247,7 +251,7 @@ export class AuthorizationCodeClient {
       return {
         accessToken: tokens.access_token,
         refreshToken: tokens.refresh_token ?? refreshToken,
-        ...(claims ? { claims: { ...claims } } : {}),
+        ...(claims ? { claims: { ...claims }, idToken: tokens.id_token } : {}),
       };
     } catch (err) {
       if (
@@ -267,13 +271,21 @@ export class AuthorizationCodeClient {
     };
   }
 
-  /** Where to send the browser to end the provider's session, when it has an end-session endpoint. */
-  async endSessionUrl(postLogoutRedirectURI: string | undefined): Promise<URL | undefined> {
+  /**
+   * Where to send the browser to end the provider's session (OpenID Connect RP-Initiated Logout
+   * 1.0), when the provider has an end-session endpoint: with the client id, the address to come
+   * back to (registered at the provider) and the ID token of the sign-in as a hint, when kept.
+   */
+  async endSessionUrl(
+    postLogoutRedirectURI: string | undefined,
+    idTokenHint: string | undefined,
+  ): Promise<URL | undefined> {
     const configuration = await this.configure();
     if (!configuration.serverMetadata().end_session_endpoint) return undefined;
     return client.buildEndSessionUrl(configuration, {
       client_id: this.settings.clientId as string,
       ...(postLogoutRedirectURI ? { post_logout_redirect_uri: postLogoutRedirectURI } : {}),
+      ...(idTokenHint ? { id_token_hint: idTokenHint } : {}),
     });
   }
 }

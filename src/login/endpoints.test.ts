@@ -1,7 +1,8 @@
-import { describe, expect, test } from 'vitest';
+import { describe, expect, it, test } from 'vitest';
 import type { ConfigStatus } from '../api/config.ts';
 import { StatusError } from '../api/status.ts';
 import {
+  authHeaders,
   LoginEndpoints,
   type LoginEndpointsDeps,
   type LoginHttpRequest,
@@ -86,5 +87,29 @@ describe('the login endpoints answer refusals', () => {
       reason: 'Unauthorized',
       code: 401,
     });
+  });
+});
+
+describe('authHeaders', () => {
+  it('adds customHttpHeaders to the defaults, which they may override', () => {
+    expect(authHeaders({ 'X-Login': 'yes', 'X-Frame-Options': 'SAMEORIGIN' })).toEqual({
+      'cache-control': 'no-store',
+      'x-frame-options': 'SAMEORIGIN',
+      'x-login': 'yes',
+    });
+    expect(authHeaders(undefined)).toEqual({ 'cache-control': 'no-store', 'x-frame-options': 'DENY' });
+  });
+
+  it('leaves out headers that frame the answer and those no HTTP answer can carry', () => {
+    expect(
+      authHeaders({
+        'Content-Length': '1',
+        'Set-Cookie': 'a=b',
+        Location: 'https://elsewhere.example',
+        'Not A Header': 'x',
+        'X-Split': 'one\r\nX-Injected: two',
+        'X-Kept': 'kept',
+      }),
+    ).toEqual({ 'cache-control': 'no-store', 'x-frame-options': 'DENY', 'x-kept': 'kept' });
   });
 });

@@ -1,8 +1,21 @@
+import { validateHeaderName, validateHeaderValue } from 'node:http';
 import type { ConfigStatus } from '../api/config.ts';
+import type { SsoIdentity } from '../api/ownedaccesskey.ts';
 import { badRequest, reasonForCode, StatusError } from '../api/status.ts';
+import { cliPublicKey, sealForCli, verificationCode } from './cli-handoff.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
-import { accessKeyFormPage, errorPage, handOffPage, keyPage, loginPage, loopbackReturn } from './pages.ts';
+import type { OidcConnector } from './oidc.ts';
+import {
+  accessKeyFormPage,
+  cliCodePage,
+  errorPage,
+  handOffPage,
+  keyPage,
+  loginPage,
+  loopbackReturn,
+  signedOutPage,
+} from './pages.ts';
 import type { ConnectorRegistry } from './registry.ts';
 import { type LoginSecrets, SealBroken, seal, unseal } from './secrets.ts';
 import { type LoginService, LoginThrottled, type MintedLogin } from './service.ts';
@@ -13,16 +26,17 @@ import { type LoginService, LoginThrottled, type MintedLogin } from './service.t
  *
  * | method, path | what |
  * |---|---|
- * | GET `/auth/login` | the login page (`?return=` a loopback address of `platform login`) |
+ * | GET `/auth/login` | the login page (`?cli=` the key of a `platform login`, `&return=` its loopback address) |
  * | POST `/auth/password/login` | the password form (HTML), or JSON `{username, password}` → `{key, ...}` |
  * | POST `/auth/password/change` | JSON `{username, oldPassword, newPassword}` |
  * | GET `/auth/<id>/login` | starts a single sign-on: sealed state cookie, redirect to the provider (or the cluster manager's key form) |
  * | GET `/auth/<id>/callback` | OAuth/OIDC redirect back (`redirectURI` points here) |
  * | POST `/auth/<id>/callback` | SAML assertion consumer service (`redirectURI` points here); the key form |
- * | POST `/auth/logout` | deletes the caller's Login key (authenticated by the gateway) |
+ * | POST `/auth/logout` | deletes the caller's Login key (authenticated by the gateway), and says where to go next (the OpenID provider's end-session endpoint) |
  *
- * Every answer carries `auth.customHttpHeaders`. A successful sign-in answers with the key page,
- * or, when the sign-in started with a loopback `return`, hands the key to it by POST.
+ * Every answer carries `auth.customHttpHeaders`. A successful sign-in answers with the key page;
+ * for `platform login` (`cli`), with the key sealed to the command (`cli-handoff.ts`): handed to
+ * its loopback `return` by POST, or shown to be pasted into it.
  */
 
 export const AUTH_BASE = '/auth';
@@ -54,7 +68,30 @@ interface Transaction {
   readonly connector: string;
   /** What the connector keeps from start to finish (state, nonce, PKCE verifier, request id). */
   readonly started: unknown;
+  /** The `platform login` the sign-in is for, if any. */
+  readonly cli?: CliRequest | undefined;
+}
+
+/** A sign-in for `platform login`: its public key, and its loopback listener when the browser is local. */
+interface CliRequest {
+  readonly key: string;
   readonly returnTo?: string | undefined;
+}
+
+/** The `platform login` a URL's query names (`cli`, `return`), when its key is well formed. */
+function cliRequestOf(query: URLSearchParams): CliRequest | undefined {
+  const key = cliPublicKey(query.get('cli'));
+  if (!key) return undefined;
+  const returnTo = loopbackReturn(query.get('return'))?.toString();
+  return { key, ...(returnTo ? { returnTo } : {}) };
+}
+
+/** The query carrying a `platform login` on to the next page. */
+function cliQuery(cli: CliRequest | undefined): URLSearchParams {
+  const query = new URLSearchParams();
+  if (cli) query.set('cli', cli.key);
+  if (cli?.returnTo) query.set('return', cli.returnTo);
+  return query;
 }
 
 export interface LoginEndpointsDeps {
@@ -64,12 +101,48 @@ export interface LoginEndpointsDeps {
   readonly secrets: () => Promise<LoginSecrets>;
   /** The management API's public URL for kubeconfigs (`<gateway>/kubernetes/management`). */
   readonly serverUrl: (request: LoginHttpRequest) => string;
+  /** The platform's public URL, where `/auth` is served (`<gateway>`). */
+  readonly platformUrl: (request: LoginHttpRequest) => string;
   readonly now?: () => number;
   /** Unexpected failures (never refusals), for the log; the person sees a generic page. */
   readonly onError?: (err: unknown) => void;
 }
 
 const HTML = 'text/html; charset=utf-8';
+
+/** Headers `customHttpHeaders` may not set: they frame or route the answer itself. */
+const RESERVED_HEADERS = new Set([
+  'connection',
+  'content-encoding',
+  'content-length',
+  'content-type',
+  'keep-alive',
+  'location',
+  'set-cookie',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/**
+ * The headers every answer under `/auth` carries: no caching, no framing, and
+ * `auth.customHttpHeaders` (names in lower case; a header with an invalid name or value, or one
+ * that frames the answer itself, is left out rather than breaking every sign-in).
+ */
+export function authHeaders(custom: Readonly<Record<string, string>> | undefined): Record<string, string> {
+  const headers: Record<string, string> = { 'cache-control': 'no-store', 'x-frame-options': 'DENY' };
+  for (const [name, value] of Object.entries(custom ?? {})) {
+    const lower = name.toLowerCase();
+    if (RESERVED_HEADERS.has(lower)) continue;
+    try {
+      validateHeaderName(lower);
+      validateHeaderValue(lower, value);
+    } catch {
+      continue;
+    }
+    headers[lower] = value;
+  }
+  return headers;
+}
 
 function cookieOf(request: LoginHttpRequest, name: string): string | undefined {
   for (const part of (request.headers.cookie ?? '').split(';')) {
@@ -125,11 +198,12 @@ export class LoginEndpoints {
     if (!url.pathname.startsWith(`${AUTH_BASE}/`)) return undefined;
     const response = await this.route(request, url).catch((err: unknown) => this.failure(request, err));
     if (!response) return undefined;
-    const custom = this.deps.config().auth.customHttpHeaders ?? {};
-    return {
-      ...response,
-      headers: { 'cache-control': 'no-store', 'x-frame-options': 'DENY', ...custom, ...response.headers },
-    };
+    return { ...response, headers: { ...this.answerHeaders(), ...response.headers } };
+  }
+
+  /** What every answer under `/auth` carries (the gateway adds them to its own refusals there too). */
+  answerHeaders(): Record<string, string> {
+    return authHeaders(this.deps.config().auth.customHttpHeaders);
   }
 
   private async route(request: LoginHttpRequest, url: URL): Promise<LoginHttpResponse | undefined> {
@@ -152,9 +226,7 @@ export class LoginEndpoints {
 
   private page(url: URL, message?: string): LoginHttpResponse {
     const config = this.deps.config();
-    const carry = new URLSearchParams();
-    const returnTo = loopbackReturn(url.searchParams.get('return'));
-    if (returnTo) carry.set('return', returnTo.toString());
+    const cli = cliRequestOf(url.searchParams);
     return {
       status: message ? 401 : 200,
       headers: { 'content-type': HTML },
@@ -162,7 +234,8 @@ export class LoginEndpoints {
         methods: loginMethods(config.auth),
         passwordEnabled: passwordLoginEnabled(config.auth),
         legalTemplate: config.uiSettings?.legalTemplate,
-        carry: carry.toString(),
+        carry: cliQuery(cli).toString(),
+        verification: cli ? verificationCode(cli.key) : undefined,
         message,
       }),
     };
@@ -170,9 +243,9 @@ export class LoginEndpoints {
 
   private async start(request: LoginHttpRequest, url: URL, method: LoginMethod): Promise<LoginHttpResponse> {
     const connector = this.deps.connectors.connectorFor(method);
-    const returnTo = loopbackReturn(url.searchParams.get('return'))?.toString();
+    const cli = cliRequestOf(url.searchParams);
     const started = await connector.start();
-    const transaction: Transaction = { connector: method.id, started: started.transaction, returnTo };
+    const transaction: Transaction = { connector: method.id, started: started.transaction, cli };
     const { transactionKey } = await this.deps.secrets();
     const sealed = await seal(transaction, transactionKey, this.now() + TRANSACTION_TTL_MS);
     // SAML comes back by a cross-site POST, which only carries SameSite=None cookies.
@@ -217,7 +290,7 @@ export class LoginEndpoints {
       transaction.started,
     );
     const minted = await this.deps.service.ssoLogin(identity);
-    const response = this.signedIn(request, minted, transaction.returnTo);
+    const response = await this.signedIn(request, minted, transaction.cli);
     return {
       ...response,
       headers: {
@@ -227,20 +300,26 @@ export class LoginEndpoints {
     };
   }
 
-  private signedIn(
+  /**
+   * The page after a sign-in: for `platform login`, the key sealed to it, handed to its loopback
+   * listener (a browser on its machine) or shown to be pasted (a browser anywhere); else the key.
+   */
+  private async signedIn(
     request: LoginHttpRequest,
     minted: MintedLogin,
-    returnTo: string | undefined,
-  ): LoginHttpResponse {
+    cli: CliRequest | undefined,
+  ): Promise<LoginHttpResponse> {
     const server = this.deps.serverUrl(request);
-    if (returnTo && loopbackReturn(returnTo)) {
-      return {
-        status: 200,
-        headers: { 'content-type': HTML },
-        body: handOffPage(returnTo, { key: minted.key, keyName: minted.keyName, user: minted.user, server }),
-      };
-    }
-    return { status: 200, headers: { 'content-type': HTML }, body: keyPage(minted.key, minted.user, server) };
+    const html = (body: string) => ({ status: 200, headers: { 'content-type': HTML }, body });
+    if (!cli) return html(keyPage(minted.key, minted.user, server));
+    const code = await sealForCli(cli.key, {
+      key: minted.key,
+      keyName: minted.keyName,
+      user: minted.user,
+      server,
+    });
+    if (cli.returnTo && loopbackReturn(cli.returnTo)) return html(handOffPage(cli.returnTo, { code }));
+    return html(cliCodePage(code, minted.user, verificationCode(cli.key)));
   }
 
   private fields(request: LoginHttpRequest): Record<string, unknown> {
@@ -280,11 +359,7 @@ export class LoginEndpoints {
         }),
       };
     }
-    const response = this.signedIn(
-      request,
-      minted,
-      loopbackReturn(url.searchParams.get('return'))?.toString(),
-    );
+    const response = await this.signedIn(request, minted, cliRequestOf(url.searchParams));
     return { ...response, headers: { ...response.headers, ...(device ? { 'set-cookie': device } : {}) } };
   }
 
@@ -309,12 +384,41 @@ export class LoginEndpoints {
     if (!request.caller) {
       return statusAnswer(new StatusError(401, 'Unauthorized', 'sign out needs the key to end'));
     }
-    const deleted = await this.deps.service.logout(request.caller.user, request.caller.keyName);
+    const identity = await this.deps.service.logout(request.caller.user, request.caller.keyName);
+    const redirect = await this.afterLogout(request, identity);
+    if (wantsJson(request))
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ loggedOut: identity !== undefined, redirect }),
+      };
     return {
-      status: 200,
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ loggedOut: deleted }),
+      status: 303,
+      headers: { 'content-type': HTML, location: redirect },
+      body: signedOutPage(redirect),
     };
+  }
+
+  /**
+   * Where the person goes after signing out: for a key of an OpenID connector, the provider's
+   * end-session endpoint (RP-initiated logout: `post_logout_redirect_uri` = `postLogoutRedirectURI`,
+   * `id_token_hint` the sign-in's ID token), else, or when the provider has none or cannot be
+   * reached, `postLogoutRedirectURI`; for any other key, the login page.
+   */
+  private async afterLogout(request: LoginHttpRequest, identity: SsoIdentity | undefined): Promise<string> {
+    const loginPageUrl = `${this.deps.platformUrl(request)}${AUTH_BASE}/login`;
+    const connector = identity?.connector;
+    const method = connector ? this.deps.connectors.method(this.deps.config().auth, connector) : undefined;
+    if (method?.kind !== 'oidc') return loginPageUrl;
+    const fallback = method.config.postLogoutRedirectURI || loginPageUrl;
+    try {
+      const oidc = this.deps.connectors.connectorFor(method) as OidcConnector;
+      return (await oidc.endSessionUrl(identity))?.toString() ?? fallback;
+    } catch (err) {
+      // The key is gone either way; the provider's session ends with its own expiry.
+      if (!(err instanceof LoginRefused)) this.deps.onError?.(err);
+      return fallback;
+    }
   }
 
   /** Refusals as an error page (browsers) or a Status (JSON clients); anything else is a 500 without details. */

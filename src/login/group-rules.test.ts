@@ -117,6 +117,9 @@ describe('provider plumbing', () => {
     expect(connectorDataOf({})).toBeUndefined();
     const data = connectorDataOf({ refreshToken: 'r' });
     expect(readConnectorData({ connectorData: data })).toEqual({ refreshToken: 'r' });
+    const withIdToken = connectorDataOf({ refreshToken: 'r', idToken: 'i' });
+    expect(readConnectorData({ connectorData: withIdToken })).toEqual({ refreshToken: 'r', idToken: 'i' });
+    expect(connectorDataOf({ idToken: 'i' })).toBeDefined();
     expect(readConnectorData({ connectorData: '{"accessToken":1,"other":"x"}' })).toEqual({});
     expect(readConnectorData({ connectorData: 'not json' })).toEqual({});
   });

@@ -18,6 +18,8 @@ import { NewPasswordRejected } from './service.ts';
 /** What the login pages need of `LoginEndpoints` (an interface, so a composition can hand it in late). */
 export interface LoginHandler {
   handle(request: LoginHttpRequest): Promise<LoginHttpResponse | undefined>;
+  /** The headers of every answer under `/auth` (`customHttpHeaders`, no caching, no framing). */
+  answerHeaders(): Record<string, string>;
 }
 
 export const PASSWORD_API_PREFIX = `${AUTH_BASE}/users`;
@@ -92,9 +94,12 @@ function passwordStatus(err: unknown): StatusError {
 }
 
 export function loginHttpEndpoints(login: LoginHandler, passwords: PasswordApi): Endpoint[] {
+  // On every answer, the gateway's own refusals (401, 403, 405, 429) included.
+  const answerHeaders = () => login.answerHeaders();
   return [
     {
       name: 'login',
+      answerHeaders,
       route: { kind: 'path', path: AUTH_BASE, prefix: true, methods: ['GET', 'POST'] },
       authentication: 'none',
       sensitive: true,
@@ -102,6 +107,7 @@ export function loginHttpEndpoints(login: LoginHandler, passwords: PasswordApi):
     },
     {
       name: 'logout',
+      answerHeaders,
       route: { kind: 'path', path: `${AUTH_BASE}/logout`, methods: ['POST'] },
       authentication: 'key',
       // Any key may end itself, whatever it may do otherwise.
@@ -116,6 +122,7 @@ export function loginHttpEndpoints(login: LoginHandler, passwords: PasswordApi):
     },
     {
       name: 'password',
+      answerHeaders,
       route: {
         kind: 'path',
         path: PASSWORD_API_PREFIX,

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { SsoIdentity } from '../api/ownedaccesskey.ts';
 import {
   AuthorizationCodeClient,
   ConnectorMisconfigured,
@@ -8,13 +9,15 @@ import {
 import type { ProviderConfig } from './connectors.ts';
 import { type ExternalIdentity, identityFromClaims } from './identity.ts';
 import { type Claims, OpenIdProviderConnector } from './openid-provider.ts';
+import { readConnectorData } from './sso.ts';
 
 /**
  * An OIDC relying party for one connector (`auth.oidc`, `connectors[].oidc`): discovery from
  * `issuerUrl` (TLS with `caFile`, or none checked with `insecureCa`), the authorization-code flow
  * with PKCE, `state` and `nonce` (`code-flow.ts`), the ID token's signature, issuer, audience
  * (`clientId`, authorized party), expiry and nonce checked by openid-client, the `resource`
- * parameter on token requests, UserInfo when `getUserInfo`, claims mapped by `identityFromClaims`.
+ * parameter on authorization and token requests, UserInfo when `getUserInfo`, claims mapped by
+ * `identityFromClaims`, and the end-session URL of RP-initiated logout (`postLogoutRedirectURI`).
  */
 
 type OidcConfig = ProviderConfig<'oidc'>;
@@ -55,12 +58,22 @@ export class OidcConnector extends OpenIdProviderConnector {
     return this.config.getUserInfo === true;
   }
 
+  protected override keepsIdToken() {
+    return true;
+  }
+
   protected async identityOf(claims: Claims): Promise<ExternalIdentity> {
     return identityFromClaims(this.id, claims, this.config);
   }
 
-  /** Where to send the browser to end the provider's session, when it has an end-session endpoint. */
-  endSessionUrl(): Promise<URL | undefined> {
-    return this.flow.endSessionUrl(this.config.postLogoutRedirectURI);
+  /**
+   * Where to send the browser to end the provider's session after the platform's (RP-initiated
+   * logout): the provider's end-session endpoint with `postLogoutRedirectURI` and, when the
+   * sign-in's identity kept it, its ID token as `id_token_hint`. Undefined when the provider has no
+   * end-session endpoint.
+   */
+  endSessionUrl(identity?: Pick<SsoIdentity, 'connectorData'>): Promise<URL | undefined> {
+    const { idToken } = identity ? readConnectorData(identity) : {};
+    return this.flow.endSessionUrl(this.config.postLogoutRedirectURI, idToken);
   }
 }

@@ -37,6 +37,16 @@ export abstract class OpenIdProviderConnector implements SsoConnector {
   }
   /** Whether the identity needs the UserInfo claims (merged under the ID token's). */
   protected abstract usesUserInfo(): boolean;
+  /** Whether the ID token is kept in connectorData (the hint of an end-session request). */
+  protected keepsIdToken(): boolean {
+    return false;
+  }
+
+  /** What connectorData keeps of a grant (the ID token of an earlier grant when this one has none). */
+  private connectorDataFor(grant: Grant, previous?: string): string | undefined {
+    const idToken = this.keepsIdToken() ? (grant.idToken ?? previous) : undefined;
+    return connectorDataOf({ refreshToken: grant.refreshToken, ...(idToken ? { idToken } : {}) });
+  }
   /** The identity for these claims (refusals as LoginRefused); `grant` for further provider calls. */
   protected abstract identityOf(claims: Claims, grant: Grant): Promise<ExternalIdentity>;
 
@@ -60,7 +70,7 @@ export abstract class OpenIdProviderConnector implements SsoConnector {
   async finish(callback: SsoCallback, transaction: unknown): Promise<ExternalIdentity> {
     const grant = await this.flow.exchange(callback.url, transaction as CodeTransaction);
     const identity = await this.identityOf(await this.claimsOf(grant, grant.claims ?? {}), grant);
-    return { ...identity, connectorData: connectorDataOf({ refreshToken: grant.refreshToken }) };
+    return { ...identity, connectorData: this.connectorDataFor(grant) };
   }
 
   /**
@@ -69,10 +79,10 @@ export abstract class OpenIdProviderConnector implements SsoConnector {
    * uses it; otherwise the grant standing is all it says, and the identity is kept.
    */
   async refresh(identity: SsoIdentity): Promise<ExternalIdentity> {
-    const { refreshToken } = readConnectorData(identity);
+    const { refreshToken, idToken } = readConnectorData(identity);
     if (!refreshToken) throw new RefreshRevoked('this sign-in left no refresh token to refresh with');
     const grant = await this.flow.refresh(refreshToken);
-    const connectorData = connectorDataOf({ refreshToken: grant.refreshToken });
+    const connectorData = this.connectorDataFor(grant, idToken);
     if (!grant.claims && !this.usesUserInfo()) return { ...storedIdentity(this.id, identity), connectorData };
     const claims = await this.claimsOf(grant, grant.claims ?? { sub: identity.userId });
     const fresh = await this.identityOf(claims, grant);

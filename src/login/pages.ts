@@ -27,8 +27,10 @@ export interface LoginPageInput {
   readonly methods: readonly LoginMethod[];
   readonly passwordEnabled: boolean;
   readonly legalTemplate?: string | undefined;
-  /** Query string to carry on every link and form (the `platform login` return address). */
+  /** Query string to carry on every link and form (`platform login`'s key and return address). */
   readonly carry: string;
+  /** The verification code of the `platform login` this sign-in is for, if any. */
+  readonly verification?: string | undefined;
   readonly message?: string | undefined;
 }
 
@@ -51,6 +53,7 @@ export function loginPage(input: LoginPageInput): string {
   return page(
     'Sign in',
     `<h1>Sign in to the platform</h1>
+${input.verification ? `<p id="cli-for">For the <code>platform login</code> in your terminal showing <strong>${escapeHtml(input.verification)}</strong>.</p>` : ''}
 ${input.message ? `<p class="error" role="alert">${escapeHtml(input.message)}</p>` : ''}
 ${methods}
 ${password}${none}
@@ -77,6 +80,14 @@ export function errorPage(message: string): string {
   );
 }
 
+/** After signing out: on to `next` (the identity provider's end-session page, or the login page). */
+export function signedOutPage(next: string): string {
+  return page(
+    'Signed out',
+    `<h1>Signed out</h1><p>Your key is deleted.</p><p><a id="next" href="${escapeHtml(next)}">Continue</a></p>`,
+  );
+}
+
 /** The key, shown once, with how to use it. */
 export function keyPage(key: string, user: string, server: string): string {
   return page(
@@ -91,7 +102,21 @@ kubectl config set-context platform --cluster=platform --user=platform</pre>
   );
 }
 
-/** Hands the key to the loopback listener of `platform login` by an auto-submitted POST. */
+/**
+ * The code for a `platform login` waiting in a terminal elsewhere: it opens only there (see
+ * `cli-handoff.ts`), and the page names the terminal's verification code.
+ */
+export function cliCodePage(code: string, user: string, verification: string): string {
+  return page(
+    'Signed in',
+    `<h1>Signed in as ${escapeHtml(user)}</h1>
+<p>Paste this code into the terminal where <code>platform login</code> is waiting and shows <strong id="cli-verification">${escapeHtml(verification)}</strong>. The code signs in as you: never give it to anyone else.</p>
+<p><code id="cli-code">${escapeHtml(code)}</code></p>
+<button type="button" id="copy" onclick="navigator.clipboard.writeText(document.getElementById('cli-code').textContent)">Copy the code</button>`,
+  );
+}
+
+/** Hands the code to the loopback listener of `platform login` by an auto-submitted POST. */
 export function handOffPage(returnTo: string, fields: Record<string, string>): string {
   const inputs = Object.entries(fields)
     .map(([name, value]) => `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`)

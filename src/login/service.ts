@@ -1,7 +1,7 @@
 import type { ConfigStatus } from '../api/config.ts';
 import type { User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
-import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import type { OwnedAccessKey, SsoIdentity } from '../api/ownedaccesskey.ts';
 import { resources } from '../controllers/resources.ts';
 import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { isNotFound } from '../runtime/errors.ts';
@@ -183,8 +183,12 @@ export class LoginService {
     }
   }
 
-  /** Signs out: deletes the Login key `keyName` of `user` (only a Login key, only the user's own). */
-  async logout(user: string, keyName: string): Promise<boolean> {
+  /**
+   * Signs out: deletes the Login key `keyName` of `user` (only a Login key, only the user's own),
+   * and returns the identity it held (its connector decides where the person goes next), or
+   * undefined when there was no such key.
+   */
+  async logout(user: string, keyName: string): Promise<SsoIdentity | undefined> {
     let key: OwnedAccessKey;
     try {
       key = await this.deps.api.request<OwnedAccessKey>({
@@ -192,12 +196,12 @@ export class LoginService {
         path: objectPath(resources.ownedAccessKeys, undefined, keyName),
       });
     } catch (err) {
-      if (isNotFound(err)) return false;
+      if (isNotFound(err)) return undefined;
       throw err;
     }
-    if (key.spec.type !== 'Login' || key.spec.user !== user) return false;
+    if (key.spec.type !== 'Login' || key.spec.user !== user) return undefined;
     await this.deleteKey(keyName);
-    return true;
+    return key.spec.identity ?? {};
   }
 
   /** A single-sign-on login: the User, its teams and memberships (`accounts.ts`), then the key. */

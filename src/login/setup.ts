@@ -49,11 +49,16 @@ export interface Login {
   readonly throttle: LoginThrottle;
 }
 
-/** The kubeconfig server for a request: the external URL, else the scheme and host it came with. */
-export function serverUrlFor(request: LoginHttpRequest, externalUrl: string | undefined): string {
-  if (externalUrl) return `${externalUrl.replace(/\/+$/, '')}${MANAGEMENT_API_PATH}`;
+/** The platform's URL for a request: the external URL, else the scheme and host it came with. */
+export function platformUrlFor(request: LoginHttpRequest, externalUrl: string | undefined): string {
+  if (externalUrl) return externalUrl.replace(/\/+$/, '');
   const host = request.headers.host ?? 'localhost';
-  return `${request.secure ? 'https' : 'http'}://${host}${MANAGEMENT_API_PATH}`;
+  return `${request.secure ? 'https' : 'http'}://${host}`;
+}
+
+/** The kubeconfig server for a request: the management API under {@link platformUrlFor}. */
+export function serverUrlFor(request: LoginHttpRequest, externalUrl: string | undefined): string {
+  return `${platformUrlFor(request, externalUrl)}${MANAGEMENT_API_PATH}`;
 }
 
 export function setupLogin(options: LoginSetupOptions): Login {
@@ -88,6 +93,7 @@ export function setupLogin(options: LoginSetupOptions): Login {
     config,
     secrets: loadSecrets,
     serverUrl: (request) => serverUrlFor(request, options.externalUrl),
+    platformUrl: (request) => platformUrlFor(request, options.externalUrl),
     onError: (err) => options.logger.error({ err }, 'sign-in failed on the server'),
   });
   return {

@@ -34,10 +34,14 @@ export interface SsoConnector {
   refresh?(identity: SsoIdentity): Promise<ExternalIdentity>;
 }
 
-/** The JSON kept in `connectorData` by the connectors: what they need to ask the provider again. */
+/**
+ * The JSON kept in `connectorData` by the connectors: what they need to ask the provider again,
+ * and the OpenID connector's last ID token (the `id_token_hint` of its end-session request).
+ */
 export interface ConnectorData {
   readonly refreshToken?: string;
   readonly accessToken?: string;
+  readonly idToken?: string;
 }
 
 export function readConnectorData(identity: Pick<SsoIdentity, 'connectorData'>): ConnectorData {
@@ -45,10 +49,11 @@ export function readConnectorData(identity: Pick<SsoIdentity, 'connectorData'>):
   try {
     const parsed: unknown = JSON.parse(identity.connectorData);
     if (typeof parsed !== 'object' || parsed === null) return {};
-    const { refreshToken, accessToken } = parsed as Record<string, unknown>;
+    const { refreshToken, accessToken, idToken } = parsed as Record<string, unknown>;
     return {
       ...(typeof refreshToken === 'string' ? { refreshToken } : {}),
       ...(typeof accessToken === 'string' ? { accessToken } : {}),
+      ...(typeof idToken === 'string' ? { idToken } : {}),
     };
   } catch {
     return {};
@@ -56,4 +61,4 @@ export function readConnectorData(identity: Pick<SsoIdentity, 'connectorData'>):
 }
 
 export const connectorDataOf = (data: ConnectorData): string | undefined =>
-  data.refreshToken || data.accessToken ? JSON.stringify(data) : undefined;
+  data.refreshToken || data.accessToken || data.idToken ? JSON.stringify(data) : undefined;

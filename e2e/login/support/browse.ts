@@ -16,7 +16,7 @@ export class ScriptedAgent {
   async request(
     url: string,
     options: { method?: string; form?: Record<string, string> } = {},
-  ): Promise<{ status: number; location: string | undefined; text: string }> {
+  ): Promise<{ status: number; location: string | undefined; text: string; setCookies: string[] }> {
     const target = new URL(url);
     const jar = this.cookies.get(target.origin) ?? new Map<string, string>();
     const response = await undiciFetch(target, {
@@ -29,10 +29,15 @@ export class ScriptedAgent {
       },
       ...(options.form ? { body: new URLSearchParams(options.form).toString() } : {}),
     });
-    for (const header of response.headers.getSetCookie()) {
-      const [pair] = header.split(';');
+    const setCookies = response.headers.getSetCookie();
+    for (const header of setCookies) {
+      const [pair, ...attributes] = header.split(';');
       const eq = pair?.indexOf('=') ?? -1;
-      if (pair && eq > 0) jar.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
+      if (!pair || eq <= 0) continue;
+      const name = pair.slice(0, eq).trim();
+      // A cookie cleared by its server (Max-Age=0) is gone from the jar, as a browser drops it.
+      if (attributes.some((attribute) => /^\s*max-age\s*=\s*0\s*$/i.test(attribute))) jar.delete(name);
+      else jar.set(name, pair.slice(eq + 1).trim());
     }
     this.cookies.set(target.origin, jar);
     const location = response.headers.get('location');
@@ -40,7 +45,37 @@ export class ScriptedAgent {
       status: response.status,
       location: location ? new URL(location, target).toString() : undefined,
       text: await response.text(),
+      setCookies,
     };
+  }
+
+  /** A cookie this agent holds for `origin` (undefined when it holds none). */
+  cookie(origin: string, name: string): string | undefined {
+    return this.cookies.get(new URL(origin).origin)?.get(name);
+  }
+
+  /** Puts a cookie into the jar of `origin` (an attacker's copy of someone's cookie). */
+  setCookie(origin: string, name: string, value: string): void {
+    const key = new URL(origin).origin;
+    const jar = this.cookies.get(key) ?? new Map<string, string>();
+    jar.set(name, value);
+    this.cookies.set(key, jar);
+  }
+
+  /**
+   * Submits the form of a page (`html`, served at `pageUrl`) as a browser does: its action, its
+   * hidden fields, and `fields` (a pressed button's name and value, what was typed).
+   */
+  submitForm(
+    html: string,
+    pageUrl: string,
+    fields: Record<string, string> = {},
+  ): Promise<{ status: number; location: string | undefined; text: string; setCookies: string[] }> {
+    const form = formOf(html);
+    return this.request(new URL(form.action, pageUrl).toString(), {
+      method: 'POST',
+      form: { ...form.fields, ...fields },
+    });
   }
 
   /** Follows redirects from `url` until one leads to `stopAt`'s origin and path; returns that URL. */
@@ -65,4 +100,26 @@ export class ScriptedAgent {
     }
     throw new Error('too many redirects');
   }
+}
+
+const decodeEntities = (text: string) =>
+  text.replace(/&(amp|lt|gt|quot|#39|#(\d+));/g, (_m, name: string, code?: string) =>
+    code
+      ? String.fromCharCode(Number(code))
+      : ({ amp: '&', lt: '<', gt: '>', quot: '"', '#39': "'" }[name] ?? ''),
+  );
+
+/** The first form of a page: its action and hidden fields. */
+export function formOf(html: string): { action: string; fields: Record<string, string> } {
+  const form = /<form\b([^>]*)>([\s\S]*?)<\/form>/i.exec(html);
+  if (!form) throw new Error(`no form on the page: ${html.slice(0, 200)}`);
+  const attribute = (tag: string, name: string) =>
+    new RegExp(`\\b${name}\\s*=\\s*"([^"]*)"`, 'i').exec(tag)?.[1];
+  const fields: Record<string, string> = {};
+  for (const [input] of (form[2] ?? '').matchAll(/<input\b[^>]*>/gi)) {
+    const name = attribute(input, 'name');
+    if (name && attribute(input, 'type')?.toLowerCase() === 'hidden')
+      fields[decodeEntities(name)] = decodeEntities(attribute(input, 'value') ?? '');
+  }
+  return { action: decodeEntities(attribute(form[1] ?? '', 'action') ?? ''), fields };
 }

@@ -5,6 +5,7 @@ import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { type ConfigStatus, PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../../src/api/config.ts';
 import { platformConfigSource } from '../../../src/config/platform-config.ts';
+import type { AuthFailureLimits } from '../../../src/gateway/pipeline/throttle.ts';
 import type { ProviderAddresses } from '../../../src/login/providers.ts';
 import type { ConnectorRegistry } from '../../../src/login/registry.ts';
 import type { LoginService } from '../../../src/login/service.ts';
@@ -73,7 +74,13 @@ export interface LoginEnv {
 const KEYS_PATH = '/apis/management.platform/v1/ownedaccesskeys';
 
 export function useLoginEnv(
-  options: { throttle?: LoginThrottleLimits; providers?: boolean; controllers?: string[] } = {},
+  options: {
+    throttle?: LoginThrottleLimits;
+    providers?: boolean;
+    controllers?: string[];
+    /** The gateway's own limits on failed keys. */
+    authFailureLimits?: AuthFailureLimits;
+  } = {},
 ): () => LoginEnv {
   let login: Login | undefined;
   let providers: ProviderStandIns | undefined;
@@ -87,7 +94,10 @@ export function useLoginEnv(
   const gateway = useGatewayEnv({
     https: true,
     controllers: options.controllers ?? ['sharedsecret', 'accesskey', 'teammembership'],
-    gateway: { trustedProxies: ['127.0.0.1/32'] },
+    gateway: {
+      trustedProxies: ['127.0.0.1/32'],
+      ...(options.authFailureLimits ? { authFailureLimits: options.authFailureLimits } : {}),
+    },
     endpoints: (manager, api) => {
       login = setupLogin({
         manager,
@@ -107,7 +117,11 @@ export function useLoginEnv(
     const callbacks = ['oidc', 'saml', ...STAND_IN_CONNECTOR_IDS].map(
       (id) => `${platformUrl}/auth/${id}/callback`,
     );
-    oidc = await startTestOidcProvider({ redirectUris: callbacks, caDir });
+    oidc = await startTestOidcProvider({
+      redirectUris: callbacks,
+      postLogoutRedirectUris: [`${platformUrl}/auth/login`],
+      caDir,
+    });
     saml = await startTestSamlIdp();
     if (options.providers) {
       providers = await startProviderStandIns(platformUrl, caDir);

@@ -11,6 +11,7 @@ declare module 'oidc-provider' {
   export interface GrantInstance {
     addOIDCScope(scope: string): void;
     addOIDCClaims(claims: string[]): void;
+    addResourceScope(indicator: string, scope: string): void;
     save(): Promise<string>;
   }
   export default class Provider {

@@ -33,6 +33,10 @@ export interface TestOidcProvider {
   tamper: { audience?: string; nonce?: string } | undefined;
   /** Token requests seen (grant types), to assert a replayed code reached the provider. */
   readonly tokenRequests: string[];
+  /** Resource indicators (RFC 8707) asked for, at the authorization and the token endpoint. */
+  readonly resourceRequests: string[];
+  /** The audience of each access token issued for a resource (a JWT; UserInfo's have none). */
+  readonly accessTokenAudiences: string[];
   /** Revokes a refresh token at the provider (RFC 7009), as a user withdrawing consent does. */
   revoke(refreshToken: string): Promise<void>;
   close(): Promise<void>;
@@ -58,7 +62,21 @@ const DEFAULT_CLAIMS: Record<string, string[]> = {
   profile: ['preferred_username', 'name'],
   groups: ['groups'],
   extra: ['department', 'employee_id'],
+  // A directory's own names for who someone is (usernameClaim, platformUsernameClaim, ...).
+  directory: ['employee_number', 'login_name', 'work_email', 'roles'],
 };
+
+/** The scope of the resource servers (RFC 8707) the provider issues access tokens for. */
+const RESOURCE_SCOPE = 'api:read';
+
+/** The provider's pages of RP-initiated logout: a plain confirmation form, and what follows it. */
+async function logoutSource(ctx: { body: unknown }, form: string) {
+  ctx.body = `<!doctype html><title>Sign out</title><h1>Sign out of the test identity provider?</h1>${form}
+<button id="logout-yes" type="submit" form="op.logoutForm" name="logout" value="yes">Yes, sign me out</button>`;
+}
+async function postLogoutSuccessSource(ctx: { body: unknown }) {
+  ctx.body = '<!doctype html><title>Signed out</title><h1 id="signed-out">Signed out</h1>';
+}
 
 export async function startTestOidcProvider(options: {
   redirectUris: string[];
@@ -71,6 +89,8 @@ export async function startTestOidcProvider(options: {
    * (oidc-provider's conformIdTokenClaims), as providers that keep groups out of ID tokens do.
    */
   claimsInUserInfoOnly?: boolean;
+  /** Serve RP-initiated logout (an end-session endpoint in discovery). Default true. */
+  endSession?: boolean;
 }): Promise<TestOidcProvider> {
   const claimsConfig = options.claims ?? DEFAULT_CLAIMS;
   const ca = await createCertificateAuthority('test-oidc-ca', 3600);
@@ -90,6 +110,8 @@ export async function startTestOidcProvider(options: {
   const clientSecret = randomBytes(24).toString('hex');
   const accounts = new Map<string, TestAccount>();
   const tokenRequests: string[] = [];
+  const resourceRequests: string[] = [];
+  const accessTokenAudiences: string[] = [];
 
   const server = createServer({ cert: serving.certPem, key: serving.keyPem });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -114,8 +136,21 @@ export async function startTestOidcProvider(options: {
     scopes: ['offline_access', ...Object.keys(claimsConfig)],
     features: {
       devInteractions: { enabled: false },
-      rpInitiatedLogout: { enabled: true },
+      rpInitiatedLogout: {
+        enabled: options.endSession !== false,
+        logoutSource,
+        postLogoutSuccessSource,
+      },
       revocation: { enabled: true },
+      // Any https resource indicator names a resource server taking JWT access tokens.
+      resourceIndicators: {
+        enabled: true,
+        getResourceServerInfo: async (_ctx: unknown, indicator: string) => {
+          resourceRequests.push(indicator);
+          if (!indicator.startsWith('https://')) throw new Error('not a resource of this provider');
+          return { scope: RESOURCE_SCOPE, audience: indicator, accessTokenFormat: 'jwt' };
+        },
+      },
     },
     interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
     issueRefreshToken: () => true,
@@ -125,7 +160,12 @@ export async function startTestOidcProvider(options: {
       return { accountId: id, claims: async () => ({ sub: id, ...account.claims }) };
     },
     async loadExistingGrant(ctx: {
-      oidc: { client: { clientId: string }; session: { accountId: string }; params: { scope: string } };
+      oidc: {
+        client: { clientId: string };
+        session: { accountId: string };
+        params: { scope: string };
+        resourceServers?: Record<string, unknown>;
+      };
     }) {
       const grant = new provider.Grant({
         accountId: ctx.oidc.session.accountId,
@@ -133,6 +173,8 @@ export async function startTestOidcProvider(options: {
       });
       grant.addOIDCScope(ctx.oidc.params.scope);
       grant.addOIDCClaims(Object.values(claimsConfig).flat());
+      for (const indicator of Object.keys(ctx.oidc.resourceServers ?? {}))
+        grant.addResourceScope(indicator, RESOURCE_SCOPE);
       await grant.save();
       return grant;
     },
@@ -147,6 +189,8 @@ export async function startTestOidcProvider(options: {
     accounts,
     tamper: undefined,
     tokenRequests,
+    resourceRequests,
+    accessTokenAudiences,
     revoke: async (refreshToken) => {
       const response = await undiciFetch(`${issuer}/token/revocation`, {
         method: 'POST',
@@ -170,7 +214,11 @@ export async function startTestOidcProvider(options: {
     await next();
     if (ctx.path !== '/token' || ctx.method !== 'POST') return;
     tokenRequests.push(String(ctx.status));
-    const body = ctx.body as { id_token?: string } | undefined;
+    const body = ctx.body as { id_token?: string; access_token?: string } | undefined;
+    if (body?.access_token?.split('.').length === 3) {
+      const { aud } = decodeJwt(body.access_token);
+      accessTokenAudiences.push(...(Array.isArray(aud) ? aud : aud ? [aud] : []));
+    }
     if (!state.tamper || !body?.id_token) return;
     const claims = decodeJwt(body.id_token);
     body.id_token = await new SignJWT({

@@ -29,8 +29,19 @@ export interface IssueOptions {
   readonly destination?: string;
 }
 
+/** An AuthnRequest as the identity provider read it. */
+export interface ReceivedAuthnRequest {
+  readonly id: string;
+  /** The service provider's entity id (`<saml:Issuer>`). */
+  readonly issuer: string;
+  /** `<samlp:NameIDPolicy Format>`, when asked for. */
+  readonly nameIDFormat: string | undefined;
+}
+
 export interface TestSamlIdp {
   readonly ssoUrl: string;
+  /** The AuthnRequests received at `/sso`, oldest first. */
+  readonly requests: ReceivedAuthnRequest[];
   readonly entityId: string;
   /** base64 of the signing certificate's PEM (the platform's `caData`). */
   readonly caData: string;
@@ -47,6 +58,13 @@ const escapeXml = (text: string) =>
     /[&<>"']/g,
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c] ?? c,
   );
+
+/** The service provider's assertion consumer service of the HTTP-POST binding (samlify names bindings by key). */
+function acsOf(sp: ReturnType<typeof samlify.ServiceProvider> | undefined): string {
+  const acs = sp?.entityMeta.getAssertionConsumerService('post');
+  if (typeof acs !== 'string' || acs === '') throw new Error('the service provider has no HTTP-POST ACS');
+  return acs;
+}
 
 // The test IdP parses only AuthnRequests the platform itself built; schema validation (an XSD
 // engine) is the IdP's concern, not the platform's, so it is not run here.
@@ -72,13 +90,14 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
     ],
   });
   const accounts = new Map<string, SamlAccount>();
+  const requests: ReceivedAuthnRequest[] = [];
   let sp: ReturnType<typeof samlify.ServiceProvider> | undefined;
 
   async function issue(options: IssueOptions): Promise<string> {
     if (!sp) throw new Error('no service provider registered');
     const account = accounts.get(options.account);
     if (!account) throw new Error(`unknown account ${options.account}`);
-    const acs = sp.entityMeta.getAssertionConsumerService(samlify.Constants.namespace.binding.post) as string;
+    const acs = acsOf(sp);
     const now = Date.now();
     const at = (ms: number) => new Date(ms).toISOString();
     const notOnOrAfter = options.expired ? at(now - 60 * 60_000) : at(now + 5 * 60_000);
@@ -109,7 +128,10 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
           ConditionsNotBefore: notBefore,
           ConditionsNotOnOrAfter: notOnOrAfter,
           SubjectConfirmationDataNotOnOrAfter: notOnOrAfter,
-          NameIDFormat: 'urn:oasis:names:tc:SAML:2.0:nameid-format:persistent',
+          // The format the request asked for, as an identity provider answers.
+          NameIDFormat:
+            requests.find((request) => request.id === options.inResponseTo)?.nameIDFormat ??
+            'urn:oasis:names:tc:SAML:2.0:nameid-format:persistent',
           NameID: escapeXml(account.nameID),
           InResponseTo: escapeXml(options.inResponseTo),
           AuthnStatement: `<saml:AuthnStatement AuthnInstant="${at(now)}" SessionIndex="_s1"><saml:AuthnContext><saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:unspecified</saml:AuthnContextClassRef></saml:AuthnContext></saml:AuthnStatement>`,
@@ -136,7 +158,17 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
           if (!sp) throw new Error('no service provider registered');
           const query = Object.fromEntries(url.searchParams);
           const parsed = await idp.parseLoginRequest(sp, 'redirect', { query, octetString: '' } as never);
-          const requestId = (parsed.extract as { request: { id: string } }).request.id;
+          const extract = parsed.extract as {
+            request: { id: string };
+            issuer?: string;
+            nameIDPolicy?: { format?: string };
+          };
+          const requestId = extract.request.id;
+          requests.push({
+            id: requestId,
+            issuer: extract.issuer ?? '',
+            nameIDFormat: extract.nameIDPolicy?.format,
+          });
           res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(
             `<!doctype html><title>Test SAML identity provider</title><h1>Test SAML identity provider</h1>
 <form method="post" action="/sso"><input type="hidden" name="request" value="${escapeXml(requestId)}">
@@ -156,9 +188,7 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
             inResponseTo: form.get('request') ?? '',
             account: form.get('username') ?? '',
           });
-          const acs = sp?.entityMeta.getAssertionConsumerService(
-            samlify.Constants.namespace.binding.post,
-          ) as string;
+          const acs = acsOf(sp);
           res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(
             `<!doctype html><title>Signing in</title><body onload="document.forms[0].submit()">
 <form method="post" action="${escapeXml(acs)}"><input type="hidden" name="SAMLResponse" value="${response}"><noscript><button>Continue</button></noscript></form></body>`,
@@ -167,13 +197,15 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
         }
         res.writeHead(404).end();
       } catch (err) {
-        res.writeHead(400, { 'content-type': 'text/plain' }).end(String((err as Error).message));
+        if (res.headersSent) res.destroy(err as Error);
+        else res.writeHead(400, { 'content-type': 'text/plain' }).end(String((err as Error).message));
       }
     })();
   });
 
   return {
     ssoUrl: `${base}/sso`,
+    requests,
     entityId,
     caData: Buffer.from(signing.certPem, 'utf8').toString('base64'),
     accounts,

@@ -1,6 +1,7 @@
 import { expect } from 'vitest';
 import { userNameFor } from '../../../src/login/outcome.ts';
-import { ScriptedAgent } from './browse.ts';
+import type { SamlConnector } from '../../../src/login/saml.ts';
+import { formOf, ScriptedAgent } from './browse.ts';
 import type { LoginEnv } from './login-env.ts';
 import type { ProviderStandIns } from './provider-stand-ins.ts';
 
@@ -34,11 +35,36 @@ export async function callbackFor(env: LoginEnv, agent: ScriptedAgent, id: strin
 }
 
 /** A whole sign-in through `id`: the page the platform answers at the end, and the key on it. */
-export async function signIn(env: LoginEnv, id: string, username: string) {
-  const agent = browserFor(env);
+export async function signIn(env: LoginEnv, id: string, username: string, agent = browserFor(env)) {
   const { callback, authorizeUrl } = await callbackFor(env, agent, id, username);
   const page = await agent.request(callback);
   return { ...page, key: keyOn(page.text), authorizeUrl };
+}
+
+/**
+ * A SAML sign-in through the platform's endpoints as a browser makes it: `/auth/<id>/login` (the
+ * sealed state cookie, a redirect with the AuthnRequest), the identity provider's form, and its
+ * auto-submitted form posting the response to the platform's ACS (`/auth/<id>/callback`).
+ * The identity provider must know the service provider (`registerSamlServiceProvider`).
+ */
+export async function samlSignIn(env: LoginEnv, id: string, username: string, agent = browserFor(env)) {
+  const start = await agent.request(`${env.platformUrl}/auth/${id}/login`);
+  expect(start.status, start.text).toBe(303);
+  const idpUrl = start.location as string;
+  const login = await agent.request(idpUrl);
+  expect(login.status, login.text).toBe(200);
+  const posting = await agent.submitForm(login.text, idpUrl, { username });
+  expect(posting.status, posting.text).toBe(200);
+  expect(formOf(posting.text).action).toBe(`${env.platformUrl}/auth/${id}/callback`);
+  const page = await agent.submitForm(posting.text, idpUrl);
+  return { ...page, key: keyOn(page.text), start, authnRequest: new URL(idpUrl) };
+}
+
+/** Registers the platform's SAML service provider of connector `id`, as configured now, at the test IdP. */
+export function registerSamlServiceProvider(env: LoginEnv, id: string): void {
+  const method = env.connectors.method(env.config().auth, id);
+  if (method?.kind !== 'saml') throw new Error(`${id} is no SAML connector`);
+  env.saml.registerServiceProvider((env.connectors.connectorFor(method) as SamlConnector).metadata());
 }
 
 /** The User a username maps to, as stored (undefined when there is none). */

@@ -347,7 +347,8 @@ export class EndpointTable {
     return { kind: 'unknown', attributes, error: notFound(`${sanitize(what)} is not served`) };
   }
 
-  private pathEndpoint(path: string): GatewayEndpoint | undefined {
+  /** The endpoint serving `path` by a `path` route (whatever the method), if any. */
+  pathEndpoint(path: string): GatewayEndpoint | undefined {
     const exact = this.exactPaths.get(path);
     if (exact) return exact;
     for (const { prefix, endpoint } of this.prefixPaths) {
