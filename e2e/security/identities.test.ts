@@ -327,6 +327,62 @@ describe('no identity of the platform can take the cluster over', () => {
     );
   });
 
+  test('a Cluster names only credentials its writer may read (the controller reads them wherever they are)', async () => {
+    const { admin, mallory } = env();
+    // Mallory is trusted with connected clusters (a cluster admin gave her Clusters), not with
+    // kube-system's Secrets: the controller, which reads any Secret, would read the one she
+    // names and present its token to the endpoint she names.
+    await admin.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      metadata: { name: 'cluster-writer' },
+      rules: [
+        { apiGroups: ['management.platform'], resources: ['clusters'], verbs: ['create', 'update', 'get'] },
+      ],
+    });
+    await admin.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: 'cluster-writer-mallory' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-writer' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: `platform:user:${MALLORY}` }],
+    });
+    await admin.create('/api/v1/namespaces/kube-system/secrets', {
+      metadata: { name: 'remote-creds' },
+      data: { token: b64('kube-system-remote-token') },
+    });
+    const cluster = (name: string, namespace: string, secret: string) => ({
+      apiVersion: 'management.platform/v1',
+      kind: 'Cluster',
+      metadata: { name },
+      spec: { endpoint: 'https://127.0.0.1:1', credentialsSecretRef: { namespace, name: secret } },
+    });
+    await eventually(
+      async () => (await mallory.call('GET', `${MP}/clusters/none`)).status === 404,
+      60_000,
+      'mallory to be allowed Clusters',
+    );
+    const policy = 'platform-credentials-references';
+    const refused = {
+      status: 403,
+      message: expect.stringContaining(
+        `ValidatingAdmissionPolicy '${policy}' with binding '${policy}' denied request: spec.credentialsSecretRef: the requester may not get Secret kube-system/remote-creds`,
+      ),
+    };
+    expect(
+      await attempt(mallory, 'POST', `${MP}/clusters`, cluster('stolen', 'kube-system', 'remote-creds')),
+    ).toEqual(refused);
+    // Credentials of her own namespace (she may read them) are fine, and can then not be
+    // pointed elsewhere.
+    expect((await attempt(mallory, 'POST', `${MP}/clusters`, cluster('mine', TEAM, 'vc-creds'))).status).toBe(
+      201,
+    );
+    const mine = await mallory.ok('GET', `${MP}/clusters/mine`);
+    expect(
+      await attempt(mallory, 'PUT', `${MP}/clusters/mine`, {
+        ...mine,
+        spec: { ...mine.spec, credentialsSecretRef: { namespace: 'kube-system', name: 'remote-creds' } },
+      }),
+    ).toEqual(refused);
+    expect(await admin.get(`${MP}/clusters/stolen`)).toBeNull();
+  });
+
   test("the gateway's Secret writes in the platform namespace are held to its own Secrets", async () => {
     const { admin, components } = env();
     const gateway = components.gateway;
