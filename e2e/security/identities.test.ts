@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { describe, expect, test } from 'vitest';
 import type { Http } from '../chart/rbac-support.ts';
 import { COMPONENTS, type Component, NAMESPACE, userOf } from '../chart/support.ts';
@@ -37,6 +38,24 @@ describe('no identity of the platform can take the cluster over', () => {
       'create cluster role bindings',
       { verb: 'create', group: 'rbac.authorization.k8s.io', resource: 'clusterrolebindings' },
     ],
+    [
+      'create role bindings in kube-system',
+      {
+        verb: 'create',
+        group: 'rbac.authorization.k8s.io',
+        resource: 'rolebindings',
+        namespace: 'kube-system',
+      },
+    ],
+    [
+      'bind the syncer Secret role',
+      {
+        verb: 'bind',
+        group: 'rbac.authorization.k8s.io',
+        resource: 'clusterroles',
+        name: 'platform-vcluster-syncer-secrets',
+      },
+    ],
     ['create pods in kube-system', { verb: 'create', resource: 'pods', namespace: 'kube-system' }],
     ['exec into pods', { verb: 'create', resource: 'pods', subresource: 'exec', namespace: TEAM }],
     ['create secrets in kube-system', { verb: 'create', resource: 'secrets', namespace: 'kube-system' }],
@@ -74,17 +93,20 @@ describe('no identity of the platform can take the cluster over', () => {
     return held;
   };
 
-  test('each component holds only the powers its work needs (only the gateway impersonates)', async () => {
+  test('what RBAC grants each component: only the powers its work needs, only the gateway impersonates', async () => {
     const held = Object.fromEntries(
       await Promise.all(COMPONENTS.map(async (c) => [c, await powersOf(userOf(c), NAMESPACE)] as const)),
     ) as Record<Component, string[]>;
     expect(held).toEqual({
       // The projection may grant anything on SharedSecrets; Secret sync watches and patches
       // labelled Secrets and virtual and connected clusters' credentials are read wherever they
-      // are; syncer tokens are minted in instances' namespaces. RBAC cannot narrow these by
-      // label or name prefix: the patch and the token are confined by admission (next test), the
-      // reads remain (docs/security.md, "What remains").
+      // are; projected and syncer RoleBindings are made where SharedSecrets and instances are,
+      // the syncer roles bound to syncers; syncer tokens are minted in instances' namespaces.
+      // RBAC cannot narrow these by label, namespace label or name prefix: the writes are
+      // confined by admission (next test), the reads remain (docs/security.md, "What remains").
       controller: [
+        'create role bindings in kube-system',
+        'bind the syncer Secret role',
         'patch secrets in kube-system',
         'read secrets in kube-system',
         'list secrets in kube-system',
@@ -324,6 +346,47 @@ describe('no identity of the platform can take the cluster over', () => {
     });
     expect((await admin.get('/api/v1/namespaces/kube-system'))?.metadata?.labels).not.toHaveProperty(
       'management.platform/project',
+    );
+  });
+
+  test('a syncer gets an identity only in a project namespace: an instance a cluster admin made elsewhere does not sync, and says why', async () => {
+    const { admin, virtualCluster } = env();
+    await admin.create('/api/v1/namespaces', { metadata: { name: 'outside' } });
+    await admin.create('/api/v1/namespaces/outside/secrets', {
+      metadata: { name: 'creds' },
+      data: { token: b64(virtualCluster.adminToken) },
+    });
+    await admin.create(`${MP}/namespaces/outside/virtualclusterinstances`, {
+      apiVersion: 'management.platform/v1',
+      kind: 'VirtualClusterInstance',
+      metadata: { name: 'stray' },
+      spec: {
+        endpoint: virtualCluster.server,
+        caData: b64(virtualCluster.caPem),
+        credentialsSecretRef: { name: 'creds' },
+        config: 'sync:\n  toHost:\n    secrets:\n      enabled: true\n',
+      },
+    });
+    let syncing: any;
+    await eventually(
+      async () => {
+        syncing = (
+          (await admin.get(`${MP}/namespaces/outside/virtualclusterinstances/stray`))?.status?.conditions ??
+          []
+        ).find((c: any) => c.type === 'Syncing');
+        return syncing?.reason === 'SyncerIdentityFailed';
+      },
+      60_000,
+      "the instance's Syncing condition",
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(syncing)}`);
+    });
+    expect(syncing).toMatchObject({ status: 'False' });
+    expect(syncing.message).toContain('outside');
+    expect(await admin.list('/api/v1/namespaces/outside/serviceaccounts')).not.toContainEqual(
+      expect.objectContaining({
+        metadata: expect.objectContaining({ name: expect.stringMatching(/^vcluster-syncer-/) }),
+      }),
     );
   });
 
