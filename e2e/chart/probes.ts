@@ -94,8 +94,13 @@ const forceDelete = (admin: Http, path: string) => async () => {
   await admin.delete(path);
 };
 
-const createNamespace = async (ctx: ProbeContext, name: string, client = ctx.admin) => {
-  await client.create('/api/v1/namespaces', { metadata: { name } });
+const createNamespace = async (
+  ctx: ProbeContext,
+  name: string,
+  client = ctx.admin,
+  labels: Record<string, string> = {},
+) => {
+  await client.create('/api/v1/namespaces', { metadata: { name, labels } });
   ctx.cleanup.push(() => client.delete(nsPath(name)));
 };
 
@@ -495,7 +500,8 @@ function virtualObject(
 /**
  * A VirtualClusterInstance: credentials read, the Syncing condition written, and the syncer's
  * host copies of ConfigMaps, Secrets, Services and Endpoints created, updated, deleted, and a
- * conflicting host object reported (which takes a GET of it).
+ * conflicting host object reported (which takes a GET of it). In a project's namespace: under the
+ * chart's admission policies a syncer's identity exists only there (templates/confinement.yaml).
  */
 const virtualClusterProbe: Probe = {
   id: 'virtual-cluster',
@@ -503,7 +509,7 @@ const virtualClusterProbe: Probe = {
   before: async (ctx) => {
     const host = `vc-${ctx.id}`;
     const apps = `apps-${ctx.id}`;
-    await createNamespace(ctx, host);
+    await createNamespace(ctx, host, ctx.admin, { 'management.platform/project': `vc-${ctx.id}` });
     await createNamespace(ctx, apps, ctx.virtual);
     await ctx.admin.create(corePath(host, 'secrets'), {
       metadata: { name: 'creds' },

@@ -1,9 +1,13 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { randomBytes } from 'node:crypto';
-import { describe, expect, test } from 'vitest';
+import { afterAll, describe, expect, test } from 'vitest';
+import { parse, stringify } from 'yaml';
 import { INSTANCE_ANNOTATION, INSTANCE_UID_LABEL } from '../../src/controllers/virtualcluster/identity.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
+import { IDENTITY_REFRESHED_CONDITION } from '../../src/login/refresh.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
+import { NAMESPACE } from '../chart/support.ts';
+import { type ClusterManagerApi, startClusterManagerApi } from '../login/support/cluster-manager-api.ts';
 import { eventually } from '../support/wait.ts';
 import {
   b64,
@@ -23,7 +27,10 @@ import {
  * purpose, by whoever may make it (a project admin relabelling RoleBindings in her namespace, a
  * cluster admin labelling a synced Secret, a key in use), and then the apiserver's count of
  * writes to that kind must settle: stay unchanged for 5 s within a minute. The pair of two
- * syncers under one placement is driven in placement.test.ts.
+ * syncers under one placement is driven in placement.test.ts. Identity refresh (src/login/
+ * refresh.ts, in the controller) is driven through a stand-in cluster manager: refreshed again
+ * and again beside the access-key controller on a Login key, and beside team membership on the
+ * User and the Teams of its groups.
  */
 describe('no two controllers fight over one object', () => {
   const env = useTenantPlatform({ gateway: true });
@@ -142,5 +149,117 @@ describe('no two controllers fight over one object', () => {
     ).toMatchObject({
       settled: true,
     });
+  });
+
+  // Identity refresh: a Login key signed in long ago through the cluster manager (its
+  // `identityRefresh` in the past) is refreshed at once; setting it in the past again asks for
+  // another refresh. The platform's configuration names the stand-in cluster manager.
+  const PAST = '2020-01-01T00:00:00Z';
+  let clusterManager: ClusterManagerApi | undefined;
+  afterAll(() => clusterManager?.close());
+  const refreshing = async (): Promise<ClusterManagerApi> => {
+    if (clusterManager) return clusterManager;
+    const { admin } = env();
+    const api = await startClusterManagerApi();
+    clusterManager = api;
+    const path = `/api/v1/namespaces/${NAMESPACE}/secrets/platform-config`;
+    const config = (parse(Buffer.from((await admin.get(path)).data.config, 'base64').toString('utf8')) ??
+      {}) as Record<string, any>;
+    config.auth = {
+      ...config.auth,
+      clusterManager: { host: api.host, bearerToken: api.adminKey(), insecure: true },
+    };
+    await admin.merge(path, { data: { config: b64(stringify(config)) } });
+    return api;
+  };
+  /** A User bound to the cluster manager and a Login key of its, due for a refresh. */
+  const loginKey = async (user: string, userId: string, groups: string[]) => {
+    const { admin } = env();
+    (await refreshing()).users.set(userId, { id: userId, username: user, enabled: true, groups: [] });
+    await admin.create(`${MP}/users`, {
+      apiVersion: V1,
+      kind: 'User',
+      metadata: { name: user, annotations: { 'login.management.platform/connector': 'clusterManager' } },
+      spec: { username: user },
+    });
+    const identity = { connector: 'clusterManager', userId, username: user, groups };
+    await admin.create(`${MP}/ownedaccesskeys`, {
+      apiVersion: V1,
+      kind: 'OwnedAccessKey',
+      metadata: { name: `${user}-login` },
+      spec: {
+        user,
+        type: 'Login',
+        key: generateAccessKey(randomBytes).key,
+        ttl: 3600,
+        identity,
+        identityRefresh: PAST,
+      },
+    });
+    return { path: `${MP}/ownedaccesskeys/${user}-login`, identity };
+  };
+  /** Refreshed: a new `identityRefresh`, and both controllers' conditions on the key. */
+  const refreshed = async (path: string, what: string) =>
+    eventually(
+      async () => {
+        const key = await env().admin.get(path);
+        return (
+          key?.spec?.identityRefresh !== PAST &&
+          conditionOf(key, IDENTITY_REFRESHED_CONDITION)?.status === 'True' &&
+          conditionOf(key, 'Ready')?.status === 'True'
+        );
+      },
+      60_000,
+      what,
+    );
+
+  test('identityrefresh and the accesskey controller on a Login key: refreshed again and again, both keep their condition', async () => {
+    const { admin } = env();
+    const key = await loginKey('ref-key-user', 'u-ref-key', []);
+    await refreshed(key.path, 'the first refresh');
+    for (let i = 1; i <= 3; i++) {
+      await admin.merge(key.path, { spec: { identityRefresh: PAST } });
+      await refreshed(key.path, `refresh ${i + 1}`);
+    }
+    expect(await settledWrites(env(), ['ownedaccesskeys', 'users', 'teams'])).toMatchObject({
+      settled: true,
+    });
+    const settled = await admin.get(key.path);
+    expect(conditionOf(settled, 'Ready')?.status).toBe('True');
+    expect(conditionOf(settled, IDENTITY_REFRESHED_CONDITION)).toMatchObject({
+      status: 'True',
+      reason: 'Refreshed',
+    });
+    expect(settled.spec.disabled).not.toBe(true);
+  });
+
+  test("identityrefresh and team membership on a User and its Teams: the groups change at each refresh, the User's teams follow", async () => {
+    const { admin } = env();
+    const user = 'ref-team-user';
+    const key = await loginKey(user, 'u-ref-team', ['ref-blue']);
+    const teamsOf = async () => (await admin.get(`${MP}/users/${user}`))?.status?.teams ?? [];
+    const membersOf = async (team: string) => (await admin.get(`${MP}/teams/${team}`))?.spec?.users ?? [];
+    for (const groups of [['ref-blue'], ['ref-blue', 'ref-green'], ['ref-green']]) {
+      if (groups.length !== 1 || groups[0] !== 'ref-blue')
+        await admin.merge(key.path, {
+          spec: { identity: { ...key.identity, groups }, identityRefresh: PAST },
+        });
+      await refreshed(key.path, `the refresh with groups ${groups.join(', ')}`);
+      await eventually(
+        async () =>
+          JSON.stringify((await admin.get(`${MP}/users/${user}`))?.spec?.groups) === JSON.stringify(groups) &&
+          JSON.stringify(await teamsOf()) === JSON.stringify([...groups].sort()) &&
+          (await membersOf('ref-blue')).includes(user) === groups.includes('ref-blue'),
+        60_000,
+        `the User's groups and teams to be ${groups.join(', ')}`,
+      );
+    }
+    expect(await settledWrites(env(), ['users', 'teams', 'ownedaccesskeys'])).toMatchObject({
+      settled: true,
+    });
+    expect(await teamsOf()).toEqual(['ref-green']);
+    expect(await membersOf('ref-green')).toEqual([user]);
+    expect(await membersOf('ref-blue')).toEqual([]);
+    expect(conditionOf(await admin.get(`${MP}/users/${user}`), 'Ready')?.status).toBe('True');
   });
 });

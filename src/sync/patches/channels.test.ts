@@ -14,19 +14,29 @@ import { type Evaluation, type EvaluationObjects, ExpressionFailure } from './sa
  * carries a value when `read` gives something else after `stash` ran than before.
  *
  * Each case is first made against a naive sandbox (an isolate whose realm nothing protects, one
- * context object shared by every evaluation, expressions called as methods of their registry),
- * where it must carry the value: so the case probes a real channel. Then against ours, where it
- * must not: in separate calls, and inside one call (the evaluations of one object).
+ * context object shared by every evaluation, expressions called as methods of their registry,
+ * results serialized by a cached JSON.stringify), where its stash must run and its read must then
+ * find the secret (or, for channels that carry no text, something else than before): so every
+ * case probes a real channel and can fail. Then against ours, where it must not carry anything:
+ * in separate calls, and inside one call (the evaluations of one object); there the stash must
+ * have been evaluated (run, or refused by the frozen realm), never rejected before it ran.
+ *
+ * Tried and no channel in any realm, so not a case: a template object (frozen by the language),
+ * listing the Symbol registry (the language has no way to).
  */
 
 const SECRET = 'S3CRET-c2VjcmV0';
 
 interface Channel {
   name: string;
+  /** Runs with the secret as `value`; must not throw in the naive realm. */
   stash: string;
   read: string;
-  /** False for what is no channel even in a naive realm (kept to show it was tried). */
-  naive?: false;
+  /**
+   * What the read finds in the naive realm after the stash: the secret (the default), or only a
+   * change (a channel that carries state, not text: Math.random's, Error.stackTraceLimit).
+   */
+  carries?: 'secret' | 'change';
 }
 
 /** Intrinsics reachable by name; each is tried as itself and through its prototype. */
@@ -108,8 +118,14 @@ const HIDDEN_INTRINSICS: Record<string, string> = {
   'captureStackTrace getter':
     "(() => { const o = {}; Error.captureStackTrace(o); return Object.getOwnPropertyDescriptor(o, 'stack').get; })()",
   'atob (a helper)': 'atob',
+  'btoa (a helper)': 'btoa',
   'virtualToHostDNS (a helper)': 'virtualToHostDNS',
 };
+
+/** The helpers the prelude defines once per isolate: functions every evaluation calls. */
+const HELPERS = ['atob', 'btoa', 'virtualToHostDNS'];
+/** A function closing over the value: whoever can call it later reads the secret. */
+const CLOSURE = '((kept) => () => kept)(value)';
 
 const propertyChannel = (name: string, target: string): Channel => ({
   name,
@@ -140,17 +156,68 @@ const CHANNELS: Channel[] = [
     stash: '(Error.prepareStackTrace = () => value, 1)',
     read: 'new Error("x").stack',
   },
-  { name: 'Error.stackTraceLimit', stash: '(Error.stackTraceLimit = 7, 1)', read: 'Error.stackTraceLimit' },
+  {
+    name: 'Error.stackTraceLimit',
+    stash: '(Error.stackTraceLimit = 7, 1)',
+    read: 'Error.stackTraceLimit',
+    carries: 'change',
+  },
   {
     name: 'Math.random state',
     stash: '(() => { for (let i = 0; i < value.length; i++) Math.random(); return 1; })()',
     read: 'Math.random()',
+    carries: 'change',
+  },
+  // The Symbol registry is the realm's: Symbol.for('x') gives every evaluation the same symbol.
+  // The secret goes into the registry (as the key of a registered symbol) and its only handle is
+  // kept under another registered symbol; the read finds both again through the registry alone.
+  {
+    name: 'the Symbol registry: a registered symbol kept under Symbol.for(key) on Symbol.prototype',
+    stash: "(Symbol.prototype[Symbol.for('platform.stash')] = Symbol.for(value), 1)",
+    read: "(() => { const kept = Symbol.for('platform.stash')[Symbol.for('platform.stash')]; return typeof kept === 'symbol' ? Symbol.keyFor(kept) : null; })()",
   },
   {
-    name: 'Symbol.for registry (no way to list it)',
-    stash: '(Symbol.for(value), 1)',
-    read: 'Object.getOwnPropertySymbols(Symbol).map(String).join()',
-    naive: false,
+    name: 'the Symbol registry: a registered symbol kept under Symbol.for(key) on the global object',
+    stash:
+      "(Object.defineProperty(globalThis, Symbol.for('platform.stash'), { value: Symbol.for(value) }), 1)",
+    read: "(() => { const kept = globalThis[Symbol.for('platform.stash')]; return typeof kept === 'symbol' ? Symbol.keyFor(kept) : null; })()",
+  },
+  {
+    name: 'the Symbol registry: a closure kept on Symbol.for itself, under a registered symbol',
+    stash: `(Symbol.for[Symbol.for('platform.stash')] = ${CLOSURE}, 1)`,
+    read: "(() => { const kept = Symbol.for[Symbol.for('platform.stash')]; return typeof kept === 'function' ? kept() : null; })()",
+  },
+  // Closures over cached functions: functions the realm keeps from one evaluation to the next
+  // (the helpers, the compiled expressions, the runner's own JSON.stringify) made to hold or
+  // call a function that closes over the secret.
+  ...HELPERS.map(
+    (helper): Channel => ({
+      name: `a closure kept on the cached helper ${helper}`,
+      stash: `(${helper}.__keep = ${CLOSURE}, 1)`,
+      read: `typeof ${helper}.__keep === 'function' ? ${helper}.__keep() : null`,
+    }),
+  ),
+  ...HELPERS.map(
+    (helper): Channel => ({
+      name: `a closure behind the cached helper ${helper}'s prototype`,
+      stash: `(Object.getPrototypeOf(${helper}).__keep = ${CLOSURE}, 1)`,
+      read: `typeof ${helper}.__keep === 'function' ? ${helper}.__keep() : null`,
+    }),
+  ),
+  {
+    name: 'a closure kept on the cached compiled expressions (as their receiver holds them)',
+    stash: `(this && this.forEach((fn) => { fn.__keep = ${CLOSURE}; }), 1)`,
+    read: "(() => { const fn = this && this.find((f) => typeof f.__keep === 'function'); return fn ? fn.__keep() : null; })()",
+  },
+  {
+    name: "a closure the runner's cached JSON.stringify calls (toJSON on Object.prototype)",
+    stash: '(Object.prototype.toJSON = ((kept) => function () { return kept; })(value), 1)',
+    read: '({ nothing: "here" })',
+  },
+  {
+    name: "a closure the runner's cached JSON.stringify calls (toJSON on Array.prototype)",
+    stash: '(Array.prototype.toJSON = ((kept) => function () { return kept; })(value), 1)',
+    read: '["nothing here"]',
   },
   {
     name: 'WeakMap.prototype.get replaced',
@@ -183,12 +250,6 @@ const CHANNELS: Channel[] = [
     stash: '(Promise.resolve().then(() => { Object.prototype.__job = value; }), 1)',
     read: '({}).__job',
   },
-  {
-    name: 'a template object (frozen by the language)',
-    stash: '((t) => (t.__stash = value, 1))(((s) => s)`x`)',
-    read: '((s) => s)`x`.__stash',
-    naive: false,
-  },
   ...NAMED_INTRINSICS.flatMap((name) => [
     propertyChannel(name, name),
     // Proxy has no prototype.
@@ -219,6 +280,7 @@ class NaiveSandbox {
       .compileScriptSync(
         `(() => {
           globalThis.atob = function atob(text) { return text; };
+          globalThis.btoa = function btoa(text) { return text; };
           globalThis.virtualToHostDNS = function virtualToHostDNS(text) { return text; };
           const compiled = [];
           const shared = { vcluster: { name: 'vc', config: {} }, hostObject: { metadata: { name: 'h' } }, virtualObject: null, path: 'x' };
@@ -259,15 +321,19 @@ describe('no evaluation leaves anything for a later one', () => {
     disposeAfter = undefined;
   });
 
-  it.each(CHANNELS.filter((c) => c.naive !== false).map((c) => [c.name, c] as const))(
+  it.each(CHANNELS.map((c) => [c.name, c] as const))(
     'the naive sandbox carries a value through %s',
     (_name, channel) => {
       const naive = new NaiveSandbox();
       disposeAfter = () => naive.dispose();
       const before = outcome(() => naive.evaluate(channel.read, 'read'));
-      naive.evaluate(channel.stash, SECRET);
+      expect(before).not.toContain('S3CRET');
+      // The stash runs (so the case is one an unprotected realm falls for)...
+      expect(() => naive.evaluate(channel.stash, SECRET)).not.toThrow();
+      // ...and the read, in a later evaluation, finds what it left.
       const after = outcome(() => naive.evaluate(channel.read, 'read'));
-      expect(after).not.toBe(before);
+      if ((channel.carries ?? 'secret') === 'secret') expect(after).toContain('S3CRET');
+      else expect(after).not.toBe(before);
     },
   );
 
@@ -278,8 +344,16 @@ describe('no evaluation leaves anything for a later one', () => {
     const read = () => sandbox.evaluateAll([evaluation(channel.read, 'read')], objects)[0]!;
     const value = (r: ReturnType<typeof read>) => (r.removed ? null : r.value);
     const before = outcome(() => value(read()));
-    // The stash may be refused (frozen, its promise job failing), or run without effect.
-    outcome(() => value(sandbox.evaluateAll([evaluation(channel.stash, SECRET)], objects)[0]!));
+    // The stash is evaluated: it runs without effect, or the realm refuses it (frozen, its
+    // promise job failing); it is never turned away before it ran (it compiles).
+    let stashed: string;
+    try {
+      stashed = JSON.stringify(value(sandbox.evaluateAll([evaluation(channel.stash, SECRET)], objects)[0]!));
+    } catch (err) {
+      expect(err).toBeInstanceOf(ExpressionFailure);
+      stashed = (err as Error).message;
+    }
+    expect(stashed).not.toMatch(/SyntaxError|not a single expression/);
     const after = outcome(() => value(read()));
     expect(after).toBe(before);
     expect(after).not.toContain('S3CRET');

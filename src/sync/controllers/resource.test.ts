@@ -1,0 +1,185 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed JSON objects
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import type { KubeApi, RequestOptions } from '../../runtime/kube-client.ts';
+import { Store } from '../../runtime/store.ts';
+import { loadSyncConfig } from '../config.ts';
+import { hostNameLong } from '../names.ts';
+import { createSandbox, syncToHost } from '../sync.ts';
+import type { KubeObject, SyncContext } from '../translate.ts';
+import { HostObjectIneligible } from './errors.ts';
+import { kindSyncer, ObjectSyncFailed, type SyncReporter } from './resource.ts';
+
+/**
+ * The eligibility checks run again on the object as the patches made it, right before it is
+ * written (issue 15: "the eligibility checks run on the patched object"). Today the patches
+ * cannot make a Secret a service-account token (no patch may change `type`: RestrictedFieldPatched,
+ * apply.test.ts), so to reach the second check the first is made to fail: the host object the
+ * patches give is turned into a token Secret behind the syncer's back (`syncToHost`, which both
+ * the create and the update path use, is wrapped). The syncer must then write nothing, on either
+ * side, and report HostObjectIneligible.
+ */
+const tamper = vi.hoisted(() => ({ on: false }));
+vi.mock('../sync.ts', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('../sync.ts')>();
+  return {
+    ...actual,
+    syncToHost: (input: Parameters<typeof actual.syncToHost>[0]) => {
+      const result = actual.syncToHost(input);
+      if (tamper.on) result.object.type = 'kubernetes.io/service-account-token';
+      return result;
+    },
+  };
+});
+
+const ctx: SyncContext = {
+  vclusterName: 'vc',
+  hostNamespace: 'vc-ns',
+  config: loadSyncConfig({
+    sync: {
+      toHost: {
+        secrets: {
+          enabled: true,
+          patches: [{ path: 'metadata.annotations.tier', expression: '"host-" + value' }],
+        },
+      },
+    },
+  }),
+};
+const sandbox = createSandbox(ctx, { timeoutMs: 5000, objectTimeoutMs: 5000 });
+afterAll(() => sandbox.dispose());
+afterEach(() => {
+  tamper.on = false;
+});
+
+const SECRET = { group: '', version: 'v1', plural: 'secrets', namespaced: true } as const;
+const HOST_NAME = hostNameLong('db', 'apps', 'vc');
+
+/** An apiserver stand-in that records each request and answers a write with its body, stored. */
+function recordingApi() {
+  const requests: RequestOptions[] = [];
+  let rv = 1000;
+  const api: KubeApi = {
+    request: async <T>(options: RequestOptions) => {
+      requests.push(options);
+      const body = structuredClone(options.body ?? {}) as any;
+      body.metadata = { ...body.metadata, resourceVersion: String(++rv), uid: `uid-${rv}` };
+      return body as T;
+    },
+    watch: () => Promise.reject(new Error('no watches here')),
+  };
+  return { api, requests };
+}
+
+function recordingReporter() {
+  const failures: Array<{ kind: string; key: string; reason: string; description: string }> = [];
+  const reporter: SyncReporter = {
+    synced: () => {},
+    deleted: () => {},
+    failed: (kind, key, _virtual, reason, description) => failures.push({ kind, key, reason, description }),
+    succeeded: () => {},
+  };
+  return { reporter, failures };
+}
+
+const virtualSecret = (): KubeObject => ({
+  apiVersion: 'v1',
+  kind: 'Secret',
+  type: 'Opaque',
+  metadata: {
+    name: 'db',
+    namespace: 'apps',
+    uid: 'v-uid',
+    resourceVersion: '10',
+    annotations: { tier: 'gold' },
+  },
+  data: { password: Buffer.from('pw').toString('base64') },
+});
+
+function setup(host: KubeObject | null) {
+  const virtualStore = new Store<KubernetesObject>();
+  virtualStore.upsert(virtualSecret() as unknown as KubernetesObject);
+  const hostStore = new Store<KubernetesObject>();
+  if (host) hostStore.upsert(host as unknown as KubernetesObject);
+  const virtualApi = recordingApi();
+  const hostApi = recordingApi();
+  const { reporter, failures } = recordingReporter();
+  const syncer = kindSyncer({
+    kind: 'Secret',
+    resource: SECRET,
+    ctx,
+    virtualApi: virtualApi.api,
+    hostApi: hostApi.api,
+    virtual: virtualStore,
+    host: hostStore,
+    wanted: () => true,
+    sandbox,
+    reporter,
+  });
+  return { syncer, failures, requests: () => [...virtualApi.requests, ...hostApi.requests] };
+}
+
+/** The host copy as the syncer writes it (untampered), as stored. */
+function hostCopy(): KubeObject {
+  const { object } = syncToHost({
+    kind: 'Secret',
+    source: virtualSecret(),
+    previousSource: null,
+    existingTarget: null,
+    ctx,
+    sandbox,
+  });
+  return { ...object, metadata: { ...object.metadata, resourceVersion: '20', uid: 'h-uid' } };
+}
+
+async function refusal(reconcile: Promise<unknown>): Promise<ObjectSyncFailed> {
+  const err = await reconcile.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ObjectSyncFailed);
+  return err as ObjectSyncFailed;
+}
+
+describe('the eligibility checks run on the object the patches made, before it is written', () => {
+  it('control: an eligible Secret is created on the host, with its patch applied', async () => {
+    const { syncer, requests, failures } = setup(null);
+    await syncer.reconcile('apps/db');
+    expect(failures).toEqual([]);
+    expect(requests()).toHaveLength(1);
+    const [post] = requests();
+    expect(post!.method).toBe('POST');
+    expect((post!.body as any).metadata.annotations.tier).toBe('host-gold');
+    expect((post!.body as any).type).toBe('Opaque');
+  });
+
+  it('create: a Secret that became a service-account token after the patches is not written', async () => {
+    const { syncer, requests, failures } = setup(null);
+    tamper.on = true;
+    const err = await refusal(syncer.reconcile('apps/db'));
+    expect(err.reason).toBe(HostObjectIneligible.name);
+    expect(requests()).toEqual([]);
+    expect(failures).toEqual([
+      { kind: 'Secret', key: 'apps/db', reason: 'HostObjectIneligible', description: 'HostObjectIneligible' },
+    ]);
+    // What the controller logs names the check (the description of a Secret names no content).
+    expect(err.message).toBe('Secret apps/db: HostObjectIneligible');
+  });
+
+  it('update: the same, for a host copy that exists (no patch goes out, on either side)', async () => {
+    const host = hostCopy();
+    expect((host.metadata as any).name).toBe(HOST_NAME);
+    const control = setup(host);
+    // Untampered, the update has nothing to write (the copy is what the syncer would write).
+    await control.syncer.reconcile('apps/db');
+    expect(control.failures).toEqual([]);
+    expect(control.requests()).toEqual([]);
+
+    const { syncer, requests, failures } = setup(host);
+    tamper.on = true;
+    const err = await refusal(syncer.reconcile('apps/db'));
+    expect(err.reason).toBe('HostObjectIneligible');
+    expect(requests()).toEqual([]);
+    expect(failures.map((f) => f.reason)).toEqual(['HostObjectIneligible']);
+  });
+});
