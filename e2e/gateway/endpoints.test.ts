@@ -534,6 +534,37 @@ ${extra}`;
     expect(invalidConfig.status).toBe(422);
     expect(invalidConfig.json.details.causes[0].field).toContain('audit.path');
 
+    // RBAC lets carol set the config (create configs) but not write the Secret it is kept in: the
+    // gateway writes as the caller, never as itself, so she is refused and nothing changes.
+    const carol = await env().user('carol');
+    await env().rbac.createClusterRole({
+      body: {
+        metadata: { name: 'config-setter' },
+        rules: [{ apiGroups: ['management.platform'], resources: ['configs'], verbs: ['get', 'create'] }],
+      },
+    });
+    await env().rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: 'config-setter-carol' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'config-setter' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'platform:user:carol' }],
+      },
+    });
+    await eventually(
+      async () => (await call(`${env().api}/configs/config`, { token: carol })).status === 200,
+      20_000,
+      'carol may read the config',
+    );
+    const asCarol = await call(`${env().api}/configs`, {
+      method: 'POST',
+      token: carol,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ spec: { raw: 'projectNamespacePrefix: carol-\n' } }),
+    });
+    expect(asCarol.status, asCarol.text).toBe(403);
+    expect(asCarol.json.message).toContain('may not write the Secret platform-config');
+    expect((await call(`${env().api}/configs/config`, { token: admin })).json.spec.raw).toBe('');
+
     const raw = 'projectNamespacePrefix: proj-\nauth:\n  accessKeyMaxTTLSeconds: 36000\n';
     const set = await call(`${env().api}/configs`, {
       method: 'POST',

@@ -1,8 +1,9 @@
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../../api/config.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
-import { badRequest, forbidden, invalid, serviceUnavailable } from '../../api/status.ts';
+import { badRequest, forbidden, invalid, StatusError, serviceUnavailable } from '../../api/status.ts';
 import type { PlatformConfigSource } from '../../config/platform-config.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { impersonationHeaders } from '../proxy/impersonation.ts';
 import { subjectAccessAllowed } from '../proxy/sar.ts';
 import { type Upstream, upstreamFailure } from '../proxy/upstream.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
@@ -77,7 +78,7 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
           })),
         );
       }
-      if (!request.query.has('dryRun')) await writeConfigSecret(deps, spec.raw, signal);
+      if (!request.query.has('dryRun')) await writeConfigSecret(deps, identity, spec.raw, signal);
       return {
         code: 201,
         object: {
@@ -92,14 +93,34 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
   };
 }
 
-/** Stores the text in the Secret `platform-config` (created when missing), as the gateway. */
-async function writeConfigSecret(deps: ConfigsDeps, raw: string, signal: AbortSignal): Promise<void> {
+/**
+ * Stores the text in the Secret `platform-config` (created when missing) as the caller, whom
+ * RBAC must allow to write that Secret: the configuration holds client secrets and decides who may
+ * sign in, so the gateway's own identity may not write it (docs/security.md).
+ */
+async function writeConfigSecret(
+  deps: ConfigsDeps,
+  identity: AuthenticatedIdentity,
+  raw: string,
+  signal: AbortSignal,
+): Promise<void> {
   const collection = `/api/v1/namespaces/${encodeURIComponent(deps.platformNamespace)}/secrets`;
   const data = { [PLATFORM_CONFIG_KEY]: Buffer.from(raw, 'utf8').toString('base64') };
-  const call = (request: Parameters<Upstream['json']>[0]) =>
-    deps.upstream.json(request).catch((error: unknown) => {
-      throw upstreamFailure(error, signal);
-    });
+  const asCaller = impersonationHeaders(identity);
+  if (asCaller instanceof StatusError) throw asCaller;
+  const call = async (request: Parameters<Upstream['json']>[0]) => {
+    const answer = await deps.upstream
+      .json({ ...request, headers: { ...request.headers, ...asCaller } })
+      .catch((error: unknown) => {
+        throw upstreamFailure(error, signal);
+      });
+    if (answer.statusCode === 403) {
+      throw forbidden(
+        `${identity.username} may not write the Secret ${PLATFORM_CONFIG_SECRET} in ${deps.platformNamespace}, where the platform config is stored`,
+      );
+    }
+    return answer;
+  };
   const patch = await call({
     method: 'PATCH',
     path: `${collection}/${PLATFORM_CONFIG_SECRET}`,
