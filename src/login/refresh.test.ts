@@ -4,7 +4,7 @@ import { ConnectorMisconfigured, ProviderLoginFailed, RefreshRevoked } from './c
 import { NotInAllowedGroups } from './identity.ts';
 import { HostedDomainRefused } from './idp-a.ts';
 import { UnknownUser } from './outcome.ts';
-import { endsTheKey, RenamedAtProvider, refreshSchedule } from './refresh.ts';
+import { endsTheKey, RefreshFailed, RenamedAtProvider, refreshFailed, refreshSchedule } from './refresh.ts';
 
 const key = (spec: Partial<OwnedAccessKey['spec']>, metadata: Partial<OwnedAccessKey['metadata']> = {}) =>
   ({
@@ -61,5 +61,19 @@ describe('which refresh failures end a key', () => {
       new Error('ECONNRESET'),
     ])
       expect(endsTheKey(err)).toBe(false);
+  });
+});
+
+describe('a refresh that failed for a while', () => {
+  it('says only the class of what failed; the provider answer stays in the cause, for the log', () => {
+    const cause = new ProviderLoginFailed('the provider answered {"error":"server_error","token":"s3cret"}');
+    const failed = refreshFailed(cause);
+    expect(failed).toBeInstanceOf(RefreshFailed);
+    expect(failed.name).toBe('RefreshFailed');
+    expect(failed.message).toBe(
+      'the identity could not be refreshed (ProviderLoginFailed); it is tried again',
+    );
+    expect(failed.cause).toBe(cause);
+    expect(refreshFailed(new TypeError('fetch failed')).message).toContain('(TypeError)');
   });
 });

@@ -2,16 +2,21 @@ import { PatchStrategy } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../api/config.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import { platformConfigSource } from '../config/platform-config.ts';
-import { type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE } from '../controllers/common.ts';
+import {
+  addController,
+  type ControllerDeps,
+  DEFAULT_PLATFORM_NAMESPACE,
+  type ReconcilerDeps,
+  reconcilerDeps,
+} from '../controllers/common.ts';
 import { resources, type Stored } from '../controllers/resources.ts';
 import { patchStatus } from '../runtime/apply.ts';
-import type { Clock } from '../runtime/clock.ts';
-import { type Condition, type ConditionInput, setCondition } from '../runtime/conditions.ts';
-import type { ReconcileResult } from '../runtime/controller.ts';
-import { isConflict, isNotFound } from '../runtime/errors.ts';
-import type { EventRecorder } from '../runtime/events.ts';
-import { type KubeApi, objectPath } from '../runtime/kube-client.ts';
+import { type ConditionInput, setCondition } from '../runtime/conditions.ts';
+import type { Reconciler } from '../runtime/controller.ts';
+import { errorReason, isConflict, isNotFound, RuntimeError } from '../runtime/errors.ts';
+import { objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
+import { objectReconciler, type Settled } from '../runtime/reconciler.ts';
 import type { Store } from '../runtime/store.ts';
 import { LoginAccounts } from './accounts.ts';
 import { ConnectorMisconfigured, ProviderLoginFailed, RefreshRevoked } from './code-flow.ts';
@@ -35,7 +40,8 @@ import { PASSWORD_CONNECTOR } from './service.ts';
  * disabled (`spec.disabled`; the access-key controller says so in `Ready`) and the
  * `IdentityRefreshed` condition says why, with a Warning Event on the User: the person signs in
  * again. A provider that cannot be reached leaves the key as it is, with `IdentityRefreshed`
- * False `RefreshFailed`, and is asked again with backoff. A key whose connector was removed from
+ * False `RefreshFailed` and a Warning Event `RefreshFailed` on the key, and is asked again with
+ * backoff. A key whose connector was removed from
  * the configuration is no longer refreshed (`ConnectorRemoved`). Password and SAML sign-ins have
  * nothing to refresh.
  */
@@ -89,17 +95,50 @@ export class RenamedAtProvider extends LoginRefused {
   }
 }
 
-export interface IdentityRefreshDeps {
-  readonly api: KubeApi;
-  readonly clock: Clock;
-  readonly events: EventRecorder;
+export interface IdentityRefreshDeps extends ReconcilerDeps {
   readonly keys: Store<Stored<OwnedAccessKey>>;
   readonly config: () => ConfigStatus;
   readonly connectors: ConnectorRegistry;
   readonly intervalMs: number;
 }
 
-export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
+/** A refresh that may work when tried again (an unreachable provider, a failed write): retried. */
+export class RefreshFailed extends RuntimeError {}
+
+/**
+ * The failure a refresh that failed for `err` is retried with (pure). Its message, which the
+ * condition and the Warning Event carry, names only the class of `err`: a provider's answer may
+ * hold anything, and stays in the log (the cause).
+ */
+export function refreshFailed(err: unknown): RefreshFailed {
+  return new RefreshFailed(`the identity could not be refreshed (${errorReason(err)}); it is tried again`, {
+    cause: err,
+  });
+}
+
+/** The key changed at every attempt to write to it (each read again, each refused as stale). */
+export class KeyKeptChanging extends RuntimeError {}
+
+/**
+ * The identity refresh reconciler, on the reconcile scaffold (`objectReconciler`) without the
+ * scaffold's status (`status: false`): the key's `Ready` and `status.observedGeneration` are the
+ * access-key controller's; this controller owns only `IdentityRefreshed`, and writes it itself,
+ * because where and when it is written is part of the refresh:
+ *
+ * - on the key read from the apiserver after the refreshed identity was written (the spec write
+ *   changed its resourceVersion; the scaffold's deferred write would be refused as stale);
+ * - before the key is disabled (the refresh then skips the key: a condition left for later would
+ *   never be written);
+ * - with the key's resourceVersion as a precondition, retried on the key read again (the
+ *   conditions list is written whole: a stale copy would drop the access-key controller's `Ready`).
+ *
+ * The scaffold gives the rest: the key from the cache, nothing for a key that is gone or being
+ * deleted, a Warning Event on the key for a failed refresh (`RefreshFailed`, whose message names
+ * only the class of its cause, as the condition does: a provider's answer stays in the logs),
+ * and the retry with backoff. A failed write of the condition after a failed refresh is logged,
+ * never swallowed; the refresh's failure is the one rethrown.
+ */
+export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler {
   const accounts = new LoginAccounts(deps.api, deps.config);
 
   /** The key as the apiserver has it now (the cache may not show our own last write yet). */
@@ -118,13 +157,14 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
   /**
    * Sets `IdentityRefreshed` on the key as read, with its resourceVersion as a precondition (the
    * conditions list is written whole: a stale copy would drop the access-key controller's `Ready`);
-   * on a conflict, on the key read again.
+   * on a conflict, on the key read again. Nothing to write once the key is gone.
    */
   async function setRefreshed(key: Stored<OwnedAccessKey>, condition: Omit<ConditionInput, 'type'>) {
+    const name = key.metadata.name ?? '';
     let current: Stored<OwnedAccessKey> | undefined = key;
     for (let attempt = 0; current && attempt < MAX_WRITE_ATTEMPTS; attempt++) {
       const conditions = setCondition(
-        (current.status?.conditions ?? []) as Condition[],
+        current.status?.conditions,
         { type: IDENTITY_REFRESHED_CONDITION, ...condition },
         new Date(deps.clock.now()),
       );
@@ -134,16 +174,17 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
           resources.ownedAccessKeys,
           current,
           { ...current.status, conditions },
-          {
-            unchanged: true,
-          },
+          { unchanged: true },
         );
         return;
       } catch (err) {
+        if (isNotFound(err)) return;
         if (!isConflict(err)) throw err;
       }
-      current = await readKey(key.metadata.name ?? '');
+      current = await readKey(name);
     }
+    if (current)
+      throw new KeyKeptChanging(`the key kept changing while ${IDENTITY_REFRESHED_CONDITION} was written`);
   }
 
   async function patchSpec(name: string, spec: Record<string, unknown>) {
@@ -185,7 +226,7 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
       }
       current = await readKey(name);
     }
-    if (current) throw new Error('the key kept changing while its identity was written');
+    if (current) throw new KeyKeptChanging('the key kept changing while its identity was written');
   }
 
   async function refreshed(key: Stored<OwnedAccessKey>, fresh: ExternalIdentity) {
@@ -201,7 +242,8 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
 
   async function ended(key: Stored<OwnedAccessKey>, err: LoginRefused) {
     // The condition first: the access-key controller reacts to the spec change and rewrites the
-    // conditions from the object it then sees, which must already hold this one.
+    // conditions from the object it then sees, which must already hold this one; and once the key
+    // is disabled it is no longer refreshed, so a condition left for later would never come.
     await setRefreshed(key, {
       status: 'False',
       reason: 'RefreshRevoked',
@@ -219,53 +261,71 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps) {
     );
   }
 
-  return async function reconcile(name: string): Promise<ReconcileResult | undefined> {
-    const cached = deps.keys.get(name);
-    if (!cached) return undefined;
-    const due = refreshSchedule(cached, deps.intervalMs, deps.clock.now());
-    if (due.action === 'skip') return undefined;
-    if (due.action === 'wait') return { requeueAfter: due.inMs };
-    // Due by the cache: decided again on the key itself, whose grant is the one to use (a grant
-    // used twice is refused by providers that rotate refresh tokens).
-    const key = await readKey(name);
-    if (!key) return undefined;
-    const schedule = refreshSchedule(key, deps.intervalMs, deps.clock.now());
-    if (schedule.action === 'skip') return undefined;
-    if (schedule.action === 'wait') return { requeueAfter: schedule.inMs };
+  /** Refreshes the key read from the apiserver (due by the cache and by itself). */
+  async function refresh(key: Stored<OwnedAccessKey>): Promise<Settled | undefined> {
     const identity = key.spec.identity ?? {};
     const method = deps.connectors.method(deps.config().auth, identity.connector ?? '');
-    try {
-      if (!method) {
-        await setRefreshed(key, {
-          status: 'False',
-          reason: 'ConnectorRemoved',
-          message: `the sign-in method "${identity.connector}" is no longer configured; the identity is no longer refreshed`,
-        });
-        return undefined;
-      }
-      const connector = deps.connectors.connectorFor(method);
-      if (!connector.refresh) return undefined;
-      try {
-        const fresh = await connector.refresh(identity);
-        if (userNameFor(fresh.username) !== key.spec.user) throw new RenamedAtProvider();
-        await accounts.applyIdentity(fresh, { createUser: false });
-        await refreshed(key, fresh);
-        return { requeueAfter: deps.intervalMs };
-      } catch (err) {
-        if (!endsTheKey(err)) throw err;
-        await ended(key, err);
-        return undefined;
-      }
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
+    if (!method) {
       await setRefreshed(key, {
         status: 'False',
-        reason: 'RefreshFailed',
-        message: `the identity could not be refreshed (${err instanceof Error ? err.name : 'error'}); it is tried again`,
-      }).catch(() => {});
-      throw err;
+        reason: 'ConnectorRemoved',
+        message: `the sign-in method "${identity.connector}" is no longer configured; the identity is no longer refreshed`,
+      });
+      return undefined;
     }
-  };
+    const connector = deps.connectors.connectorFor(method);
+    if (!connector.refresh) return undefined;
+    try {
+      const fresh = await connector.refresh(identity);
+      if (userNameFor(fresh.username) !== key.spec.user) throw new RenamedAtProvider();
+      await accounts.applyIdentity(fresh, { createUser: false });
+      await refreshed(key, fresh);
+      return { requeueAfter: deps.intervalMs };
+    } catch (err) {
+      if (!endsTheKey(err)) throw err;
+      await ended(key, err);
+      return undefined;
+    }
+  }
+
+  return objectReconciler<Stored<OwnedAccessKey>, never>({
+    kind: 'OwnedAccessKey',
+    resource: resources.ownedAccessKeys,
+    api: deps.api,
+    clock: deps.clock,
+    events: deps.events,
+    store: deps.keys,
+    action: 'RefreshIdentity',
+    status: false,
+    async apply(cached, ctx) {
+      const due = refreshSchedule(cached, deps.intervalMs, deps.clock.now());
+      if (due.action === 'skip') return undefined;
+      if (due.action === 'wait') return { requeueAfter: due.inMs };
+      // Due by the cache: decided again on the key itself, whose grant is the one to use (a grant
+      // used twice is refused by providers that rotate refresh tokens).
+      const key = await readKey(cached.metadata.name ?? '');
+      if (!key) return undefined;
+      const schedule = refreshSchedule(key, deps.intervalMs, deps.clock.now());
+      if (schedule.action === 'skip') return undefined;
+      if (schedule.action === 'wait') return { requeueAfter: schedule.inMs };
+      try {
+        return await refresh(key);
+      } catch (err) {
+        // Deleted meanwhile: nothing left to refresh.
+        if (isNotFound(err)) return undefined;
+        const failed = refreshFailed(err);
+        try {
+          await setRefreshed(key, { status: 'False', reason: errorReason(failed), message: failed.message });
+        } catch (writeErr) {
+          ctx.logger.warn(
+            { err: writeErr, reason: errorReason(writeErr) },
+            `writing ${IDENTITY_REFRESHED_CONDITION} after a failed refresh failed`,
+          );
+        }
+        throw failed;
+      }
+    },
+  });
 }
 
 export interface IdentityRefreshOptions {
@@ -286,19 +346,14 @@ export function setupIdentityRefreshController(
 ) {
   const keys = manager.informer<Stored<OwnedAccessKey>>(resources.ownedAccessKeys);
   const platformConfig = platformConfigSource(manager, deps.platformNamespace ?? DEFAULT_PLATFORM_NAMESPACE);
-  const controller = manager.controller({
-    name: 'identityrefresh',
-    maxConcurrentReconciles: deps.maxConcurrentReconciles ?? 2,
-    reconcile: identityRefreshReconciler({
-      api: deps.api,
-      clock: deps.clock,
-      events: deps.events,
-      keys: keys.store,
-      config: () => platformConfig.current(),
-      connectors: new ConnectorRegistry({ addresses: options.addresses }),
-      intervalMs: options.intervalMs ?? DEFAULT_IDENTITY_REFRESH_INTERVAL_MS,
-    }),
+  const reconcile = identityRefreshReconciler({
+    ...reconcilerDeps(deps),
+    keys: keys.store,
+    config: () => platformConfig.current(),
+    connectors: new ConnectorRegistry({ addresses: options.addresses }),
+    intervalMs: options.intervalMs ?? DEFAULT_IDENTITY_REFRESH_INTERVAL_MS,
   });
+  const controller = addController(manager, deps, { name: 'identityrefresh', workers: 2, reconcile });
   controller.watchPrimary(keys).watch(platformConfig.informer, () => keys.store.keys());
   return { controller };
 }
