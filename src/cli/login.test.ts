@@ -52,7 +52,7 @@ describe('the code of a browser sign-in', () => {
   };
 
   it('opens with the key pair of this sign-in only', async () => {
-    const keys = await signInKeys();
+    const keys = await signInKeys('https://platform.example');
     expect(cliPublicKey(keys.publicKey)).toBe(keys.publicKey);
     expect(keys.verification).toBe(verificationCode(keys.publicKey));
     expect(keys.verification).toMatch(/^[A-Z2-7]{4}-[A-Z2-7]{4}$/);
@@ -60,14 +60,25 @@ describe('the code of a browser sign-in', () => {
     expect(code).not.toContain('pak_key');
     // Pasted with the line breaks a terminal may add.
     expect(await openCode(`${code.slice(0, 40)}\n${code.slice(40)} `, keys)).toEqual(handoff);
-    const other = await signInKeys();
+    const other = await signInKeys('https://platform.example');
     await expect(openCode(code, other)).rejects.toBeInstanceOf(CodeRefused);
     await expect(openCode(code.slice(0, -4), keys)).rejects.toBeInstanceOf(CodeRefused);
     await expect(openCode('', keys)).rejects.toBeInstanceOf(CodeRefused);
   });
 
+  it('refuses a code naming another server: anyone who saw the URL can seal one', async () => {
+    const keys = await signInKeys('https://platform.example');
+    const forged = await sealForCli(keys.publicKey, {
+      ...handoff,
+      server: 'https://evil.example/kubernetes/management',
+    });
+    await expect(openCode(forged, keys)).rejects.toThrow(/another server than https:\/\/platform\.example/);
+    const garbled = await sealForCli(keys.publicKey, { ...handoff, server: 'not a url' });
+    await expect(openCode(garbled, keys)).rejects.toBeInstanceOf(CodeRefused);
+  });
+
   it('is asked for with the public key, and the loopback address when there is one', async () => {
-    const keys = await signInKeys();
+    const keys = await signInKeys('https://platform.example');
     const remote = new URL(signInUrl('https://platform.example/', keys));
     expect(remote.pathname).toBe('/auth/login');
     expect(Object.fromEntries(remote.searchParams)).toEqual({ cli: keys.publicKey });

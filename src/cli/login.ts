@@ -80,13 +80,19 @@ export interface SignInKeys {
   readonly privateKey: CryptoKey;
   /** What the page shows for this sign-in, and the terminal too. */
   readonly verification: string;
+  /**
+   * The origin of the platform signed in to. Anyone who saw the login URL can seal a code to its
+   * public key (ECDH-ES proves nothing about the sender), so a code naming any other server is
+   * refused: the kubeconfig never points a key at a server the person did not choose.
+   */
+  readonly origin: string;
 }
 
-export async function signInKeys(): Promise<SignInKeys> {
+export async function signInKeys(platformUrl: string): Promise<SignInKeys> {
   const { publicKey, privateKey } = await generateKeyPair(CLI_HANDOFF_ALGORITHMS.alg, { crv: 'X25519' });
   const { x } = await exportJWK(publicKey);
   if (!x) throw new Error('no X25519 key');
-  return { publicKey: x, privateKey, verification: verificationCode(x) };
+  return { publicKey: x, privateKey, verification: verificationCode(x), origin: new URL(platformUrl).origin };
 }
 
 /** A code that is not this sign-in's (another terminal's, mistyped, cut short). */
@@ -111,12 +117,22 @@ export async function openCode(code: string, keys: SignInKeys): Promise<SignedIn
   const { key, keyName, user, server } = fields;
   if (typeof key !== 'string' || typeof server !== 'string')
     throw new CodeRefused('the code holds no key; sign in again');
+  if (originOf(server) !== keys.origin)
+    throw new CodeRefused(`the code names another server than ${keys.origin}; it is not from your sign-in`);
   return {
     key,
     keyName: typeof keyName === 'string' ? keyName : '',
     user: typeof user === 'string' ? user : '',
     server,
   };
+}
+
+function originOf(url: string): string | undefined {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The login page for this sign-in: its key, and the loopback listener when the browser is local. */
@@ -288,7 +304,7 @@ async function pastedCode(keys: SignInKeys, lines: Interface, output: Writable):
  * prints the login page's address for a browser anywhere and reads the code the page shows.
  */
 export async function loginWithBrowser(url: string, options: BrowserSignInOptions): Promise<SignedIn> {
-  const keys = await signInKeys();
+  const keys = await signInKeys(url);
   const { output } = options;
   const say = (text: string) => output.write(text);
   if (options.openBrowser && browserOpener(url, options.platform, options.env) !== undefined) {
