@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { createControllerManager } from '../../src/cli/controller.ts';
 import { defaultOperatorOptions } from '../../src/cli/operator.ts';
+import { PROJECT_LABEL } from '../../src/controllers/project/desired.ts';
 import { desiredRbac } from '../../src/controllers/sharedsecret/desired.ts';
 import { INSTANCE_UID_LABEL, SYNCER_CLUSTER_ROLES } from '../../src/controllers/virtualcluster/identity.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
@@ -607,7 +608,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await deleteHeld('Cluster', 'self');
   });
 
-  test('VirtualClusterInstance: created, ready, changed, progressing (its syncer starting), failing and retried (credentials refused), deleted', async () => {
+  test('VirtualClusterInstance: created, ready, changed, progressing (its syncer starting), failing and retried (credentials refused), stalled (no credentials, an invalid configuration, a placement another instance holds or outside its project) until that changes, deleted', async () => {
     const ns = TEAM_NAMESPACE;
     await tokenSecrets(ns, { 'vc-admin': virtual.adminToken, 'vc-wrong': 'not-a-token' });
     const spec = (secret: string) => ({
@@ -676,14 +677,133 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     });
     expect((await kubectlWait('VirtualClusterInstance', 'refused', '2s', ns)).code).not.toBe(0);
 
+    // No spec.credentialsSecretRef: nothing to reach it with until the spec names some. Stalled
+    // (Ready=False keeps the reason CredentialsMissing), then ready once the spec changes.
+    await create(
+      'VirtualClusterInstance',
+      'nocreds',
+      { endpoint: virtual.server, caData: b64(virtual.caPem) },
+      ns,
+    );
+    const nocreds = await expectHealth(
+      'VirtualClusterInstance',
+      'nocreds',
+      STALLED,
+      'stalled (no credentials)',
+      ns,
+    );
+    expect(conditionOf(nocreds, 'Stalled')).toMatchObject({ status: 'True', reason: 'CredentialsMissing' });
+    expect(conditionOf(nocreds, 'Ready')).toMatchObject({ status: 'False', reason: 'CredentialsMissing' });
+    expect(conditionOf(nocreds, 'Reconciling')).toBeUndefined();
+    expect((await kubectlWait('VirtualClusterInstance', 'nocreds', '2s', ns)).code).not.toBe(0);
+    await mergePatch(kinds.VirtualClusterInstance, 'nocreds', { spec: spec('vc-admin') }, ns);
+    const given = await expectHealth(
+      'VirtualClusterInstance',
+      'nocreds',
+      { kstatus: 'Current', argocd: 'Healthy' },
+      'credentials given',
+      ns,
+    );
+    expect(conditionOf(given, 'Stalled')).toBeUndefined();
+
+    // A configuration the syncer cannot run (admission refuses one; the webhook does not run here).
+    await create('VirtualClusterInstance', 'badconfig', { ...spec('vc-admin'), config: 'sync: [' }, ns);
+    const badconfig = await expectHealth(
+      'VirtualClusterInstance',
+      'badconfig',
+      STALLED,
+      'stalled (invalid configuration)',
+      ns,
+    );
+    expect(conditionOf(badconfig, 'Stalled')).toMatchObject({ status: 'True', reason: 'InvalidConfig' });
+    expect(conditionOf(badconfig, 'Syncing')).toMatchObject({ status: 'False', reason: 'InvalidConfig' });
+
+    // A second instance under the placement `dev` holds (its namespace, virtual cluster "dev"):
+    // refused it, stalled, until the placement is free (dev deleted below), which it is looked at
+    // again for although it did not change itself.
+    await create(
+      'VirtualClusterInstance',
+      'twin',
+      {
+        ...spec('vc-admin'),
+        clusterRef: { cluster: 'local', namespace: ns, virtualCluster: 'dev' },
+        config: 'sync:\n  toHost:\n    endpoints:\n      enabled: false\n',
+      },
+      ns,
+    );
+    const twin = await expectHealth(
+      'VirtualClusterInstance',
+      'twin',
+      STALLED,
+      'stalled (placement held)',
+      ns,
+    );
+    expect(conditionOf(twin, 'Stalled')).toMatchObject({ status: 'True', reason: 'PlacementNotAllowed' });
+    expect(conditionOf(twin, 'Syncing')).toMatchObject({ status: 'False', reason: 'PlacementNotAllowed' });
+
+    // Placed in a namespace outside its project (it has none; admission would refuse that): refused
+    // and stalled until the namespaces' projects say otherwise, which it is looked at again for.
+    const elsewhere = 'team-b';
+    const coreApi = kc.makeApiClient(CoreV1Api);
+    await coreApi.createNamespace({ body: { metadata: { name: elsewhere } } });
+    await create(
+      'VirtualClusterInstance',
+      'moved',
+      {
+        ...spec('vc-admin'),
+        clusterRef: { cluster: 'local', namespace: elsewhere, virtualCluster: 'moved' },
+        config: 'sync:\n  toHost:\n    endpoints:\n      enabled: false\n',
+      },
+      ns,
+    );
+    const moved = await expectHealth(
+      'VirtualClusterInstance',
+      'moved',
+      STALLED,
+      'stalled (outside its project)',
+      ns,
+    );
+    expect(conditionOf(moved, 'Stalled')).toMatchObject({ status: 'True', reason: 'PlacementNotAllowed' });
+    // Its own namespace last: the change that frees it is not of the namespace it syncs into.
+    for (const name of [elsewhere, ns])
+      await mergePatch(core('namespaces', '', 'v1', false), name, {
+        metadata: { labels: { [PROJECT_LABEL]: 'vcs' } },
+      });
+    await expectHealth(
+      'VirtualClusterInstance',
+      'moved',
+      { kstatus: 'Current', argocd: 'Healthy' },
+      'both namespaces of one project',
+      ns,
+    );
+
     // Deleted: the syncer's host identity goes with it (before the finalizer does).
     await deleteHeld('VirtualClusterInstance', 'dev', ns);
     await gone('VirtualClusterInstance', 'dev', 'the instance to be deleted', ns);
-    const accounts = await api.request<{ items: unknown[] }>({
-      method: 'GET',
-      path: collectionPath(core('serviceaccounts'), ns),
-      query: { labelSelector: INSTANCE_UID_LABEL },
-    });
-    expect(accounts.items).toEqual([]);
+    const accounts = () =>
+      api.request<{ items: Array<{ metadata: { labels: Record<string, string> } }> }>({
+        method: 'GET',
+        path: collectionPath(core('serviceaccounts'), ns),
+        query: { labelSelector: INSTANCE_UID_LABEL },
+      });
+    const uidOf = async (name: string) => (await read('VirtualClusterInstance', name, ns)).metadata?.uid;
+    const twinUid = await uidOf('twin');
+    expect(
+      (await accounts()).items.filter((sa) => sa.metadata.labels[INSTANCE_UID_LABEL] !== twinUid),
+    ).toEqual([]);
+
+    // The placement is free: twin syncs.
+    const freed = await expectHealth(
+      'VirtualClusterInstance',
+      'twin',
+      { kstatus: 'Current', argocd: 'Healthy' },
+      'the placement freed',
+      ns,
+    );
+    expect(conditionOf(freed, 'Syncing')).toMatchObject({ status: 'True', reason: 'Synced' });
+    expect(conditionOf(freed, 'Stalled')).toBeUndefined();
+    await api.request({ method: 'DELETE', path: objectPath(kinds.VirtualClusterInstance, ns, 'twin') });
+    await gone('VirtualClusterInstance', 'twin', 'twin to be deleted', ns);
+    expect((await accounts()).items).toEqual([]);
   });
 });

@@ -14,6 +14,7 @@ import {
   PROGRESSING_WITH_RETRY,
   type ScaffoldStatus,
   type ScaffoldWrites,
+  stalledConditions,
 } from './reconciler.ts';
 import { Store } from './store.ts';
 
@@ -107,6 +108,36 @@ describe('convergedConditions', () => {
   });
 });
 
+describe('stalledConditions', () => {
+  test("the controller's own conditions as the outcome says, then Stalled=True and Ready=False with the error's class", () => {
+    const before = convergedConditions(
+      [],
+      {
+        ready: { status: 'Unknown', reason: 'Starting', message: 's' },
+        reconciling: { reason: 'Starting', message: 's' },
+        conditions: [{ type: 'Syncing', status: 'Unknown', reason: 'Starting', message: 's' }],
+      },
+      1,
+      t0,
+    );
+    const next = byType(
+      stalledConditions(
+        before,
+        {
+          conditions: [{ type: 'Syncing', status: 'False', reason: 'InvalidConfig', message: 'bad' }],
+          stalled: new SpecCannotWork('bad'),
+        },
+        2,
+        t1,
+      ),
+    );
+    expect(Object.keys(next).sort()).toEqual(['Ready', 'Stalled', 'Syncing']);
+    expect(next.Syncing).toMatchObject({ status: 'False', reason: 'InvalidConfig', observedGeneration: 2 });
+    expect(next.Stalled).toMatchObject({ status: 'True', reason: 'SpecCannotWork', message: 'bad' });
+    expect(next.Ready).toMatchObject({ status: 'False', reason: 'SpecCannotWork', observedGeneration: 2 });
+  });
+});
+
 describe('failedConditions', () => {
   test('an ordinary error: Ready=False with its class, Reconciling=True (a retry is due), Stalled cleared', () => {
     const stalled = failedConditions([], new SpecCannotWork('no'), 1, t0);
@@ -186,6 +217,7 @@ describe('objectReconciler', () => {
       apply?: (obj: Widget) => Promise<Converged<WidgetStatus>>;
       statusOf?: (obj: Widget) => Partial<WidgetStatus>;
       needsFinalizer?: (obj: Widget) => boolean;
+      stalledOn?: (obj: Widget) => string;
       formerFinalizers?: string[];
       cleanup?: () => Promise<void>;
     } = {},
@@ -232,6 +264,7 @@ describe('objectReconciler', () => {
       action: 'ConvergeWidget',
       ...(options.statusOf ? { statusOf: options.statusOf } : {}),
       ...(options.needsFinalizer ? { needsFinalizer: options.needsFinalizer } : {}),
+      ...(options.stalledOn ? { stalledOn: options.stalledOn } : {}),
       ...(options.formerFinalizers ? { formerFinalizers: options.formerFinalizers } : {}),
       async cleanup(key, obj) {
         await options.cleanup?.();
@@ -390,6 +423,90 @@ describe('objectReconciler', () => {
     expect(Object.keys(recovered).sort()).toEqual(['Ready']);
     expect(recovered.Ready).toMatchObject({ status: 'True', observedGeneration: 2 });
     expect(t.lastStatus()?.observedGeneration).toBe(2);
+  });
+
+  test("an outcome that stalls: Stalled=True beside the controller's own conditions in one write, the error rethrown, nothing more until the object changes", async () => {
+    const t = setup({
+      statusOf: (obj) => ({ size: obj.spec.size }),
+      apply: async (obj) =>
+        obj.spec.size > 2
+          ? { ready: { status: 'True', reason: 'Converged', message: 'as asked' } }
+          : {
+              ready: { status: 'False', reason: 'Ignored', message: 'the error says' },
+              reconciling: { reason: 'Ignored', message: 'the error says' },
+              conditions: [{ type: 'Sized', status: 'False', reason: 'TooSmall', message: 'size 2' }],
+              requeueAfter: 1_000,
+              stalled: new SpecCannotWork('size 2 cannot work'),
+            },
+    });
+    t.store.upsert(widget({ finalizers: [FINALIZER] }));
+    await expect(t.reconcile()).rejects.toBeInstanceOf(SpecCannotWork);
+    expect(t.ops()).toEqual(['writeStatus']);
+    expect(t.lastStatus()).toMatchObject({ observedGeneration: 1, size: 2 });
+    const stalled = conditionsOf(t.lastStatus());
+    expect(Object.keys(stalled).sort()).toEqual(['Ready', 'Sized', 'Stalled']);
+    expect(stalled).toMatchObject({
+      Ready: { status: 'False', reason: 'SpecCannotWork', message: 'size 2 cannot work' },
+      Stalled: { status: 'True', reason: 'SpecCannotWork', message: 'size 2 cannot work' },
+      Sized: { status: 'False', reason: 'TooSmall' },
+    });
+    expect(t.events.map((e) => [e.input.type, e.input.reason])).toEqual([['Warning', 'SpecCannotWork']]);
+
+    // Unchanged: nothing runs.
+    expect(await t.reconcile()).toBeUndefined();
+    expect(t.applied).toHaveLength(1);
+
+    // A new spec: it converges, Stalled goes, the controller's conditions stay as they were set.
+    const written = t.store.fresh(KEY)!;
+    t.store.upsert({
+      ...written,
+      metadata: { ...written.metadata, generation: 2, resourceVersion: '200' },
+      spec: { size: 3 },
+    });
+    expect(await t.reconcile()).toBeUndefined();
+    expect(Object.keys(conditionsOf(t.lastStatus())).sort()).toEqual(['Ready', 'Sized']);
+  });
+
+  test('stalledOn: a stalled object is looked at again when what it depends on changes, not only when it does', async () => {
+    /** What the stall depends on besides the object (a namespace's project, say). */
+    let outside = 'elsewhere';
+    const t = setup({
+      stalledOn: () => outside,
+      apply: async () => {
+        if (outside === 'elsewhere') throw new SpecCannotWork('not in the project');
+        return { ready: { status: 'True', reason: 'Converged', message: 'as asked' } };
+      },
+    });
+    t.store.upsert(widget({ finalizers: [FINALIZER] }));
+    await expect(t.reconcile()).rejects.toBeInstanceOf(SpecCannotWork);
+    // Neither the object nor what it depends on changed: nothing runs.
+    expect(await t.reconcile()).toBeUndefined();
+    expect(t.applied).toHaveLength(1);
+    // What it depends on changed (the object did not): apply runs again and the stall goes.
+    outside = 'in the project';
+    expect(await t.reconcile()).toBeUndefined();
+    expect(t.applied).toHaveLength(2);
+    expect(conditionsOf(t.lastStatus()).Stalled).toBeUndefined();
+  });
+
+  test('stalledOn is read before apply: a change while apply runs is not taken for the state it stalled in', async () => {
+    let outside = 'before';
+    const t = setup({
+      stalledOn: () => outside,
+      apply: async () => {
+        // The change lands while apply runs (apply still saw the old state and stalls).
+        outside = 'after';
+        throw new SpecCannotWork('as it was');
+      },
+    });
+    t.store.upsert(widget({ finalizers: [FINALIZER] }));
+    await expect(t.reconcile()).rejects.toBeInstanceOf(SpecCannotWork);
+    // The event of that change enqueued the key again: apply runs.
+    await expect(t.reconcile()).rejects.toBeInstanceOf(SpecCannotWork);
+    expect(t.applied).toHaveLength(2);
+    // And now that it stalled with it: nothing more.
+    expect(await t.reconcile()).toBeUndefined();
+    expect(t.applied).toHaveLength(2);
   });
 
   test('deletion first: cleanup, then our finalizers removed (former ones too), nothing else', async () => {

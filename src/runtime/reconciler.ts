@@ -46,6 +46,15 @@ export interface Converged<S> extends Settled {
   removeConditions?: string[];
   /** Status fields besides conditions and observedGeneration (merged over what `statusOf` gave). */
   status?: Partial<S>;
+  /**
+   * Retrying cannot help (the spec asks for what cannot be done), and the controller has
+   * conditions of its own to say so too (`Syncing=False` with why): handled as if `apply` had
+   * thrown this error (`Stalled=True` and `Ready=False` with its class as reason, `Reconciling`
+   * removed, a Warning Event, the error rethrown, no retry until the object changes), with
+   * `conditions`, `removeConditions` and `status` written in the same status write. `ready`,
+   * `reconciling` and `requeueAfter` are the error's then (ignored).
+   */
+  stalled?: TerminalError;
 }
 
 /**
@@ -96,6 +105,13 @@ interface ReconcilerCommon<T extends ScaffoldObject> {
    * finalizer removed, before `apply`.
    */
   needsFinalizer?(obj: T): boolean;
+  /**
+   * What a stall depends on besides the object, read from caches (pure and cheap): a stalled
+   * object is looked at again when this changes, not only when the object does (the namespace
+   * its placement was refused joined its project). The controller's watches must enqueue the
+   * object when it may change. Default: the object alone.
+   */
+  stalledOn?(obj: T): string;
   /** Finalizers earlier versions added: removed (after `cleanup`) when such an object is deleted. */
   formerFinalizers?: string[];
   /** The Event action of failures, UpperCamelCase (`ProjectAccess`). */
@@ -145,9 +161,7 @@ export function convergedConditions(
   now: Date,
 ): Condition[] {
   const stamp = stamper(generation, now);
-  let next = removeCondition(conditions, STALLED);
-  for (const type of outcome.removeConditions ?? []) next = removeCondition(next, type);
-  for (const condition of outcome.conditions ?? []) next = stamp(next, condition);
+  let next = ownConditions(removeCondition(conditions, STALLED), outcome, generation, now);
   next = stamp(next, { type: READY, ...outcome.ready });
   return outcome.reconciling
     ? stamp(next, { type: RECONCILING, status: 'True', ...outcome.reconciling })
@@ -179,6 +193,38 @@ export function failedConditions(
       });
 }
 
+/**
+ * The conditions after a reconcile whose outcome stalled (pure): the controller's own conditions
+ * as the outcome says, then {@link failedConditions} with its `TerminalError`.
+ */
+export function stalledConditions(
+  conditions: readonly Condition[],
+  outcome: Pick<Converged<unknown>, 'conditions' | 'removeConditions'> & { stalled: TerminalError },
+  generation: number | undefined,
+  now: Date,
+): Condition[] {
+  return failedConditions(
+    ownConditions(conditions, outcome, generation, now),
+    outcome.stalled,
+    generation,
+    now,
+  );
+}
+
+/** The controller's own conditions set and removed as an outcome says. */
+function ownConditions(
+  conditions: readonly Condition[],
+  outcome: Pick<Converged<unknown>, 'conditions' | 'removeConditions'>,
+  generation: number | undefined,
+  now: Date,
+): Condition[] {
+  const stamp = stamper(generation, now);
+  let next = [...conditions];
+  for (const type of outcome.removeConditions ?? []) next = removeCondition(next, type);
+  for (const condition of outcome.conditions ?? []) next = stamp(next, condition);
+  return next;
+}
+
 function stamper(generation: number | undefined, now: Date) {
   return (conditions: readonly Condition[], state: Omit<ConditionInput, 'observedGeneration'>) =>
     setCondition(
@@ -205,7 +251,8 @@ function stamper(generation: number | undefined, now: Date) {
  *    - a `TerminalError`: `Stalled=True` and `Ready=False` with its class as reason, a Warning
  *      Event, no retry (rethrown as terminal) and no further work on the key until the object
  *      changes (a resync does not count as a change; a new generation, or any other write to the
- *      object, does).
+ *      object, does) or what `stalledOn` says of it does. An outcome with `stalled` is the same,
+ *      with the controller's own conditions written beside.
  * 4. The status write stamps `status.observedGeneration` with the generation `apply` saw; it is
  *    skipped when nothing changed, and refused (409, retried) when the object changed since it
  *    was read, so a condition another writer set is never dropped. A failed status write is
@@ -222,8 +269,14 @@ export function objectReconciler<T extends ScaffoldObject, S>(
 ): Reconciler {
   const { finalizer } = options;
   const writes = 'writes' in options ? options.writes : kubeWrites<T>(options.api, options.resource);
-  /** key -> the resourceVersion the object had when it stalled (after our status write). */
-  const stalled = new Map<string, string>();
+  /**
+   * key -> the resourceVersion the object had when it stalled (after our status write), and what
+   * `stalledOn` said before the `apply` that stalled it.
+   */
+  const stalled = new Map<string, { resourceVersion: string; on: string | undefined }>();
+  const stall = (key: string, resourceVersion: string | undefined, on: string | undefined) => {
+    if (resourceVersion) stalled.set(key, { resourceVersion, on });
+  };
 
   const regardingOf = (obj: T): ObjectReference => ({
     apiVersion: obj.apiVersion,
@@ -253,6 +306,40 @@ export function objectReconciler<T extends ScaffoldObject, S>(
       // Deleted meanwhile: there is no status left to write, and its deletion is an event of its own.
       if (isNotFound(err)) return undefined;
       throw err;
+    }
+  }
+
+  /** The Warning Event of a failed reconcile. */
+  function warn(obj: T, err: unknown): void {
+    void options.events.record(regardingOf(obj), {
+      type: 'Warning',
+      reason: errorReason(err),
+      action: options.action,
+      note: errorMessage(err),
+    });
+  }
+
+  /**
+   * Writes the status of a failed reconcile (the failure itself is rethrown by the caller, so a
+   * failed write is only logged); a `TerminalError` stalls the key at the resourceVersion written.
+   */
+  async function writeFailureStatus(
+    key: string,
+    obj: T,
+    err: unknown,
+    on: string | undefined,
+    ctx: ReconcileContext,
+    conditionsOf: (conditions: Condition[]) => Condition[],
+    fields: Partial<S>,
+  ): Promise<void> {
+    try {
+      const resourceVersion = await writeStatus(obj, conditionsOf, fields);
+      if (err instanceof TerminalError) stall(key, resourceVersion, on);
+    } catch (statusErr) {
+      ctx.logger.warn(
+        { err: statusErr, reason: errorReason(statusErr) },
+        'writing the failure status failed',
+      );
     }
   }
 
@@ -298,12 +385,19 @@ export function objectReconciler<T extends ScaffoldObject, S>(
       return undefined;
     }
     const stalledAt = stalled.get(key);
-    if (stalledAt !== undefined && stalledAt === found.metadata?.resourceVersion) {
+    if (
+      stalledAt !== undefined &&
+      stalledAt.resourceVersion === found.metadata?.resourceVersion &&
+      stalledAt.on === options.stalledOn?.(found)
+    ) {
       ctx.logger.debug('stalled and unchanged since; not retrying');
       return undefined;
     }
     stalled.delete(key);
     const obj = await withFinalizer(key, found, ctx);
+    // Read before apply: a change of what it depends on while apply runs enqueues the key again,
+    // and that reconcile must see a difference.
+    const on = options.stalledOn?.(obj);
     const generation = obj.metadata?.generation;
     const now = new Date(options.clock.now());
     const fields = options.status === false ? {} : (options.statusOf?.(obj) ?? {});
@@ -315,34 +409,38 @@ export function objectReconciler<T extends ScaffoldObject, S>(
       if (options.status === false) outcome = await options.apply(obj, ctx);
       else outcome = converged = await options.apply(obj, ctx);
     } catch (err) {
-      const reason = errorReason(err);
-      void options.events.record(regardingOf(obj), {
-        type: 'Warning',
-        reason,
-        action: options.action,
-        note: errorMessage(err),
-      });
+      warn(obj, err);
       if (options.status === false) {
-        const resourceVersion = obj.metadata?.resourceVersion;
-        if (err instanceof TerminalError && resourceVersion) stalled.set(key, resourceVersion);
+        if (err instanceof TerminalError) stall(key, obj.metadata?.resourceVersion, on);
         throw err;
       }
-      try {
-        const resourceVersion = await writeStatus(
-          obj,
-          (conditions) => failedConditions(conditions, err, generation, now),
-          fields,
-        );
-        if (err instanceof TerminalError && resourceVersion) stalled.set(key, resourceVersion);
-      } catch (statusErr) {
-        ctx.logger.warn(
-          { err: statusErr, reason: errorReason(statusErr) },
-          'writing the failure status failed',
-        );
-      }
+      await writeFailureStatus(
+        key,
+        obj,
+        err,
+        on,
+        ctx,
+        (conditions) => failedConditions(conditions, err, generation, now),
+        fields,
+      );
       throw err;
     }
     if (outcome?.deleted) return undefined;
+    if (converged?.stalled) {
+      const done = converged;
+      const err = converged.stalled;
+      warn(obj, err);
+      await writeFailureStatus(
+        key,
+        obj,
+        err,
+        on,
+        ctx,
+        (conditions) => stalledConditions(conditions, { ...done, stalled: err }, generation, now),
+        { ...fields, ...done.status },
+      );
+      throw err;
+    }
     if (converged) {
       const done = converged;
       try {

@@ -143,6 +143,25 @@ describe('Store: our own writes until the cache catches up', () => {
     expect(store.fresh('ns/c')?.metadata?.resourceVersion).toBe('3');
   });
 
+  it('the watch bringing the first of a chain of our writes (the finalizer) does not hide the last (the status)', () => {
+    const store = new Store();
+    store.upsert(cm('ns', 'e', { resourceVersion: '1' }));
+    store.recordWrite(cm('ns', 'e', { resourceVersion: '2' }), '1');
+    store.recordWrite(cm('ns', 'e', { resourceVersion: '3', labels: { status: 'written' } }), '2');
+    store.upsert(cm('ns', 'e', { resourceVersion: '2' }));
+    expect(store.fresh('ns/e')?.metadata?.resourceVersion).toBe('3');
+    // The last one came back: the cache is the truth again.
+    store.upsert(cm('ns', 'e', { resourceVersion: '3', labels: { status: 'written' } }));
+    expect(store.fresh('ns/e')?.metadata?.resourceVersion).toBe('3');
+    store.upsert(cm('ns', 'e', { resourceVersion: '4' }));
+    expect(store.fresh('ns/e')?.metadata?.resourceVersion).toBe('4');
+    // Someone else's version in between forgets the chain too.
+    store.recordWrite(cm('ns', 'e', { resourceVersion: '5' }), '4');
+    store.recordWrite(cm('ns', 'e', { resourceVersion: '6' }), '5');
+    store.upsert(cm('ns', 'e', { resourceVersion: '7' }));
+    expect(store.fresh('ns/e')?.metadata?.resourceVersion).toBe('7');
+  });
+
   it('a write over a version the cache does not hold is not trusted: the cache wins', () => {
     const store = new Store();
     store.upsert(cm('ns', 'd', { resourceVersion: '1' }));

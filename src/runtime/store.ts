@@ -32,8 +32,11 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   private readonly indexers = new Map<string, IndexFunc<T>>();
   /** index name -> index value -> keys */
   private readonly indices = new Map<string, Map<string, Set<string>>>();
-  /** key -> an object we wrote, and the resourceVersion the cache had then (see `recordWrite`). */
-  private readonly writes = new Map<string, { from: string | undefined; written: T }>();
+  /**
+   * key -> an object we wrote, the resourceVersion the cache had then, and the versions of our
+   * own earlier writes it was made over (see `recordWrite`).
+   */
+  private readonly writes = new Map<string, { from: string | undefined; via: string[]; written: T }>();
   private changes = 0;
 
   constructor(indexers: Record<string, IndexFunc<T>> = defaultIndexers as Record<string, IndexFunc<T>>) {
@@ -67,19 +70,23 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
    * cache past that version, `fresh` returns the written object: a reconcile that runs again
    * before its own writes came back (woken by the events of the first writes) sees them, and
    * does not write them again. Exact, not a guess about ordering: the memory counts only while
-   * the cache still holds precisely the version the write replaced.
+   * the cache still holds precisely the version the write replaced, or one of our own writes
+   * that led to it (a finalizer, then the status: the watch bringing the finalizer's version
+   * does not make the cache newer than the status written over it).
    */
   recordWrite(written: T, fromResourceVersion: string | undefined): void {
     const key = objectKey(written);
     const previous = this.writes.get(key);
     // A write over our own earlier write (a finalizer, then the status) replaced what the
-    // cache still holds: the chain counts from there.
-    const from =
-      previous && previous.written.metadata?.resourceVersion === fromResourceVersion
-        ? previous.from
-        : fromResourceVersion;
+    // cache still holds: the chain counts from there, through that earlier write.
+    const chained =
+      previous !== undefined &&
+      fromResourceVersion !== undefined &&
+      previous.written.metadata?.resourceVersion === fromResourceVersion;
+    const from = chained ? previous.from : fromResourceVersion;
+    const via = chained ? [...previous.via, fromResourceVersion] : [];
     this.writes.delete(key);
-    this.writes.set(key, { from, written });
+    this.writes.set(key, { from, via, written });
     // Bounded: a write whose watch event never reaches this store (it left the selector) must
     // not stay forever; the oldest go first.
     if (this.writes.size > MAX_REMEMBERED_WRITES) this.writes.delete(this.writes.keys().next().value!);
@@ -90,7 +97,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
     const cached = this.items.get(key);
     const write = this.writes.get(key);
     if (!write) return cached;
-    if (cached?.metadata?.resourceVersion === write.from) return write.written;
+    if (leadsTo(write, cached?.metadata?.resourceVersion)) return write.written;
     this.writes.delete(key);
     return cached;
   }
@@ -168,7 +175,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   /** A write is forgotten once the cache holds any version other than the one it replaced. */
   private forgetWrite(key: string, resourceVersion: string | undefined): void {
     const write = this.writes.get(key);
-    if (write && write.from !== resourceVersion) this.writes.delete(key);
+    if (write && !leadsTo(write, resourceVersion)) this.writes.delete(key);
   }
 
   private unindex(key: string, obj: T): void {
@@ -182,6 +189,16 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
       }
     }
   }
+}
+
+/** Whether the cache holding `resourceVersion` has not caught up with `write` yet: it holds what the write (or the chain of our writes that led to it) replaced. */
+function leadsTo(
+  write: { from: string | undefined; via: string[] },
+  resourceVersion: string | undefined,
+): boolean {
+  return (
+    resourceVersion === write.from || (resourceVersion !== undefined && write.via.includes(resourceVersion))
+  );
 }
 
 function addToIndex(index: Map<string, Set<string>>, values: string[], key: string): void {

@@ -1,15 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterAccess } from '../../clusters/access.ts';
+import { TerminalError } from '../../runtime/errors.ts';
 import { PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
+import { validateSyncConfig } from '../../sync/config.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
 import {
   asksToBeSynced,
+  CredentialsMissing,
+  InvalidConfig,
   instanceOutcome,
+  PlacementNotAllowed,
   placementOf,
   type SyncerState,
+  stalledOutcome,
+  stallOf,
   syncerFingerprint,
   syncingCondition,
 } from './desired.ts';
+import type { PlacementProblem } from './placement.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 const vci = (spec: Record<string, unknown> = {}) => ({
@@ -119,7 +127,11 @@ describe('instanceOutcome', () => {
     phase: 'probed',
     reachability: { reachable: false, reason: 'Unauthorized', message: 'the credentials were refused' },
   };
-  const noRef: ClusterAccess = { phase: 'noCredentials', reason: 'CredentialsMissing', message: 'not set' };
+  const secretMissing: ClusterAccess = {
+    phase: 'noCredentials',
+    reason: 'CredentialsMissing',
+    message: 'Secret vc-creds does not exist',
+  };
   const running: SyncerState = {
     phase: 'running',
     status: { ready: true, stopped: false, kinds: ['Service'], waitingFor: [], failing: [] },
@@ -169,11 +181,98 @@ describe('instanceOutcome', () => {
     expect(outcome.reconciling).toEqual({ reason: PROGRESSING_WITH_RETRY, message: 'looking again in 10 s' });
   });
 
-  it('no credentialsSecretRef: Ready=False, nothing due until the spec changes', () => {
-    const outcome = instanceOutcome(noRef, { phase: 'notConfigured' }, undefined);
+  it('its credentials Secret missing: Ready=False (CredentialsMissing), looked at again (the Secret is not watched)', () => {
+    const outcome = instanceOutcome(
+      secretMissing,
+      { phase: 'noConnection', reason: 'CredentialsMissing', message: 'Secret vc-creds does not exist' },
+      10_000,
+    );
     expect(outcome).toEqual({
-      ready: { status: 'False', reason: 'CredentialsMissing', message: 'not set' },
-      removeConditions: ['Syncing'],
+      ready: { status: 'False', reason: 'CredentialsMissing', message: 'Secret vc-creds does not exist' },
+      conditions: [
+        {
+          type: 'Syncing',
+          status: 'False',
+          reason: 'CredentialsMissing',
+          message: 'Secret vc-creds does not exist',
+        },
+      ],
+      reconciling: { reason: PROGRESSING_WITH_RETRY, message: 'looking again in 10 s' },
+      requeueAfter: 10_000,
     });
+    expect(outcome.stalled).toBeUndefined();
+  });
+});
+
+describe('stallOf and stalledOutcome: what only a change of the instance resolves', () => {
+  const synced = { credentialsSecretRef: { name: 'c' }, config: 'sync: {}' };
+  const valid = validateSyncConfig('sync: {}');
+  const refusal: PlacementProblem = {
+    field: 'spec.clusterRef.namespace',
+    reason: 'FieldValueForbidden',
+    message: 'namespace "kube-system" is not a namespace of project "team"',
+  };
+
+  it('nothing in the way: not stalled (whatever the Secret or the virtual cluster say)', () => {
+    expect(stallOf(vci({ credentialsSecretRef: { name: 'c' } }) as never, undefined, [])).toBeUndefined();
+    expect(stallOf(vci(synced) as never, valid, [])).toBeUndefined();
+  });
+
+  it('no credentialsSecretRef: Stalled and Ready=False, CredentialsMissing; no Syncing', () => {
+    for (const spec of [{}, { config: 'sync: {}' }]) {
+      const stall = stallOf(vci(spec) as never, spec.config ? valid : undefined, [])!;
+      expect(stall.error).toBeInstanceOf(CredentialsMissing);
+      expect(stall.error).toBeInstanceOf(TerminalError);
+      const outcome = stalledOutcome(stall);
+      expect(outcome).toEqual({
+        ready: {
+          status: 'False',
+          reason: 'CredentialsMissing',
+          message: 'spec.credentialsSecretRef is not set, so the platform cannot reach the virtual cluster',
+        },
+        stalled: stall.error,
+        removeConditions: ['Syncing'],
+      });
+    }
+  });
+
+  it('an invalid spec.config: Stalled, InvalidConfig, with what is wrong; Syncing=False says the same', () => {
+    const invalid = validateSyncConfig('sync: [');
+    const stall = stallOf(vci({ ...synced, config: 'sync: [' }) as never, invalid, [])!;
+    expect(stall.error).toBeInstanceOf(InvalidConfig);
+    const outcome = stalledOutcome(stall);
+    expect(outcome.ready).toMatchObject({ status: 'False', reason: 'InvalidConfig' });
+    expect(outcome.ready.message).toMatch(/^spec\.config: \(file\): not valid YAML/);
+    expect(outcome.conditions).toEqual([
+      { type: 'Syncing', status: 'False', reason: 'InvalidConfig', message: outcome.ready.message },
+    ]);
+  });
+
+  it('a placement refused: Stalled, PlacementNotAllowed, naming the field; Syncing=False says the same', () => {
+    const stall = stallOf(vci(synced) as never, valid, [refusal])!;
+    expect(stall.error).toBeInstanceOf(PlacementNotAllowed);
+    const outcome = stalledOutcome(stall);
+    expect(outcome.ready).toEqual({
+      status: 'False',
+      reason: 'PlacementNotAllowed',
+      message:
+        'the syncer may not run: spec.clusterRef.namespace: namespace "kube-system" is not a namespace of project "team"',
+    });
+    expect(outcome.conditions).toEqual([
+      {
+        type: 'Syncing',
+        status: 'False',
+        reason: 'PlacementNotAllowed',
+        message: outcome.ready.message,
+      },
+    ]);
+    expect(outcome.reconciling).toBeUndefined();
+    expect(outcome.requeueAfter).toBeUndefined();
+  });
+
+  it('an instance that does not ask to be synced is not held to its placement or configuration', () => {
+    expect(
+      stallOf(vci({ credentialsSecretRef: { name: 'c' } }) as never, undefined, [refusal]),
+    ).toBeUndefined();
   });
 });

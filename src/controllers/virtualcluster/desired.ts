@@ -6,8 +6,11 @@ import type {
 import { type ClusterAccess, reachabilityCondition } from '../../clusters/access.ts';
 import type { Connection } from '../../clusters/connection.ts';
 import type { ConditionInput } from '../../runtime/conditions.ts';
+import { errorReason, TerminalError } from '../../runtime/errors.ts';
 import { type Converged, PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
+import type { SyncConfigValidation } from '../../sync/config.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
+import type { PlacementProblem } from './placement.ts';
 
 /**
  * The pure parts of the VirtualClusterInstance controller: where a virtual cluster's objects go
@@ -147,25 +150,104 @@ export function readyCondition(
  * (reachability, and the syncer's health where one runs), `Syncing` (removed while the instance is
  * not synced), `Reconciling` while the syncer starts (`Ready` Unknown, with its reason) or,
  * `ProgressingWithRetry`, while the instance is not Ready and is looked at again after
- * `requeueAfter` (unreachable, credentials refused, sync errors); none when nothing is due.
+ * `requeueAfter` (unreachable, credentials refused, sync errors). A stalled instance's outcome
+ * is {@link stalledOutcome}.
  */
 export function instanceOutcome(
   access: ClusterAccess,
   state: SyncerState,
-  requeueAfter: number | undefined,
+  requeueAfter: number,
 ): Converged<VirtualClusterInstanceStatus> {
   const syncing = syncingCondition(state, undefined);
   const { status, reason, message } = readyCondition(access, syncing, undefined);
   const reconciling =
     status === 'Unknown'
       ? { reason, message }
-      : status === 'False' && requeueAfter !== undefined
+      : status === 'False'
         ? { reason: PROGRESSING_WITH_RETRY, message: `looking again in ${requeueAfter / 1000} s` }
         : undefined;
   return {
     ready: { status, reason, message },
     ...(syncing ? { conditions: [syncing] } : { removeConditions: [SYNCING_CONDITION] }),
     ...(reconciling ? { reconciling } : {}),
-    ...(requeueAfter !== undefined ? { requeueAfter } : {}),
+    requeueAfter,
+  };
+}
+
+/**
+ * What the spec asks for cannot work until it changes: the instance is Stalled (its class is the
+ * reason of `Stalled` and `Ready`), its syncer stopped and its host identity removed, and it is
+ * not looked at again until it changes (or, for a placement, until what the placement was refused
+ * for does: the namespaces it names change project, the instance holding it goes).
+ */
+
+/**
+ * No `spec.credentialsSecretRef`: nothing to reach the virtual cluster with. (A Secret that is
+ * named but missing or incomplete is the retried `CredentialsMissing` of `connectionFor`, the
+ * same reason: it can appear without a change of the instance.)
+ */
+export class CredentialsMissing extends TerminalError {}
+
+/** `spec.config` is not a valid syncer configuration (admission refuses one; this covers objects written without it). */
+export class InvalidConfig extends TerminalError {}
+
+/**
+ * The syncer may not write where the instance places it: outside its project, in another
+ * cluster, with a namespace pattern, or under a placement another instance holds (admission
+ * refuses the first three; this covers instances admitted before, or whose namespaces changed
+ * project since).
+ */
+export class PlacementNotAllowed extends TerminalError {}
+
+/** Why an instance is stalled, and the syncer state that goes with it (for `Syncing`). */
+export interface InstanceStall {
+  error: TerminalError;
+  state: SyncerState;
+}
+
+/**
+ * Whether the instance is stalled (pure): no `spec.credentialsSecretRef`, or (for an instance
+ * that asks to be synced) an invalid `spec.config` or a placement refused (`placement`: what the
+ * caches say of it). Undefined: nothing in the spec stands in the way.
+ */
+export function stallOf(
+  vci: Pick<VirtualClusterInstance, 'spec'>,
+  validated: SyncConfigValidation | undefined,
+  placement: readonly PlacementProblem[],
+): InstanceStall | undefined {
+  if (!vci.spec.credentialsSecretRef) {
+    return {
+      error: new CredentialsMissing(
+        'spec.credentialsSecretRef is not set, so the platform cannot reach the virtual cluster',
+      ),
+      state: { phase: 'notConfigured' },
+    };
+  }
+  if (!asksToBeSynced(vci)) return undefined;
+  if (validated && !validated.config) {
+    const state: SyncerState = { phase: 'invalidConfig', errors: validated.errors };
+    return { error: new InvalidConfig(syncingCondition(state, undefined)!.message), state };
+  }
+  if (placement.length > 0) {
+    const message = `the syncer may not run: ${placement.map((p) => `${p.field}: ${p.message}`).join('; ')}`;
+    return {
+      error: new PlacementNotAllowed(message),
+      state: { phase: 'blocked', reason: 'PlacementNotAllowed', message },
+    };
+  }
+  return undefined;
+}
+
+/**
+ * The outcome of a stalled instance (pure): `Stalled=True` and `Ready=False` with the stall's
+ * class as reason (the scaffold writes them), `Syncing=False` with the same reason where the
+ * instance asks to be synced, removed where it does not.
+ */
+export function stalledOutcome(stall: InstanceStall): Converged<VirtualClusterInstanceStatus> {
+  const syncing = syncingCondition(stall.state, undefined);
+  return {
+    ready: { status: 'False', reason: errorReason(stall.error), message: stall.error.message },
+    stalled: stall.error,
+    ...(syncing ? { conditions: [syncing] } : { removeConditions: [SYNCING_CONDITION] }),
   };
 }

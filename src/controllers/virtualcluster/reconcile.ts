@@ -33,7 +33,7 @@ import {
 import type { Manager } from '../../runtime/manager.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { validateSyncConfig } from '../../sync/config.ts';
+import { type SyncConfigValidation, validateSyncConfig } from '../../sync/config.ts';
 import {
   hostNamespacesOf,
   type Syncer,
@@ -49,6 +49,8 @@ import {
   instanceOutcome,
   placementOf,
   type SyncerState,
+  stalledOutcome,
+  stallOf,
   syncerFingerprint,
 } from './desired.ts';
 import {
@@ -59,7 +61,7 @@ import {
   serviceAccountMatches,
   syncerServiceAccountName,
 } from './identity.ts';
-import { placementClaims, placementProblems } from './placement.ts';
+import { type PlacementProblem, placementClaims, placementProblems } from './placement.ts';
 import { ServiceAccountTokens } from './token.ts';
 
 /** How soon to look again while a new syncer identity's permissions reach the authorizer. */
@@ -95,6 +97,12 @@ const SYNCED_PLURALS: Readonly<Record<SyncedKind, string>> = {
   Secret: 'secrets',
   ConfigMap: 'configmaps',
 };
+
+/** The instance's `spec.config`, validated (undefined: none). */
+export const validatedConfig = (
+  vci: Pick<VirtualClusterInstance, 'spec'>,
+): SyncConfigValidation | undefined =>
+  vci.spec.config === undefined ? undefined : validateSyncConfig(vci.spec.config);
 
 /** Index of the syncer identity objects (ServiceAccounts, RoleBindings) by the instance uid label. */
 export const BY_INSTANCE_UID = 'virtualclusterinstance-uid';
@@ -226,12 +234,32 @@ export function syncerFactory(options: { manager: Manager }): (input: SyncerFact
  *
  * On the reconcile scaffold: `Reconciling` is True while the syncer starts (`Ready` Unknown) and,
  * `ProgressingWithRetry`, while the instance is not Ready and is looked at again (unreachable,
- * credentials refused, sync errors).
+ * credentials refused or their Secret missing, sync errors). What only a change of the instance
+ * resolves is `Stalled` (`stallOf`: no `spec.credentialsSecretRef`, an invalid `spec.config`, a
+ * placement refused), not retried: an instance whose placement was refused is looked at again
+ * when the namespaces it names change project or the instance that holds its placement changes
+ * (`stalledOn`, and the watches of the setup).
  */
 export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Reconciler {
   const { api, instances, supervisor } = deps;
   /** Since when each starting syncer waits for its permissions (by instance key). */
   const permissionWaits = new Map<string, number>();
+
+  /**
+   * Where an instance that asks to be synced with a valid configuration may not sync, from the
+   * caches (pure): outside its project (admission refuses that; this covers instances admitted
+   * before, or whose namespaces changed project since), or under a placement another instance holds.
+   */
+  const placementRefusals = (
+    vci: Stored<VirtualClusterInstance>,
+    validated: SyncConfigValidation | undefined,
+  ): PlacementProblem[] =>
+    asksToBeSynced(vci) && validated?.config
+      ? [
+          ...placementProblems(vci, validated.config, deps.projectOf),
+          ...placementClaims(vci, deps.instancesPlacedIn(placementOf(vci).hostNamespace)),
+        ]
+      : [];
 
   /** The syncer identity objects the caches hold for an instance, in any namespace. */
   const currentIdentity = (vci: Stored<VirtualClusterInstance>) => ({
@@ -303,38 +331,30 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Re
     const key = objectKey(vci);
     const { spec } = vci;
     const namespace = vci.metadata.namespace ?? '';
+    const validated = validatedConfig(vci);
+    // What only a change of the instance (or of what its placement was refused for) resolves:
+    // no syncer, no identity, Stalled.
+    const stall = stallOf(vci, validated, placementRefusals(vci, validated));
+    if (stall) {
+      await release(key, vci);
+      return stalledOutcome(stall);
+    }
+    // Set: an instance without it stalled above.
+    const secretName = spec.credentialsSecretRef?.name ?? '';
     let connection: Connection | undefined;
     let access: ClusterAccess;
-    if (!spec.credentialsSecretRef) {
-      access = {
-        phase: 'noCredentials',
-        reason: 'CredentialsMissing',
-        message: 'spec.credentialsSecretRef is not set, so the platform cannot reach the virtual cluster',
-      };
-    } else {
-      const secretName = spec.credentialsSecretRef.name;
-      try {
-        connection = connectionFor(spec, secretName, await readCredentialsSecret(api, namespace, secretName));
-        access = { phase: 'probed', reachability: { reachable: true, username: '' } };
-      } catch (err) {
-        if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
-        access = { phase: 'noCredentials', reason: err.name, message: err.message };
-      }
+    try {
+      connection = connectionFor(spec, secretName, await readCredentialsSecret(api, namespace, secretName));
+      access = { phase: 'probed', reachability: { reachable: true, username: '' } };
+    } catch (err) {
+      // The Secret is not watched: it is read again on the next retry.
+      if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
+      access = { phase: 'noCredentials', reason: err.name, message: err.message };
     }
     // The syncer's side: what it would be started from, and whether the running one still fits.
-    const validated = spec.config === undefined ? undefined : validateSyncConfig(spec.config);
     const { hostNamespace, vclusterName } = placementOf(vci);
     const configured = asksToBeSynced(vci);
-    // Admission refuses placements outside the project; this covers instances admitted before
-    // (or whose namespaces changed project since): their syncer does not run.
-    const placement =
-      configured && validated?.config
-        ? [
-            ...placementProblems(vci, validated.config, deps.projectOf),
-            ...placementClaims(vci, deps.instancesPlacedIn(hostNamespace)),
-          ]
-        : [];
-    const syncConfig = configured && placement.length === 0 ? (validated?.config ?? null) : null;
+    const syncConfig = configured ? (validated?.config ?? null) : null;
     const fingerprint =
       connection && spec.config !== undefined
         ? syncerFingerprint({ connection, config: spec.config, hostNamespace, vclusterName })
@@ -375,16 +395,7 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Re
         };
       }
       let state: SyncerState;
-      if (!configured) state = { phase: 'notConfigured' };
-      else if (placement.length > 0)
-        state = {
-          phase: 'blocked',
-          reason: 'PlacementNotAllowed',
-          message: placement.map((p) => `${p.field}: ${p.message}`).join('; '),
-        };
-      else if (!syncConfig)
-        // Admission rejects such configurations; this covers objects written without it.
-        state = { phase: 'invalidConfig', errors: validated?.errors ?? [] };
+      if (!syncConfig) state = { phase: 'notConfigured' };
       else if (access.phase === 'noCredentials')
         state = { phase: 'noConnection', reason: access.reason, message: access.message };
       else if (!access.reachability.reachable)
@@ -442,15 +453,11 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Re
       }
       const reachable = access.phase === 'probed' && access.reachability.reachable;
       const requeueAfter =
-        access.phase === 'noCredentials' && !spec.credentialsSecretRef
-          ? undefined
-          : state.phase === 'starting'
-            ? PERMISSIONS_RETRY_MS
-            : state.phase === 'blocked'
-              ? RETRY_CONNECTION_MS
-              : reachable && !identityProblem
-                ? RECHECK_MS
-                : RETRY_CONNECTION_MS;
+        state.phase === 'starting'
+          ? PERMISSIONS_RETRY_MS
+          : reachable && !identityProblem
+            ? RECHECK_MS
+            : RETRY_CONNECTION_MS;
       return instanceOutcome(access, state, requeueAfter);
     } finally {
       // A probe client the syncer did not take over is closed.
@@ -470,6 +477,9 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Re
     finalizer: CLEANUP_FINALIZER,
     needsFinalizer: asksToBeSynced,
     action: 'SyncVirtualCluster',
+    // A refused placement depends on other objects too (namespaces' projects, the instance that
+    // holds the placement): a stalled instance is looked at again when what they say changes.
+    stalledOn: (vci) => JSON.stringify(placementRefusals(vci, validatedConfig(vci))),
     apply: converge,
     cleanup: release,
   });

@@ -5,12 +5,41 @@ import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
 import { PROJECT_LABEL } from '../project/desired.ts';
 import { resources, type Stored } from '../resources.ts';
-import { placementOf } from './desired.ts';
+import { asksToBeSynced, placementOf } from './desired.ts';
 import { INSTANCE_UID_LABEL, instanceKeyOf } from './identity.ts';
-import { BY_INSTANCE_UID, SyncerSupervisor, syncerFactory, virtualClusterReconciler } from './reconcile.ts';
+import { namedHostNamespaces } from './placement.ts';
+import {
+  BY_INSTANCE_UID,
+  SyncerSupervisor,
+  syncerFactory,
+  validatedConfig,
+  virtualClusterReconciler,
+} from './reconcile.ts';
 import { clientWithTokens } from './token.ts';
 
 const BY_HOST_NAMESPACE = 'host-namespace';
+/** The namespaces whose project decides whether an instance's placement is allowed (its own, those it names). */
+const BY_PLACEMENT_NAMESPACE = 'placement-namespace';
+
+/** Those namespaces, for an instance that asks to be synced (no other depends on a namespace). */
+function placementNamespaces(vci: Stored<VirtualClusterInstance>): string[] {
+  if (!asksToBeSynced(vci)) return [];
+  const named = namedHostNamespaces(vci, validatedConfig(vci)?.config ?? null).map((n) => n.namespace);
+  return [...new Set([vci.metadata.namespace ?? '', ...named])];
+}
+
+/** The other instances under the same placement as `vci` (one of them holds it, the others are refused). */
+function samePlacement(
+  vci: Stored<VirtualClusterInstance>,
+  placedIn: (namespace: string) => readonly Stored<VirtualClusterInstance>[],
+): string[] {
+  const { hostNamespace, vclusterName } = placementOf(vci);
+  return placedIn(hostNamespace)
+    .filter(
+      (other) => other.metadata.uid !== vci.metadata.uid && placementOf(other).vclusterName === vclusterName,
+    )
+    .map(objectKey);
+}
 
 /**
  * The VirtualClusterInstance controller: primary VirtualClusterInstances; each one with
@@ -28,8 +57,10 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     scope,
     {
       [BY_HOST_NAMESPACE]: (vci) => [placementOf(vci).hostNamespace],
+      [BY_PLACEMENT_NAMESPACE]: placementNamespaces,
     },
   );
+  const placedIn = (namespace: string) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace);
   // Cluster-wide unless the controller watches one namespace: a syncer's host namespace may be
   // another of its project's namespaces.
   const byUid = {
@@ -62,7 +93,7 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     instances: instances.store,
     serviceAccounts: serviceAccounts.store,
     roleBindings: roleBindings.store,
-    instancesPlacedIn: (namespace) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace),
+    instancesPlacedIn: placedIn,
     projectOf: (namespace) => namespaces.store.get(namespace)?.metadata?.labels?.[PROJECT_LABEL] || undefined,
     hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
     supervisor,
@@ -74,13 +105,13 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     .watchPrimary(instances)
     .watch(serviceAccounts, instanceKeyOf)
     .watch(roleBindings, instanceKeyOf)
-    // A namespace changing project may allow or forbid the instances placed in it.
+    // A namespace changing project may allow or forbid the instances in it or naming it.
     .watch(namespaces, (namespace) =>
-      instances.store
-        .list()
-        .filter((vci) => placementOf(vci).hostNamespace === namespace.metadata?.name)
-        .map(objectKey),
-    );
+      instances.store.byIndex(BY_PLACEMENT_NAMESPACE, namespace.metadata?.name ?? '').map(objectKey),
+    )
+    // An instance that comes, goes or moves may take or free the placement of others (the instance
+    // created first holds it): they are looked at again, stalled or not.
+    .watch(instances, (vci) => samePlacement(vci, placedIn));
   // Stopping the controller stops its syncers (a syncer must not outlive its leader).
   const stopController = controller.stop.bind(controller);
   controller.stop = async (drainTimeoutMs?: number) => {
