@@ -104,7 +104,11 @@ export class ActivityRecorder {
    * keys): when that comes before the next regular write could, the activity is written at once.
    */
   record(keyName: string, at: Date = this.now(), writeBy?: Date): void {
-    const millis = at.getTime();
+    this.recordMillis(keyName, at.getTime(), writeBy);
+  }
+
+  /** {@link record} with the time as epoch milliseconds (the request path: no Date made). */
+  recordMillis(keyName: string, millis: number, writeBy?: Date): void {
     const known = this.lastActivityMillis(keyName);
     if (known !== undefined && known >= millis) return;
     this.pending.set(keyName, millis);

@@ -94,6 +94,7 @@ describe('authenticateAccessKey', () => {
           type: 'User',
           scope: undefined,
           expiresAt: null,
+          ttlAfterLastActivity: false,
         },
       },
     });

@@ -117,6 +117,8 @@ export interface AuthenticatedIdentity {
     readonly scope: Scope | undefined;
     /** When the key stops working, or null for never. */
     readonly expiresAt: Date | null;
+    /** Whether its life counts from its last activity (`spec.ttlAfterLastActivity`). */
+    readonly ttlAfterLastActivity: boolean;
   };
 }
 
@@ -172,6 +174,18 @@ type Owner = Omit<AuthenticatedIdentity, 'accessKey'>;
  */
 interface KeyMemo {
   readonly storedHash: Buffer | undefined;
+  /**
+   * For a key whose life does not count from its activity: its expiry under one `limits` object
+   * (the platform config's, kept while the config is unchanged), and the last answer made with
+   * that expiry and owner, handed out again while both hold (the same identity object also
+   * keeps what is derived from it per identity, such as the impersonation headers).
+   */
+  expiry?: { readonly limits: AccessKeyLifetimeLimits; readonly at: Date | null };
+  accepted?: {
+    readonly owner: Owner;
+    readonly expiresAt: Date | null;
+    readonly result: AuthenticationResult;
+  };
   owner?: {
     readonly lookups: readonly Lookup[];
     readonly version: number | undefined;
@@ -307,14 +321,25 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
   if (key.spec.disabled === true || key.metadata.deletionTimestamp) return fail(new AccessKeyDisabled(), id);
 
   const keyName = key.metadata.name ?? '';
+  const activityBased = key.spec.ttlAfterLastActivity === true;
+  const memo = memoOf(key);
   let expiresAt: Date | null;
-  try {
-    const recent = key.spec.ttlAfterLastActivity === true ? context.recentActivity?.(keyName) : undefined;
-    expiresAt = accessKeyExpiry(key, context.limits, recent);
-  } catch (error) {
-    // A lifetime limit without a creation time: fail closed.
-    if (error instanceof AccessKeyWithoutCreationTimestamp) return fail(new AccessKeyExpired(undefined), id);
-    throw error;
+  if (!activityBased && memo.expiry?.limits === context.limits) {
+    expiresAt = memo.expiry.at;
+  } else {
+    try {
+      expiresAt = accessKeyExpiry(
+        key,
+        context.limits,
+        activityBased ? context.recentActivity?.(keyName) : undefined,
+      );
+    } catch (error) {
+      // A lifetime limit without a creation time: fail closed.
+      if (error instanceof AccessKeyWithoutCreationTimestamp)
+        return fail(new AccessKeyExpired(undefined), id);
+      throw error;
+    }
+    if (!activityBased) memo.expiry = { limits: context.limits, at: expiresAt };
   }
   if (expiresAt !== null && context.now().getTime() >= expiresAt.getTime()) {
     return fail(new AccessKeyExpired(expiresAt), id);
@@ -322,11 +347,22 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
 
   const owner = ownerOf(key, context);
   if (owner instanceof Error) return fail(owner, id);
-  return {
+  const known = memo.accepted;
+  if (!activityBased && known?.owner === owner && known.expiresAt === expiresAt) return known.result;
+  const result: AuthenticationResult = {
     ok: true,
     identity: {
       ...owner,
-      accessKey: { name: keyName, id, type: key.spec.type, scope: key.spec.scope, expiresAt },
+      accessKey: {
+        name: keyName,
+        id,
+        type: key.spec.type,
+        scope: key.spec.scope,
+        expiresAt,
+        ttlAfterLastActivity: activityBased,
+      },
     },
   };
+  if (!activityBased) memo.accepted = { owner, expiresAt, result };
+  return result;
 }

@@ -47,7 +47,7 @@ describe('Store', () => {
     store.upsert(cm('a', 'x', { labels: { app: 'web' }, ownerReferences: [owner('o1', true), owner('o2')] }));
     store.upsert(cm('a', 'y', { labels: { app: 'db' }, ownerReferences: [owner('o2', true)] }));
     store.upsert(cm('b', 'z'));
-    const names = (objs: KubernetesObject[]) => objs.map((o) => o.metadata?.name).sort();
+    const names = (objs: readonly KubernetesObject[]) => objs.map((o) => o.metadata?.name).sort();
     expect(names(store.byIndex(NamespaceIndex, 'a'))).toEqual(['x', 'y']);
     expect(names(store.byIndex(OwnerUidIndex, 'o2'))).toEqual(['x', 'y']);
     expect(names(store.byIndex(ControllerOwnerUidIndex, 'o2'))).toEqual(['y']);

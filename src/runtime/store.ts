@@ -30,8 +30,8 @@ const MAX_REMEMBERED_WRITES = 10_000;
 export class Store<T extends KubernetesObject = KubernetesObject> {
   private readonly items = new Map<string, T>();
   private readonly indexers = new Map<string, IndexFunc<T>>();
-  /** index name -> index value -> keys */
-  private readonly indices = new Map<string, Map<string, Set<string>>>();
+  /** index name -> index value -> the objects filed there (by key), and their list once asked for */
+  private readonly indices = new Map<string, Map<string, IndexEntry<T>>>();
   /**
    * key -> an object we wrote, the resourceVersion the cache had then, and the versions of our
    * own earlier writes it was made over (see `recordWrite`).
@@ -47,9 +47,9 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   addIndexer(name: string, fn: IndexFunc<T>): void {
     if (this.indexers.has(name)) throw new Error(`indexer ${name} already exists`);
     this.indexers.set(name, fn);
-    const index = new Map<string, Set<string>>();
+    const index = new Map<string, IndexEntry<T>>();
     this.indices.set(name, index);
-    for (const [key, obj] of this.items) addToIndex(index, fn(obj), key);
+    for (const [key, obj] of this.items) addToIndex(index, fn(obj), key, obj);
   }
 
   get(key: string): T | undefined {
@@ -122,15 +122,18 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
     return this.items.size;
   }
 
-  /** Objects filed under `value` in index `indexName`. Unknown index names are an error. */
-  byIndex(indexName: string, value: string): T[] {
+  /**
+   * Objects filed under `value` in index `indexName`. Unknown index names are an error. The list
+   * is kept until the index changes there (every authenticated request looks one up): callers
+   * must not change it.
+   */
+  byIndex(indexName: string, value: string): readonly T[] {
     const index = this.indices.get(indexName);
     if (!index) throw new Error(`no indexer named ${indexName}`);
-    const keys = index.get(value);
-    const found: T[] = [];
-    // On every authenticated request (the key-id index): no spread, no intermediate array.
-    if (keys) for (const key of keys) found.push(this.items.get(key)!);
-    return found;
+    const entry = index.get(value);
+    if (!entry) return NONE;
+    entry.list ??= [...entry.objects.values()];
+    return entry.list;
   }
 
   /** The index values currently present in `indexName`. */
@@ -148,7 +151,7 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
     if (previous) this.unindex(key, previous);
     this.items.set(key, obj);
     this.changes++;
-    for (const [name, fn] of this.indexers) addToIndex(this.indices.get(name)!, fn(obj), key);
+    for (const [name, fn] of this.indexers) addToIndex(this.indices.get(name)!, fn(obj), key, obj);
     return previous;
   }
 
@@ -182,10 +185,11 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
     for (const [name, fn] of this.indexers) {
       const index = this.indices.get(name)!;
       for (const value of fn(obj)) {
-        const keys = index.get(value);
-        if (!keys) continue;
-        keys.delete(key);
-        if (keys.size === 0) index.delete(value);
+        const entry = index.get(value);
+        if (!entry) continue;
+        entry.objects.delete(key);
+        entry.list = undefined;
+        if (entry.objects.size === 0) index.delete(value);
       }
     }
   }
@@ -201,14 +205,22 @@ function leadsTo(
   );
 }
 
-function addToIndex(index: Map<string, Set<string>>, values: string[], key: string): void {
+interface IndexEntry<T> {
+  readonly objects: Map<string, T>;
+  list: T[] | undefined;
+}
+
+const NONE: readonly never[] = Object.freeze([]);
+
+function addToIndex<T>(index: Map<string, IndexEntry<T>>, values: string[], key: string, obj: T): void {
   for (const value of values) {
-    let keys = index.get(value);
-    if (!keys) {
-      keys = new Set();
-      index.set(value, keys);
+    let entry = index.get(value);
+    if (!entry) {
+      entry = { objects: new Map(), list: undefined };
+      index.set(value, entry);
     }
-    keys.add(key);
+    entry.objects.set(key, obj);
+    entry.list = undefined;
   }
 }
 

@@ -18,7 +18,14 @@ const alice: AuthenticatedIdentity = {
   username: 'alice',
   groups: ['ci', 'platform:authenticated', 'platform:user:alice'],
   uid: 'u1',
-  accessKey: { name: 'k', id: 'x', type: 'User', scope: undefined, expiresAt: null },
+  accessKey: {
+    name: 'k',
+    id: 'x',
+    type: 'User',
+    scope: undefined,
+    expiresAt: null,
+    ttlAfterLastActivity: false,
+  },
 };
 const scoped = (scope: AuthenticatedIdentity['accessKey']['scope'], expiresAt: Date | null = null) => ({
   ...alice,

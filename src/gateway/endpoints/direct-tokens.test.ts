@@ -53,7 +53,7 @@ async function setup(scope?: AuthenticatedIdentity['accessKey']['scope'], expire
     username: 'alice',
     groups: ['platform:authenticated', 'platform:user:alice'],
     uid: 'uid-a',
-    accessKey: { name: 'k', id: 'i', type: 'User', scope, expiresAt },
+    accessKey: { name: 'k', id: 'i', type: 'User', scope, expiresAt, ttlAfterLastActivity: false },
   };
   const call = async (body: unknown) => {
     const answer = await handler.handle({ identity, object: () => body } as unknown as GatewayRequest);

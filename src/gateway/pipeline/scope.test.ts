@@ -11,7 +11,7 @@ const identity = (scope: AuthenticatedIdentity['accessKey']['scope']): Authentic
   username: 'alice',
   groups: [],
   uid: undefined,
-  accessKey: { name: 'k', id: 'i', type: 'User', scope, expiresAt: null },
+  accessKey: { name: 'k', id: 'i', type: 'User', scope, expiresAt: null, ttlAfterLastActivity: false },
 });
 const inSpace = (namespace: string) => ({
   ...nonResourceRequest('list', ''),

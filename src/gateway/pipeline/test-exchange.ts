@@ -101,6 +101,13 @@ export function testIdentity(
     username: name,
     groups: ['platform:authenticated', `platform:user:${name}`],
     uid: `uid-${name}`,
-    accessKey: { name: `key-${name}`, id: 'aaaaaaaaaaaaaaaa', type: 'User', scope, expiresAt: null },
+    accessKey: {
+      name: `key-${name}`,
+      id: 'aaaaaaaaaaaaaaaa',
+      type: 'User',
+      scope,
+      expiresAt: null,
+      ttlAfterLastActivity: false,
+    },
   };
 }
