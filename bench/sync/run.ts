@@ -455,10 +455,70 @@ async function main(): Promise<void> {
         baseline.push(performance.now() - started);
       }
       live.child.kill('SIGTERM');
+      if (live.child.exitCode === null && live.child.signalCode === null)
+        await bounded(new Promise((resolve) => live.child.once('exit', resolve)), 'the live syncer to stop');
+
+      // The floor of any syncer: the virtual write seen through a watch of the virtual cluster,
+      // then the host write seen through the host's watch, made one after the other by a bare
+      // client (what a syncer must do at the least, without any work of its own in between).
+      await virtual.request({
+        method: 'POST',
+        path: '/api/v1/namespaces',
+        body: { metadata: { name: 'bench-floor' } },
+      });
+      const FLOOR_OBJECTS = Math.min(20, N);
+      for (let j = 0; j < FLOOR_OBJECTS; j++) {
+        const eps = pair(j).endpoints;
+        await virtual.request({
+          method: 'POST',
+          path: collectionPath(endpoints, 'bench-floor'),
+          body: {
+            ...eps,
+            metadata: { name: `floor-${j}`, namespace: 'bench-floor', labels: { [LABEL_MANAGED_BY]: VC } },
+          },
+        });
+      }
+      const virtualWatch = watchHost(virtual, endpoints, 'bench-floor');
+      await virtualWatch.informer.waitForSync();
+      const floor: number[] = [];
+      for (let k = 0; k < L; k++) {
+        const j = k % FLOOR_OBJECTS;
+        const i = (k * 7) % N;
+        const next = ip(i, L + k + 1);
+        const name = hostNameLong(`svc-${i}`, 'apps', VC);
+        const subsets = [{ addresses: [{ ip: next }], ports: [{ name: 'http', port: 8080 }] }];
+        const seenVirtual = virtualWatch.until(
+          (obj) =>
+            (obj.metadata as { name?: string }).name === `floor-${j}` &&
+            JSON.stringify(obj.subsets).includes(`"${next}"`),
+        );
+        const started = performance.now();
+        await virtual.request({
+          method: 'PATCH',
+          path: objectPath(endpoints, 'bench-floor', `floor-${j}`),
+          body: { subsets },
+          contentType: 'application/merge-patch+json',
+        });
+        await bounded(seenVirtual, 'a virtual change seen by the watch');
+        const seenHost = rawWatch.until(
+          (obj) =>
+            (obj.metadata as { name?: string }).name === name &&
+            JSON.stringify(obj.subsets).includes(`"${next}"`),
+        );
+        await host.request({
+          method: 'PATCH',
+          path: objectPath(endpoints, 'bench-raw', name),
+          body: { subsets },
+          contentType: 'application/merge-patch+json',
+        });
+        await bounded(seenHost, 'the host change seen by the watch');
+        floor.push(performance.now() - started);
+      }
       await Promise.all([
         liveServices.informer.stop(),
         liveEndpoints.informer.stop(),
         rawWatch.informer.stop(),
+        virtualWatch.informer.stop(),
       ]);
 
       // Cold sync: a fresh syncer catching up with N existing pairs into an empty namespace.
@@ -526,6 +586,17 @@ async function main(): Promise<void> {
           baseline: { name: 'direct host write -> watch', value: quantile(baseline, q), unit: 'ms' },
           ratio: quantile(samples, q) / quantile(baseline, q),
           ...(label === 'p99' ? { goal: '<= 1.5x' } : {}),
+        });
+        reportFigure({
+          name: `Endpoints change propagation ${label}, against the floor of any syncer`,
+          value: quantile(samples, q),
+          unit: 'ms',
+          baseline: {
+            name: 'a virtual write seen by a watch, then a host write seen by a watch (bare client)',
+            value: quantile(floor, q),
+            unit: 'ms',
+          },
+          ratio: quantile(samples, q) / quantile(floor, q),
         });
       }
       const perObject = (ms: number) => ms / objects;
