@@ -9,7 +9,8 @@
  *   gateway:       the same requests through the management gateway (plain HTTP) with a platform
  *                  admin's access key: authentication, scope check, audit decision, impersonation
  *                  and the proxied call.
- * The gateway runs in a process of its own (`gateway.ts`), as it does in production, so it shares
+ * The gateway is `platform gateway`, the component as the chart runs it, compiled to dist/ as the
+ * image installs it (the smoke form runs the sources through tsx), in a process of its own, so it shares
  * its event loop with neither the load generator nor this process. The load generator is
  * autocannon (a worker thread). Prints requests per second for each, the ratios (goal: gateway >=
  * 0.8 x direct; gateway vs impersonated is the gateway's own overhead) and the latency the
@@ -31,18 +32,25 @@
  * configuration, so the direct figures and the gateway's are limited by the same apiserver budget
  * and the ratio shows what the gateway costs the apiserver, not what it takes from its CPUs.
  */
-import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import autocannon from 'autocannon';
+import type { User } from '../../src/api/identity.ts';
+import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
+import { StatusError } from '../../src/api/status.ts';
+import { freePort } from '../../src/dev/controlplane.ts';
 import { BASE_PATH } from '../../src/gateway/index.ts';
+import { impersonationHeaders } from '../../src/gateway/proxy/impersonation.ts';
+import { authenticateAccessKey } from '../../src/identity/authenticate.ts';
 import { generateAccessKey, hashAccessKey } from '../../src/identity/keys.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { benchMode, reportFigure, waitUntil, withBenchCluster, within } from '../support.ts';
+import { benchMode, reportFigure, waitUntil, withBenchCluster } from '../support.ts';
 
 const smoke = benchMode() === 'smoke';
 const SECONDS = Number(process.argv[2] ?? (smoke ? 2 : 10));
@@ -136,38 +144,101 @@ interface GatewayProcess {
   readonly child: ChildProcess;
   readonly pid: number | undefined;
   readonly url: string;
-  readonly impersonation: Record<string, string | string[]>;
   stop(): Promise<void>;
 }
 
-/** Starts `gateway.ts` in a process of its own and waits until it serves the benchmark's key. */
-function startGatewayProcess(kubeconfig: string, key: string): Promise<GatewayProcess> {
+const RUNTIME = process.env.GATEWAY_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist');
+const repo = fileURLToPath(new URL('../../', import.meta.url));
+
+/**
+ * The `platform` entry the gateway runs from: compiled to dist/ as the image installs it (tsc,
+ * built here, as bench/sync does), or the checkout's sources through tsx (the smoke form).
+ */
+function platformEntry(): string {
+  if (RUNTIME === 'tsx') return join(repo, 'bin', 'platform.js');
+  execFileSync(
+    process.execPath,
+    [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: repo,
+      stdio: 'inherit',
+      timeout: 10 * 60_000,
+    },
+  );
+  return join(repo, 'dist', 'cli', 'main.js');
+}
+
+/** `platform gateway`, the component as the chart runs it (plain HTTP), in a process of its own. */
+async function startGatewayProcess(entry: string, kubeconfig: string): Promise<GatewayProcess> {
   const extra = (process.env.GATEWAY_NODE_OPTIONS ?? '').split(/\s+/).filter((flag) => flag !== '');
-  const child = fork(
-    fileURLToPath(new URL('./gateway.ts', import.meta.url)),
-    [kubeconfig, PLATFORM_NAMESPACE, key],
-    { execArgv: ['--no-node-snapshot', '--import', 'tsx', ...extra], stdio: 'inherit' },
+  const [port, healthPort] = [await freePort(), await freePort()];
+  const child = spawn(
+    process.execPath,
+    [
+      '--no-node-snapshot',
+      ...extra,
+      entry,
+      'gateway',
+      '--kubeconfig',
+      kubeconfig,
+      '--namespace',
+      PLATFORM_NAMESPACE,
+      '--gateway-host',
+      '127.0.0.1',
+      '--gateway-port',
+      String(port),
+      '--health-host',
+      '127.0.0.1',
+      '--health-port',
+      String(healthPort),
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'inherit', 'inherit'] },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async () => {
-    if (child.exitCode === null && child.connected) child.send('stop');
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
     await exited;
     clearTimeout(timer);
   };
-  const started = new Promise<GatewayProcess>((resolve, reject) => {
-    child.once('message', (message) => {
-      const { url, impersonation } = message as Pick<GatewayProcess, 'url' | 'impersonation'>;
-      resolve({ child, pid: child.pid, url, impersonation, stop });
-    });
-    child.once('exit', (code) => reject(new Error(`the gateway process exited (${code})`)));
+  try {
+    await waitUntil(
+      'the gateway to be ready',
+      async () =>
+        (await fetch(`http://127.0.0.1:${healthPort}/readyz`).catch(() => undefined))?.status === 200,
+      { boundMs: START_BOUND_MS, child, intervalMs: 200 },
+    );
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { child, pid: child.pid, url: `http://127.0.0.1:${port}`, stop };
+}
+
+/**
+ * The impersonation headers the gateway sends for the key: the same decision and the same headers
+ * as the gateway makes them, from the stored objects (for the direct impersonated baseline).
+ */
+function impersonationOf(
+  token: string,
+  key: OwnedAccessKey,
+  user: User,
+  pepper: Uint8Array,
+): Record<string, string | string[]> {
+  const result = authenticateAccessKey(token, {
+    lookupKey: () => [key],
+    lookupUser: (name) => (name === user.metadata.name ? user : undefined),
+    lookupTeam: () => undefined,
+    pepper,
+    now: () => new Date(),
+    limits: {},
   });
-  return within(started, 'the gateway process to serve the key', { boundMs: START_BOUND_MS }).catch(
-    async (error: unknown) => {
-      await stop();
-      throw error;
-    },
-  );
+  if (!result.ok) throw result.failure;
+  const headers = impersonationHeaders(result.identity);
+  if (headers instanceof StatusError) throw headers;
+  return headers;
 }
 
 const GATEWAY_CPUS = ((): string | undefined => {
@@ -223,7 +294,14 @@ async function main(): Promise<void> {
       },
     });
     const key = generateAccessKey((size) => randomBytes(size));
-    await custom.createClusterCustomObject({
+    const entry = platformEntry();
+    const userObject = (await custom.getClusterCustomObject({
+      group: GROUP,
+      version: 'v1',
+      plural: 'users',
+      name: 'bench',
+    })) as User;
+    const keyObject = (await custom.createClusterCustomObject({
       group: GROUP,
       version: 'v1',
       plural: 'ownedaccesskeys',
@@ -233,15 +311,16 @@ async function main(): Promise<void> {
         metadata: { name: 'bench' },
         spec: { user: 'bench', type: 'User', keyId: key.id, keyHash: hashAccessKey(key.key, pepper) },
       },
-    });
-    const gateway = await startGatewayProcess(cluster.kubeconfigPath, key.key);
+    })) as OwnedAccessKey;
+    const impersonation = impersonationOf(key.key, keyObject, userObject, pepper);
+    const gateway = await startGatewayProcess(entry, cluster.kubeconfigPath);
     if (GATEWAY_CPUS && gateway.pid) pin(gateway.pid, GATEWAY_CPUS);
     processes = { apiserver: cluster.apiServer.pid, gateway: gateway.pid, autocannon: process.pid };
     try {
       const path = `/apis/${GROUP}/v1/namespaces/bench/sharedsecrets`;
       const gatewayBase = `${gateway.url}${BASE_PATH}`;
       const admin = bearer(cluster.adminToken);
-      const impersonated = { ...admin, ...autocannonHeaders(gateway.impersonation) };
+      const impersonated = { ...admin, ...autocannonHeaders(impersonation) };
       const user = bearer(key.key);
       await waitUntil(
         'the gateway to answer the key',
@@ -252,7 +331,7 @@ async function main(): Promise<void> {
       await load(`${cluster.server}${path}/secret-0`, impersonated, WARM_UP_SECONDS);
       await load(`${gatewayBase}${path}/secret-0`, user, WARM_UP_SECONDS);
       console.log(
-        `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets${
+        `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets, platform gateway from ${RUNTIME === 'tsx' ? 'the sources (tsx)' : 'dist/ (compiled)'}${
           GATEWAY_CPUS
             ? `; gateway on CPU ${GATEWAY_CPUS}, apiserver, etcd and load generator on CPU ${PLATFORM_CPUS}`
             : '; every process on every CPU'
