@@ -166,6 +166,8 @@ export async function componentCredentials(
 
 export interface RunningComponents {
   gatewayUrl: string | undefined;
+  /** What is not ready yet (their /readyz): the controllers' and the gateway's caches not synced. */
+  notReady(): string[];
   stop(): Promise<void>;
 }
 
@@ -223,7 +225,14 @@ export async function startComponents(options: {
       ).start();
       stops.push(() => gateway!.stop());
     }
-    return { gatewayUrl: gateway?.server.url, stop: stopAll };
+    return {
+      gatewayUrl: gateway?.server.url,
+      notReady: () => [
+        ...controllers.readiness().notReady.map((what) => `controller: ${what}`),
+        ...(gateway?.manager.readiness().notReady.map((what) => `gateway: ${what}`) ?? []),
+      ],
+      stop: stopAll,
+    };
   } catch (err) {
     await stopAll();
     throw err;
