@@ -216,6 +216,17 @@ describe('objects and errors', () => {
     expect(logged).toHaveLength(1);
   });
 
+  test('a client that went away: 499 in the metrics and the audit, nothing logged', () => {
+    const { deps, logged } = world();
+    const { exchange, completed } = exchangeFor(keys('list'));
+    const abort = new AbortController();
+    abort.abort(new Error('client went away'));
+    const gone = { ...exchange, signal: abort.signal };
+    sendError(deps, gone, new Error('client went away'));
+    expect(completed[0]).toMatchObject({ code: 499 });
+    expect(logged).toEqual([]);
+  });
+
   test('an error once the answer is under way cuts the connection', () => {
     const { deps } = world();
     const { exchange, completed } = exchangeFor(keys('list'));

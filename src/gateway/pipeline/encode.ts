@@ -7,6 +7,7 @@ import type { AuditOutcome } from '../audit/event.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { RedactingStream, redactDocuments, UnredactableAnswer } from '../proxy/redact.ts';
+import { upstreamFailure } from '../proxy/upstream.ts';
 import { encodeBody, mediaType, type Negotiated, negotiate } from './body.ts';
 import type { Exchange } from './exchange.ts';
 
@@ -158,7 +159,14 @@ export function sendObject(
 
 /** A `Status` for an error: the gateway's own, or a 500 (logged) for anything unexpected. */
 export function sendError(deps: EncodeDeps, exchange: Exchange, error: unknown): void {
-  const status = error instanceof StatusError ? error : unexpected(deps, error);
+  // A client that went away mid-answer (the relayed body fails with the abort's reason) is 499,
+  // not an error of the gateway's.
+  const status =
+    error instanceof StatusError
+      ? error
+      : exchange.signal.aborted
+        ? upstreamFailure(error, exchange.signal)
+        : unexpected(deps, error);
   if (exchange.response.headersSent) {
     // Too late for a Status: the answer was already under way.
     exchange.response.destroy();
