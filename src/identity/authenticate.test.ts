@@ -150,6 +150,17 @@ describe('authenticateAccessKey', () => {
     expect(lookups).toEqual([]);
   });
 
+  it("refuses a token of a stored key's id whose checksum is wrong as malformed, and accepts the key", () => {
+    const { token, object } = accessKey({ subject: 'ci' });
+    const last = token.at(-1) === '0' ? '1' : '0';
+    const typo = token.slice(0, -1) + last;
+    const context = contextWith([object]);
+    const refused = failureOf(authenticateAccessKey(typo, context));
+    expect(refused).toBeInstanceOf(MalformedAccessKey);
+    expect((refused as MalformedAccessKey).problem).toBe('checksum');
+    expect(authenticateAccessKey(token, context).ok).toBe(true);
+  });
+
   it('gives equal results for an unknown id and a wrong secret', () => {
     const { object } = accessKey({ user: 'alice' });
     // Same id as the stored key, different secret: a wrong secret.

@@ -17,10 +17,11 @@ import {
 } from './groups.ts';
 import {
   accessKeyDigest,
+  checksumMatches,
   decodeStoredHash,
   digestMatchesStored,
   MalformedAccessKey,
-  parseAccessKey,
+  parseAccessKeyShape,
 } from './keys.ts';
 
 /**
@@ -28,7 +29,9 @@ import {
  * gateway and the TokenReview webhook call it with informer-cache lookups.
  *
  * Order (each step only runs when the previous ones passed):
- * 1. parse the token ({@link MalformedAccessKey}: no lookup at all);
+ * 1. parse the token ({@link MalformedAccessKey} for a wrong length or shape: no lookup at all; a
+ *    wrong checksum is the same refusal, told once no stored hash matched: a match is the very
+ *    text that was hashed, so on the success path the checksum would only cost time);
  * 2. find the keys with that id and verify the secret against their `spec.keyHash`: the key is
  *    the one whose hash matches, whatever order the objects come in (ids are unique at
  *    admission, but a copy of someone's id with another secret must not shadow their key). An
@@ -204,8 +207,11 @@ function memoOf(key: OwnedAccessKey): KeyMemo {
   return memo;
 }
 
-function ownerOf(key: OwnedAccessKey, context: AuthenticationContext): Owner | AuthenticationFailure {
-  const memo = memoOf(key);
+function ownerOf(
+  key: OwnedAccessKey,
+  memo: KeyMemo,
+  context: AuthenticationContext,
+): Owner | AuthenticationFailure {
   const cached = memo.owner;
   const version = context.ownersVersion?.();
   if (cached && version !== undefined && cached.version === version) return cached.owner;
@@ -301,7 +307,7 @@ function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owne
 
 /** Decides who a bearer token is, or why it is nobody. See the module comment for the rules. */
 export function authenticateAccessKey(token: string, context: AuthenticationContext): AuthenticationResult {
-  const parsed = parseAccessKey(token);
+  const parsed = parseAccessKeyShape(token);
   if (parsed instanceof MalformedAccessKey) return fail(parsed);
   const { id } = parsed;
 
@@ -309,20 +315,28 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
   // Always one HMAC and at least one constant-time comparison, found or not.
   const digest = accessKeyDigest(token, context.pepper);
   let key: OwnedAccessKey | undefined;
+  let memo: KeyMemo | undefined;
   let compared = false;
   for (const candidate of candidates) {
     if (candidate.spec.keyId !== id) continue;
     compared = true;
-    if (digestMatchesStored(digest, memoOf(candidate).storedHash)) key = candidate;
+    const candidateMemo = memoOf(candidate);
+    if (digestMatchesStored(digest, candidateMemo.storedHash)) {
+      key = candidate;
+      memo = candidateMemo;
+    }
   }
   if (!compared) digestMatchesStored(digest, undefined);
-  if (!key) return fail(new InvalidAccessKey(), id);
+  if (!key || !memo) {
+    return checksumMatches(token)
+      ? fail(new InvalidAccessKey(), id)
+      : fail(new MalformedAccessKey('checksum'));
+  }
 
   if (key.spec.disabled === true || key.metadata.deletionTimestamp) return fail(new AccessKeyDisabled(), id);
 
   const keyName = key.metadata.name ?? '';
   const activityBased = key.spec.ttlAfterLastActivity === true;
-  const memo = memoOf(key);
   let expiresAt: Date | null;
   if (!activityBased && memo.expiry?.limits === context.limits) {
     expiresAt = memo.expiry.at;
@@ -345,7 +359,7 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
     return fail(new AccessKeyExpired(expiresAt), id);
   }
 
-  const owner = ownerOf(key, context);
+  const owner = ownerOf(key, memo, context);
   if (owner instanceof Error) return fail(owner, id);
   const known = memo.accepted;
   if (!activityBased && known?.owner === owner && known.expiresAt === expiresAt) return known.result;

@@ -176,6 +176,18 @@ export function composeAccessKey(id: string, secret: string): string {
  * is safe (and meant) to run before anything else on untrusted input.
  */
 export function parseAccessKey(text: string): ParsedAccessKey | MalformedAccessKey {
+  const parsed = parseAccessKeyShape(text);
+  if (parsed instanceof MalformedAccessKey) return parsed;
+  return checksumMatches(text) ? parsed : new MalformedAccessKey('checksum');
+}
+
+/**
+ * {@link parseAccessKey} without the checksum: for a caller that checks {@link checksumMatches}
+ * itself where it matters. The authentication decision does so only when no stored hash matched:
+ * a key that matched one is the very text that was hashed, so its checksum can only tell what
+ * the match already told (the checksum protects against typos, never against guessing).
+ */
+export function parseAccessKeyShape(text: string): ParsedAccessKey | MalformedAccessKey {
   if (text.length !== ACCESS_KEY_LENGTH) return new MalformedAccessKey('length');
   if (
     !text.startsWith(`${ACCESS_KEY_PREFIX}_`) ||
@@ -187,15 +199,18 @@ export function parseAccessKey(text: string): ParsedAccessKey | MalformedAccessK
   }
   const id = text.slice(ID_START, SECRET_START - 1);
   const secret = text.slice(SECRET_START, CHECKSUM_START);
-  const checksum = text.slice(CHECKSUM_START);
   // A secret above 2^256 - 1 cannot come from 32 bytes; refuse it so each key has one spelling.
   // Fixed width and an alphabet in ASCII order: comparing the text compares the numbers.
   if (secret > MAX_SECRET) return new MalformedAccessKey('shape');
-  // The body is the text before the checksum; the checksum is compared as a number (a base62
-  // spelling of every CRC would cost more than the rest of the parse).
-  if (crc32(text.slice(0, CHECKSUM_START)) !== base62Value(checksum))
-    return new MalformedAccessKey('checksum');
   return { id, secret };
+}
+
+/**
+ * Whether the checksum of a text of the key's shape ({@link parseAccessKeyShape}) matches its
+ * body. Compared as a number: a base62 spelling of every CRC would cost more than the parse.
+ */
+export function checksumMatches(text: string): boolean {
+  return crc32(text.slice(0, CHECKSUM_START)) === base62Value(text.slice(CHECKSUM_START));
 }
 
 /** The number a base62 text spells (the text is known to be in the alphabet). */
