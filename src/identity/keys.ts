@@ -14,9 +14,9 @@ import { KEY_HASH_PATTERN } from '../api/ownedaccesskey.ts';
  * | secret   | 43     | base62 (`0-9A-Za-z`)              | 32 random bytes as a big-endian integer, left-padded with `0` |
  * | checksum | 6      | base62                            | CRC-32 of `pak_<id>_<secret>`, left-padded with `0` |
  *
- * The checksum is not a security measure: it lets the gateway refuse typos, truncated
- * copies and random strings before any lookup, and lets scanners tell real keys from lookalikes
- * offline. Security rests on the 256-bit secret alone.
+ * The checksum is not a security measure: it lets the gateway tell typos from wrong keys (and
+ * keep them off the apiserver: a malformed key is never looked up there), and lets scanners tell
+ * real keys from lookalikes offline. Security rests on the 256-bit secret alone.
  *
  * At rest only {@link hashAccessKey}'s keyed hash is kept (`spec.keyHash`, with the id in `spec.keyId`) (HMAC-SHA-256 with a pepper that is not
  * stored next to the hash), so a leaked object store does not leak usable keys and the hash cannot
