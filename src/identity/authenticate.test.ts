@@ -228,6 +228,27 @@ describe('authenticateAccessKey', () => {
     expect(expired.expiredAt).toEqual(new Date(deadline));
   });
 
+  it('judges a remembered answer again as time passes and when the config changes', () => {
+    const { token, object } = accessKey({ user: 'alice', ttl: 60 });
+    let nowMs = CREATED_MS + 1000;
+    const context: AuthenticationContext = {
+      ...contextWith([object], { users: [alice] }),
+      ownersVersion: () => 1,
+      now: () => new Date(nowMs),
+    };
+    const first = authenticateAccessKey(token, context);
+    expect(first.ok).toBe(true);
+    expect(authenticateAccessKey(token, context)).toBe(first);
+    // A shorter global maximum (a new config: a new limits object) applies at once.
+    expect(
+      failureOf(authenticateAccessKey(token, { ...context, limits: { accessKeyMaxTTLSeconds: 1 } })),
+    ).toBeInstanceOf(AccessKeyExpired);
+    nowMs = CREATED_MS + 60_000;
+    const expired = failureOf(authenticateAccessKey(token, context)) as AccessKeyExpired;
+    expect(expired).toBeInstanceOf(AccessKeyExpired);
+    expect(expired.expiredAt).toEqual(new Date(CREATED_MS + 60_000));
+  });
+
   it('counts ttlAfterLastActivity from activity the recorder has not written yet', () => {
     const { token, object } = accessKey({ user: 'alice', ttl: 60, ttlAfterLastActivity: true });
     const nowMs = CREATED_MS + 90_000;
