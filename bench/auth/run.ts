@@ -127,7 +127,8 @@ async function main(): Promise<void> {
     // decoded once per key object.
     const parseNs = nsPerCall(ITERATIONS, (i) => parseAccessKeyShape(token(i)));
     const storedHashes = new WeakMap<object, Buffer | undefined>();
-    for (const key of authenticator.keys.list()) storedHashes.set(key, decodeStoredHash(key.spec.keyHash ?? ''));
+    for (const key of authenticator.keys.list())
+      storedHashes.set(key, decodeStoredHash(key.spec.keyHash ?? ''));
     const verifyNs = nsPerCall(ITERATIONS, (i) => {
       const id = (parseAccessKeyShape(token(i)) as ParsedAccessKey).id;
       const key = authenticator.keys.byIndex(BY_KEY_ID, id)[0];
