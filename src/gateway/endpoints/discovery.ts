@@ -48,7 +48,9 @@ export function discoveryEndpoints(deps: DiscoveryDeps): Endpoint[] {
       scope: 'any',
       handle: (request) => {
         // Discovery documents are JSON whatever the client asks for, as kube-apiserver's are.
-        const answer = documents[request.attributes.path]?.();
+        const answer = Object.hasOwn(documents, request.attributes.path)
+          ? documents[request.attributes.path]?.()
+          : undefined;
         if (!answer) throw new Error(`no discovery document for ${request.attributes.path}`);
         return 'object' in answer
           ? { code: 200, body: JSON.stringify(answer.object), contentType: 'application/json' }

@@ -97,6 +97,13 @@ describe('routing', () => {
     ['GET', `${api}/namespaces/ns/sharedsecrets/%zz`, 400],
     ['PUT', `${api}/sharedsecrets/a`, 404],
     ['OPTIONS', `${api}/namespaces/ns/sharedsecrets`, 405],
+    // Names of Object.prototype's properties are nothing special.
+    ['GET', `${api}/namespaces/ns/toString`, 404],
+    ['GET', `${api}/constructor`, 404],
+    ['GET', `${api}/__proto__`, 404],
+    ['GET', `${api}/projects/web/hasOwnProperty`, 404],
+    ['GET', '/toString', 404],
+    ['GET', '/constructor', 404],
   ])('%s %s is %d', (method, path, code) => {
     const route = routeRequest(method, path, q());
     expect(route).toBeInstanceOf(StatusError);

@@ -53,30 +53,34 @@ export interface ResourceRoute {
 
 export type Route = NonResourceRoute | ResourceRoute;
 
-const NON_RESOURCE: Readonly<Record<string, NonResourceEndpoint>> = {
-  '/api': 'api',
-  '/apis': 'apis',
-  [GROUP_PATH]: 'group',
-  [GROUP_VERSION_PATH]: 'groupVersion',
-  '/version': 'version',
-  '/openapi/v2': 'openapiV2',
-  '/openapi/v3': 'openapiV3',
-  [`/openapi/v3${GROUP_VERSION_PATH}`]: 'openapiV3GroupVersion',
-  '/healthz': 'healthz',
-  '/livez': 'healthz',
-  '/readyz': 'readyz',
-};
+// Maps, not object literals: a path segment such as `toString` or `constructor` must find
+// nothing, not a property of Object.prototype.
+const NON_RESOURCE: ReadonlyMap<string, NonResourceEndpoint> = new Map(
+  Object.entries({
+    '/api': 'api',
+    '/apis': 'apis',
+    [GROUP_PATH]: 'group',
+    [GROUP_VERSION_PATH]: 'groupVersion',
+    '/version': 'version',
+    '/openapi/v2': 'openapiV2',
+    '/openapi/v3': 'openapiV3',
+    [`/openapi/v3${GROUP_VERSION_PATH}`]: 'openapiV3GroupVersion',
+    '/healthz': 'healthz',
+    '/livez': 'healthz',
+    '/readyz': 'readyz',
+  } satisfies Record<string, NonResourceEndpoint>),
+);
 
 /** Other spellings of resources in paths (the established product's docs say `config`). */
-const RESOURCE_ALIASES: Readonly<Record<string, string>> = { config: 'configs' };
+const RESOURCE_ALIASES: ReadonlyMap<string, string> = new Map([['config', 'configs']]);
 
 /** Subresources served per top-level resource, besides the CRD's `status`. */
-const VIRTUAL_SUBRESOURCES: Readonly<Record<string, readonly string[]>> = {
-  projects: ['members'],
-  virtualclusterinstances: ['kubeconfig'],
-  users: ['accesskeys'],
-  teams: ['accesskeys'],
-};
+const VIRTUAL_SUBRESOURCES: ReadonlyMap<string, readonly string[]> = new Map([
+  ['projects', ['members']],
+  ['virtualclusterinstances', ['kubeconfig']],
+  ['users', ['accesskeys']],
+  ['teams', ['accesskeys']],
+]);
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -146,7 +150,7 @@ export const nonResourceAttributes = (method: string, path: string): RequestAttr
  */
 export function routeRequest(method: string, path: string, query: URLSearchParams): Route | StatusError {
   const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-  const endpoint = NON_RESOURCE[trimmed === '' ? '/' : trimmed];
+  const endpoint = NON_RESOURCE.get(trimmed === '' ? '/' : trimmed);
   if (endpoint) {
     return { kind: 'nonResource', endpoint, attributes: nonResourceAttributes(method, trimmed) };
   }
@@ -172,7 +176,7 @@ export function routeRequest(method: string, path: string, query: URLSearchParam
   }
   if (rest.length === 0 || rest.length > 3) return notFound();
   const [resourceSegment = '', name = '', subresource = ''] = rest;
-  const resource = RESOURCE_ALIASES[resourceSegment] ?? resourceSegment;
+  const resource = RESOURCE_ALIASES.get(resourceSegment) ?? resourceSegment;
   const parent = KINDS.find(
     (kind) => kind.plural === resource && !('subresourceOf' in kind && kind.subresourceOf),
   );
@@ -184,7 +188,7 @@ export function routeRequest(method: string, path: string, query: URLSearchParam
   }
   let info: KindInfo | undefined = parent;
   if (subresource !== '') {
-    const virtual = VIRTUAL_SUBRESOURCES[resource] ?? [];
+    const virtual = VIRTUAL_SUBRESOURCES.get(resource) ?? [];
     if (subresource === 'status' && parent.stored) info = parent;
     else if (virtual.includes(subresource)) {
       info = KINDS.find(
