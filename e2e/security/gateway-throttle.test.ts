@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/identity/keys.ts';
 import { call, useGatewayEnv } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
 
 /**
  * Hole 3 of issue 16: failures were counted per source address with no notion of a trusted proxy
@@ -28,6 +29,15 @@ describe('security: only failing attempts are throttled, per client behind trust
   beforeAll(async () => {
     victim = await env().user(uniqueName('victim'));
     bystander = await env().user(uniqueName('bystander'));
+    // In the gateway's caches before any attack: a caller with recent failures is judged on the
+    // caches alone, so a key they have not seen yet would be refused then (throttle.ts).
+    await eventually(
+      () =>
+        env().gateway.authenticator.authenticateCached(victim).ok &&
+        env().gateway.authenticator.authenticateCached(bystander).ok,
+      60_000,
+      "the victim's and the bystander's keys in the gateway's caches",
+    );
   });
 
   const viaProxy = (client: string, token: string) =>
