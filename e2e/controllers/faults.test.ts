@@ -328,6 +328,14 @@ describe('two operators with leader election', () => {
     );
     const leader = holder === 'op-a' ? 'a' : 'b';
     const follower = leader === 'a' ? 'b' : 'a';
+    // The follower may still be starting (its health server not listening yet) when the leader
+    // holds the lease: its metrics are read once it answers.
+    for (const port of [ports.a, ports.b])
+      await eventually(
+        async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok === true,
+        60_000,
+        `the operator's health server on port ${port}`,
+      );
 
     await pool(
       Array.from({ length: 20 }, (_, i) => `l-${i}`),
