@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -210,4 +211,24 @@ export async function within<T>(promise: Promise<T>, what: string, bound: WaitBo
   } finally {
     settled = true;
   }
+}
+
+/** Where a benchmark's `platform` child runs from: the sources through tsx, or compiled to dist/. */
+export type PlatformRuntime = 'tsx' | 'dist';
+
+const REPO = join(import.meta.dirname, '..');
+
+/**
+ * The `platform` entry a benchmark spawns: compiled to dist/ as the image installs it (tsc, built
+ * here), or the checkout's sources through tsx (the smoke forms), whose transpiling would
+ * otherwise be counted as the component's cost.
+ */
+export function platformEntry(runtime: PlatformRuntime): string {
+  if (runtime === 'tsx') return join(REPO, 'bin', 'platform.js');
+  execFileSync(
+    process.execPath,
+    [join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    { cwd: REPO, stdio: 'inherit', timeout: 10 * 60_000 },
+  );
+  return join(REPO, 'dist', 'cli', 'main.js');
 }

@@ -36,8 +36,6 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import autocannon from 'autocannon';
 import type { User } from '../../src/api/identity.ts';
@@ -50,7 +48,14 @@ import { authenticateAccessKey } from '../../src/identity/authenticate.ts';
 import { generateAccessKey, hashAccessKey } from '../../src/identity/keys.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { benchMode, reportFigure, waitUntil, withBenchCluster } from '../support.ts';
+import {
+  benchMode,
+  type PlatformRuntime,
+  platformEntry,
+  reportFigure,
+  waitUntil,
+  withBenchCluster,
+} from '../support.ts';
 
 const smoke = benchMode() === 'smoke';
 const SECONDS = Number(process.argv[2] ?? (smoke ? 2 : 10));
@@ -147,26 +152,8 @@ interface GatewayProcess {
   stop(): Promise<void>;
 }
 
-const RUNTIME = process.env.GATEWAY_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist');
-const repo = fileURLToPath(new URL('../../', import.meta.url));
-
-/**
- * The `platform` entry the gateway runs from: compiled to dist/ as the image installs it (tsc,
- * built here, as bench/sync does), or the checkout's sources through tsx (the smoke form).
- */
-function platformEntry(): string {
-  if (RUNTIME === 'tsx') return join(repo, 'bin', 'platform.js');
-  execFileSync(
-    process.execPath,
-    [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
-    {
-      cwd: repo,
-      stdio: 'inherit',
-      timeout: 10 * 60_000,
-    },
-  );
-  return join(repo, 'dist', 'cli', 'main.js');
-}
+const RUNTIME: PlatformRuntime =
+  (process.env.GATEWAY_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist')) === 'tsx' ? 'tsx' : 'dist';
 
 /** `platform gateway`, the component as the chart runs it (plain HTTP), in a process of its own. */
 async function startGatewayProcess(entry: string, kubeconfig: string): Promise<GatewayProcess> {
@@ -294,7 +281,7 @@ async function main(): Promise<void> {
       },
     });
     const key = generateAccessKey((size) => randomBytes(size));
-    const entry = platformEntry();
+    const entry = platformEntry(RUNTIME);
     const userObject = (await custom.getClusterCustomObject({
       group: GROUP,
       version: 'v1',

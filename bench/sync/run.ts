@@ -27,7 +27,7 @@
  * (seconds of transpiling) is no cost of the syncer. SYNC_BENCH_RUNTIME=tsx runs it from the
  * sources instead (the smoke run does, to spare the build).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +51,16 @@ import { loadSyncConfig } from '../../src/sync/config.ts';
 import { syncedKinds } from '../../src/sync/controllers/syncer.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import { type KubeObject, type SyncContext, translateToHost } from '../../src/sync/translate.ts';
-import { apiserverWrites, benchMode, pool, quantile, reportFigure, withBenchCluster } from '../support.ts';
+import {
+  apiserverWrites,
+  benchMode,
+  type PlatformRuntime,
+  platformEntry,
+  pool,
+  quantile,
+  reportFigure,
+  withBenchCluster,
+} from '../support.ts';
 
 const smoke = benchMode() === 'smoke';
 const N = Number(process.argv[2] ?? (smoke ? 60 : 2000));
@@ -61,23 +70,9 @@ const VC = 'bench-vc';
 /** No wait of this benchmark lasts longer (it fails instead). */
 const WAIT_LIMIT_MS = 10 * 60_000;
 const REST_MS = smoke ? 1000 : 5000;
-const RUNTIME = process.env.SYNC_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist');
-const repo = join(import.meta.dirname, '..', '..');
-/** The `platform` entry the syncers run: the compiled one, or the checkout's (tsx). */
-function syncerEntry(): string {
-  if (RUNTIME === 'tsx') return join(repo, 'bin', 'platform.js');
-  execFileSync(
-    process.execPath,
-    [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
-    {
-      cwd: repo,
-      stdio: 'inherit',
-      timeout: 10 * 60_000,
-    },
-  );
-  return join(repo, 'dist', 'cli', 'main.js');
-}
-const ENTRY = syncerEntry();
+const RUNTIME: PlatformRuntime =
+  (process.env.SYNC_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist')) === 'tsx' ? 'tsx' : 'dist';
+const ENTRY = platformEntry(RUNTIME);
 
 /** CPU time (user + system) a process has used so far, in milliseconds (Linux /proc). */
 function cpuMs(pid: number | undefined): number {
