@@ -20,37 +20,38 @@ export interface DiscoveryDeps {
 const json = (object: unknown): EndpointAnswer => ({ code: 200, object });
 
 export function discoveryEndpoints(deps: DiscoveryDeps): Endpoint[] {
-  const documents: Record<string, () => EndpointAnswer> = {
-    '/api': () => json(apiVersions()),
-    '/apis': () => json(apiGroupList()),
-    [GROUP_PATH]: () => json(apiGroup()),
-    [GROUP_VERSION_PATH]: () =>
-      json(
-        apiResourceList((info) => {
-          if (info.stored) return true;
-          const parent = 'subresourceOf' in info ? info.subresourceOf : undefined;
-          return deps.serves(parent?.plural ?? info.plural, parent?.subresource ?? '');
-        }),
-      ),
-    '/openapi/v3': () => json(openApiV3Index(BASE_PATH)),
-    [`/openapi/v3${GROUP_VERSION_PATH}`]: () => ({
-      code: 200,
-      body: openApiV3GroupVersion().json,
-      contentType: 'application/json',
-      headers: { 'cache-control': 'public, immutable' },
+  // A Map: a path named like an Object.prototype property finds nothing.
+  const documents = new Map<string, () => EndpointAnswer>(
+    Object.entries({
+      '/api': () => json(apiVersions()),
+      '/apis': () => json(apiGroupList()),
+      [GROUP_PATH]: () => json(apiGroup()),
+      [GROUP_VERSION_PATH]: () =>
+        json(
+          apiResourceList((info) => {
+            if (info.stored) return true;
+            const parent = 'subresourceOf' in info ? info.subresourceOf : undefined;
+            return deps.serves(parent?.plural ?? info.plural, parent?.subresource ?? '');
+          }),
+        ),
+      '/openapi/v3': () => json(openApiV3Index(BASE_PATH)),
+      [`/openapi/v3${GROUP_VERSION_PATH}`]: () => ({
+        code: 200,
+        body: openApiV3GroupVersion().json,
+        contentType: 'application/json',
+        headers: { 'cache-control': 'public, immutable' },
+      }),
     }),
-  };
+  );
   return [
     {
       name: 'discovery',
-      route: { kind: 'nonResource', paths: Object.keys(documents) },
+      route: { kind: 'nonResource', paths: [...documents.keys()] },
       authentication: 'key',
       scope: 'any',
       handle: (request) => {
         // Discovery documents are JSON whatever the client asks for, as kube-apiserver's are.
-        const answer = Object.hasOwn(documents, request.attributes.path)
-          ? documents[request.attributes.path]?.()
-          : undefined;
+        const answer = documents.get(request.attributes.path)?.();
         if (!answer) throw new Error(`no discovery document for ${request.attributes.path}`);
         return 'object' in answer
           ? { code: 200, body: JSON.stringify(answer.object), contentType: 'application/json' }
