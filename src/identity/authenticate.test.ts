@@ -97,6 +97,7 @@ describe('authenticateAccessKey', () => {
           ttlAfterLastActivity: false,
         },
       },
+      record: expect.objectContaining({ key: object, name: object.metadata.name }),
     });
   });
 

@@ -126,7 +126,12 @@ export interface AuthenticatedIdentity {
 }
 
 export type AuthenticationResult =
-  | { readonly ok: true; readonly identity: AuthenticatedIdentity }
+  | {
+      readonly ok: true;
+      readonly identity: AuthenticatedIdentity;
+      /** The record of the key that authenticated (its holder keeps per-key state there). */
+      readonly record: KeyRecord;
+    }
   | {
       readonly ok: false;
       readonly failure: AuthenticationFailure;
@@ -137,6 +142,13 @@ export type AuthenticationResult =
 export interface AuthenticationContext {
   /** The key objects whose `spec.keyId` is `id` (an informer-cache index): normally one or none. */
   readonly lookupKey: (id: string) => readonly OwnedAccessKey[];
+  /**
+   * The same keys as their {@link KeyRecord}s, when the caller keeps them (the authenticator,
+   * beside its cache): one lookup, and what the decision reads of a key in one place, instead of
+   * the objects and their records found one by one. At ten thousand keys the memory a decision
+   * touches is most of its cost (bench/auth).
+   */
+  readonly lookupRecords?: (id: string) => readonly KeyRecord[];
   readonly lookupUser: (name: string) => User | undefined;
   readonly lookupTeam: (name: string) => Team | undefined;
   /** The HMAC key of `spec.keyHash`. */
@@ -168,55 +180,75 @@ const sortedUnique = (items: readonly string[]) => [...new Set(items)].sort();
 type Owner = Omit<AuthenticatedIdentity, 'accessKey'>;
 
 /**
- * Per key object (informers replace objects, never change them): its decoded `spec.keyHash`, and
- * the owner last resolved for it with the lookups that resolution made. The owner is reused while
- * the caches' version ({@link AuthenticationContext.ownersVersion}) is the one it was resolved at,
- * or, when that changed or is not given, while every one of those lookups still returns the very
- * same object; so a changed User or Team (a new object in the cache) resolves again, and the
- * answer is always the one a fresh resolution would give, without its work on every request.
+ * Per key object (informers replace objects, never change them): what the decision reads of it,
+ * made once (its decoded `spec.keyHash`, whether it is refused outright), and what it last
+ * derived from it: the owner last resolved with the lookups that resolution made. The owner is
+ * reused while the caches' version ({@link AuthenticationContext.ownersVersion}) is the one it was
+ * resolved at, or, when that changed or is not given, while every one of those lookups still
+ * returns the very same object; so a changed User or Team (a new object in the cache) resolves
+ * again, and the answer is always the one a fresh resolution would give, without its work on
+ * every request.
  */
-interface KeyMemo {
+export interface KeyRecord {
+  readonly key: OwnedAccessKey;
+  readonly keyId: string | undefined;
+  readonly name: string;
   readonly storedHash: Buffer | undefined;
+  /** Disabled, or being deleted. */
+  readonly disabled: boolean;
+  /** Its life counts from its activity (`spec.ttlAfterLastActivity`). */
+  readonly activityBased: boolean;
   /**
    * For a key whose life does not count from its activity: its expiry under one `limits` object
    * (the platform config's, kept while the config is unchanged), and the last answer made with
    * that expiry and owner, handed out again while both hold (the same identity object also
    * keeps what is derived from it per identity, such as the impersonation headers).
    */
-  expiry?: { readonly limits: AccessKeyLifetimeLimits; readonly at: Date | null };
-  accepted?: {
-    readonly owner: Owner;
-    readonly expiresAt: Date | null;
-    readonly result: AuthenticationResult;
-  };
-  owner?: {
-    readonly lookups: readonly Lookup[];
-    readonly version: number | undefined;
-    readonly owner: Owner;
-  };
+  expiry: { readonly limits: AccessKeyLifetimeLimits; readonly at: Date | null } | undefined;
+  accepted:
+    | { readonly owner: Owner; readonly expiresAt: Date | null; readonly result: AuthenticationResult }
+    | undefined;
+  owner:
+    | { readonly lookups: readonly Lookup[]; readonly version: number | undefined; readonly owner: Owner }
+    | undefined;
+  /** The second of the last activity its holder recorded for it (the authenticator's, once per second). */
+  activitySecond: number;
 }
 type Lookup = readonly ['user' | 'team', string, unknown];
-const keyMemos = new WeakMap<OwnedAccessKey, KeyMemo>();
 
-function memoOf(key: OwnedAccessKey): KeyMemo {
-  let memo = keyMemos.get(key);
-  if (!memo) {
-    memo = { storedHash: decodeStoredHash(key.spec.keyHash ?? '') };
-    keyMemos.set(key, memo);
-  }
-  return memo;
+/** A new record of a key object (a holder of records makes one per object it caches). */
+export function newKeyRecord(key: OwnedAccessKey): KeyRecord {
+  return {
+    key,
+    keyId: key.spec?.keyId,
+    name: key.metadata?.name ?? '',
+    storedHash: decodeStoredHash(key.spec?.keyHash ?? ''),
+    disabled: key.spec?.disabled === true || Boolean(key.metadata?.deletionTimestamp),
+    activityBased: key.spec?.ttlAfterLastActivity === true,
+    expiry: undefined,
+    accepted: undefined,
+    owner: undefined,
+    activitySecond: Number.NaN,
+  };
 }
 
-function ownerOf(
-  key: OwnedAccessKey,
-  memo: KeyMemo,
-  context: AuthenticationContext,
-): Owner | AuthenticationFailure {
-  const cached = memo.owner;
+/** The record of a key object, for callers that do not keep records themselves. */
+const records = new WeakMap<OwnedAccessKey, KeyRecord>();
+function recordOf(key: OwnedAccessKey): KeyRecord {
+  let record = records.get(key);
+  if (!record) {
+    record = newKeyRecord(key);
+    records.set(key, record);
+  }
+  return record;
+}
+
+function ownerOf(record: KeyRecord, context: AuthenticationContext): Owner | AuthenticationFailure {
+  const cached = record.owner;
   const version = context.ownersVersion?.();
   if (cached && version !== undefined && cached.version === version) return cached.owner;
   if (cached?.lookups.every(([kind, name, found]) => lookup(context, kind, name) === found)) {
-    memo.owner = { ...cached, version };
+    record.owner = { ...cached, version };
     return cached.owner;
   }
   const lookups: Lookup[] = [];
@@ -233,8 +265,8 @@ function ownerOf(
       return found;
     },
   };
-  const owner = resolveOwner(key, recording);
-  memo.owner = owner instanceof Error ? undefined : { lookups, version, owner };
+  const owner = resolveOwner(record.key, recording);
+  record.owner = owner instanceof Error ? undefined : { lookups, version, owner };
   return owner;
 }
 
@@ -311,41 +343,35 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
   if (parsed instanceof MalformedAccessKey) return fail(parsed);
   const { id } = parsed;
 
-  const candidates = context.lookupKey(id);
+  const candidates = context.lookupRecords ? context.lookupRecords(id) : context.lookupKey(id).map(recordOf);
   // Always one HMAC and at least one constant-time comparison, found or not.
   const digest = accessKeyDigest(token, context.pepper);
-  let key: OwnedAccessKey | undefined;
-  let memo: KeyMemo | undefined;
+  let record: KeyRecord | undefined;
   let compared = false;
   for (const candidate of candidates) {
-    if (candidate.spec.keyId !== id) continue;
+    if (candidate.keyId !== id) continue;
     compared = true;
-    const candidateMemo = memoOf(candidate);
-    if (digestMatchesStored(digest, candidateMemo.storedHash)) {
-      key = candidate;
-      memo = candidateMemo;
-    }
+    if (digestMatchesStored(digest, candidate.storedHash)) record = candidate;
   }
   if (!compared) digestMatchesStored(digest, undefined);
-  if (!key || !memo) {
+  if (!record) {
     return checksumMatches(token)
       ? fail(new InvalidAccessKey(), id)
       : fail(new MalformedAccessKey('checksum'));
   }
 
-  if (key.spec.disabled === true || key.metadata.deletionTimestamp) return fail(new AccessKeyDisabled(), id);
+  if (record.disabled) return fail(new AccessKeyDisabled(), id);
 
-  const keyName = key.metadata.name ?? '';
-  const activityBased = key.spec.ttlAfterLastActivity === true;
+  const { activityBased } = record;
   let expiresAt: Date | null;
-  if (!activityBased && memo.expiry?.limits === context.limits) {
-    expiresAt = memo.expiry.at;
+  if (!activityBased && record.expiry?.limits === context.limits) {
+    expiresAt = record.expiry.at;
   } else {
     try {
       expiresAt = accessKeyExpiry(
-        key,
+        record.key,
         context.limits,
-        activityBased ? context.recentActivity?.(keyName) : undefined,
+        activityBased ? context.recentActivity?.(record.name) : undefined,
       );
     } catch (error) {
       // A lifetime limit without a creation time: fail closed.
@@ -353,22 +379,23 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
         return fail(new AccessKeyExpired(undefined), id);
       throw error;
     }
-    if (!activityBased) memo.expiry = { limits: context.limits, at: expiresAt };
+    if (!activityBased) record.expiry = { limits: context.limits, at: expiresAt };
   }
   if (expiresAt !== null && context.now().getTime() >= expiresAt.getTime()) {
     return fail(new AccessKeyExpired(expiresAt), id);
   }
 
-  const owner = ownerOf(key, memo, context);
+  const owner = ownerOf(record, context);
   if (owner instanceof Error) return fail(owner, id);
-  const known = memo.accepted;
+  const known = record.accepted;
   if (!activityBased && known?.owner === owner && known.expiresAt === expiresAt) return known.result;
+  const { key } = record;
   const result: AuthenticationResult = {
     ok: true,
     identity: {
       ...owner,
       accessKey: {
-        name: keyName,
+        name: record.name,
         id,
         type: key.spec.type,
         scope: key.spec.scope,
@@ -376,7 +403,8 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
         ttlAfterLastActivity: activityBased,
       },
     },
+    record,
   };
-  if (!activityBased) memo.accepted = { owner, expiresAt, result };
+  if (!activityBased) record.accepted = { owner, expiresAt, result };
   return result;
 }

@@ -12,11 +12,12 @@ import type { Store } from '../runtime/store.ts';
 import { ActivityRecorder, type ActivityRecorderOptions, type ActivityWrite } from './activity.ts';
 import {
   AccessKeyOwnerInvalid,
-  type AuthenticatedIdentity,
   type AuthenticationContext,
   type AuthenticationResult,
   authenticateAccessKey,
   InvalidAccessKey,
+  type KeyRecord,
+  newKeyRecord,
 } from './authenticate.ts';
 import { accessKeyExpiry } from './expiry.ts';
 import { MalformedAccessKey, parseAccessKey } from './keys.ts';
@@ -36,6 +37,8 @@ export interface AccessKeyAuthenticatorDeps {
 
 /** How long a read past the caches may take before the key is judged on the caches alone. */
 const LIVE_LOOKUP_TIMEOUT_MS = 5000;
+
+const NO_RECORDS: readonly KeyRecord[] = [];
 
 /** Objects a caller's key needs that the caches did not have, read from the apiserver. */
 interface LiveObjects {
@@ -76,6 +79,13 @@ export class AccessKeyAuthenticator {
   private pepper: Uint8Array | undefined;
   /** Reads past the caches in flight, by key id: concurrent misses share one. */
   private readonly liveReads = new Map<string, Promise<LiveObjects | undefined>>();
+  /**
+   * The records of the cached keys by `spec.keyId`, kept by the key informer's events (which
+   * run as the cache changes, so the two agree whenever a request is decided).
+   */
+  private readonly records = new Map<string, KeyRecord[]>();
+  /** The platform configuration's access key limits, kept as it changes. */
+  private limits: ConfigStatus['auth'];
 
   constructor(
     manager: Manager,
@@ -94,6 +104,18 @@ export class AccessKeyAuthenticator {
     this.teams = teams.store;
     this.informers = [keys, users, teams, config.informer] as unknown as Informer<never>[];
     this.config = () => config.current();
+    this.limits = config.current().auth;
+    config.onChange((current) => {
+      this.limits = current.auth;
+    });
+    keys.addEventHandler({
+      onAdd: (key) => this.file(key),
+      onUpdate: (previous, key) => {
+        this.unfile(previous);
+        this.file(key);
+      },
+      onDelete: (key) => this.unfile(key),
+    });
     const now = () => new Date(deps.clock.now());
     this.activity = new ActivityRecorder({
       ...deps.activity,
@@ -104,6 +126,23 @@ export class AccessKeyAuthenticator {
         clearTimeout: (handle) => (handle as { cancel(): void }).cancel(),
       },
     });
+  }
+
+  private file(key: OwnedAccessKey): void {
+    const id = key.spec?.keyId;
+    if (!id) return;
+    const name = key.metadata?.name;
+    const others = (this.records.get(id) ?? []).filter((record) => record.name !== name);
+    this.records.set(id, [...others, newKeyRecord(key)]);
+  }
+
+  private unfile(key: OwnedAccessKey): void {
+    const id = key.spec?.keyId;
+    const filed = id ? this.records.get(id) : undefined;
+    if (!id || !filed) return;
+    const others = filed.filter((record) => record.name !== key.metadata?.name);
+    if (others.length > 0) this.records.set(id, others);
+    else this.records.delete(id);
   }
 
   /** Loads the pepper (waiting for it to exist) and starts writing activity. Call after `manager.start()`. */
@@ -163,10 +202,12 @@ export class AccessKeyAuthenticator {
   private readonly cachedContext: AuthenticationContext = (() => {
     const self = this;
     return {
-      lookupKey: (id: string) => {
-        const cached = self.keys.byIndex(BY_KEY_ID, id);
-        if (cached.length === 0) self.cacheMisses.key = true;
-        return cached;
+      lookupKey: (id: string) => self.keys.byIndex(BY_KEY_ID, id),
+      lookupRecords: (id: string) => {
+        const filed = self.records.get(id);
+        if (filed) return filed;
+        self.cacheMisses.key = true;
+        return NO_RECORDS;
       },
       lookupUser: (name: string) => {
         const cached = self.users.get(name);
@@ -180,7 +221,7 @@ export class AccessKeyAuthenticator {
       },
       now: () => new Date(self.deps.clock.now()),
       get limits() {
-        return self.config().auth;
+        return self.limits;
       },
       recentActivity: (keyName: string) => self.activity.lastActivityOf(keyName),
     };
@@ -215,37 +256,33 @@ export class AccessKeyAuthenticator {
       // Live objects are not in the caches: their owner is checked lookup by lookup.
       pepper,
       now: () => new Date(this.deps.clock.now()),
-      limits: this.config().auth,
+      limits: this.limits,
       recentActivity: (keyName) => this.activity.lastActivityOf(keyName),
     };
     return authenticateAccessKey(token, context);
   }
 
   /**
-   * Per identity answered (the decision hands out one object per key object while its owner and
-   * expiry hold): the second of the activity last recorded for it. Activity is stored in whole
-   * seconds, so a key whose life does not count from its activity is recorded once per second:
-   * the stored value is the same, and the other uses of that second cost a lookup here instead of
-   * the recorder's maps.
+   * Records the activity of an accepted key. Activity is stored in whole seconds, so a key whose
+   * life does not count from its activity is recorded once per second (its record keeps the
+   * second): the stored value is the same, and the other uses of that second cost a comparison
+   * here instead of the recorder's maps.
    */
-  private readonly recordedSecond = new WeakMap<AuthenticatedIdentity, number>();
-
   private accepted(result: AuthenticationResult): AuthenticationResult {
     if (!result.ok) return result;
-    const { identity } = result;
-    const { name: keyName, ttlAfterLastActivity } = identity.accessKey;
+    const { record } = result;
     const now = this.deps.clock.now();
-    if (!ttlAfterLastActivity) {
+    if (!record.activityBased) {
       const second = Math.floor(now / 1000);
-      if (this.recordedSecond.get(identity) === second) return result;
-      this.recordedSecond.set(identity, second);
-      this.activity.recordMillis(keyName, now);
+      if (record.activitySecond === second) return result;
+      record.activitySecond = second;
+      this.activity.recordMillis(record.name, now);
       return result;
     }
     // For a key whose life counts from its activity, the deadline others see is the stored one.
-    const key = this.keys.get(keyName); // not cached yet: none
-    const storedDeadline = key ? (accessKeyExpiry(key, this.config().auth) ?? undefined) : undefined;
-    this.activity.recordMillis(keyName, now, storedDeadline);
+    const key = this.keys.get(record.name); // not cached yet: none
+    const storedDeadline = key ? (accessKeyExpiry(key, this.limits) ?? undefined) : undefined;
+    this.activity.recordMillis(record.name, now, storedDeadline);
     return result;
   }
 

@@ -6,6 +6,7 @@ import {
   AccessKeyExpired,
   type AuthenticationResult,
   InvalidAccessKey,
+  newKeyRecord,
 } from '../../identity/authenticate.ts';
 import { AuthenticatorNotReady } from '../../identity/authenticator.ts';
 import { generateAccessKey } from '../../identity/keys.ts';
@@ -26,6 +27,12 @@ import { AuthFailureLimiter, Throttle } from './throttle.ts';
 const key = generateAccessKey((size) => randomBytes(size));
 const other = generateAccessKey((size) => randomBytes(size));
 const alice = testIdentity('alice');
+const aliceKeyRecord = newKeyRecord({
+  apiVersion: 'management.platform/v1',
+  kind: 'OwnedAccessKey',
+  metadata: { name: 'alice-key' },
+  spec: { user: 'alice', keyId: key.id },
+});
 
 /** Knows `key` (as alice); records which way it was asked. */
 class Authenticator implements KeyAuthenticator {
@@ -37,7 +44,7 @@ class Authenticator implements KeyAuthenticator {
 
   private decide(token: string): AuthenticationResult {
     if (this.throws) throw this.throws;
-    if (token === key.key) return { ok: true, identity: alice };
+    if (token === key.key) return { ok: true, identity: alice, record: aliceKeyRecord };
     return { ok: false, failure: new InvalidAccessKey(), keyId: keyIdOf(token) };
   }
 
@@ -104,8 +111,8 @@ describe('the bearer token', () => {
 describe('authenticateToken', () => {
   test('from the caches, or past them, as the caller is judged', () => {
     const { authenticator } = world();
-    expect(authenticateToken(authenticator, key.key, false)).toEqual({ ok: true, identity: alice });
-    expect(authenticateToken(authenticator, key.key, true)).toEqual({ ok: true, identity: alice });
+    expect(authenticateToken(authenticator, key.key, false)).toEqual({ ok: true, identity: alice, record: aliceKeyRecord });
+    expect(authenticateToken(authenticator, key.key, true)).toEqual({ ok: true, identity: alice, record: aliceKeyRecord });
     expect(authenticator.asked).toEqual(['authenticate', 'cached']);
   });
 
