@@ -24,11 +24,15 @@ import { Registry } from 'prom-client';
 import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import { resources, type Stored } from '../../src/controllers/resources.ts';
-import { type AuthenticationContext, authenticateAccessKey } from '../../src/identity/authenticate.ts';
+import {
+  type AuthenticationContext,
+  authenticateAccessKey,
+  type KeyRecord,
+  newKeyRecord,
+} from '../../src/identity/authenticate.ts';
 import { BY_KEY_ID, setupAccessKeyAuthenticator } from '../../src/identity/authenticator.ts';
 import {
   accessKeyDigest,
-  decodeStoredHash,
   digestMatchesStored,
   generateAccessKey,
   hashAccessKey,
@@ -144,14 +148,15 @@ async function main(): Promise<void> {
     // one per call, several times the cost of the HMAC; shown too, for comparison).
     const pepperKey = createSecretKey(pepper);
     // What authentication is made of, each part alone over the same keys, as the decision does
-    // them: the shape parsed (the checksum only on failure), the stored hash decoded once per key.
-    const storedHashes = new WeakMap<object, Buffer | undefined>();
-    for (const key of authenticator.keys.list())
-      storedHashes.set(key, decodeStoredHash(key.spec.keyHash ?? ''));
+    // them: the shape parsed (the checksum only on failure), the key's record found by its id.
+    const records = new Map<string, KeyRecord[]>();
+    for (const key of authenticator.keys.list()) records.set(key.spec.keyId ?? '', [newKeyRecord(key)]);
     const context: AuthenticationContext = {
       lookupKey: (id) => authenticator.keys.byIndex(BY_KEY_ID, id),
+      lookupRecords: (id) => records.get(id) ?? [],
       lookupUser: (name) => authenticator.users.get(name),
       lookupTeam: (name) => authenticator.teams.get(name),
+      ownersVersion: () => authenticator.users.version + authenticator.teams.version,
       pepper,
       now: () => new Date(),
       limits: authenticator.config().auth,
@@ -169,8 +174,8 @@ async function main(): Promise<void> {
       parse: (i) => parseAccessKeyShape(token(i)),
       verify: (i) => {
         const id = (parseAccessKeyShape(token(i)) as ParsedAccessKey).id;
-        const key = authenticator.keys.byIndex(BY_KEY_ID, id)[0];
-        digestMatchesStored(accessKeyDigest(token(i), pepper), key ? storedHashes.get(key) : undefined);
+        const record = records.get(id)?.[0];
+        digestMatchesStored(accessKeyDigest(token(i), pepper), record?.storedHash);
       },
       decide: (i) => authenticateAccessKey(token(i), context),
     });
@@ -182,7 +187,7 @@ async function main(): Promise<void> {
       `what one authentication is made of (µs/call, median of ${ROUNDS} interleaved blocks of ${BLOCK} calls): ` +
         `parse ${us(median.parse)}; parse + lookup + HMAC + constant-time compare ${us(median.verify)}; ` +
         `the whole decision (+ disabled, expiry, owner and groups) ${us(median.decide)}; ` +
-        `+ config and activity record = ${us(median.authentication)}; ` +
+        `the authenticator's (+ its record lookup, config and activity record) ${us(median.authentication)}; ` +
         `(a bare HMAC with the pepper as raw bytes instead of a KeyObject: ${us(median.hmacRawKey)})\n`,
     );
     // The ratio within each round (both measured over the same seconds), then their median.

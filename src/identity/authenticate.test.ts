@@ -250,6 +250,20 @@ describe('authenticateAccessKey', () => {
     expect(expired.expiredAt).toEqual(new Date(CREATED_MS + 60_000));
   });
 
+  it('answers with the expiry of the config in effect, not the one a remembered answer was made with', () => {
+    const { token, object } = accessKey({ user: 'alice' });
+    const context: AuthenticationContext = {
+      ...contextWith([object], { users: [alice] }),
+      ownersVersion: () => 1,
+    };
+    const unlimited = authenticateAccessKey(token, context);
+    expect(unlimited.ok && unlimited.identity.accessKey.expiresAt).toBeNull();
+    const capped = authenticateAccessKey(token, { ...context, limits: { accessKeyMaxTTLSeconds: 3600 } });
+    expect(capped.ok && capped.identity.accessKey.expiresAt).toEqual(new Date(CREATED_MS + 3_600_000));
+    const again = authenticateAccessKey(token, { ...context, limits: {} });
+    expect(again.ok && again.identity.accessKey.expiresAt).toBeNull();
+  });
+
   it('counts ttlAfterLastActivity from activity the recorder has not written yet', () => {
     const { token, object } = accessKey({ user: 'alice', ttl: 60, ttlAfterLastActivity: true });
     const nowMs = CREATED_MS + 90_000;

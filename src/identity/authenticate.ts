@@ -198,19 +198,25 @@ export interface KeyRecord {
   readonly disabled: boolean;
   /** Its life counts from its activity (`spec.ttlAfterLastActivity`). */
   readonly activityBased: boolean;
+  // What the decision derived from the key, kept on the record itself (not in objects of their
+  // own: at ten thousand keys every further object a request reads is a likely cache miss).
   /**
-   * For a key whose life does not count from its activity: its expiry under one `limits` object
-   * (the platform config's, kept while the config is unchanged), and the last answer made with
-   * that expiry and owner, handed out again while both hold (the same identity object also
-   * keeps what is derived from it per identity, such as the impersonation headers).
+   * For a key whose life does not count from its activity: its expiry (`expiresAt`) under one
+   * `limits` object (the platform config's, kept while the config is unchanged).
    */
-  expiry: { readonly limits: AccessKeyLifetimeLimits; readonly at: Date | null } | undefined;
-  accepted:
-    | { readonly owner: Owner; readonly expiresAt: Date | null; readonly result: AuthenticationResult }
-    | undefined;
-  owner:
-    | { readonly lookups: readonly Lookup[]; readonly version: number | undefined; readonly owner: Owner }
-    | undefined;
+  expiryLimits: AccessKeyLifetimeLimits | undefined;
+  expiresAt: Date | null;
+  /** The owner last resolved, the lookups that resolution made, and the caches' version then. */
+  owner: Owner | undefined;
+  ownerLookups: readonly Lookup[];
+  ownerVersion: number | undefined;
+  /**
+   * The last answer (for a key whose life does not count from its activity), handed out again
+   * while its owner and expiry hold (the same identity object also keeps what is derived from it
+   * per identity, such as the impersonation headers).
+   */
+  answer: AuthenticationResult | undefined;
+  answerOwner: Owner | undefined;
   /** The second of the last activity its holder recorded for it (the authenticator's, once per second). */
   activitySecond: number;
 }
@@ -225,9 +231,13 @@ export function newKeyRecord(key: OwnedAccessKey): KeyRecord {
     storedHash: decodeStoredHash(key.spec?.keyHash ?? ''),
     disabled: key.spec?.disabled === true || Boolean(key.metadata?.deletionTimestamp),
     activityBased: key.spec?.ttlAfterLastActivity === true,
-    expiry: undefined,
-    accepted: undefined,
+    expiryLimits: undefined,
+    expiresAt: null,
     owner: undefined,
+    ownerLookups: [],
+    ownerVersion: undefined,
+    answer: undefined,
+    answerOwner: undefined,
     activitySecond: Number.NaN,
   };
 }
@@ -246,10 +256,10 @@ function recordOf(key: OwnedAccessKey): KeyRecord {
 function ownerOf(record: KeyRecord, context: AuthenticationContext): Owner | AuthenticationFailure {
   const cached = record.owner;
   const version = context.ownersVersion?.();
-  if (cached && version !== undefined && cached.version === version) return cached.owner;
-  if (cached?.lookups.every(([kind, name, found]) => lookup(context, kind, name) === found)) {
-    record.owner = { ...cached, version };
-    return cached.owner;
+  if (cached && version !== undefined && record.ownerVersion === version) return cached;
+  if (cached && record.ownerLookups.every(([kind, name, found]) => lookup(context, kind, name) === found)) {
+    record.ownerVersion = version;
+    return cached;
   }
   const lookups: Lookup[] = [];
   const recording: AuthenticationContext = {
@@ -266,7 +276,9 @@ function ownerOf(record: KeyRecord, context: AuthenticationContext): Owner | Aut
     },
   };
   const owner = resolveOwner(record.key, recording);
-  record.owner = owner instanceof Error ? undefined : { lookups, version, owner };
+  record.owner = owner instanceof Error ? undefined : owner;
+  record.ownerLookups = lookups;
+  record.ownerVersion = version;
   return owner;
 }
 
@@ -364,8 +376,8 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
 
   const { activityBased } = record;
   let expiresAt: Date | null;
-  if (!activityBased && record.expiry?.limits === context.limits) {
-    expiresAt = record.expiry.at;
+  if (!activityBased && record.expiryLimits === context.limits) {
+    expiresAt = record.expiresAt;
   } else {
     try {
       expiresAt = accessKeyExpiry(
@@ -379,7 +391,11 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
         return fail(new AccessKeyExpired(undefined), id);
       throw error;
     }
-    if (!activityBased) record.expiry = { limits: context.limits, at: expiresAt };
+    if (!activityBased) {
+      record.expiryLimits = context.limits;
+      record.expiresAt = expiresAt;
+      record.answer = undefined; // made with the expiry under other limits
+    }
   }
   if (expiresAt !== null && context.now().getTime() >= expiresAt.getTime()) {
     return fail(new AccessKeyExpired(expiresAt), id);
@@ -387,8 +403,8 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
 
   const owner = ownerOf(record, context);
   if (owner instanceof Error) return fail(owner, id);
-  const known = record.accepted;
-  if (!activityBased && known?.owner === owner && known.expiresAt === expiresAt) return known.result;
+  // The answer was made with the expiry above (a new one drops it) and is kept with its owner.
+  if (!activityBased && record.answer !== undefined && record.answerOwner === owner) return record.answer;
   const { key } = record;
   const result: AuthenticationResult = {
     ok: true,
@@ -405,6 +421,9 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
     },
     record,
   };
-  if (!activityBased) record.accepted = { owner, expiresAt, result };
+  if (!activityBased) {
+    record.answer = result;
+    record.answerOwner = owner;
+  }
   return result;
 }

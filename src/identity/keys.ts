@@ -233,9 +233,18 @@ function base62Value(text: string): number {
 const pepperKeys = new WeakMap<Uint8Array, KeyObject>();
 const stringPepperKeys = new Map<string, KeyObject>();
 
+/** The pepper last asked for and its key: a process uses one pepper, asked for on every request. */
+let lastPepper: Uint8Array | string | undefined;
+let lastPepperKey: KeyObject | undefined;
+
 function pepperKey(pepper: Uint8Array | string): KeyObject {
+  if (pepper === lastPepper && lastPepperKey) return lastPepperKey;
   const cached = typeof pepper === 'string' ? stringPepperKeys.get(pepper) : pepperKeys.get(pepper);
-  if (cached) return cached;
+  if (cached) {
+    lastPepper = pepper;
+    lastPepperKey = cached;
+    return cached;
+  }
   const bytes = typeof pepper === 'string' ? Buffer.from(pepper, 'utf8') : pepper;
   if (bytes.length < MIN_PEPPER_BYTES) throw new WeakPepper();
   const key = createSecretKey(bytes);
@@ -246,6 +255,8 @@ function pepperKey(pepper: Uint8Array | string): KeyObject {
   } else {
     pepperKeys.set(pepper, key);
   }
+  lastPepper = pepper;
+  lastPepperKey = key;
   return key;
 }
 

@@ -111,8 +111,16 @@ describe('the bearer token', () => {
 describe('authenticateToken', () => {
   test('from the caches, or past them, as the caller is judged', () => {
     const { authenticator } = world();
-    expect(authenticateToken(authenticator, key.key, false)).toEqual({ ok: true, identity: alice, record: aliceKeyRecord });
-    expect(authenticateToken(authenticator, key.key, true)).toEqual({ ok: true, identity: alice, record: aliceKeyRecord });
+    expect(authenticateToken(authenticator, key.key, false)).toEqual({
+      ok: true,
+      identity: alice,
+      record: aliceKeyRecord,
+    });
+    expect(authenticateToken(authenticator, key.key, true)).toEqual({
+      ok: true,
+      identity: alice,
+      record: aliceKeyRecord,
+    });
     expect(authenticator.asked).toEqual(['authenticate', 'cached']);
   });
 
