@@ -36,12 +36,13 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import autocannon from 'autocannon';
 import type { User } from '../../src/api/identity.ts';
 import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
 import { StatusError } from '../../src/api/status.ts';
-import { freePort } from '../../src/dev/controlplane.ts';
+import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
 import { BASE_PATH } from '../../src/gateway/index.ts';
 import { impersonationHeaders } from '../../src/gateway/proxy/impersonation.ts';
 import { authenticateAccessKey } from '../../src/identity/authenticate.ts';
@@ -128,7 +129,13 @@ const rps = (result: autocannon.Result) => result.requests.average;
 const failures = (...results: autocannon.Result[]) =>
   results.reduce((sum, result) => sum + result.non2xx + result.errors, 0);
 
-function rows(name: string, directRun: Measured, impersonatedRun: Measured, gatewayRun: Measured): string {
+function rows(
+  name: string,
+  directRun: Measured,
+  impersonatedRun: Measured,
+  bareRun: Measured,
+  gatewayRun: Measured,
+): string {
   const [direct, impersonated, gateway] = [directRun.result, impersonatedRun.result, gatewayRun.result];
   const cpu = (run: Measured) =>
     Object.entries(run.cpuMs)
@@ -140,8 +147,9 @@ function rows(name: string, directRun: Measured, impersonatedRun: Measured, gate
     `${name}`,
     figure('direct (admin)', directRun),
     `${figure('direct impersonated', impersonatedRun)}  ratio to direct ${(rps(impersonated) / rps(direct)).toFixed(2)} (kube-apiserver's impersonation cost)`,
+    `${figure('bare Node proxy', bareRun)}  ratio to impersonated ${(rps(bareRun.result) / rps(impersonated)).toFixed(2)} (the least a Node proxy costs)`,
     `${figure('gateway', gatewayRun)}  ratio to impersonated ${(rps(gateway) / rps(impersonated)).toFixed(2)} (the gateway's own overhead)`,
-    `  goal: gateway ${rps(gateway).toFixed(0)} / direct ${rps(direct).toFixed(0)} req/s = ratio ${(rps(gateway) / rps(direct)).toFixed(2)} (goal >= 0.80)  added latency p50 ${(gateway.latency.p50 - direct.latency.p50).toFixed(1)} ms, p99 ${(gateway.latency.p99 - direct.latency.p99).toFixed(1)} ms  (non-2xx/errors: ${failures(direct, impersonated, gateway)})`,
+    `  goal: gateway ${rps(gateway).toFixed(0)} / direct ${rps(direct).toFixed(0)} req/s = ratio ${(rps(gateway) / rps(direct)).toFixed(2)} (goal >= 0.80)  added latency p50 ${(gateway.latency.p50 - direct.latency.p50).toFixed(1)} ms, p99 ${(gateway.latency.p99 - direct.latency.p99).toFixed(1)} ms  (non-2xx/errors: ${failures(direct, impersonated, bareRun.result, gateway)})`,
   ].join('\n');
 }
 
@@ -202,6 +210,48 @@ async function startGatewayProcess(entry: string, kubeconfig: string): Promise<G
     throw error;
   }
   return { child, pid: child.pid, url: `http://127.0.0.1:${port}`, stop };
+}
+
+/**
+ * The floor: `bare-proxy.mjs` (Node's HTTP server and an undici pool as the gateway's, nothing
+ * else) sending every request with the admin token and the key's impersonation headers, in a
+ * process of its own on the gateway's CPUs.
+ */
+async function startBareProxy(
+  cluster: Cluster,
+  headers: Record<string, string | string[]>,
+): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-proxy.mjs', import.meta.url))], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: {
+      ...process.env,
+      BARE_UPSTREAM: cluster.server,
+      BARE_CA: cluster.caPem,
+      BARE_HEADERS: JSON.stringify({ authorization: `Bearer ${cluster.adminToken}`, ...headers }),
+    },
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  try {
+    await waitUntil('the bare proxy to listen', () => output.includes('\n'), {
+      boundMs: START_BOUND_MS,
+      child,
+      intervalMs: 50,
+    });
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { child, pid: child.pid, url: `http://127.0.0.1:${Number.parseInt(output, 10)}`, stop };
 }
 
 /**
@@ -302,7 +352,17 @@ async function main(): Promise<void> {
     const impersonation = impersonationOf(key.key, keyObject, userObject, pepper);
     const gateway = await startGatewayProcess(entry, cluster.kubeconfigPath);
     if (GATEWAY_CPUS && gateway.pid) pin(gateway.pid, GATEWAY_CPUS);
-    processes = { apiserver: cluster.apiServer.pid, gateway: gateway.pid, autocannon: process.pid };
+    const bare = await startBareProxy(cluster, impersonation).catch(async (error: unknown) => {
+      await gateway.stop();
+      throw error;
+    });
+    if (GATEWAY_CPUS && bare.pid) pin(bare.pid, GATEWAY_CPUS);
+    processes = {
+      apiserver: cluster.apiServer.pid,
+      gateway: gateway.pid,
+      bare: bare.pid,
+      autocannon: process.pid,
+    };
     try {
       const path = `/apis/${GROUP}/v1/namespaces/bench/sharedsecrets`;
       const gatewayBase = `${gateway.url}${BASE_PATH}`;
@@ -317,6 +377,7 @@ async function main(): Promise<void> {
       // Warm every path up (connections, JIT, the apiserver's caches) before measuring.
       await load(`${cluster.server}${path}/secret-0`, impersonated, WARM_UP_SECONDS);
       await load(`${gatewayBase}${path}/secret-0`, user, WARM_UP_SECONDS);
+      await load(`${bare.url}${path}/secret-0`, {}, WARM_UP_SECONDS);
       console.log(
         `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets, platform gateway from ${RUNTIME === 'tsx' ? 'the sources (tsx)' : 'dist/ (compiled)'}${
           GATEWAY_CPUS
@@ -330,10 +391,12 @@ async function main(): Promise<void> {
       ] as const) {
         const direct = await load(`${cluster.server}${url}`, admin);
         const asUser = await load(`${cluster.server}${url}`, impersonated);
+        const floor = await load(`${bare.url}${url}`, {});
         const through = await load(`${gatewayBase}${url}`, user);
         if (gateway.child.exitCode !== null) throw new Error('the gateway process exited during the load');
-        console.log(rows(name, direct, asUser, through));
-        const failed = failures(direct.result, asUser.result, through.result);
+        if (bare.child.exitCode !== null) throw new Error('the bare proxy exited during the load');
+        console.log(rows(name, direct, asUser, floor, through));
+        const failed = failures(direct.result, asUser.result, floor.result, through.result);
         if (failed > 0) throw new Error(`${name}: ${failed} requests failed (non-2xx or errors)`);
         reportFigure({
           name: `${name} through the gateway${GATEWAY_CPUS ? ' (gateway on a CPU of its own)' : ''}`,
@@ -355,9 +418,20 @@ async function main(): Promise<void> {
           ratio: (through.cpuMs.gateway ?? Number.NaN) / (through.cpuMs.apiserver ?? Number.NaN),
           ...(name === 'GET' ? { goal: '<= 0.5' } : {}),
         });
+        reportFigure({
+          name: `bare Node proxy CPU per proxied ${name} (the floor of any Node gateway)`,
+          value: floor.cpuMs.bare ?? Number.NaN,
+          unit: 'CPU ms',
+          baseline: {
+            name: `kube-apiserver CPU for the same ${name}`,
+            value: floor.cpuMs.apiserver ?? Number.NaN,
+            unit: 'CPU ms',
+          },
+          ratio: (floor.cpuMs.bare ?? Number.NaN) / (floor.cpuMs.apiserver ?? Number.NaN),
+        });
       }
     } finally {
-      await gateway.stop();
+      await Promise.all([gateway.stop(), bare.stop()]);
     }
   });
 }
