@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { AccessKeyDisabled } from '../../src/identity/authenticate.ts';
+import { AccessKeyDisabled, InvalidAccessKey } from '../../src/identity/authenticate.ts';
 import {
   type AccessKeyAuthenticator,
   setupAccessKeyAuthenticator,
@@ -300,6 +300,40 @@ describe('access key lifecycle', () => {
     const lateness = await gone('inactivity-4s', Date.parse(lastActivity as string) + 4000);
     process.stdout.write(`inactivity expiry: deleted ${lateness} ms after lastActivity + ttl\n`);
     expect(lateness).toBeGreaterThanOrEqual(0);
+  });
+
+  test('authentication follows the cache: a key disabled, enabled again and deleted, at once', async () => {
+    const { token } = await createUsableKey('follows-cache', {
+      user: undefined,
+      subject: 'follows-cache-bot',
+      type: 'Other',
+    });
+    expect((await authenticateWhenCached('follows-cache', token)).ok).toBe(true);
+    const { authenticator } = authentication!;
+    /** Waits until the cached key (undefined: none) is as `holds` says. */
+    const cachedWhen = (holds: (cached: OwnedAccessKey | undefined) => boolean) =>
+      eventually(
+        async () => holds(authenticator.keys.get('follows-cache')),
+        10_000,
+        'the change in the cache',
+      );
+    // keyId and keyHash cannot change (the CRD refuses it): what changes is disabled, and the end.
+    await setDisabled('follows-cache', true);
+    await cachedWhen((cached) => cached?.spec.disabled === true);
+    const refused = authenticator.authenticateCached(token);
+    expect(!refused.ok && refused.failure).toBeInstanceOf(AccessKeyDisabled);
+    await setDisabled('follows-cache', false);
+    await cachedWhen((cached) => cached?.spec.disabled === false);
+    expect(authenticator.authenticateCached(token).ok).toBe(true);
+    await custom().deleteClusterCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: PLURAL,
+      name: 'follows-cache',
+    });
+    await cachedWhen((cached) => cached === undefined);
+    const gone = authenticator.authenticateCached(token);
+    expect(!gone.ok && gone.failure).toBeInstanceOf(InvalidAccessKey);
   });
 
   test('a disabled key is kept past its deadline but never authenticates', async () => {

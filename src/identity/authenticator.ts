@@ -84,6 +84,8 @@ export class AccessKeyAuthenticator {
    * run as the cache changes, so the two agree whenever a request is decided).
    */
   private readonly records = new Map<string, KeyRecord[]>();
+  /** The same records by key name (OwnedAccessKeys are cluster-scoped: the name is the key). */
+  private readonly recordsByName = new Map<string, KeyRecord>();
   /** The platform configuration's access key limits, kept as it changes. */
   private limits: ConfigStatus['auth'];
 
@@ -110,11 +112,8 @@ export class AccessKeyAuthenticator {
     });
     keys.addEventHandler({
       onAdd: (key) => this.file(key),
-      onUpdate: (previous, key) => {
-        this.unfile(previous);
-        this.file(key);
-      },
-      onDelete: (key) => this.unfile(key),
+      onUpdate: (_previous, key) => this.file(key),
+      onDelete: (key) => this.unfile(key.metadata?.name ?? ''),
     });
     const now = () => new Date(deps.clock.now());
     this.activity = new ActivityRecorder({
@@ -128,19 +127,24 @@ export class AccessKeyAuthenticator {
     });
   }
 
+  /** Files the record of a key object in place of the record of its previous version. */
   private file(key: OwnedAccessKey): void {
+    const name = key.metadata?.name ?? '';
+    this.unfile(name);
     const id = key.spec?.keyId;
     if (!id) return;
-    const name = key.metadata?.name;
-    const others = (this.records.get(id) ?? []).filter((record) => record.name !== name);
-    this.records.set(id, [...others, newKeyRecord(key)]);
+    const record = newKeyRecord(key);
+    this.recordsByName.set(name, record);
+    this.records.set(id, [...(this.records.get(id) ?? []), record]);
   }
 
-  private unfile(key: OwnedAccessKey): void {
-    const id = key.spec?.keyId;
-    const filed = id ? this.records.get(id) : undefined;
-    if (!id || !filed) return;
-    const others = filed.filter((record) => record.name !== key.metadata?.name);
+  /** Removes the record filed for the key named `name`, under whatever id it was filed. */
+  private unfile(name: string): void {
+    const record = this.recordsByName.get(name);
+    if (!record) return;
+    this.recordsByName.delete(name);
+    const id = record.keyId ?? '';
+    const others = (this.records.get(id) ?? []).filter((filed) => filed !== record);
     if (others.length > 0) this.records.set(id, others);
     else this.records.delete(id);
   }
