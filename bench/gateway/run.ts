@@ -160,6 +160,30 @@ interface GatewayProcess {
   stop(): Promise<void>;
 }
 
+/** Stops a child process: SIGTERM, then SIGKILL if it has not exited 10 s later. */
+function stopper(child: ChildProcess): () => Promise<void> {
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+}
+
+/** A proxy's CPU per request beside kube-apiserver's for the same requests, in one run. */
+function reportCpuFigure(name: string, request: string, run: Measured, proxy: string, goal?: string): void {
+  const [value, apiserver] = [run.cpuMs[proxy] ?? Number.NaN, run.cpuMs.apiserver ?? Number.NaN];
+  reportFigure({
+    name,
+    value,
+    unit: 'CPU ms',
+    baseline: { name: `kube-apiserver CPU for the same ${request}`, value: apiserver, unit: 'CPU ms' },
+    ratio: value / apiserver,
+    ...(goal ? { goal } : {}),
+  });
+}
+
 const RUNTIME: PlatformRuntime =
   (process.env.GATEWAY_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist')) === 'tsx' ? 'tsx' : 'dist';
 
@@ -191,13 +215,7 @@ async function startGatewayProcess(entry: string, kubeconfig: string): Promise<G
     ],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
-  };
+  const stop = stopper(child);
   try {
     await waitUntil(
       'the gateway to be ready',
@@ -230,13 +248,7 @@ async function startBareProxy(
       BARE_HEADERS: JSON.stringify({ authorization: `Bearer ${cluster.adminToken}`, ...headers }),
     },
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
-  };
+  const stop = stopper(child);
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => {
     output += chunk.toString();
@@ -406,29 +418,19 @@ async function main(): Promise<void> {
           ratio: rps(through.result) / rps(direct.result),
           goal: '>= 0.8',
         });
-        reportFigure({
-          name: `gateway CPU per proxied ${name}`,
-          value: through.cpuMs.gateway ?? Number.NaN,
-          unit: 'CPU ms',
-          baseline: {
-            name: `kube-apiserver CPU for the same ${name}`,
-            value: through.cpuMs.apiserver ?? Number.NaN,
-            unit: 'CPU ms',
-          },
-          ratio: (through.cpuMs.gateway ?? Number.NaN) / (through.cpuMs.apiserver ?? Number.NaN),
-          ...(name === 'GET' ? { goal: '<= 0.5' } : {}),
-        });
-        reportFigure({
-          name: `bare Node proxy CPU per proxied ${name} (the floor of any Node gateway)`,
-          value: floor.cpuMs.bare ?? Number.NaN,
-          unit: 'CPU ms',
-          baseline: {
-            name: `kube-apiserver CPU for the same ${name}`,
-            value: floor.cpuMs.apiserver ?? Number.NaN,
-            unit: 'CPU ms',
-          },
-          ratio: (floor.cpuMs.bare ?? Number.NaN) / (floor.cpuMs.apiserver ?? Number.NaN),
-        });
+        reportCpuFigure(
+          `gateway CPU per proxied ${name}`,
+          name,
+          through,
+          'gateway',
+          name === 'GET' ? '<= 0.5' : undefined,
+        );
+        reportCpuFigure(
+          `bare Node proxy CPU per proxied ${name} (the floor of any Node gateway)`,
+          name,
+          floor,
+          'bare',
+        );
       }
     } finally {
       await Promise.all([gateway.stop(), bare.stop()]);
