@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -176,7 +176,7 @@ export interface WaitBound {
   /** Fails past this many milliseconds (far beyond a healthy run, so only a hang reaches it). */
   readonly boundMs: number;
   /** A child process the wait depends on: its exit fails the wait at once. */
-  readonly child?: import('node:child_process').ChildProcess;
+  readonly child?: ChildProcess;
   readonly intervalMs?: number;
 }
 
@@ -211,6 +211,16 @@ export async function within<T>(promise: Promise<T>, what: string, bound: WaitBo
   } finally {
     settled = true;
   }
+}
+
+/** Stops a child process: SIGTERM (a graceful stop, so a CPU profile gets written), SIGKILL if it has not exited within `graceMs`. */
+export async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
 }
 
 /** Where a benchmark's `platform` child runs from: the sources through tsx, or compiled to dist/. */

@@ -54,6 +54,7 @@ import {
   type PlatformRuntime,
   platformEntry,
   reportFigure,
+  stopChild,
   waitUntil,
   withBenchCluster,
 } from '../support.ts';
@@ -160,17 +161,6 @@ interface GatewayProcess {
   stop(): Promise<void>;
 }
 
-/** Stops a child process: SIGTERM, then SIGKILL if it has not exited 10 s later. */
-function stopper(child: ChildProcess): () => Promise<void> {
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
-  };
-}
-
 /** A proxy's CPU per request beside kube-apiserver's for the same requests, in one run. */
 function reportCpuFigure(name: string, request: string, run: Measured, proxy: string, goal?: string): void {
   const [value, apiserver] = [run.cpuMs[proxy] ?? Number.NaN, run.cpuMs.apiserver ?? Number.NaN];
@@ -215,7 +205,7 @@ async function startGatewayProcess(entry: string, kubeconfig: string): Promise<G
     ],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
-  const stop = stopper(child);
+  const stop = () => stopChild(child);
   try {
     await waitUntil(
       'the gateway to be ready',
@@ -248,7 +238,7 @@ async function startBareProxy(
       BARE_HEADERS: JSON.stringify({ authorization: `Bearer ${cluster.adminToken}`, ...headers }),
     },
   });
-  const stop = stopper(child);
+  const stop = () => stopChild(child);
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => {
     output += chunk.toString();

@@ -30,7 +30,7 @@ import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { deepEqual } from '../../src/runtime/json.ts';
 import { collectionPath, KubeClient, objectKey, type ResourceRef } from '../../src/runtime/kube-client.ts';
-import { apiserverWrites, benchMode, pool, reportFigure, withBenchCluster } from '../support.ts';
+import { apiserverWrites, benchMode, pool, reportFigure, stopChild, withBenchCluster } from '../support.ts';
 
 const smoke = benchMode() === 'smoke';
 const N = Number(process.argv[2] ?? (smoke ? 40 : 2000));
@@ -91,16 +91,6 @@ function secret(namespace: string, i: number): SharedSecret {
       ],
     },
   };
-}
-
-/** SIGTERM (a graceful stop, so a CPU profile gets written), SIGKILL if it has not exited in 30 s. */
-async function stopOperator(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  await exited;
-  clearTimeout(timer);
 }
 
 /** Ready=True, written for the secret's current generation. */
@@ -338,7 +328,7 @@ async function main(): Promise<void> {
       });
       reportFigure({ name: 'operator peak RSS', value: peakRssMiB, unit: 'MiB' });
     } finally {
-      if (operator) await stopOperator(operator);
+      if (operator) await stopChild(operator, 30_000);
     }
   });
 }
