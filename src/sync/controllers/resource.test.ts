@@ -183,3 +183,71 @@ describe('the eligibility checks run on the object the patches made, before it i
     expect(failures.map((f) => f.reason)).toEqual(['HostObjectIneligible']);
   });
 });
+
+/**
+ * The host's endpoints controller deletes the host Endpoints named like a host Service that was
+ * deleted, even Endpoints written after the deletion. When the syncer itself deleted that Service
+ * (to recreate it for a new virtual uid), the absence that follows must bring the host Endpoints
+ * back, not delete the tenant's virtual Endpoints (e2e/sync/syncer.test.ts, "a restart converges",
+ * lost the virtual Endpoints this way once in five CI runs).
+ */
+describe('Endpoints deleted on the host after the syncer deleted their Service', () => {
+  const ENDPOINTS = { group: '', version: 'v1', plural: 'endpoints', namespaced: true } as const;
+  const virtualEndpoints = {
+    apiVersion: 'v1',
+    kind: 'Endpoints',
+    metadata: { name: 'db', namespace: 'apps', uid: 'e-uid', resourceVersion: '11' },
+    subsets: [{ addresses: [{ ip: '10.1.0.5' }], ports: [{ port: 5432 }] }],
+  };
+  const selectorLessService = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'db', namespace: 'apps', uid: 's-uid', resourceVersion: '12' },
+    spec: { ports: [{ port: 5432 }] },
+  };
+
+  function endpointsSetup(hostServicesDeleted: Set<string>) {
+    const virtual = new Store<KubernetesObject>();
+    virtual.upsert(virtualEndpoints as unknown as KubernetesObject);
+    const services = new Store<KubernetesObject>();
+    services.upsert(selectorLessService as unknown as KubernetesObject);
+    const virtualApi = recordingApi();
+    const hostApi = recordingApi();
+    const syncer = kindSyncer({
+      kind: 'Endpoints',
+      resource: ENDPOINTS,
+      ctx,
+      virtualApi: virtualApi.api,
+      hostApi: hostApi.api,
+      virtual,
+      // The host cache never shows the copy: created, then deleted by the endpoints controller.
+      host: new Store<KubernetesObject>(),
+      services,
+      hostServicesDeleted,
+      wanted: () => true,
+      sandbox,
+      reporter: recordingReporter().reporter,
+    });
+    return { syncer, virtualRequests: virtualApi.requests, hostRequests: hostApi.requests };
+  }
+
+  it('a deleted host Service excuses one absence of its Endpoints: they are created again', async () => {
+    const deleted = new Set<string>();
+    const { syncer, virtualRequests, hostRequests } = endpointsSetup(deleted);
+    await syncer.reconcile('apps/db');
+    expect(hostRequests.map((r) => r.method)).toEqual(['POST']);
+    deleted.add('apps/db');
+    await syncer.reconcile('apps/db');
+    expect(hostRequests.map((r) => r.method)).toEqual(['POST', 'POST']);
+    expect(virtualRequests).toEqual([]);
+    expect(deleted.size).toBe(0);
+  });
+
+  it('without it, the absence is a deletion on the host (checked there first), not a create', async () => {
+    const { syncer, virtualRequests, hostRequests } = endpointsSetup(new Set());
+    await syncer.reconcile('apps/db');
+    await syncer.reconcile('apps/db').catch(() => undefined);
+    expect(hostRequests.map((r) => r.method)).toEqual(['POST', 'GET']);
+    expect(virtualRequests.every((r) => r.method !== 'POST')).toBe(true);
+  });
+});

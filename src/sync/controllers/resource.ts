@@ -90,6 +90,16 @@ export interface KindSyncerOptions {
   services?: Store<KubernetesObject>;
   /** Endpoints: the managed host Services (to recognise Endpoints the host wrote for them). */
   hostServices?: Store<KubernetesObject>;
+  /**
+   * Endpoints: keys whose host Service the Service syncer deleted (to recreate it for a new
+   * virtual uid, say). The host's endpoints controller then deletes the host Endpoints of that
+   * name on its own, whenever it gets to it, even one written after the deletion: that absence
+   * is the syncer's doing, so it brings the host Endpoints back instead of deleting the tenant's
+   * virtual Endpoints. Each key excuses one absence (the entry is taken when it does).
+   */
+  hostServicesDeleted?: Set<string>;
+  /** Called with the key of each host object the syncer deletes itself. */
+  onHostDeleted?: (key: string) => void;
   /** Whether the object of this key is synced at all (resource enabled, or referenced). */
   wanted: (key: string) => boolean;
   sandbox: Sandbox;
@@ -300,6 +310,7 @@ export function kindSyncer(options: KindSyncerOptions) {
         return undefined;
       case 'deleteHost':
         await deleteObject(hostApi, resource, host!);
+        options.onHostDeleted?.(key);
         // Forget the pair: the host object's absence is now our doing, not the host's.
         records.delete(key);
         reporter.deleted(kind, 'host');
@@ -339,6 +350,8 @@ export function kindSyncer(options: KindSyncerOptions) {
     ) {
       return undefined; // the newer version's watch event will enqueue this key again
     }
+    // No virtual object, nothing to bring back: the excuse would only outlive it.
+    if (virtual === null) options.hostServicesDeleted?.delete(key);
     const plan = planSync({
       kind,
       key,
@@ -346,7 +359,8 @@ export function kindSyncer(options: KindSyncerOptions) {
       host,
       service: kind === 'Endpoints' ? asKube(options.services?.get(key)) : undefined,
       wanted: options.wanted(key),
-      hostSyncedBefore: record !== null,
+      hostSyncedBefore:
+        record !== null && !(host === null && options.hostServicesDeleted?.delete(key) === true),
     });
     try {
       const result = await execute(plan, key, virtual, host, ref);

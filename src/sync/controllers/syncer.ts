@@ -270,6 +270,7 @@ export function startSyncer(options: SyncerOptions): Syncer {
   };
 
   const controllers: Controller[] = [];
+  const hostServicesDeleted = new Set<string>();
   for (const kind of kinds) {
     const virtualInformer = virtualInformers.get(kind)!;
     const hostInformer = hostInformers.get(kind)!;
@@ -308,8 +309,10 @@ export function startSyncer(options: SyncerOptions): Syncer {
         ? {
             services: virtualInformers.get('Service')!.store,
             ...(hostInformers.has('Service') ? { hostServices: hostInformers.get('Service')!.store } : {}),
+            hostServicesDeleted,
           }
         : {}),
+      ...(kind === 'Service' ? { onHostDeleted: (key: string) => hostServicesDeleted.add(key) } : {}),
       wanted,
       sandbox,
       reporter,
