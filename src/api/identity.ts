@@ -2,6 +2,24 @@ import { z } from 'zod';
 import { ClusterRoleRefSchema } from './common.ts';
 import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
+/**
+ * The single-sign-on account a User is (issue 32): the connector and the provider's stable
+ * subject, named as `OwnedAccessKey.spec.identity` names them. In `spec`, since an admin binds a
+ * User made by hand (or one from before subjects were recorded) by setting it; the login writes it
+ * only when it creates the User.
+ */
+export const UserSsoIdentitySchema = z
+  .object({
+    connector: z.string().min(1).describe('Id of the connector (`identity.connector` of its Login keys).'),
+    userId: z
+      .string()
+      .min(1)
+      .describe("The provider's stable subject of the account (`identity.userId` of its Login keys)."),
+  })
+  .describe(
+    'The single-sign-on account this user is: set when a sign-in creates the user, or by an admin; a sign-in through another connector, or for another subject whatever its username, is refused.',
+  );
+
 export const UserSpecSchema = z
   .object({
     username: z.string().optional().describe('Name used to log in.'),
@@ -17,6 +35,7 @@ export const UserSpecSchema = z
       .optional()
       .describe('Cluster roles of the user; `platform-admin` marks a platform-wide admin.'),
     disabled: z.boolean().optional().describe('When true the user cannot log in and their keys do not work.'),
+    ssoIdentity: UserSsoIdentitySchema.optional(),
     groups: z
       .array(z.string())
       .optional()
@@ -82,6 +101,7 @@ export const TeamSchema = z
 
 export type User = z.infer<typeof UserSchema>;
 export type UserSpec = z.infer<typeof UserSpecSchema>;
+export type UserSsoIdentity = z.infer<typeof UserSsoIdentitySchema>;
 export type Team = z.infer<typeof TeamSchema>;
 export type TeamSpec = z.infer<typeof TeamSpecSchema>;
 export type UserStatus = z.infer<typeof UserStatusSchema>;

@@ -1,6 +1,7 @@
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../api/config.ts';
 import type { Team, User } from '../api/identity.ts';
+import type { Project } from '../api/project.ts';
 import { resources } from '../controllers/resources.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
 import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
@@ -9,6 +10,8 @@ import {
   filterGroups,
   membershipChange,
   planUser,
+  teamNameFor,
+  teamsNamedByProjects,
   teamsToCreate,
   UnknownUser,
   userNameFor,
@@ -44,7 +47,7 @@ export class LoginAccounts {
   /**
    * Brings the User of `identity` (and its teams) in line with what the provider said; returns
    * the User's name. Without `createUser` (a refresh) a missing User is {@link UnknownUser}, never
-   * made again.
+   * made again, and a User bound by the legacy annotation only is still refreshed (see `planUser`).
    */
   async applyIdentity(identity: ExternalIdentity, options: { createUser: boolean }): Promise<string> {
     const auth = this.config().auth;
@@ -53,7 +56,7 @@ export class LoginAccounts {
     for (let attempt = 0; ; attempt++) {
       const existing = await this.getUser(name);
       if (!existing && !options.createUser) throw new UnknownUser();
-      const plan = planUser(identity, auth, existing);
+      const plan = planUser(identity, auth, existing, options.createUser ? 'sign-in' : 'refresh');
       previousGroups = existing?.spec.groups ?? [];
       try {
         if (plan.create) {
@@ -94,7 +97,19 @@ export class LoginAccounts {
       path: collectionPath(resources.teams),
     });
     const existing = new Set(list.items.map((team) => team.metadata.name ?? ''));
-    const created = teamsToCreate(groups, auth, existing);
+    const missing = groups.filter((group) => !existing.has(teamNameFor(group)));
+    const reserved =
+      missing.length > 0 && auth.disableTeamCreation !== true
+        ? teamsNamedByProjects(
+            (
+              await this.api.request<{ items: Project[] }>({
+                method: 'GET',
+                path: collectionPath(resources.projects),
+              })
+            ).items,
+          )
+        : new Set<string>();
+    const created = teamsToCreate(groups, auth, existing, reserved);
     for (const team of created) {
       try {
         await this.api.request({ method: 'POST', path: collectionPath(resources.teams), body: team });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { OidcProviderSchema, SamlProviderSchema } from '../api/config.ts';
 import {
+  EmailNotVerified,
   IdentityIncomplete,
   identityFromClaims,
   identityFromSaml,
@@ -77,6 +78,29 @@ describe('OIDC claims to identity', () => {
     ]);
   });
 
+  it('takes the email as the username only when the provider verified it, else the subject', () => {
+    const { preferred_username: _, ...withoutUsername } = claims;
+    expect(identityFromClaims('o', withoutUsername, oidc()).username).toBe('alice@example.com');
+    expect(identityFromClaims('o', { ...withoutUsername, email_verified: false }, oidc()).username).toBe(
+      'u-123',
+    );
+    const { email_verified: __, ...unstated } = withoutUsername;
+    expect(identityFromClaims('o', unstated, oidc()).username).toBe('u-123');
+    expect(identityFromClaims('o', { ...unstated, email_verified: 'true' }, oidc()).username).toBe('u-123');
+    // Named explicitly, the email claim is refused when the provider says it is not verified
+    // (kube-apiserver's rule for `claim: email`).
+    expect(() =>
+      identityFromClaims('o', { ...claims, email_verified: false }, oidc({ platformUsernameClaim: 'email' })),
+    ).toThrow(EmailNotVerified);
+    expect(
+      identityFromClaims(
+        'o',
+        { ...claims, mail: 'm@corp' },
+        oidc({ platformUsernameClaim: 'mail', emailClaim: 'mail' }),
+      ).username,
+    ).toBe('m@corp');
+  });
+
   it('refuses identities without a subject, username, or with a reserved username', () => {
     expect(() => identityFromClaims('o', { email: 'e' }, oidc())).toThrow(IdentityIncomplete);
     expect(() => identityFromClaims('o', { sub: 's' }, oidc({ platformUsernameClaim: 'nick' }))).toThrow(
@@ -141,13 +165,37 @@ describe('SAML assertion to identity', () => {
 });
 
 describe('object names for usernames and groups', () => {
+  const OBJECT_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/;
+
   it('keeps valid names and makes others valid and distinct', () => {
     expect(objectNameFor('alice')).toBe('alice');
-    const names = ['Alice', 'alice@example.com', 'alice-example.com', 'corp:dev', 'Ünïcode', '@@@'].map((n) =>
-      objectNameFor(n),
-    );
-    for (const name of names) expect(name).toMatch(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/);
+    expect(objectNameFor('alice.smith')).toBe('alice.smith');
+    const names = [
+      'Alice',
+      'alice@example.com',
+      'alice-example.com',
+      'corp:dev',
+      'Ünïcode',
+      '@@@',
+      'a..b',
+    ].map((n) => objectNameFor(n));
+    for (const name of names) expect(name).toMatch(OBJECT_NAME);
     expect(new Set(names).size).toBe(names.length);
-    expect(objectNameFor('x'.repeat(300)).length).toBeLessThanOrEqual(253);
+    const long = objectNameFor('X'.repeat(300));
+    expect(long.length).toBeLessThanOrEqual(253);
+    expect(long).toMatch(OBJECT_NAME);
+  });
+
+  it("never gives a valid name the name another text was given (issue 32's takeover by username)", () => {
+    for (const text of ['Alice-Smith', 'alice@example.com', 'oidc:alice', 'X'.repeat(300)]) {
+      const name = objectNameFor(text);
+      expect(name).not.toBe(text);
+      // Registering the name itself as a username lands elsewhere.
+      expect(objectNameFor(name)).not.toBe(name);
+      expect(objectNameFor(name)).toMatch(OBJECT_NAME);
+    }
+    // The old 32-bit suffix form is an ordinary valid name now, distinct from its origin's.
+    expect(objectNameFor('alice-smith-2ca78191')).toBe('alice-smith-2ca78191');
+    expect(objectNameFor('Alice-Smith')).not.toBe('alice-smith-2ca78191');
   });
 });

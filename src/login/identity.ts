@@ -46,6 +46,14 @@ export class NotInAllowedGroups extends LoginRefused {
   }
 }
 
+/** The username claim is the email, and the provider says it did not verify it. */
+export class EmailNotVerified extends LoginRefused {
+  override readonly name = 'EmailNotVerified';
+  constructor() {
+    super('the identity provider has not verified the email address this platform uses as the username');
+  }
+}
+
 /** The username would impersonate a reserved identity (`system:`, `platform:`). */
 export class ReservedUsername extends LoginRefused {
   override readonly name = 'ReservedUsername';
@@ -130,8 +138,11 @@ export function extraClaimsOf(
  * The identity an OIDC provider's claims (ID token, merged with UserInfo when `getUserInfo`)
  * give under the connector's configuration:
  * - `userId` from `usernameClaim` (the user id; default `sub`);
- * - `username` from `platformUsernameClaim` (default `preferred_username`, then `email`, then the
- *   user id), with `usernamePrefix` in front;
+ * - `username` from `platformUsernameClaim` (default `preferred_username`, then `email` when
+ *   `email_verified` is true, then the user id: an address the provider did not verify is anyone's
+ *   to type, as kube-apiserver and the web-identity connector hold), with `usernamePrefix` in front;
+ *   a `platformUsernameClaim` naming the email claim is refused when `email_verified` is false
+ *   ({@link EmailNotVerified}, as kube-apiserver does for `claim: email`);
  * - `preferredUsername` from the claim `preferredUsername` names (default `preferred_username`);
  * - `email` from `emailClaim` (default `email`) and `email_verified`;
  * - groups from `groupsClaim` (default `groups`), a string or a list of strings, checked against
@@ -143,22 +154,26 @@ export function identityFromClaims(connector: string, claims: Claims, config: Oi
   const userId = asString(claims[config.usernameClaim || 'sub']);
   if (userId === undefined)
     throw new IdentityIncomplete(`the identity provider sent no "${config.usernameClaim || 'sub'}" claim`);
+  const emailClaim = config.emailClaim || 'email';
+  const emailVerified = typeof claims.email_verified === 'boolean' ? claims.email_verified : undefined;
+  if (config.platformUsernameClaim === emailClaim && emailVerified === false) throw new EmailNotVerified();
   const name = config.platformUsernameClaim
     ? asString(claims[config.platformUsernameClaim])
-    : (asString(claims.preferred_username) ?? asString(claims.email) ?? userId);
+    : (asString(claims.preferred_username) ??
+      (emailVerified === true ? asString(claims[emailClaim]) : undefined) ??
+      userId);
   if (name === undefined)
     throw new IdentityIncomplete(`the identity provider sent no "${config.platformUsernameClaim}" claim`);
   const username = `${config.usernamePrefix ?? ''}${name}`;
   if (isReservedName(username)) throw new ReservedUsername();
   const rawGroups = requireGroups(asStrings(claims[config.groupsClaim || 'groups']), config.groups, false);
-  const emailVerified = claims.email_verified;
   return {
     connector,
     userId,
     username,
     preferredUsername: asString(claims[config.preferredUsername || 'preferred_username']),
-    email: asString(claims[config.emailClaim || 'email']),
-    emailVerified: typeof emailVerified === 'boolean' ? emailVerified : undefined,
+    email: asString(claims[emailClaim]),
+    emailVerified,
     groups: rawGroups.map((group) => `${config.groupsPrefix ?? ''}${group}`),
     extraClaims: extraClaimsOf(claims, config.allowedExtraClaims),
   };
@@ -201,19 +216,35 @@ export function identityFromSaml(
   };
 }
 
+/** A Kubernetes object name as kube-apiserver checks it (DNS-1123 subdomain). */
+const DNS_SUBDOMAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/;
+/** Hex digits of the SHA-256 digest that names a text which is not already an object name (128 bits). */
+const DIGEST_HEX_LENGTH = 32;
+const DIGEST_SUFFIX = new RegExp(`-[0-9a-f]{${DIGEST_HEX_LENGTH}}$`);
+
 /**
- * The object name (DNS subdomain) for a username or group: lower-cased, characters outside
- * `[a-z0-9.-]` replaced by `-`, trimmed to alphanumerics at both ends; when that changed anything
- * a short hash of the original is appended, so that `Alice` and `alice`, or `a@b` and `a-b`, never
- * share an object.
+ * The object name (DNS subdomain) for a username or group, one-to-one: two different texts never
+ * get one name, so a provider's username can never land on the User of another username.
+ *
+ * - A text that is already an object name is its own name (`alice`, `alice.smith`), unless it
+ *   ends like a digest below.
+ * - Any other text (`Alice`, `alice@example.com`, `oidc:alice`, one that ends like a digest) is
+ *   named `<readable part>-<first 128 bits of its SHA-256, hex>`: the readable part (lower-cased,
+ *   other characters as `-`) is only for people; the digest makes the name the text's alone (a
+ *   second text with the same name is a SHA-256 second preimage). Names of the first kind never
+ *   end with such a digest, so the two kinds never meet.
+ *
+ * The earlier mapping appended 32 bits of digest only when the text changed, so `Alice-Smith`
+ * and the valid name `alice-smith-2ca78191` shared a User (issue 32).
  */
 export function objectNameFor(text: string, maxLength = 253): string {
-  const cleaned = text
+  if (text.length <= maxLength && DNS_SUBDOMAIN.test(text) && !DIGEST_SUFFIX.test(text)) return text;
+  const digest = createHash('sha256').update(text, 'utf8').digest('hex').slice(0, DIGEST_HEX_LENGTH);
+  const readable = text
     .toLowerCase()
-    .replace(/[^a-z0-9.-]/g, '-')
-    .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '');
-  if (cleaned === text && cleaned.length <= maxLength) return cleaned;
-  const suffix = createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 8);
-  const base = cleaned.slice(0, maxLength - suffix.length - 1).replace(/[^a-z0-9]+$/, '');
-  return base === '' ? `x-${suffix}` : `${base}-${suffix}`;
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+/, '')
+    .slice(0, maxLength - DIGEST_HEX_LENGTH - 1)
+    .replace(/-+$/, '');
+  return `${readable === '' ? 'x' : readable}-${digest}`;
 }

@@ -1,6 +1,7 @@
 import type { AuthConfig } from '../api/config.ts';
 import type { Team, User } from '../api/identity.ts';
 import type { SsoIdentity } from '../api/ownedaccesskey.ts';
+import type { Project } from '../api/project.ts';
 import { type ExternalIdentity, LoginRefused, objectNameFor } from './identity.ts';
 
 /**
@@ -10,7 +11,11 @@ import { type ExternalIdentity, LoginRefused, objectNameFor } from './identity.t
  * Login key's identity. The I/O that carries it out is `service.ts`.
  */
 
-/** Annotation binding a User to the connector that first signed it in; other connectors may not use it. */
+/**
+ * Annotation that bound a User to a connector by name only, before sign-ins recorded the account
+ * (`spec.ssoIdentity`). Still read: such a User is refused at sign-in until an admin records its
+ * account, and its Login keys keep refreshing (docs/login.md, "Users bound before subjects").
+ */
 export const LOGIN_CONNECTOR_ANNOTATION = 'login.management.platform/connector';
 /** Label marking Teams the login created for a group. */
 export const LOGIN_GROUP_TEAM_LABEL = 'login.management.platform/group-team';
@@ -41,17 +46,49 @@ export class UserBoundElsewhere extends LoginRefused {
 /**
  * An existing User no sign-in method is bound to (made by an admin, or by `platform dev`): a
  * single sign-on does not take it over, since the username is the provider's to give (anyone may
- * register a free login at a public provider). An admin binds it with the annotation.
+ * register a free login at a public provider). An admin binds it by setting `spec.ssoIdentity`.
  */
 export class UserNotBound extends LoginRefused {
   override readonly name = 'UserNotBound';
-  constructor(connector: string) {
+  constructor() {
     super(
-      `a user of this name exists and is not bound to this sign-in method; an admin binds it by annotating it ${LOGIN_CONNECTOR_ANNOTATION}=${connector}`,
+      'a user of this name exists and is not bound to this sign-in method; an admin binds it by setting its spec.ssoIdentity (the connector and your account at the provider)',
     );
   }
 }
 
+/**
+ * The User of this username is another account at the provider (another subject): a renamed,
+ * recycled or self-chosen username never reaches someone else's User.
+ */
+export class AnotherAccount extends LoginRefused {
+  override readonly name = 'AnotherAccount';
+  constructor() {
+    super('the user of this name belongs to another account at the identity provider');
+  }
+}
+
+/**
+ * A User bound to the connector by name only (the legacy annotation, no `spec.ssoIdentity`): whose
+ * account it is was never recorded, so no sign-in may claim it until an admin records it.
+ */
+export class AccountNotRecorded extends LoginRefused {
+  override readonly name = 'AccountNotRecorded';
+  constructor() {
+    super(
+      'this user was bound to this sign-in method before accounts were recorded; an admin records your account (spec.ssoIdentity) before you sign in again',
+    );
+  }
+}
+
+/**
+ * Users and Teams are named from the username and the group, one-to-one ({@link objectNameFor}).
+ * Not from (connector, subject): the Kubernetes username a User acts as is the provider's username
+ * (`spec.subject`, with `usernamePrefix`, as kube-apiserver's OIDC authenticator names users), so
+ * one User per username is what keeps RoleBindings naming that username and the User in
+ * agreement, and kube-apiserver's name uniqueness enforces it without a racy lookup. Which account
+ * may use the User is `spec.ssoIdentity`, checked by {@link planUser}.
+ */
 export const userNameFor = (username: string) => objectNameFor(username);
 export const teamNameFor = (group: string) => objectNameFor(group);
 
@@ -70,13 +107,24 @@ export interface UserPlan {
   readonly update: { spec: Partial<User['spec']> } | undefined;
 }
 
+/** Why the identity is applied: a sign-in, or a refresh of a key signed in before. */
+export type IdentityPurpose = 'sign-in' | 'refresh';
+
 /**
- * The User a single-sign-on identity maps to (named from the username): refused when it does not
- * exist and users are not created, when it is disabled, when another connector signed it in
- * first, or when it exists unbound (made by an admin: bound by annotation only, see
- * {@link UserNotBound}).
+ * The User a single-sign-on identity maps to (named from the username, {@link userNameFor}):
+ * created bound to the identity's connector and subject (`spec.ssoIdentity`) unless
+ * `disableUserCreation`; an existing one is used only when it is bound to that very account.
+ * Refused when it is disabled, bound to another connector ({@link UserBoundElsewhere}) or another
+ * subject ({@link AnotherAccount}), unbound ({@link UserNotBound}: made by an admin), or bound by
+ * the legacy annotation only ({@link AccountNotRecorded}; a refresh of a key it already has
+ * goes on, since the key was given to that User before).
  */
-export function planUser(identity: ExternalIdentity, auth: AuthConfig, existing: User | undefined): UserPlan {
+export function planUser(
+  identity: ExternalIdentity,
+  auth: AuthConfig,
+  existing: User | undefined,
+  purpose: IdentityPurpose = 'sign-in',
+): UserPlan {
   const name = userNameFor(identity.username);
   const groups = filterGroups(identity.groups, auth.groupsFilters);
   if (!existing) {
@@ -87,21 +135,29 @@ export function planUser(identity: ExternalIdentity, auth: AuthConfig, existing:
       create: {
         apiVersion: 'management.platform/v1',
         kind: 'User',
-        metadata: { name, annotations: { [LOGIN_CONNECTOR_ANNOTATION]: identity.connector } },
+        metadata: { name },
         spec: {
           username: identity.username,
           subject: identity.username,
           displayName: identity.preferredUsername ?? identity.username,
           ...(identity.email ? { email: identity.email } : {}),
+          ssoIdentity: { connector: identity.connector, userId: identity.userId },
           groups,
         },
       },
     };
   }
   if (existing.spec.disabled === true) throw new UserDisabledAtLogin();
-  const bound = existing.metadata.annotations?.[LOGIN_CONNECTOR_ANNOTATION];
-  if (bound === undefined) throw new UserNotBound(identity.connector);
-  if (bound !== identity.connector) throw new UserBoundElsewhere();
+  const binding = existing.spec.ssoIdentity;
+  if (binding) {
+    if (binding.connector !== identity.connector) throw new UserBoundElsewhere();
+    if (binding.userId !== identity.userId) throw new AnotherAccount();
+  } else {
+    const boundByName = existing.metadata.annotations?.[LOGIN_CONNECTOR_ANNOTATION];
+    if (boundByName === undefined) throw new UserNotBound();
+    if (boundByName !== identity.connector) throw new UserBoundElsewhere();
+    if (purpose === 'sign-in') throw new AccountNotRecorded();
+  }
   const spec: Partial<User['spec']> = {};
   const current = existing.spec.groups ?? [];
   if (current.length !== groups.length || current.some((group, i) => group !== groups[i]))
@@ -114,21 +170,37 @@ export function planUser(identity: ExternalIdentity, auth: AuthConfig, existing:
   };
 }
 
-/** Teams to create for groups that have none (none with `disableTeamCreation`). */
+/**
+ * Teams to create for groups that have none (none with `disableTeamCreation`). Never one whose
+ * name is `reserved`: the Teams Projects name as members, which an admin meant for a Team of their
+ * own making (a group named like it, in any directory its members can create groups in, would
+ * otherwise make that Team and join it, and with it the Projects).
+ */
 export function teamsToCreate(
   groups: readonly string[],
   auth: AuthConfig,
   existing: ReadonlySet<string>,
+  reserved: ReadonlySet<string> = new Set(),
 ): Team[] {
   if (auth.disableTeamCreation === true) return [];
   return groups
-    .filter((group) => !existing.has(teamNameFor(group)))
+    .filter((group) => !existing.has(teamNameFor(group)) && !reserved.has(teamNameFor(group)))
     .map((group) => ({
       apiVersion: 'management.platform/v1',
       kind: 'Team',
       metadata: { name: teamNameFor(group), labels: { [LOGIN_GROUP_TEAM_LABEL]: 'true' } },
       spec: { displayName: group, groups: [group] },
     }));
+}
+
+/** Names of the Teams the Projects name (members, owner): login never creates them ({@link teamsToCreate}). */
+export function teamsNamedByProjects(projects: readonly Project[]): Set<string> {
+  return new Set(
+    projects.flatMap((project) => [
+      ...(project.spec.members ?? []).filter((member) => member.kind === 'Team').map((member) => member.name),
+      ...(project.spec.owner?.team ? [project.spec.owner.team] : []),
+    ]),
+  );
 }
 
 /**
