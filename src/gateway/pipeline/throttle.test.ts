@@ -3,9 +3,59 @@ import { StatusError } from '../../api/status.ts';
 import { nonResourceRequest } from '../../authz/attributes.ts';
 import { AccessKeyExpired, InvalidAccessKey } from '../../identity/authenticate.ts';
 import { testExchange, testIdentity } from './test-exchange.ts';
-import { AuthFailureLimiter, cappedWatchTimeout, holdWatchSlot, Throttle } from './throttle.ts';
+import { AuthFailureLimiter, cappedWatchTimeout, holdWatchSlot, sourceBucket, Throttle } from './throttle.ts';
+
+describe('sourceBucket', () => {
+  test('an IPv4 address alone, an IPv4-mapped address as IPv4, IPv6 by its /64', () => {
+    expect(sourceBucket('192.0.2.7')).toBe('192.0.2.7');
+    expect(sourceBucket('::ffff:192.0.2.7')).toBe('192.0.2.7');
+    expect(sourceBucket('::ffff:c000:207')).toBe('192.0.2.7');
+    expect(sourceBucket('0:0:0:0:0:ffff:c000:0207')).toBe('192.0.2.7');
+    expect(sourceBucket('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+    expect(sourceBucket('2001:0db8:0001:0002::1')).toBe('2001:db8:1:2::/64');
+    expect(sourceBucket('2001:db8:1:2::ffff:1.2.3.4')).toBe('2001:db8:1:2::/64');
+    expect(sourceBucket('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(sourceBucket('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(sourceBucket('::1')).toBe('0:0:0:0::/64');
+    // Neighbouring /64s and IPv4 addresses stay apart.
+    expect(sourceBucket('2001:db8:1:3::1')).not.toBe(sourceBucket('2001:db8:1:2::1'));
+    expect(sourceBucket('192.0.2.8')).not.toBe(sourceBucket('192.0.2.7'));
+    expect(sourceBucket('not an address')).toBe('not an address');
+  });
+});
 
 describe('failed authentication limits', () => {
+  test('limit N: N failures are answered as failures, the next one is refused', async () => {
+    for (const failures of [1, 3]) {
+      const limiter = new AuthFailureLimiter({
+        perSource: { failures, windowSeconds: 60, blockSeconds: 30 },
+        perKey: { failures: 100, windowSeconds: 60, blockSeconds: 30 },
+      });
+      for (let i = 0; i < failures; i++) {
+        expect(await limiter.blockedFor('192.0.2.1', undefined)).toBeUndefined();
+        expect(await limiter.failed('192.0.2.1', undefined)).toBeUndefined();
+      }
+      expect(await limiter.failed('192.0.2.1', undefined)).toBe(30);
+      expect(await limiter.blockedFor('192.0.2.1', undefined)).toBe(30);
+    }
+  });
+
+  test('an IPv6 /64 is one source; IPv4-mapped addresses count as IPv4', async () => {
+    const limiter = new AuthFailureLimiter({
+      perSource: { failures: 2, windowSeconds: 60, blockSeconds: 30 },
+      perKey: { failures: 100, windowSeconds: 60, blockSeconds: 30 },
+    });
+    for (const address of ['2001:db8:7:7::1', '2001:db8:7:7::2', '2001:db8:7:7:ffff::3'])
+      await limiter.failed(address, undefined);
+    expect(await limiter.blockedFor('2001:db8:7:7:1:2:3:4', undefined)).toBe(30);
+    expect(limiter.mayBeBlocked('2001:db8:7:7::99', undefined)).toBe(true);
+    expect(await limiter.blockedFor('2001:db8:7:8::1', undefined)).toBeUndefined();
+    for (const address of ['198.51.100.1', '::ffff:198.51.100.1', '::ffff:c633:6401'])
+      await limiter.failed(address, undefined);
+    expect(await limiter.blockedFor('198.51.100.1', undefined)).toBe(30);
+    expect(await limiter.blockedFor('198.51.100.2', undefined)).toBeUndefined();
+  });
+
   test('per source and per key id, with the wait', async () => {
     const limiter = new AuthFailureLimiter({
       perSource: { failures: 3, windowSeconds: 60, blockSeconds: 30 },

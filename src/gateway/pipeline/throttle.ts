@@ -1,3 +1,4 @@
+import { isIPv4, isIPv6 } from 'node:net';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { accessKeyExpired, StatusError, tooManyRequests, unauthorized } from '../../api/status.ts';
 import { AccessKeyExpired, type AuthenticationFailure } from '../../identity/authenticate.ts';
@@ -16,11 +17,48 @@ import type { Exchange } from './exchange.ts';
  * victim's public id cannot lock the victim out). A caller with recent failures is judged on the
  * caches alone (no apiserver reads for it), and a failure past a limit is answered 429 with
  * `Retry-After` instead of 401. Counting is in memory per replica (rate-limiter-flexible's
- * `RateLimiterMemory`).
+ * `RateLimiterMemory`). Sources are counted by {@link sourceBucket}: an IPv6 client by its /64.
+ *
+ * "Limit N" means here what it means for sign-ins (`src/login/throttle.ts`): N failures within
+ * the window are answered as failures (401), the next failing attempt is refused (429) and so is
+ * every attempt that is judged blocked until the block ends.
  */
 
+/**
+ * The bucket per-source limits count a client address in: an IPv4 address alone (an IPv4-mapped
+ * IPv6 address, `::ffff:192.0.2.1`, is that IPv4 address), an IPv6 address by its /64 (written
+ * `2001:db8:0:1::/64`), the smallest prefix a site is assigned (RFC 6177) and so one from which a
+ * single client may take any number of addresses. Text that is no address is its own bucket.
+ */
+export function sourceBucket(address: string): string {
+  if (isIPv4(address)) return address;
+  const hextets = ipv6Hextets(address);
+  if (hextets === undefined) return address;
+  const [a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, g = 0, h = 0] = hextets;
+  if (a === 0 && b === 0 && c === 0 && d === 0 && e === 0 && f === 0xffff)
+    return `${g >> 8}.${g & 0xff}.${h >> 8}.${h & 0xff}`;
+  return `${[a, b, c, d].map((hextet) => hextet.toString(16)).join(':')}::/64`;
+}
+
+/** The eight 16-bit groups of an IPv6 address (zone dropped, `::` and a dotted IPv4 tail expanded). */
+function ipv6Hextets(address: string): number[] | undefined {
+  const plain = address.split('%')[0] ?? '';
+  if (!isIPv6(plain)) return undefined;
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(plain);
+  const text = dotted
+    ? `${plain.slice(0, dotted.index)}${((Number(dotted[1]) << 8) | Number(dotted[2])).toString(16)}:${((Number(dotted[3]) << 8) | Number(dotted[4])).toString(16)}`
+    : plain;
+  const [head = '', tail] = text.split('::');
+  const groups = (part: string) => (part === '' ? [] : part.split(':'));
+  const before = groups(head);
+  const after = tail === undefined ? [] : groups(tail);
+  const zeros = tail === undefined ? [] : new Array<string>(8 - before.length - after.length).fill('0');
+  const all = [...before, ...zeros, ...after].map((group) => Number.parseInt(group, 16));
+  return all.length === 8 && all.every((group) => group >= 0 && group <= 0xffff) ? all : undefined;
+}
+
 export interface FailureLimit {
-  /** Failures allowed within the window; one more blocks. */
+  /** Failures allowed within the window (answered as failures); the next failing attempt is refused. */
   readonly failures: number;
   readonly windowSeconds: number;
   /** How long a source or key stays blocked once over the limit. */
@@ -88,7 +126,8 @@ export class AuthFailureLimiter {
     const now = this.now();
     const recent = (entry: string) => (this.recent.get(entry) ?? 0) > now;
     return (
-      (source !== undefined && recent(`s:${source}`)) || (subject !== undefined && recent(`k:${subject}`))
+      (source !== undefined && recent(`s:${sourceBucket(source)}`)) ||
+      (subject !== undefined && recent(`k:${subject}`))
     );
   }
 
@@ -96,7 +135,9 @@ export class AuthFailureLimiter {
   async blockedFor(source: string | undefined, subject: string | undefined): Promise<number | undefined> {
     if (!this.mayBeBlocked(source, subject)) return undefined;
     const waits = await Promise.all([
-      source === undefined ? undefined : this.wait(this.bySource, this.limits.perSource, source),
+      source === undefined
+        ? undefined
+        : this.wait(this.bySource, this.limits.perSource, sourceBucket(source)),
       subject === undefined ? undefined : this.wait(this.byKey, this.limits.perKey, subject),
     ]);
     const longest = Math.max(...waits.map((wait) => wait ?? 0));
@@ -106,10 +147,11 @@ export class AuthFailureLimiter {
   /** Counts a failed attempt; returns the wait when this failure crossed a limit. */
   async failed(source: string | undefined, subject: string | undefined): Promise<number | undefined> {
     const now = this.now();
-    if (source !== undefined) this.recent.set(`s:${source}`, now + horizonMs(this.limits.perSource));
+    const bucket = source === undefined ? undefined : sourceBucket(source);
+    if (bucket !== undefined) this.recent.set(`s:${bucket}`, now + horizonMs(this.limits.perSource));
     if (subject !== undefined) this.recent.set(`k:${subject}`, now + horizonMs(this.limits.perKey));
     await Promise.all([
-      source === undefined ? undefined : this.count(this.bySource, source),
+      bucket === undefined ? undefined : this.count(this.bySource, bucket),
       subject === undefined ? undefined : this.count(this.byKey, subject),
     ]);
     return this.blockedFor(source, subject);
