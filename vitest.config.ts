@@ -33,6 +33,8 @@ export default defineConfig({
     // its own (worker threads would share one V8 platform), hence forks with that flag.
     pool: 'forks',
     execArgv: ['--no-node-snapshot'],
+    // FC_SEED, FC_PATH, FC_NUM_RUNS: rerun a fast-check failure (README, "Tests").
+    setupFiles: ['src/testing/fast-check-setup.ts'],
     // Two cores: the e2e files mostly wait on apiservers, so a few run at once.
     maxWorkers: 4,
     projects: [

@@ -1,6 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { applyMergePatch, deepEqual, type Json, mergePatchDiff } from './json.ts';
+import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
+import { applyMergePatch, cloneJson, deepEqual, type Json, mergePatchDiff } from './json.ts';
+
+/** What an apiserver would send: own keys only, `__proto__` among them. */
+const parsed = (text: string) => JSON.parse(text) as { [key: string]: Json };
 
 describe('mergePatchDiff', () => {
   it('is empty when nothing changed (key order and undefined values do not count)', () => {
@@ -39,6 +43,67 @@ describe('mergePatchDiff', () => {
       }),
     );
   });
+
+  // Keys named like Object.prototype's members are ordinary keys: every generated object holds
+  // at least one, and the examples are the cases a regression broke (issue 29).
+  const withPrototypeKeys = jsonWithPrototypeKeys().object;
+  const prototypeKeyExamples: [{ [key: string]: Json }, { [key: string]: Json }][] = [
+    [{ c: { valueOf: 0 } }, { c: {} }],
+    [parsed('{"__proto__": {"a": 1}, "constructor": "x", "toString": "y", "plain": "z"}'), { a: '1' }],
+    [{ a: '1' }, parsed('{"__proto__": "p", "constructor": {"b": 2}, "hasOwnProperty": 3}')],
+    [parsed('{"__proto__": {"a": 1}}'), parsed('{"__proto__": {"a": 2}}')],
+  ];
+
+  it('is exact for keys named like Object.prototype members, `__proto__` included', () => {
+    fc.assert(
+      fc.property(withPrototypeKeys, withPrototypeKeys, (before, after) => {
+        const patch = mergePatchDiff(before, after);
+        const applied = applyMergePatch(before, patch);
+        // Through JSON, as the apiserver receives the patch and sends the object back.
+        expect(JSON.stringify(sortedKeys(applied))).toBe(JSON.stringify(sortedKeys(after)));
+        const sent = applyMergePatch(parsed(JSON.stringify(before)), parsed(JSON.stringify(patch)));
+        expect(JSON.stringify(sortedKeys(sent))).toBe(JSON.stringify(sortedKeys(after)));
+      }),
+      { examples: prototypeKeyExamples },
+    );
+  });
+
+  it('deletes a removed `constructor`, `toString` or `__proto__` key and writes an added one', () => {
+    expect(mergePatchDiff({ c: { valueOf: 0 } }, { c: {} })).toEqual({ c: { valueOf: null } });
+    const patch = mergePatchDiff(parsed('{"__proto__": "1", "constructor": "2", "toString": "3"}'), {});
+    expect(JSON.parse(JSON.stringify(patch))).toEqual(
+      parsed('{"__proto__": null, "constructor": null, "toString": null}'),
+    );
+    expect(JSON.stringify(mergePatchDiff({}, parsed('{"__proto__": "1"}')))).toBe('{"__proto__":"1"}');
+    expect(Object.getPrototypeOf(applyMergePatch({}, parsed('{"__proto__": {"polluted": 1}}')))).toBe(
+      Object.prototype,
+    );
+  });
+});
+
+/** A JSON value with object keys in one order, so JSON texts compare as documents. */
+function sortedKeys(value: Json): Json {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((key) => [key, sortedKeys(value[key] as Json)]),
+  );
+}
+
+describe('cloneJson', () => {
+  it('copies every own key, `__proto__` as a key and not as the prototype', () => {
+    fc.assert(
+      fc.property(jsonWithPrototypeKeys({ withNull: true }).value, (value) => {
+        const copy = cloneJson(value);
+        expect(JSON.stringify(copy)).toBe(JSON.stringify(value));
+      }),
+    );
+    const copy = cloneJson(parsed('{"__proto__": {"polluted": true}}'));
+    expect(Object.keys(copy)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
+  });
 });
 
 describe('deepEqual', () => {
@@ -48,5 +113,13 @@ describe('deepEqual', () => {
     expect(deepEqual({ a: [1, 2] }, { a: [2, 1] })).toBe(false);
     expect(deepEqual({ a: null }, {})).toBe(false);
     expect(deepEqual([], {})).toBe(false);
+  });
+
+  it('tells apart objects that differ only in keys named like Object.prototype members', () => {
+    for (const key of PROTOTYPE_KEYS) {
+      expect(deepEqual(parsed(`{"${key}": 1}`), { other: 1 })).toBe(false);
+      expect(deepEqual({ other: 1 }, parsed(`{"${key}": 1}`))).toBe(false);
+      expect(deepEqual(parsed(`{"${key}": {}}`), parsed(`{"${key}": {}}`))).toBe(true);
+    }
   });
 });

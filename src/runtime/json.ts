@@ -3,6 +3,11 @@
  * A key whose value is `undefined` is absent, as it is once serialized: `{a: undefined}` equals
  * `{}`, and a patch from `{a: 1}` to `{a: undefined}` deletes `a`. Arrays are atomic; `null` in a
  * patch deletes its key.
+ *
+ * Keys are data, never property names: a key such as `constructor`, `toString` or `__proto__` (a
+ * valid ConfigMap data key) is an ordinary key. Reads go through {@link ownValue} (an absent key
+ * is `undefined`, never a value inherited from `Object.prototype`), writes through
+ * {@link setOwnValue} (assigning `__proto__` would set the prototype instead of the key).
  */
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -10,6 +15,30 @@ export type JsonObject = { [key: string]: Json };
 
 export function isJsonObject(v: unknown): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The own value of `key`; `undefined` when `record` has no such own key, whatever its prototype has. */
+export function ownValue<T>(record: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
+/**
+ * Sets `key` as an own enumerable property, the way `JSON.parse` does: for `__proto__` too, which
+ * an assignment would take as the object's prototype (JSON.stringify would then drop the key).
+ */
+export function setOwnValue<T>(record: Record<string, T>, key: string, value: T): void {
+  if (key === '__proto__')
+    Object.defineProperty(record, key, { value, writable: true, enumerable: true, configurable: true });
+  else record[key] = value;
+}
+
+/**
+ * An empty map for keys that others choose (labels, annotations, data): no prototype, so no key
+ * is inherited and assigning `__proto__` sets an ordinary key; `JSON.stringify`, `Object.keys`
+ * and spreads see it as any other object.
+ */
+export function emptyRecord<T>(): Record<string, T> {
+  return Object.create(null) as Record<string, T>;
 }
 
 /**
@@ -22,7 +51,7 @@ export function cloneJson<T extends Json | undefined>(value: T): T {
   const out: JsonObject = {};
   for (const key of Object.keys(value)) {
     const v = (value as JsonObject)[key];
-    if (v !== undefined) out[key] = cloneJson(v);
+    if (v !== undefined) setOwnValue(out, key, cloneJson(v));
   }
   return out as T;
 }
@@ -35,7 +64,7 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   if (isJsonObject(a) && isJsonObject(b)) {
     const keysA = definedKeys(a);
     const keysB = definedKeys(b);
-    return keysA.length === keysB.length && keysA.every((k) => deepEqual(a[k], b[k]));
+    return keysA.length === keysB.length && keysA.every((k) => deepEqual(a[k], ownValue(b, k)));
   }
   return false;
 }
@@ -54,18 +83,19 @@ export function mergePatchDiff(
   after: Readonly<Record<string, unknown>>,
 ): JsonObject {
   const patch: JsonObject = {};
-  for (const key of Object.keys(before)) {
-    const gone = after[key] === undefined || after[key] === null;
-    if (gone && before[key] !== undefined && before[key] !== null) patch[key] = null;
+  for (const [key, old] of Object.entries(before)) {
+    const now = ownValue(after, key);
+    const gone = now === undefined || now === null;
+    if (gone && old !== undefined && old !== null) setOwnValue(patch, key, null);
   }
   for (const [key, value] of Object.entries(after)) {
     if (value === undefined || value === null) continue;
-    const old = before[key];
+    const old = ownValue(before, key);
     if (isJsonObject(old) && isJsonObject(value)) {
       const nested = mergePatchDiff(old, value);
-      if (Object.keys(nested).length > 0) patch[key] = nested;
+      if (Object.keys(nested).length > 0) setOwnValue(patch, key, nested);
     } else if (!deepEqual(old, value)) {
-      patch[key] = cloneJson(value as Json);
+      setOwnValue(patch, key, cloneJson(value as Json));
     }
   }
   return patch;
@@ -77,7 +107,7 @@ export function applyMergePatch(target: Json | undefined, patch: Json): Json {
   const result: JsonObject = isJsonObject(target) ? cloneJson(target) : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete result[key];
-    else if (value !== undefined) result[key] = applyMergePatch(result[key], value);
+    else if (value !== undefined) setOwnValue(result, key, applyMergePatch(ownValue(result, key), value));
   }
   return result;
 }

@@ -3,8 +3,11 @@ export {
   applyMergePatch,
   cloneJson,
   deepEqual as jsonEqual,
+  emptyRecord,
   isJsonObject,
   type Json,
   type JsonObject,
   mergePatchDiff,
+  ownValue,
+  setOwnValue,
 } from '../../runtime/json.ts';
