@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import {
   base36Encode,
   hostLabelKey,
@@ -146,6 +147,23 @@ describe('label keys (reference vectors, our prefix)', () => {
 const dnsLabel = fc.stringMatching(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
 
 describe('properties', () => {
+  it('labels named like Object.prototype members go to the host and come back unchanged', () => {
+    const labels = recordWithPrototypeKeys(fc.constantFrom<string>('x', 'y'), {
+      prototypeKeys: PROTOTYPE_LABEL_KEYS,
+      otherKeys: fc.constantFrom('app', 'release', 'example.com/team'),
+    });
+    const textOf = (m: Record<string, string> | undefined) => JSON.stringify(Object.entries(m ?? {}).sort());
+    fc.assert(
+      fc.property(labels, (virtual) => {
+        const host = hostLabels(virtual, null, 'ns', true, 'vc');
+        expect(textOf(virtualLabels(host, 'vc'))).toBe(textOf(virtual));
+        // An absent marker is absent, not an inherited member: only the markers are added.
+        expect(Object.keys(host ?? {}).length).toBe(Object.keys(virtual).length + 2);
+      }),
+      { examples: [[{ constructor: 'x', toString: 'y' }]] },
+    );
+  });
+
   it('translated names are valid DNS labels of at most 63 characters', () => {
     fc.assert(
       fc.property(dnsLabel, dnsLabel, dnsLabel, (name, ns, vc) => {

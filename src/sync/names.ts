@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { emptyRecord } from '../runtime/json.ts';
 
 /**
  * Name and label-key translation between a virtual cluster and its host namespace.
@@ -123,6 +124,7 @@ function isTranslatedHostLabelKey(key: string, vclusterName: string): boolean {
   return translatedKeys(vclusterName).toVirtual.has(key);
 }
 
+/** A label or annotation map; built with `emptyRecord` (keys such as `constructor` are data). */
 export type Labels = Record<string, string>;
 
 /**
@@ -138,7 +140,7 @@ export function hostLabels(
   vclusterName: string,
 ): Labels | undefined {
   if (virtualLabels == null) return undefined;
-  const result: Labels = {};
+  const result = emptyRecord<string>();
   for (const [key, value] of Object.entries(virtualLabels)) {
     if (isTranslatedHostLabelKey(key, vclusterName)) continue;
     result[hostLabelKey(key, vclusterName)] = value;
@@ -158,7 +160,7 @@ export function virtualLabels(
   vclusterName: string,
 ): Labels | undefined {
   if (hostLabelsMap == null) return undefined;
-  const result: Labels = {};
+  const result = emptyRecord<string>();
   for (const [key, value] of Object.entries(hostLabelsMap)) {
     if (key === LABEL_MANAGED_BY || key === LABEL_NAMESPACE || key === LABEL_CONTROLLED_BY) continue;
     if (key.startsWith(`${PREFIX}/ns-label`)) continue;
@@ -216,10 +218,10 @@ export function hostServiceSelector(
   virtualNamespace: string,
   vclusterName: string,
 ): Labels {
-  return hostLabels(selector, null, virtualNamespace, false, vclusterName) ?? {};
+  return hostLabels(selector, null, virtualNamespace, false, vclusterName) ?? emptyRecord();
 }
 
 /** The inverse of {@link hostServiceSelector}: marker labels removed, keys translated back. */
 export function virtualServiceSelector(selector: Labels, vclusterName: string): Labels {
-  return virtualLabels(selector, vclusterName) ?? {};
+  return virtualLabels(selector, vclusterName) ?? emptyRecord();
 }

@@ -1,6 +1,8 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests walk loosely typed JSON objects
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${name}` is the configuration's own placeholder
+import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
+import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import { loadSyncConfig } from './config.ts';
 import { hostLabelKey, hostNameShort } from './names.ts';
 import type { Json } from './patches/merge-patch.ts';
@@ -268,6 +270,65 @@ describe('bidirectional labels and annotations', () => {
         plain,
       ).virtual,
     ).toEqual({ release: 's' });
+  });
+});
+
+describe('bidirectional maps with keys named like Object.prototype members', () => {
+  // Every map holds `constructor`, `toString`, ... (valid label and annotation keys): an
+  // inherited member read as a present key, or `in` as an own-key test, breaks the diff.
+  const map = recordWithPrototypeKeys(fc.constantFrom('1', '2'), {
+    prototypeKeys: PROTOTYPE_LABEL_KEYS,
+    otherKeys: fc.constantFrom('a', 'b'),
+  });
+  const textOf = (m: Record<string, string>) => JSON.stringify(Object.entries(m).sort());
+  const examples: [Record<string, string>, Record<string, string>][] = [
+    [{ constructor: '1', toString: '1', a: '1' }, { a: '1' }],
+    [{ a: '1' }, { valueOf: '2', hasOwnProperty: '1' }],
+  ];
+
+  it('a virtual change (additions, changes, removals) reaches the host exactly', () => {
+    fc.assert(
+      fc.property(map, map, (before, after) => {
+        const r = syncAnnotationsBidirectionally({
+          previousVirtual: before,
+          virtual: after,
+          previousHost: before,
+          host: before,
+        });
+        expect(textOf(r.host)).toBe(textOf(after));
+        expect(textOf(r.virtual)).toBe(textOf(after));
+      }),
+      { examples },
+    );
+  });
+
+  it('a host change (additions, changes, removals) comes back to the virtual side exactly', () => {
+    fc.assert(
+      fc.property(map, map, (before, after) => {
+        const r = syncLabelsBidirectionally(
+          { previousVirtual: before, virtual: before, previousHost: before, host: after },
+          plain,
+        );
+        expect(r.changed).toBe(textOf(before) === textOf(after) ? 'none' : 'host');
+        expect(textOf(r.virtual)).toBe(textOf(after));
+      }),
+      { examples },
+    );
+  });
+
+  it('a ConfigMap and a Secret keep every data key on the host, `__proto__` included', () => {
+    const data = JSON.parse('{"__proto__": "MQ==", "constructor": "Mg==", "toString": "Mw=="}');
+    for (const kind of ['ConfigMap', 'Secret']) {
+      const virtual: KubeObject = {
+        apiVersion: 'v1',
+        kind,
+        metadata: { name: 'c', namespace: 'default' },
+        data,
+      };
+      const host = translateToHost(kind, virtual, null, plain);
+      expect(JSON.stringify(host.data)).toBe(JSON.stringify(data));
+      expect(Object.getPrototypeOf(host.data)).toBe(Object.prototype);
+    }
   });
 });
 

@@ -8,6 +8,7 @@ import {
 import {
   applyMergePatch,
   cloneJson,
+  emptyRecord,
   isJsonObject,
   type Json,
   type JsonObject,
@@ -205,7 +206,7 @@ function reassertIdentity(
  * did, nothing from the virtual side sets a reserved key on the host.
  */
 function withReservedKeysOf(map: Json | undefined, expected: Json | undefined): JsonObject {
-  const result: JsonObject = {};
+  const result = emptyRecord<Json>();
   if (isJsonObject(map)) for (const [k, v] of Object.entries(map)) if (!isReservedKey(k)) result[k] = v;
   if (isJsonObject(expected))
     for (const [k, v] of Object.entries(expected)) if (isReservedKey(k)) result[k] = v;

@@ -22,7 +22,14 @@ import {
   virtualLabels,
   virtualServiceSelector,
 } from './names.ts';
-import { cloneJson, isJsonObject, type Json, type JsonObject } from './patches/merge-patch.ts';
+import {
+  cloneJson,
+  emptyRecord,
+  isJsonObject,
+  type Json,
+  type JsonObject,
+  ownValue,
+} from './patches/merge-patch.ts';
 import { isReservedKey } from './reserved.ts';
 
 /** What every translation needs to know about the virtual cluster. */
@@ -141,9 +148,13 @@ export function virtualToHostDns(ctx: SyncContext, input: string): string {
 function meta(obj: KubeObject): JsonObject {
   return isJsonObject(obj.metadata) ? obj.metadata : {};
 }
+/**
+ * The string values of a label or annotation map, in a map without prototype: a key named like an
+ * `Object.prototype` member (`constructor`, `toString`) reads and writes as any other key.
+ */
 function stringMap(v: Json | undefined): Labels | null {
   if (!isJsonObject(v)) return null;
-  const out: Labels = {};
+  const out = emptyRecord<string>();
   for (const [k, val] of Object.entries(v)) if (typeof val === 'string') out[k] = val;
   return out;
 }
@@ -192,7 +203,7 @@ function isSyncedVirtualLabel(key: string): boolean {
  * we copied earlier (listed as managed) are not the host's.
  */
 function hostOwnedReserved(existing: Labels, previouslyManaged: ReadonlySet<string>): Labels {
-  const owned: Labels = {};
+  const owned = emptyRecord<string>();
   for (const [k, v] of Object.entries(existing)) {
     if (isReservedKey(k) && !k.startsWith(`${PREFIX}/`) && !previouslyManaged.has(k)) owned[k] = v;
   }
@@ -240,7 +251,7 @@ export function translateMetadataToHost(
   result.namespace = ref.namespace;
 
   const existingMeta = existingHost ? meta(existingHost) : {};
-  const existingAnnotations = stringMap(existingMeta.annotations) ?? {};
+  const existingAnnotations = stringMap(existingMeta.annotations) ?? emptyRecord();
   const previouslyManaged = new Set(splitList(existingAnnotations[ANNOTATION_MANAGED_ANNOTATIONS]));
   const annotations: Labels = hostOwnedReserved(existingAnnotations, previouslyManaged);
   for (const [k, v] of Object.entries(existingAnnotations)) {
@@ -258,9 +269,9 @@ export function translateMetadataToHost(
   annotations[ANNOTATION_OBJECT_HOST_NAMESPACE] = ref.namespace;
   result.annotations = annotations;
 
-  const existingLabels = stringMap(existingMeta.labels) ?? {};
+  const existingLabels = stringMap(existingMeta.labels) ?? emptyRecord();
   const previouslyManagedLabels = new Set(splitList(existingAnnotations[ANNOTATION_MANAGED_LABELS]));
-  const labels: Labels = {};
+  const labels = emptyRecord<string>();
   for (const [k, v] of Object.entries(existingLabels)) {
     if (!previouslyManagedLabels.has(k) && k !== LABEL_MANAGED_BY && !k.startsWith(`${PREFIX}/`))
       labels[k] = v;
@@ -292,7 +303,7 @@ export function translateMetadataToVirtual(
   ctx: SyncContext,
 ): JsonObject {
   const hMeta = meta(host);
-  const hostAnnotations = stringMap(hMeta.annotations) ?? {};
+  const hostAnnotations = stringMap(hMeta.annotations) ?? emptyRecord();
   const result: JsonObject = existingVirtual ? cloneJson(meta(existingVirtual)) : {};
   if (!existingVirtual) {
     result.name = hostAnnotations[ANNOTATION_OBJECT_NAME] ?? str(hMeta.name);
@@ -300,11 +311,11 @@ export function translateMetadataToVirtual(
     const rules = namespaceRules(ctx);
     result.namespace = ns ?? (rules ? (mapNamespaceToVirtual(rules, str(hMeta.namespace)) ?? '') : '');
   }
-  const annotations: Labels = {};
+  const annotations = emptyRecord<string>();
   for (const [k, v] of Object.entries(hostAnnotations)) if (isSyncedAnnotation(k)) annotations[k] = v;
   if (Object.keys(annotations).length > 0) result.annotations = annotations;
   else delete result.annotations;
-  const labels = virtualLabels(stringMap(hMeta.labels) ?? {}, ctx.vclusterName) ?? {};
+  const labels = virtualLabels(stringMap(hMeta.labels) ?? {}, ctx.vclusterName) ?? emptyRecord();
   for (const k of Object.keys(labels))
     if (isReservedKey(k) && !LABELS_TO_TRANSLATE.includes(k)) delete labels[k];
   if (Object.keys(labels).length > 0) result.labels = labels;
@@ -324,8 +335,8 @@ export function isManagedHostObject(
   apiVersion = 'v1',
 ): boolean {
   const m = meta(obj);
-  const labels = stringMap(m.labels) ?? {};
-  const annotations = stringMap(m.annotations) ?? {};
+  const labels = stringMap(m.labels) ?? emptyRecord();
+  const annotations = stringMap(m.annotations) ?? emptyRecord();
   if (labels[LABEL_MANAGED_BY] !== ctx.vclusterName) return false;
   const virtualName = annotations[ANNOTATION_OBJECT_NAME];
   if (!virtualName) return false;
@@ -373,10 +384,11 @@ export interface BidirectionalMaps {
 
 export type ChangedSide = 'virtual' | 'host' | 'none';
 
+/** What changed from `before` to `after`; keys are data (own keys only, `constructor` is a key). */
 function mapDiff(before: Labels, after: Labels): { set: Labels; removed: string[] } {
-  const set: Labels = {};
-  for (const [k, v] of Object.entries(after)) if (before[k] !== v) set[k] = v;
-  return { set, removed: Object.keys(before).filter((k) => !(k in after)) };
+  const set = emptyRecord<string>();
+  for (const [k, v] of Object.entries(after)) if (ownValue(before, k) !== v) set[k] = v;
+  return { set, removed: Object.keys(before).filter((k) => !Object.hasOwn(after, k)) };
 }
 
 /**
@@ -396,8 +408,8 @@ export function syncMapsBidirectionally(
   const toHost = options.toHostKey ?? ((k) => k);
   const toVirtual = options.toVirtualKey ?? ((k) => k);
   const isSynced = options.isSynced ?? (() => true);
-  const virtual = { ...(maps.virtual ?? {}) };
-  const host = { ...(maps.host ?? {}) };
+  const virtual = Object.assign(emptyRecord<string>(), maps.virtual);
+  const host = Object.assign(emptyRecord<string>(), maps.host);
   const apply = (
     target: Labels,
     diff: ReturnType<typeof mapDiff>,

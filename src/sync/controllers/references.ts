@@ -1,6 +1,6 @@
 import { type PatchConfig, RESOURCE_BY_KIND, type SyncConfig } from '../config.ts';
 import type { LabelSelector } from '../names.ts';
-import { isJsonObject, type Json } from '../patches/merge-patch.ts';
+import { emptyRecord, isJsonObject, type Json, ownValue } from '../patches/merge-patch.ts';
 import { expandPath, getAt, parsePath } from '../patches/path.ts';
 import { type KubeObject, type SyncContext, translateToHost } from '../translate.ts';
 
@@ -86,15 +86,17 @@ export interface SelectorReference {
 /** A label selector (`matchLabels`/`matchExpressions`), or a map of labels read as `matchLabels`. */
 function asSelector(value: Json): LabelSelector | null {
   if (!isJsonObject(value)) return null;
-  if ('matchLabels' in value || 'matchExpressions' in value) return value as unknown as LabelSelector;
-  const labels: Record<string, string> = {};
+  if (Object.hasOwn(value, 'matchLabels') || Object.hasOwn(value, 'matchExpressions'))
+    return value as unknown as LabelSelector;
+  const labels = emptyRecord<string>();
   for (const [k, v] of Object.entries(value)) if (typeof v === 'string') labels[k] = v;
   return { matchLabels: labels };
 }
 
 /** Whether labels match a selector, as the apiserver matches them; an empty selector matches all. */
 export function selectorMatches(selector: LabelSelector, labels: Record<string, string>): boolean {
-  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {}))
+    if (ownValue(labels, k) !== v) return false;
   for (const e of selector.matchExpressions ?? []) {
     const has = Object.hasOwn(labels, e.key);
     const values = e.values ?? [];

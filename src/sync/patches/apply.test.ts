@@ -2,6 +2,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: template-literal expressions under test
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
+import { recordWithPrototypeKeys } from '../../testing/prototype-keys.ts';
 import { loadSyncConfig, type PatchConfig } from '../config.ts';
 import { createSandbox } from '../sync.ts';
 import type { SyncContext } from '../translate.ts';
@@ -130,7 +131,7 @@ describe('one call into the sandbox per object', () => {
         fc.integer({ min: 0, max: 9 }),
         fc.constantFrom('s', 'name'),
         fc.array(tie('value'), { maxLength: 3 }),
-        fc.dictionary(fc.constantFrom('x', 'y', 'z'), tie('value'), { maxKeys: 3 }),
+        recordWithPrototypeKeys(tie('value'), { otherKeys: fc.constantFrom('x', 'y', 'z'), maxKeys: 3 }),
       ),
     })).value;
     const doc = fc.record({
@@ -148,9 +149,37 @@ describe('one call into the sandbox per object', () => {
           applyPatches(run([patch], oneByOne, { virtualObject: { metadata: { namespace: 'ns' } } }));
         }
         expect(together).toEqual(oneByOne);
+        expect(JSON.stringify(together)).toBe(JSON.stringify(oneByOne));
       }),
       { numRuns: 150 },
     );
+  });
+});
+
+describe('keys named like Object.prototype members', () => {
+  it('the whole object takes a `__proto__`, `constructor` or `toString` field as a field', () => {
+    const doc: JsonObject = { data: { a: '1' } };
+    applyPatches(
+      run(
+        [
+          {
+            path: '',
+            expression: 'JSON.parse(\'{"__proto__": {"x": 1}, "constructor": "c", "toString": null}\')',
+          },
+        ],
+        doc,
+      ),
+    );
+    expect(JSON.stringify(doc)).toBe('{"data":{"a":"1"},"__proto__":{"x":1},"constructor":"c"}');
+    expect(Object.getPrototypeOf(doc)).toBe(Object.prototype);
+  });
+
+  it('a data key `__proto__` is set and, in a merge patch, removed as any other key', () => {
+    const doc: JsonObject = { data: JSON.parse('{"__proto__": "1", "constructor": "2"}') };
+    applyPatches(run([{ path: 'data.*', expression: 'value + "!"' }], doc));
+    expect(JSON.stringify(doc)).toBe('{"data":{"__proto__":"1!","constructor":"2!"}}');
+    applyPatches(run([{ path: 'data["__proto__"]', expression: 'null' }], doc, { isMergePatch: true }));
+    expect(JSON.stringify(doc)).toBe('{"data":{"__proto__":null,"constructor":"2!"}}');
   });
 });
 

@@ -15,7 +15,7 @@ import {
   namespaceRules,
   type SyncContext,
 } from '../translate.ts';
-import { cloneJson, isJsonObject, type Json, type JsonObject } from './merge-patch.ts';
+import { cloneJson, isJsonObject, type Json, type JsonObject, setOwnValue } from './merge-patch.ts';
 import {
   type ConcretePath,
   expandPath,
@@ -101,14 +101,14 @@ function setAt(doc: JsonObject, path: ConcretePath, value: Json, isMergePatch: b
   if (path.length === 0) {
     for (const [key, field] of Object.entries(value as JsonObject)) {
       if (field === null && !isMergePatch) delete doc[key];
-      else doc[key] = field;
+      else setOwnValue(doc, key, field);
     }
     return;
   }
   const parent = getAt(doc, path.slice(0, -1));
   const last = path[path.length - 1]!;
   if (Array.isArray(parent) && typeof last === 'number') parent[last] = value;
-  else if (isJsonObject(parent) && typeof last === 'string') parent[last] = value;
+  else if (isJsonObject(parent) && typeof last === 'string') setOwnValue(parent, last, value);
 }
 
 function removeAt(doc: JsonObject, path: ConcretePath, isMergePatch: boolean): void {
@@ -116,7 +116,7 @@ function removeAt(doc: JsonObject, path: ConcretePath, isMergePatch: boolean): v
   const last = path[path.length - 1]!;
   if (Array.isArray(parent) && typeof last === 'number') parent.splice(last, 1);
   else if (isJsonObject(parent) && typeof last === 'string') {
-    if (isMergePatch) parent[last] = null;
+    if (isMergePatch) setOwnValue(parent, last, null);
     else delete parent[last];
   }
 }

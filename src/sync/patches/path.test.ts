@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { jsonWithPrototypeKeys, objectKey, PROTOTYPE_KEYS } from '../../testing/prototype-keys.ts';
 import {
   expandPath,
+  getAt,
   InvalidPatchPath,
   type PathSegment,
   parsePath,
@@ -99,7 +101,7 @@ describe('expandPath', () => {
 });
 
 const segmentArb: fc.Arbitrary<PathSegment> = fc.oneof(
-  fc.string({ minLength: 1, maxLength: 8 }).map((k) => ({ type: 'key' as const, key: k })),
+  objectKey(fc.string({ minLength: 1, maxLength: 8 })).map((k) => ({ type: 'key' as const, key: k })),
   fc.nat({ max: 1000 }).map((i) => ({ type: 'index' as const, index: i })),
   fc.constant({ type: 'wildcard' as const }),
 );
@@ -115,13 +117,24 @@ describe('properties', () => {
 
   it('every expanded concrete path prints to a path that finds exactly itself', () => {
     fc.assert(
-      fc.property(fc.jsonValue(), (value) => {
+      fc.property(jsonWithPrototypeKeys({ withNull: true }).value, (value) => {
         const all = expandPath({ v: value }, parsePath('v.*.*'));
         for (const concrete of all) {
           expect(expandPath({ v: value }, parsePath(printConcretePath(concrete)))).toEqual([concrete]);
         }
       }),
     );
+  });
+});
+
+describe('keys named like Object.prototype members', () => {
+  it.each(PROTOTYPE_KEYS)('%s names an own key or nothing, never an inherited member', (key) => {
+    const path = parsePath(`data[${JSON.stringify(key)}]`);
+    expect(expandPath({ data: {} }, path)).toEqual([]);
+    expect(getAt({ data: {} }, ['data', key])).toBeUndefined();
+    const doc = { data: JSON.parse(`{${JSON.stringify(key)}: "v"}`) };
+    expect(expandPath(doc, path)).toEqual([['data', key]]);
+    expect(getAt(doc, ['data', key])).toBe('v');
   });
 });
 

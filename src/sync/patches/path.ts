@@ -182,7 +182,9 @@ export function getAt(root: unknown, path: ConcretePath): unknown {
   let current: unknown = root;
   for (const s of path) {
     if (Array.isArray(current) && typeof s === 'number') current = current[s];
-    else if (isMap(current) && typeof s === 'string') current = current[s];
+    // Own keys only: `constructor` or `__proto__` on a map is a key or nothing, never inherited.
+    else if (isMap(current) && typeof s === 'string')
+      current = Object.hasOwn(current, s) ? current[s] : undefined;
     else return undefined;
   }
   return current;
