@@ -170,7 +170,8 @@ export const SamlProviderSchema = z
       .transform((value, ctx) => {
         if (value === undefined || value === '') return DEFAULT_SAML_NAME_ID_FORMAT;
         if (Object.values(SAML_NAME_ID_FORMATS).includes(value)) return value;
-        const expanded = SAML_NAME_ID_FORMATS[value];
+        // Own keys only: `constructor` or `toString` is no format (an inherited function is no URN).
+        const expanded = Object.hasOwn(SAML_NAME_ID_FORMATS, value) ? SAML_NAME_ID_FORMATS[value] : undefined;
         if (expanded) return expanded;
         ctx.addIssue({
           code: 'custom',

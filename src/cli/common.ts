@@ -2,6 +2,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { FieldManager } from '../runtime/field-managers.ts';
 import { DEFAULT_BURST, DEFAULT_QPS, DEFAULT_TIMEOUT_MS, KubeClient } from '../runtime/kube-client.ts';
 import { RestClientMetrics } from '../runtime/rest-client-metrics.ts';
 
@@ -35,15 +36,18 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
 }
 
 /**
- * A client of the component's apiserver: rate limit and timeout from the flags, `rest_client_*`
- * metrics on the component's registry, the kubeconfig read again as its credentials rotate.
+ * A client of the component's apiserver: its writes and User-Agent named `fieldManager`, rate
+ * limit and timeout from the flags, `rest_client_*` metrics on the component's registry, the
+ * kubeconfig read again as its credentials rotate.
  */
 export function apiClient(
   options: Pick<CommonOptions, 'kubeconfig' | 'kubeApiQps' | 'kubeApiBurst' | 'kubeApiTimeout'>,
   registry: Registry,
   logger: Logger,
+  fieldManager: FieldManager,
 ): KubeClient {
   return new KubeClient(loadKubeConfig(options.kubeconfig), {
+    fieldManager,
     ...(options.kubeApiQps !== undefined ? { qps: options.kubeApiQps } : {}),
     ...(options.kubeApiBurst !== undefined ? { burst: options.kubeApiBurst } : {}),
     ...(options.kubeApiTimeout !== undefined ? { timeoutMs: options.kubeApiTimeout } : {}),

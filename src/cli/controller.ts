@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { CONTROLLER_NAMES, type ControllerName, controllerSetups } from '../controllers/index.ts';
 import { EventRecorder } from '../runtime/events.ts';
+import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
 import { Manager } from '../runtime/manager.ts';
 import {
   apiClient,
@@ -87,13 +88,13 @@ export function createControllerManager(
   logger: Logger = componentLogger('controller', options),
 ): Manager {
   const unknown = [...options.controllers, ...options.disableControllers].filter(
-    (name) => !(name in controllerSetups),
+    (name) => !Object.hasOwn(controllerSetups, name),
   );
   if (unknown.length > 0) throw new Error(`unknown controller(s): ${unknown.join(', ')}`);
 
   const kubeConfig = loadKubeConfig(options.kubeconfig);
   const registry = new Registry();
-  const api = apiClient(options, registry, logger);
+  const api = apiClient(options, registry, logger, fieldManagers.controller);
   const manager = new Manager({
     api,
     logger,
@@ -115,7 +116,7 @@ export function createControllerManager(
   });
   // Controllers, their Events and the syncers they run write through the leader fence: nothing
   // is sent, and nothing in flight completes, once this replica stopped leading.
-  const writer = manager.leaderApi(api);
+  const writer = asFieldManager(manager.leaderApi(api), fieldManagers.controller);
   const events = new EventRecorder({
     api: writer,
     clock: manager.clock,

@@ -14,6 +14,7 @@ import { type PersistentPort, persistentPort } from '../dev/ports.ts';
 import { PidFile } from '../dev/processes.ts';
 import { BASE_PATH } from '../gateway/index.ts';
 import { isAlreadyExists } from '../runtime/errors.ts';
+import { fieldManagers } from '../runtime/field-managers.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
 import { defaultOperatorOptions, type RunningOperator, startOperator } from './operator.ts';
 
@@ -132,10 +133,11 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
 
     progress('installing the CRDs, the project roles and the syncer roles');
     await installCrds(kubeConfig);
-    await installPlatformRoles(new KubeClient(kubeConfig));
+    const api = new KubeClient(kubeConfig, { fieldManager: fieldManagers.dev });
+    await installPlatformRoles(api);
     await kubeConfig
       .makeApiClient(CoreV1Api)
-      .createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } })
+      .createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } }, fieldManager: fieldManagers.dev })
       .catch((err: unknown) => {
         if (!isAlreadyExists(err)) throw err; // it exists from an earlier run
       });
@@ -186,7 +188,7 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     progress('bootstrapping the platform admin');
     const adminKubeconfig = join(stateDir, 'admin.kubeconfig');
     const admin = await bootstrapAdmin({
-      api: new KubeClient(kubeConfig),
+      api,
       platformNamespace: PLATFORM_NAMESPACE,
       gatewayServer,
       gatewayCaPem: tls.caPem,

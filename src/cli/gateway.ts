@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import { type Gateway, setupGateway } from '../gateway/index.ts';
 import type { GatewayServer } from '../gateway/server.ts';
 import { setupLogin } from '../login/setup.ts';
+import { fieldManagers } from '../runtime/field-managers.ts';
 import { Manager } from '../runtime/manager.ts';
 import {
   apiClient,
@@ -72,7 +73,7 @@ export function setupGatewayComponent(
 ): { gateway: Gateway; manager: Manager; start(): Promise<RunningGateway> } {
   const kubeConfig = loadKubeConfig(options.kubeconfig);
   const registry = shared?.registry ?? new Registry();
-  const api = apiClient(options, registry, logger);
+  const api = apiClient(options, registry, logger, fieldManagers.gateway);
   const manager =
     shared ??
     new Manager({

@@ -3,6 +3,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Command, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import { Registry } from 'prom-client';
+import { fieldManagers } from '../runtime/field-managers.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
 import { RestClientMetrics } from '../runtime/rest-client-metrics.ts';
@@ -78,6 +79,7 @@ export async function runSyncer(
   // Both kubeconfigs are read again as their credentials rotate; requests show in rest_client_*.
   const client = (path: string | undefined) =>
     new KubeClient(loadKubeConfig(path), {
+      fieldManager: fieldManagers.syncer,
       metrics: RestClientMetrics.for(registry),
       reload: () => loadKubeConfig(path),
       onCredentialsError: (err) =>

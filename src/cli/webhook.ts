@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import type { Logger } from 'pino';
+import { fieldManagers } from '../runtime/field-managers.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
 import type { WebhookEndpoint } from '../webhooks/configurations.ts';
@@ -77,7 +78,7 @@ export async function startAdmissionComponent(
   if (options.healthPort !== undefined) {
     // Only the health and metrics server: admission keeps no caches.
     manager = new Manager({
-      api: new KubeClient(kubeConfig),
+      api: new KubeClient(kubeConfig, { fieldManager: fieldManagers.admission }),
       logger,
       healthPort: options.healthPort,
       ...(options.healthHost ? { healthHost: options.healthHost } : {}),

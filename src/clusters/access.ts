@@ -1,6 +1,7 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ConditionInput } from '../runtime/conditions.ts';
 import { isNotFound } from '../runtime/errors.ts';
+import type { FieldManager } from '../runtime/field-managers.ts';
 import { type KubeApi, KubeClient } from '../runtime/kube-client.ts';
 import { type Connection, kubeConfigOptions } from './connection.ts';
 import type { Reachability } from './reachability.ts';
@@ -44,10 +45,11 @@ export async function readCredentialsSecret(
   }
 }
 
-export function clientForConnection(connection: Connection): KubeClient {
+/** A client of the connected cluster; its writes are named `fieldManager` (the component's). */
+export function clientForConnection(connection: Connection, fieldManager: FieldManager): KubeClient {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromOptions(kubeConfigOptions(connection));
-  return new KubeClient(kubeConfig);
+  return new KubeClient(kubeConfig, { fieldManager });
 }
 
 /**

@@ -36,9 +36,4 @@ export const resources = {
 } as const satisfies Record<string, ResourceRef>;
 
 /** Field managers: one per component, so server-side apply tells their intents apart. */
-export const fieldManagers = {
-  sharedSecret: 'platform-sharedsecret-controller',
-  secretSync: 'platform-secret-sync',
-  project: 'platform-project-controller',
-  virtualCluster: 'platform-virtualcluster-controller',
-} as const;
+export { fieldManagers } from '../runtime/field-managers.ts';

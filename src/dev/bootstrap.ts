@@ -24,6 +24,7 @@ import {
 } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { isAlreadyExists, isApiError, isNotFound } from '../runtime/errors.ts';
+import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
 import { collectionPath, type KubeApi, type ObjectList, objectPath } from '../runtime/kube-client.ts';
 
 /**
@@ -336,7 +337,8 @@ export interface BootstrapAdminResult {
  * admin.kubeconfig when its content changes. Idempotent; safe on every start.
  */
 export async function bootstrapAdmin(options: BootstrapAdminOptions): Promise<BootstrapAdminResult> {
-  const { api, log } = options;
+  const { log } = options;
+  const api = asFieldManager(options.api, fieldManagers.dev);
   const random = options.random ?? ((size: number) => randomBytes(size));
   const now = options.now ?? (() => new Date());
 

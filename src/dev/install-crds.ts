@@ -7,8 +7,9 @@ import {
   type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
 import { renderCrds } from '../api/crd.ts';
+import { fieldManagers } from '../runtime/field-managers.ts';
 
-const FIELD_MANAGER = 'platform-crds';
+const FIELD_MANAGER = fieldManagers.crds;
 const ESTABLISHED_TIMEOUT_MS = 60_000;
 
 /**

@@ -2,9 +2,10 @@ import { readFileSync } from 'node:fs';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { applyObject, RestMapper } from '../runtime/apply.ts';
+import { fieldManagers } from '../runtime/field-managers.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 
-const FIELD_MANAGER = 'platform-dev';
+const FIELD_MANAGER = fieldManagers.dev;
 
 /**
  * The chart's project ClusterRoles and their aggregation (`platform-project-admin`, `-user`,

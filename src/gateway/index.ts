@@ -13,6 +13,7 @@ import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { SigningKeyStore } from '../identity/signing-keys.ts';
 import { type Clock, systemClock } from '../runtime/clock.ts';
+import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { Auditor } from './audit/auditor.ts';
@@ -108,7 +109,10 @@ export interface Gateway {
 
 export const PLATFORM_VERSION = 'v0.1.0';
 
-export function setupGateway(manager: Manager, options: GatewayOptions): Gateway {
+export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
+  // The gateway's own writes (the pepper, signing keys, key activity) are named as its own,
+  // whoever built the client.
+  const options = { ...setup, api: asFieldManager(setup.api, fieldManagers.gateway) };
   const clock = options.clock ?? systemClock;
   const random = options.random ?? ((size: number) => randomBytes(size));
   const logger = options.logger;

@@ -4,6 +4,7 @@ import { platformConfigSource } from '../config/platform-config.ts';
 import type { Endpoint } from '../http/endpoint.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
+import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { LoginEndpoints, type LoginHttpRequest } from './endpoints.ts';
@@ -61,7 +62,9 @@ export function serverUrlFor(request: LoginHttpRequest, externalUrl: string | un
   return `${platformUrlFor(request, externalUrl)}${MANAGEMENT_API_PATH}`;
 }
 
-export function setupLogin(options: LoginSetupOptions): Login {
+export function setupLogin(setup: LoginSetupOptions): Login {
+  // Signing in writes as itself whoever built the client (it shares the gateway's connection).
+  const options = { ...setup, api: asFieldManager(setup.api, fieldManagers.login) };
   const random = options.random ?? ((size: number) => randomBytes(size));
   const source = platformConfigSource(options.manager, options.platformNamespace, options.logger);
   const config = () => source.current();

@@ -7,6 +7,7 @@ export * from './controller.ts';
 export * from './errors.ts';
 export * from './events.ts';
 export * from './fencing.ts';
+export * from './field-managers.ts';
 export * from './finalizers.ts';
 export * from './health-server.ts';
 export * from './informer.ts';

@@ -4,6 +4,7 @@ import * as https from 'node:https';
 import { ApiException, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { type Clock, sleep, systemClock } from './clock.ts';
 import { RequestTimeoutError } from './errors.ts';
+import { type FieldManager, withDefaultFieldManager } from './field-managers.ts';
 import { LineSplitter } from './lines.ts';
 import { BucketRateLimiter } from './rate-limiter.ts';
 import type { RestClientMetrics } from './rest-client-metrics.ts';
@@ -79,6 +80,13 @@ export function objectPath(resource: ResourceRef, namespace: string | undefined,
 }
 
 export interface KubeClientOptions {
+  /**
+   * The component this client writes for: the field manager of every write that names none, and
+   * the User-Agent of every request (what kube-apiserver records as the manager of a write
+   * without one, and shows in its audit log). Components also wrap the client they are handed
+   * in `asFieldManager`; without either, a write is recorded as `unknown`.
+   */
+  fieldManager?: FieldManager;
   /**
    * Every request but a watch is aborted (RequestTimeoutError) after this long without a full
    * answer, unless it names its own `timeoutMs` (default 30 s): a hung list or write never pins a
@@ -156,7 +164,9 @@ export class KubeClient implements KubeApi {
       qps > 0 ? new BucketRateLimiter(this.clock, qps, options.burst ?? DEFAULT_BURST) : undefined;
   }
 
-  async request<T = unknown>(options: RequestOptions): Promise<T> {
+  async request<T = unknown>(request: RequestOptions): Promise<T> {
+    const manager = this.options.fieldManager;
+    const options = manager ? withDefaultFieldManager(request, manager) : request;
     await this.throttle(options.signal);
     const first = await this.credentialsNow(false);
     try {
@@ -183,6 +193,7 @@ export class KubeClient implements KubeApi {
       ...(credentials.auth ? { auth: credentials.auth } : {}),
       headers: {
         ...credentials.headers,
+        ...this.userAgent(),
         Accept: 'application/json',
         ...(payload !== undefined
           ? {
@@ -260,7 +271,7 @@ export class KubeClient implements KubeApi {
       // not affect pooled request sockets. keepAlive off: one socket per watch, closed with it.
       agent: new (credentials.https ? https.Agent : http.Agent)({ keepAlive: false, ...credentials.tls }),
       ...(credentials.auth ? { auth: credentials.auth } : {}),
-      headers: { ...credentials.headers, Accept: 'application/json' },
+      headers: { ...credentials.headers, ...this.userAgent(), Accept: 'application/json' },
     };
     const observe = this.options.metrics?.start('WATCH', url.host);
     return new Promise<WatchStream>((resolveOpen, rejectOpen) => {
@@ -336,6 +347,11 @@ export class KubeClient implements KubeApi {
       }
       req.end();
     });
+  }
+
+  private userAgent(): Record<string, string> {
+    const manager = this.options.fieldManager;
+    return manager ? { 'User-Agent': manager } : {};
   }
 
   /** Waits for a token of the client-side rate limit. */

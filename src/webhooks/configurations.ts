@@ -1,6 +1,7 @@
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
 import { STORED_KINDS } from '../api/registry.ts';
 import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../controllers/secretsync/desired.ts';
+import { fieldManagers } from '../runtime/field-managers.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { MUTATE_PATH, VALIDATE_PATH, VALIDATE_SECRETS_PATH } from './admission.ts';
 import { PLATFORM_CONFIG_SECRET } from './rules/secret.ts';
@@ -18,7 +19,7 @@ import { PLATFORM_CONFIG_SECRET } from './rules/secret.ts';
 export const VALIDATING_CONFIGURATION_NAME = 'platform-validating-webhooks';
 export const MUTATING_CONFIGURATION_NAME = 'platform-mutating-webhooks';
 export const WEBHOOK_TIMEOUT_SECONDS = 5;
-export const FIELD_MANAGER = 'platform-admission';
+export const FIELD_MANAGER = fieldManagers.admission;
 
 /** Where the apiserver reaches the webhook server: a URL (local runs, tests) or a Service. */
 export type WebhookEndpoint =

@@ -1,4 +1,5 @@
 import type { FieldCause } from '../api/status.ts';
+import { ownValue, setOwnValue } from '../runtime/json.ts';
 
 /**
  * What an admission rule decides, independent of the AdmissionReview wire format. Rules are pure
@@ -131,10 +132,11 @@ export function applyJsonPatch<T>(document: T, patches: readonly JsonPatchOperat
       .map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'));
     const last = tokens.pop();
     if (last === undefined) throw new Error('patching the document root is not supported');
+    // Tokens are keys of the document (own keys only: `constructor` names no inherited member).
     let parent = copy as Record<string, unknown>;
-    for (const token of tokens) parent = parent[token] as Record<string, unknown>;
+    for (const token of tokens) parent = ownValue(parent, token) as Record<string, unknown>;
     if (patch.op === 'remove') delete parent[last];
-    else parent[last] = structuredClone(patch.value);
+    else setOwnValue(parent, last, structuredClone(patch.value));
   }
   return copy as T;
 }

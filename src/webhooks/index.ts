@@ -5,6 +5,7 @@ import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { RestMapper } from '../runtime/apply.ts';
 import type { Clock } from '../runtime/clock.ts';
+import { fieldManagers } from '../runtime/field-managers.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
 import { Admission, MUTATE_PATH, VALIDATE_PATH, VALIDATE_SECRETS_PATH } from './admission.ts';
 import {
@@ -71,7 +72,7 @@ export interface AdmissionWebhooks {
  * the current CA bundle, re-registering whenever the bundle changes.
  */
 export async function startAdmissionWebhooks(options: AdmissionWebhooksOptions): Promise<AdmissionWebhooks> {
-  const api = new KubeClient(options.kubeConfig);
+  const api = new KubeClient(options.kubeConfig, { fieldManager: fieldManagers.admission });
   const random = options.random ?? randomBytes;
   const register = options.registerConfigurations ?? true;
   let endpoint: WebhookEndpoint | undefined = options.endpoint === 'local' ? undefined : options.endpoint;

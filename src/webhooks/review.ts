@@ -1,4 +1,5 @@
 import type { Status } from '../api/status.ts';
+import { setOwnValue } from '../runtime/json.ts';
 import type { AdmissionDecision } from './decision.ts';
 
 /**
@@ -123,7 +124,12 @@ function userInfo(value: unknown): UserInfo {
   const extra: Record<string, string[]> = {};
   if (isRecord(value.extra)) {
     for (const [key, values] of Object.entries(value.extra)) {
-      if (Array.isArray(values)) extra[key] = values.filter((v) => typeof v === 'string');
+      if (Array.isArray(values))
+        setOwnValue(
+          extra,
+          key,
+          values.filter((v) => typeof v === 'string'),
+        );
     }
   }
   return {

@@ -10,6 +10,7 @@ import { probeCluster } from '../../clusters/reachability.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { errorReason, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler, PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
@@ -40,7 +41,8 @@ export interface ClusterReconcilerDeps {
  */
 export function clusterReconciler(deps: ClusterReconcilerDeps) {
   const { api, clusters } = deps;
-  const clientFor = deps.clientFor ?? clientForConnection;
+  const clientFor =
+    deps.clientFor ?? ((connection: Connection) => clientForConnection(connection, fieldManagers.controller));
 
   /** Reads the credentials and probes the cluster with them. */
   async function accessOf(

@@ -65,7 +65,12 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
     let existing = namespaces.get(name);
     if (!existing) {
       try {
-        await api.request({ method: 'POST', path: collectionPath(resources.namespaces), body: desired });
+        await api.request({
+          method: 'POST',
+          path: collectionPath(resources.namespaces),
+          query: { fieldManager: fieldManagers.project },
+          body: desired,
+        });
         return true;
       } catch (err) {
         if (!isAlreadyExists(err)) throw err;

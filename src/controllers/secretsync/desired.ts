@@ -1,5 +1,6 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
+import { emptyRecord, ownValue } from '../../runtime/json.ts';
 import { LABEL_MANAGED_BY } from '../../sync/names.ts';
 
 /**
@@ -60,10 +61,11 @@ export interface DesiredSecretData {
 export function desiredSecretData(target: V1Secret, source: SharedSecret): DesiredSecretData {
   const sourceData = source.spec.data ?? {};
   const keys = selectedKeys(target) ?? Object.keys(sourceData).sort();
-  const data: Record<string, string> = {};
+  // Keys are data: a selected `constructor` or `__proto__` is the SharedSecret's own key or missing.
+  const data = emptyRecord<string>();
   const missingKeys: string[] = [];
   for (const key of keys) {
-    const value = sourceData[key];
+    const value = ownValue(sourceData, key);
     if (value === undefined) missingKeys.push(key);
     else data[key] = value;
   }

@@ -4,7 +4,7 @@ import { applyObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { Reconciler } from '../../runtime/controller.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
-import { deepEqual } from '../../runtime/json.ts';
+import { deepEqual, ownValue } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
@@ -71,9 +71,10 @@ export function secretSyncReconciler(deps: SecretSyncDeps): Reconciler {
         note: `SharedSecret ${source.namespace}/${source.name} has no key(s) ${missingKeys.join(', ')}`,
       });
     }
-    const current = Object.fromEntries(Object.keys(data).map((k) => [k, target.data?.[k]]));
+    const targetData = target.data ?? {};
+    const current = Object.fromEntries(Object.keys(data).map((k) => [k, ownValue(targetData, k)]));
     const managedKeys = managedDataKeys(target);
-    const unchanged = deepEqual(current, data) && managedKeys.every((k) => k in data);
+    const unchanged = deepEqual(current, data) && managedKeys.every((k) => Object.hasOwn(data, k));
     if (unchanged) return undefined;
     await applyObject(
       deps.api,

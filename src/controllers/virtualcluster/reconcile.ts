@@ -388,7 +388,8 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Re
     let probeClient: KubeClient | undefined;
     try {
       if (connection) {
-        probeClient = running?.client ?? clientForConnection(connection);
+        // The syncer started below writes to the virtual cluster through this client.
+        probeClient = running?.client ?? clientForConnection(connection, fieldManagers.syncer);
         access = {
           phase: 'probed',
           reachability: await probeCluster(probeClient, connection.server, deps.probeTimeoutMs),

@@ -1,5 +1,6 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../runtime/clock.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 import { type KubeApi, KubeClient } from '../../runtime/kube-client.ts';
 
 /**
@@ -124,5 +125,5 @@ export function clientWithTokens(
       opts.headers = { ...opts.headers, Authorization: `Bearer ${await tokens.current()}` };
     },
   });
-  return new KubeClient(kubeConfig);
+  return new KubeClient(kubeConfig, { fieldManager: fieldManagers.syncer });
 }

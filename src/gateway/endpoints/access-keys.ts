@@ -13,7 +13,7 @@ import type { RandomBytes } from '../../identity/keys.ts';
 import { forwardedSearch, type ParsedPatch, patchContentType } from '../pipeline/body.ts';
 import { upstreamPath } from '../pipeline/route.ts';
 import { impersonationHeaders } from '../proxy/impersonation.ts';
-import { type ProxyDeps, proxy } from '../proxy/proxy.ts';
+import { callerUserAgent, type ProxyDeps, proxy } from '../proxy/proxy.ts';
 import { redactAccessKey, redactAccessKeys } from '../proxy/redact.ts';
 import { type HeaderMap, type Upstream, upstreamFailure } from '../proxy/upstream.ts';
 import {
@@ -190,7 +190,11 @@ async function createKey(
       method: 'POST',
       path: COLLECTION,
       search: forwardedSearch(searchOf(request)),
-      headers: { ...(admin ? callerHeaders(identity) : {}), 'content-type': 'application/json' },
+      headers: {
+        ...(admin ? callerHeaders(identity) : {}),
+        ...callerUserAgent(request.headers['user-agent']),
+        'content-type': 'application/json',
+      },
       body: JSON.stringify(object),
       signal: request.signal,
     })
@@ -296,7 +300,7 @@ async function checkedWrite(deps: AccessKeysDeps, request: GatewayRequest): Prom
       method: 'PUT',
       path,
       search: write.size > 0 ? `?${write.toString()}` : '',
-      headers: { 'content-type': 'application/json' },
+      headers: { ...callerUserAgent(request.headers['user-agent']), 'content-type': 'application/json' },
       body: JSON.stringify(previewed.body),
       signal,
     });

@@ -33,6 +33,7 @@ import { type KubeConfigCredentials, kubeConfigYaml } from '../../clusters/kubec
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { subjectAccessAllowed } from '../proxy/sar.ts';
 import { type Upstream, upstreamFailure } from '../proxy/upstream.ts';
@@ -285,7 +286,7 @@ async function clientCertificate(
       );
     throw err;
   }
-  const client = clientForConnection(connection);
+  const client = clientForConnection(connection, fieldManagers.gateway);
   try {
     const issued = await requestClientCertificate(client, deps.clock, {
       username: request.identity.username,

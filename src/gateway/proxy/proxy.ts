@@ -37,6 +37,15 @@ export interface ProxyDeps {
 const USER_AGENT = /^[\x20-\x7e]*$/;
 
 /**
+ * The caller's User-Agent, to send with a write made for the caller: kube-apiserver names the
+ * field manager of a write without `fieldManager` after it, so the caller's own name stays (a
+ * caller that sent none, or one that is not printable ASCII, is named after the gateway).
+ */
+export function callerUserAgent(userAgent: string | string[] | undefined): HeaderMap {
+  return typeof userAgent === 'string' && USER_AGENT.test(userAgent) ? { 'user-agent': userAgent } : {};
+}
+
+/**
  * Sends the call upstream with `headers` (impersonation, or none to act as the gateway) and
  * returns the answer to relay. `redaction` defaults to the resource's.
  */
@@ -47,9 +56,7 @@ export async function proxy(
   redaction: Redaction | undefined = redactionFor(call.attributes),
 ): Promise<Relay> {
   const { attributes } = call;
-  const requestHeaders: HeaderMap = { ...headers, accept: call.accept };
-  if (typeof call.userAgent === 'string' && USER_AGENT.test(call.userAgent))
-    requestHeaders['user-agent'] = call.userAgent;
+  const requestHeaders: HeaderMap = { ...headers, ...callerUserAgent(call.userAgent), accept: call.accept };
   let payload: string | undefined;
   if (call.body !== undefined) {
     const patch = attributes.verb === 'patch' ? (call.body as ParsedPatch) : undefined;

@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { errors, Pool } from 'undici';
 import { StatusError, serviceUnavailable } from '../../api/status.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 
 /**
  * The connection to kube-apiserver, with the gateway's TLS material and credentials (refreshed in
@@ -100,7 +101,9 @@ export class Upstream {
   /** Sends a request as the operator (with impersonation headers when the caller adds them). */
   async request(request: UpstreamRequest): Promise<UpstreamResponse> {
     this.maybeRefresh();
-    const headers: HeaderMap = { ...request.headers };
+    // A write that names no field manager is recorded under its User-Agent's name: the caller's
+    // when the proxy relays it, else the gateway's (its own writes, a caller that sent none).
+    const headers: HeaderMap = { 'user-agent': fieldManagers.gateway, ...request.headers };
     if (this.authorization) headers.authorization = this.authorization;
     const response = await (request.stream ? this.streams : this.pool).request({
       method: request.method,

@@ -2,6 +2,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Controller } from '../../runtime/controller.ts';
 import { EventRecorder } from '../../runtime/events.ts';
+import { asFieldManager, fieldManagers } from '../../runtime/field-managers.ts';
 import type { ReadinessReport } from '../../runtime/health-server.ts';
 import type { Informer } from '../../runtime/informer.ts';
 import { type KubeApi, objectKey, type ResourceRef, splitKey } from '../../runtime/kube-client.ts';
@@ -138,7 +139,13 @@ export function hostNamespacesOf(ctx: SyncContext): string[] | null {
   return [...new Set([ctx.hostNamespace, ...rules.map((rule) => rule.host)])];
 }
 
-export function startSyncer(options: SyncerOptions): Syncer {
+export function startSyncer(given: SyncerOptions): Syncer {
+  // The syncer's writes, on either side, are named as its own whoever built its clients.
+  const options = {
+    ...given,
+    virtual: asFieldManager(given.virtual, fieldManagers.syncer),
+    host: asFieldManager(given.host, fieldManagers.syncer),
+  };
   const { manager, logger, config } = options;
   const ctx: SyncContext = { vclusterName: options.name, hostNamespace: options.hostNamespace, config };
   const vcluster = `${options.hostNamespace}/${options.name}`;
