@@ -1,0 +1,187 @@
+import { describe, expect, it } from 'vitest';
+import { userNameFor } from '../../src/login/outcome.ts';
+import { useLoginEnv } from '../login/support/login-env.ts';
+import { keyOn, oidcSection, signIn, storedUser } from '../login/support/sign-in.ts';
+import { uniqueName } from '../support/cluster.ts';
+
+/**
+ * Attacks on who a single sign-on is (issue 32), made against a real OpenID provider
+ * (oidc-provider) whose accounts the test defines, claims included (`sub`: the account's login there;
+ * `preferred_username`, `email`, `email_verified`, `groups`), through the gateway's login endpoints and the platform's
+ * apiserver. A person is their account at the provider (connector, subject): no username, however
+ * chosen, lands on someone else's User. Single sign-ons are not throttled by client address (only
+ * passwords and cluster-manager keys are), so these tests share none.
+ */
+
+const env = useLoginEnv();
+
+async function configureOidc(authExtra = '') {
+  await env().configure(`
+auth:
+${authExtra}
+${oidcSection(env())}
+    scopes: [profile, email, groups]
+`);
+}
+
+/**
+ * An account at the provider, with the claims it vouches for; returns its login (what is typed at
+ * the provider's sign-in page), which the provider also gives as its subject (`sub`).
+ */
+function account(claims: Record<string, unknown>, login = uniqueName('sub')): string {
+  env().oidc.accounts.set(login, { claims });
+  return login;
+}
+
+/** The refused sign-in's error page: its reason, and no key. */
+function expectRefused(page: { status: number; text: string }, reason: RegExp) {
+  expect(page.status, page.text).toBe(403);
+  expect(/<p class="error" role="alert" id="error">([^<]*)<\/p>/.exec(page.text)?.[1]).toMatch(reason);
+  expect(keyOn(page.text)).toBeUndefined();
+}
+
+/** The names of the keys a key may list (non-admins see their own only). */
+async function keysListedBy(key: string): Promise<string[]> {
+  const listed = await env().use(key, '/ownedaccesskeys');
+  expect(listed.status).toBe(200);
+  return listed.json.items.map((item: { metadata: { name: string } }) => item.metadata.name);
+}
+
+describe('account takeover by username', () => {
+  it('a provider username equal to the object name of another person’s User lands on a User of its own', async () => {
+    await configureOidc();
+    const victimName = `Alice-Smith-${uniqueName('x')}`;
+    const victim = account({ preferred_username: victimName });
+    const victimPage = await signIn(env(), 'oidc', victim);
+    expect(victimPage.status, victimPage.text).toBe(200);
+    const victimUser = userNameFor(victimName);
+    const [victimKey] = await env().loginKeys(victimUser);
+    expect(victimKey).toBeDefined();
+
+    // Anyone can register a login spelled like the victim's User at a public provider.
+    const attacker = account({ preferred_username: victimUser });
+    const attackerPage = await signIn(env(), 'oidc', attacker);
+    expect(attackerPage.status, attackerPage.text).toBe(200);
+    const attackerUser = userNameFor(victimUser);
+    expect(attackerUser).not.toBe(victimUser);
+    const [attackerKey] = await env().loginKeys(attackerUser);
+    expect(attackerKey?.spec.user).toBe(attackerUser);
+    // The attacker's key sees its own key only; the victim keeps exactly theirs.
+    const listed = await keysListedBy(attackerPage.key as string);
+    expect(listed).toContain(attackerKey?.metadata.name);
+    expect(listed).not.toContain(victimKey?.metadata.name);
+    expect((await env().loginKeys(victimUser)).map((key) => key.metadata.name)).toEqual([
+      victimKey?.metadata.name,
+    ]);
+  });
+
+  it('another subject with the very same username is refused, and the User keeps its owner and groups', async () => {
+    await configureOidc();
+    const username = uniqueName('bob');
+    const victim = account({ preferred_username: username, groups: ['payroll'] });
+    expect((await signIn(env(), 'oidc', victim)).status).toBe(200);
+    const before = await storedUser(env(), username);
+    expect(before?.spec.ssoIdentity).toEqual({ connector: 'oidc', userId: victim });
+
+    // A recycled or renamed login, or one whose owner set preferred_username themselves.
+    const impostor = account({ preferred_username: username, groups: ['everyone'] });
+    expectRefused(await signIn(env(), 'oidc', impostor), /belongs to another account/);
+    expect(await env().loginKeys(userNameFor(username))).toHaveLength(1);
+    const after = await storedUser(env(), username);
+    expect(after?.spec).toEqual(before?.spec);
+
+    // The owner still signs in.
+    expect(keyOn((await signIn(env(), 'oidc', victim)).text)).toMatch(/^pak_/);
+  });
+
+  it('a User bound by the old name-only annotation is refused at sign-in until an admin records its account', async () => {
+    await configureOidc();
+    const username = uniqueName('legacy');
+    await env().gateway.custom.createClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'users',
+      body: {
+        apiVersion: 'management.platform/v1',
+        kind: 'User',
+        metadata: { name: username, annotations: { 'login.management.platform/connector': 'oidc' } },
+        spec: { username, subject: username },
+      },
+    });
+    const owner = account({ preferred_username: username });
+    const attacker = account({ preferred_username: username });
+    expectRefused(await signIn(env(), 'oidc', attacker), /before accounts were recorded/);
+    expectRefused(await signIn(env(), 'oidc', owner), /before accounts were recorded/);
+    expect(await env().loginKeys(username)).toEqual([]);
+
+    // The admin records the owner's account (docs/login.md): the owner signs in, nobody else.
+    await env().gateway.custom.patchClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'users',
+      name: username,
+      body: [{ op: 'add', path: '/spec/ssoIdentity', value: { connector: 'oidc', userId: owner } }],
+    });
+    expect(keyOn((await signIn(env(), 'oidc', owner)).text)).toMatch(/^pak_/);
+    expectRefused(await signIn(env(), 'oidc', attacker), /belongs to another account/);
+    expect(await env().loginKeys(username)).toHaveLength(1);
+  });
+});
+
+describe('username from an unverified email', () => {
+  it('an email the provider did not verify is never the username: the subject is', async () => {
+    await configureOidc();
+    const victimEmail = `${uniqueName('carol')}@example.com`;
+    const victim = account({ email: victimEmail, email_verified: true });
+    expect((await signIn(env(), 'oidc', victim)).status).toBe(200);
+    const [victimKey] = await env().loginKeys(userNameFor(victimEmail));
+    expect(victimKey?.spec.identity.username).toBe(victimEmail);
+
+    // The attacker types the victim's address into their own account, unverified.
+    const attacker = account({ email: victimEmail, email_verified: false });
+    const page = await signIn(env(), 'oidc', attacker);
+    expect(page.status, page.text).toBe(200);
+    const [attackerKey] = await env().loginKeys(userNameFor(attacker));
+    expect(attackerKey?.spec.identity).toMatchObject({ userId: attacker, username: attacker });
+    expect(await keysListedBy(page.key as string)).not.toContain(victimKey?.metadata.name);
+    expect(await env().loginKeys(userNameFor(victimEmail))).toHaveLength(1);
+
+    // No User is named after an unverified address that nobody claimed before.
+    const unclaimed = `${uniqueName('ceo')}@example.com`;
+    const squatter = account({ email: unclaimed, email_verified: false });
+    expect((await signIn(env(), 'oidc', squatter)).status).toBe(200);
+    expect(await storedUser(env(), unclaimed)).toBeUndefined();
+  });
+});
+
+describe('teams made at sign-in', () => {
+  it('never makes a Team a Project names, so a group named like it gains nothing', async () => {
+    await configureOidc();
+    const team = uniqueName('release-managers');
+    const project = uniqueName('p');
+    await env().gateway.custom.createClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'projects',
+      body: {
+        apiVersion: 'management.platform/v1',
+        kind: 'Project',
+        metadata: { name: project },
+        spec: { members: [{ kind: 'Team', name: team, clusterRole: 'admin' }] },
+      },
+    });
+    const other = uniqueName('group');
+    const attacker = account({ preferred_username: uniqueName('mallory'), groups: [team, other] });
+    const page = await signIn(env(), 'oidc', attacker);
+    expect(page.status, page.text).toBe(200);
+    const teams = (await env().gateway.custom.listClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'teams',
+    })) as { items: Array<{ metadata: { name: string } }> };
+    const names = teams.items.map((item) => item.metadata.name);
+    expect(names).not.toContain(team);
+    // Groups no Project names still get their Team: the refusal is for the reserved name alone.
+    expect(names).toContain(other);
+  });
+});
