@@ -407,6 +407,17 @@ describe('parseConfig', () => {
     ],
     ['platform host with scheme', 'platformHost: https://platform.example.com', 'platformHost'],
     ['wrong type', 'projectNamespacePrefix: [a]', 'projectNamespacePrefix'],
+    // Named like Object.prototype members: no format, not an inherited function (issue 29).
+    [
+      'SAML NameID constructor',
+      'auth: { saml: { nameIDPolicyFormat: constructor } }',
+      'auth.saml.nameIDPolicyFormat',
+    ],
+    [
+      'SAML NameID toString',
+      'auth: { saml: { nameIDPolicyFormat: toString } }',
+      'auth.saml.nameIDPolicyFormat',
+    ],
   ];
   it.each(invalid)('rejects %s at %s', (_name, text, path) => {
     const result = safeParseConfig(text);

@@ -46,6 +46,22 @@ describe('desiredSecretData', () => {
     expect(result).toEqual({ data: { password: 'aHVudGVyMg==', user: 'YWRtaW4=' }, missingKeys: ['nope'] });
   });
 
+  test('keys named like Object.prototype members are keys: copied when present, missing when not', () => {
+    const hostile: SharedSecret = {
+      ...shared,
+      spec: { data: JSON.parse('{"__proto__": "cHJvdG8=", "toString": "c3RyaW5n"}') },
+    };
+    const result = desiredSecretData(
+      target(both, { 'management.platform/sharedsecret-keys': '__proto__,constructor,toString,valueOf' }),
+      hostile,
+    );
+    expect(JSON.stringify(result.data)).toBe('{"__proto__":"cHJvdG8=","toString":"c3RyaW5n"}');
+    expect(result.missingKeys).toEqual(['constructor', 'valueOf']);
+    expect(JSON.stringify(desiredSecretData(target(both), hostile).data)).toBe(
+      '{"__proto__":"cHJvdG8=","toString":"c3RyaW5n"}',
+    );
+  });
+
   test('a SharedSecret without data gives an empty Secret', () => {
     expect(desiredSecretData(target(both), { ...shared, spec: {} }).data).toEqual({});
   });
