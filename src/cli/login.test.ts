@@ -1,6 +1,18 @@
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cliPublicKey, sealForCli, verificationCode } from '../login/cli-handoff.ts';
-import { browserOpener, CodeRefused, openCode, signInKeys, signInUrl } from './login.ts';
+import {
+  browserOpener,
+  CodeRefused,
+  deviceTokenFor,
+  deviceTokensPath,
+  keepDeviceToken,
+  openCode,
+  signInKeys,
+  signInUrl,
+} from './login.ts';
 
 const URL_WITH_QUERY = 'https://platform.example/auth/login?cli=abc&return=http%3A%2F%2F127.0.0.1%3A5000%2F';
 
@@ -92,5 +104,36 @@ describe('the code of a browser sign-in', () => {
     expect(cliPublicKey('short')).toBeUndefined();
     expect(cliPublicKey(`${'A'.repeat(42)}=`)).toBeUndefined();
     expect(cliPublicKey(null)).toBeUndefined();
+  });
+});
+
+describe('device tokens of password sign-ins', () => {
+  it('live in the config directory, XDG_CONFIG_HOME first', () => {
+    expect(deviceTokensPath({ XDG_CONFIG_HOME: '/x/conf', HOME: '/home/p' })).toBe(
+      '/x/conf/platform/device-tokens.json',
+    );
+    expect(deviceTokensPath({ XDG_CONFIG_HOME: '' })).toMatch(/\/\.config\/platform\/device-tokens\.json$/);
+  });
+
+  it('are kept by platform origin and username, readable by the owner only, others kept', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'device-tokens-')), 'platform', 'device-tokens.json');
+    expect(deviceTokenFor(path, 'https://a.example', 'alice')).toBeUndefined();
+    keepDeviceToken(path, 'https://a.example/some/path', 'alice', 'token-a');
+    keepDeviceToken(path, 'https://b.example', 'alice', 'token-b');
+    keepDeviceToken(path, 'https://a.example', 'bob', 'token-c');
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(statSync(join(path, '..')).mode & 0o777).toBe(0o700);
+    expect(deviceTokenFor(path, 'https://a.example', 'alice')).toBe('token-a');
+    expect(deviceTokenFor(path, 'https://b.example/', 'alice')).toBe('token-b');
+    expect(deviceTokenFor(path, 'https://a.example', 'bob')).toBe('token-c');
+    expect(deviceTokenFor(path, 'https://a.example:8443', 'alice')).toBeUndefined();
+    keepDeviceToken(path, 'https://a.example', 'alice', 'token-a2');
+    expect(deviceTokenFor(path, 'https://a.example', 'alice')).toBe('token-a2');
+    expect(deviceTokenFor(path, 'https://a.example', 'bob')).toBe('token-c');
+    // A file that is no token list is read as none, and replaced when a token is kept.
+    writeFileSync(path, 'not json');
+    expect(deviceTokenFor(path, 'https://a.example', 'alice')).toBeUndefined();
+    keepDeviceToken(path, 'https://a.example', 'alice', 'token-a3');
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual({ 'https://a.example': { alice: 'token-a3' } });
   });
 });

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { homedir } from 'node:os';
@@ -22,7 +22,10 @@ import { CLI_HANDOFF_ALGORITHMS, verificationCode } from '../login/cli-handoff.t
  * - without one (a server reached over SSH, `--no-browser`, or the browser would not start) the
  *   command prints the URL to open in a browser anywhere, and the page shows a code to paste
  *   into the waiting command;
- * - `--password` signs in without a browser.
+ * - `--password` signs in without a browser, and keeps the device token the platform hands out
+ *   (in `$XDG_CONFIG_HOME/platform/device-tokens.json`, `~/.config/...` by default, mode 0600)
+ *   to send with the next password sign-in of that user there: others' failed guesses, which
+ *   block the user for unknown devices, do not lock this terminal out (docs/login.md).
  *
  * Either way the key travels sealed to a key pair the command made for this sign-in only
  * (`src/login/cli-handoff.ts`): the page and the loopback see only a code no one else can open.
@@ -54,23 +57,69 @@ const dispatcherFor = (tls: TlsOptions) =>
 
 const base = (url: string) => url.replace(/\/+$/, '');
 
-/** A password sign-in against `<url>/auth/password/login` (JSON). */
+/** Where the device tokens of password sign-ins are kept. */
+export function deviceTokensPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'platform', 'device-tokens.json');
+}
+
+/** Device tokens by platform origin, then username. */
+type DeviceTokens = Record<string, Record<string, string>>;
+
+function readDeviceTokens(path: string): DeviceTokens {
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(path, 'utf8'));
+    return typeof parsed === 'object' && parsed !== null ? (parsed as DeviceTokens) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** The device token kept for `username` at the platform `url`, if any. */
+export function deviceTokenFor(path: string, url: string, username: string): string | undefined {
+  const token = readDeviceTokens(path)[new URL(url).origin]?.[username];
+  return typeof token === 'string' ? token : undefined;
+}
+
+/**
+ * Keeps `token` for `username` at the platform `url`: written beside the file and renamed over
+ * it, readable by the owner only (0600, its directory 0700), other entries kept.
+ */
+export function keepDeviceToken(path: string, url: string, username: string, token: string): void {
+  const tokens = readDeviceTokens(path);
+  const origin = new URL(url).origin;
+  tokens[origin] = { ...tokens[origin], [username]: token };
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(tokens, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(temporary, 0o600);
+  renameSync(temporary, path);
+}
+
+/**
+ * A password sign-in against `<url>/auth/password/login` (JSON), sending the device token kept
+ * at `deviceTokens` for this user there and keeping the one the platform answers with.
+ */
 export async function loginWithPassword(
   url: string,
   username: string,
   password: string,
   tls: TlsOptions = {},
+  deviceTokens: string = deviceTokensPath(),
 ): Promise<SignedIn> {
+  const deviceToken = deviceTokenFor(deviceTokens, url, username);
   const response = await undiciFetch(`${base(url)}/auth/password/login`, {
     method: 'POST',
     dispatcher: dispatcherFor(tls),
     headers: { 'content-type': 'application/json', accept: 'application/json' },
-    body: JSON.stringify({ username, password }),
+    body: JSON.stringify({ username, password, ...(deviceToken ? { deviceToken } : {}) }),
   });
   const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
   if (!response.ok)
     throw new Error(typeof body.message === 'string' ? body.message : `sign-in failed (${response.status})`);
-  return body as unknown as SignedIn;
+  if (typeof body.deviceToken === 'string' && body.deviceToken !== '')
+    keepDeviceToken(deviceTokens, url, username, body.deviceToken);
+  const { deviceToken: _kept, ...signedIn } = body;
+  return signedIn as unknown as SignedIn;
 }
 
 /** The key pair of one browser sign-in: the public half goes with the login URL. */

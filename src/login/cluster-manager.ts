@@ -11,7 +11,7 @@ import {
 import { storedIdentity } from './openid-provider.ts';
 import { callProvider, ProviderApiError, type ProviderFetch, providerFetch } from './provider-http.ts';
 import type { SsoCallback, SsoConnector, SsoStart } from './sso.ts';
-import { type LoginThrottle, LoginThrottled } from './throttle.ts';
+import type { LoginThrottle } from './throttle.ts';
 
 /**
  * Sign-in through the cluster manager (`auth.clusterManager`: `host`, `bearerToken`, `insecure`).
@@ -26,8 +26,11 @@ import { type LoginThrottle, LoginThrottled } from './throttle.ts';
  *    that user, be enabled, unexpired, and not scoped to one cluster (`clusterId`): a key made
  *    for one downstream cluster does not open the platform.
  *
- * The person's key is used for those calls only: never stored, logged or echoed. Failed keys count
- * against the sign-in throttle of the source address (as failed passwords do). `insecure` skips
+ * The person's key is used for those calls only: never stored, logged or echoed. Every key posted
+ * is counted by the sign-in throttle before it is checked (as passwords are), against the source
+ * address and against its token name under this connector, and given back unless the cluster
+ * manager refused it: no counter is shared by keys of different names, so no one fills one for
+ * everybody, and a source's counter bounds how many names it can make counters for. `insecure` skips
  * the check of the cluster manager's certificate. A refresh asks, with the platform's key, for
  * `GET /v3/users/<id>`: a user gone or disabled there ends the key.
  */
@@ -46,8 +49,14 @@ export class ClusterManagerKeyRefused extends LoginRefused {
 /** `<token-name>:<token-secret>`, the form of the cluster manager's API keys. */
 export const API_KEY_PATTERN = /^([A-Za-z0-9][A-Za-z0-9._-]{0,252}):([A-Za-z0-9]{1,512})$/;
 
-/** The throttle's user counter for cluster-manager keys (one for all: the token names are the attacker's choice). */
-const THROTTLE_USER = 'cluster-manager-key';
+/**
+ * The throttle's subject for a key: its token name under this connector (the secret never), or
+ * none for text that is no key (counted per source only).
+ */
+export function throttleSubject(connectorId: string, key: string): string | undefined {
+  const tokenName = API_KEY_PATTERN.exec(key)?.[1];
+  return tokenName === undefined ? undefined : `cluster-manager:${connectorId}:${tokenName}`;
+}
 
 interface ApiUser {
   id?: string;
@@ -114,17 +123,23 @@ export class ClusterManagerConnector implements SsoConnector {
   }
 
   async finish(callback: SsoCallback): Promise<ExternalIdentity> {
-    const attempt = { source: callback.source, user: THROTTLE_USER };
-    const wait = await this.throttle?.blockedFor(attempt);
-    if (wait !== undefined) throw new LoginThrottled(wait);
     const key = (callback.form.get('key') ?? '').trim();
+    const admitted = await this.throttle?.admit({
+      source: callback.source,
+      user: throttleSubject(this.id, key),
+    });
     try {
-      return await this.verify(key);
+      const identity = await this.verify(key);
+      await admitted?.succeeded();
+      return identity;
     } catch (err) {
-      if (err instanceof ClusterManagerKeyRefused) await this.throttle?.failed(attempt);
+      // Only a key the cluster manager refused stays counted; a key it accepted is no guess.
+      if (!(err instanceof ClusterManagerKeyRefused)) await admitted?.succeeded();
       if (err instanceof ProviderApiError)
         throw new ProviderLoginFailed(`the cluster manager could not be asked (${err.message})`);
       throw err;
+    } finally {
+      admitted?.done();
     }
   }
 

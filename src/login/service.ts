@@ -3,6 +3,7 @@ import type { User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey, SsoIdentity } from '../api/ownedaccesskey.ts';
 import { resources } from '../controllers/resources.ts';
+import { isObjectName } from '../gateway/pipeline/route.ts';
 import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
@@ -12,7 +13,7 @@ import { type ExternalIdentity, LoginRefused } from './identity.ts';
 import { keyIdentity } from './outcome.ts';
 import { hashPassword, passwordProblem, verifyPassword } from './password.ts';
 import { PasswordStore } from './password-store.ts';
-import { type Attempt, type LoginThrottle, LoginThrottled } from './throttle.ts';
+import { type LoginThrottle, LoginThrottled } from './throttle.ts';
 
 export { LoginThrottled };
 
@@ -91,21 +92,41 @@ export class LoginService {
   }
 
   /**
-   * Checks a password under the throttle. Unknown users, users without a password and wrong
-   * passwords all cost one scrypt and give {@link InvalidCredentials}; each failure is counted.
+   * Checks a password under the throttle: the attempt is counted before anything is read (and
+   * given back when the password is right), so attempts sent at once are never all checked.
+   * A username that is no User object name (`alice/`, `Alice`: the apiserver would find `alice`
+   * by some of them) names no one: it is counted against its source and refused without a
+   * check. Unknown users, users without a password and wrong passwords all cost the same reads
+   * (the User, then a password Secret) and one scrypt, and give {@link InvalidCredentials}.
    */
-  private async checkPassword(attempt: Attempt, password: string): Promise<User> {
-    const wait = await this.deps.throttle.blockedFor(attempt);
-    if (wait !== undefined) throw new LoginThrottled(wait);
-    const user = await this.getUser(attempt.user);
-    const stored = user ? await this.passwords.hashOf(user) : undefined;
-    const check = await verifyPassword(password, stored);
-    if (!user || !check.ok) {
-      await this.deps.throttle.failed(attempt);
+  private async checkPassword(
+    input: { source: string; username: string; deviceToken?: string | undefined },
+    password: string,
+  ): Promise<User> {
+    if (!isObjectName(input.username)) {
+      const admitted = await this.deps.throttle.admit({ source: input.source });
+      admitted.done();
       throw new InvalidCredentials();
     }
-    if (check.rehash) await this.passwords.store(user, await hashPassword(password, this.deps.random));
-    return user;
+    // The per-user counter is keyed on the User object's name, which a valid name read by GET is.
+    const admitted = await this.deps.throttle.admit({
+      source: input.source,
+      user: input.username,
+      deviceToken: input.deviceToken,
+    });
+    try {
+      const found = await this.getUser(input.username);
+      const user = found?.metadata.name === input.username ? found : undefined;
+      // An unknown user reads a password Secret too (one that cannot match), so both take as long.
+      const stored = await this.passwords.hashOf(user ?? { metadata: { name: input.username } });
+      const check = await verifyPassword(password, user ? stored : undefined);
+      if (!user || !check.ok) throw new InvalidCredentials();
+      await admitted.succeeded();
+      if (check.rehash) await this.passwords.store(user, await hashPassword(password, this.deps.random));
+      return user;
+    } finally {
+      admitted.done();
+    }
   }
 
   /** A password sign-in; `username` is the User's name. */
@@ -116,8 +137,7 @@ export class LoginService {
     deviceToken?: string | undefined;
   }): Promise<MintedLogin> {
     if (!passwordLoginEnabled(this.deps.config().auth)) throw new PasswordLoginDisabled();
-    const attempt: Attempt = { source: input.source, user: input.username, deviceToken: input.deviceToken };
-    const user = await this.checkPassword(attempt, input.password);
+    const user = await this.checkPassword(input, input.password);
     if (user.spec.disabled === true) throw new LoginRefused('this user is disabled');
     const name = user.metadata.name ?? input.username;
     const minted = await this.mintKey(name, {
@@ -143,10 +163,7 @@ export class LoginService {
     deviceToken?: string | undefined;
   }): Promise<void> {
     if (!passwordLoginEnabled(this.deps.config().auth)) throw new PasswordLoginDisabled();
-    const user = await this.checkPassword(
-      { source: input.source, user: input.username, deviceToken: input.deviceToken },
-      input.oldPassword,
-    );
+    const user = await this.checkPassword(input, input.oldPassword);
     await this.setPassword(user, input.newPassword);
   }
 
