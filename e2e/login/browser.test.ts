@@ -1,30 +1,29 @@
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../support/cluster.ts';
+import { launchChromium } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
 import { oidcSection, registerSamlServiceProvider } from './support/sign-in.ts';
 
 /**
- * Signing in as a person does: Debian's chromium, headless, driven by playwright-core, through the
- * login page, the whole OIDC redirect dance with a real OpenID provider (oidc-provider), the SAML
- * identity provider's cross-site POST back to the platform, and the password form; screenshots go
- * to e2e/login/artifacts/ (git-ignored), each checked to be written by this run. The login endpoints are
+ * Signing in as a person does: chromium (the machine's, or the one hack/chromium/install.sh brings),
+ * headless, driven by playwright-core, through the login page, the whole OIDC redirect dance with a
+ * real OpenID provider (oidc-provider), the SAML identity provider's cross-site POST back to the
+ * platform, and the password form; screenshots go to e2e/login/artifacts/ (git-ignored), each
+ * checked to be written by this run. The login endpoints are
  * served by the real gateway over HTTPS (its test CA is not the browser's, hence ignoreHTTPSErrors),
  * composed as the operator composes them.
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = join(import.meta.dirname, 'artifacts');
 const env = useLoginEnv();
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`chromium not found at ${CHROMIUM}: apt-get install -y chromium`);
   mkdirSync(ARTIFACTS, { recursive: true });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

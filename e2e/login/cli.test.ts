@@ -2,13 +2,13 @@ import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { call } from '../gateway/support.ts';
 import { kubectl, uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { formOf } from './support/browse.ts';
+import { formOf, launchChromium } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
 import { browserFor, oidcSection } from './support/sign-in.ts';
 
@@ -25,16 +25,13 @@ import { browserFor, oidcSection } from './support/sign-in.ts';
  * - A browser that cannot be started: back to the code.
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PLATFORM = join(import.meta.dirname, '..', '..', 'bin', 'platform.js');
 const env = useLoginEnv();
 const dir = mkdtempSync(join(tmpdir(), 'platform-login-cli-'));
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`chromium not found at ${CHROMIUM}: apt-get install -y chromium`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
