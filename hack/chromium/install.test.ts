@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import {
   copyFileSync,
   existsSync,
@@ -10,7 +10,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { brotliCompressSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type FetchTarball, installPinned } from './install.ts';
@@ -140,5 +140,37 @@ describe('installPinned', () => {
     expect(second).toBe(first);
     expect(existsSync(second)).toBe(true);
     expect(registry.calls).toBe(1);
+  });
+});
+
+describe('install.sh', () => {
+  const script = join(import.meta.dirname, 'install.sh');
+  /** install.sh with PATH = `bin` and node's folder only, and `env`: status, stdout, stderr. */
+  const install = (bin: string, env: Record<string, string> = {}) => {
+    const result = spawnSync('bash', [script], {
+      env: { PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin`, ...env },
+      encoding: 'utf8',
+    });
+    return { status: result.status, stdout: result.stdout.trim(), stderr: result.stderr };
+  };
+
+  it("prints the machine's chromium when PATH has one, fetching nothing", () => {
+    const bin = join(scratch, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'chromium'), '#!/bin/sh\n', { mode: 0o755 });
+    const result = install(bin);
+    expect(result).toMatchObject({ status: 0, stdout: join(bin, 'chromium') });
+    expect(result.stderr).not.toContain('fetching');
+  });
+
+  it('prints CHROMIUM_PATH when it names an executable, and refuses one that does not', () => {
+    const browser = join(scratch, 'my-chrome');
+    writeFileSync(browser, '#!/bin/sh\n', { mode: 0o755 });
+    expect(install(scratch, { CHROMIUM_PATH: browser })).toMatchObject({ status: 0, stdout: browser });
+
+    const missing = install(scratch, { CHROMIUM_PATH: join(scratch, 'none') });
+    expect(missing.status).toBe(1);
+    expect(missing.stdout).toBe('');
+    expect(missing.stderr).toContain(`CHROMIUM_PATH names ${join(scratch, 'none')}, not an executable`);
   });
 });
