@@ -187,9 +187,7 @@ ${clientLines(env(), 'idpB', idpB)}
     await eventually(
       async () => {
         const stored = await env().storedKey(keyName);
-        return (
-          stored?.spec.identity.groups.includes('Newcomers') && conditionOf(stored)?.reason === 'Refreshed'
-        );
+        return stored?.spec.identity.groups.includes('g-new') && conditionOf(stored)?.reason === 'Refreshed';
       },
       30_000,
       'the new group',

@@ -64,6 +64,26 @@ auth:
     ]);
   });
 
+  it('names the enterprise-identity group fields set without a specific tenant (issue 32)', () => {
+    const warnings = configWarnings(`
+auth:
+  idpB: { clientId: a, groups: [g1] }
+  connectors:
+    - { id: a, idpB: { clientId: a, tenant: organizations, useGroupsAsWhitelist: true } }
+    - { id: b, idpB: { clientId: a, tenant: Common, groups: [g1], useGroupsAsWhitelist: true } }
+    - { id: c, idpB: { clientId: a, tenant: 5e1f0c2a-8b7d-4c1e-9f3a-2d6b8e4a1c00, groups: [g1] } }
+    - { id: d, idpB: { clientId: a, tenant: contoso.example, groups: [g1], useGroupsAsWhitelist: true } }
+    - { id: e, idpB: { clientId: a, tenant: consumers } }
+`);
+    expect(warnings.map((w) => w.slice(0, w.indexOf(':')))).toEqual([
+      'auth.idpB.groups',
+      'auth.connectors[0].idpB.useGroupsAsWhitelist',
+      'auth.connectors[1].idpB.groups',
+    ]);
+    expect(warnings[1]).toContain('auth.connectors[0].idpB.tenant must be a tenant id or verified domain');
+    for (const warning of warnings) expect(warning).toMatch(/accepted; this connector has no effect/);
+  });
+
   it('says nothing for an empty or unparsable configuration', () => {
     expect(configWarnings('')).toEqual([]);
     expect(configWarnings('a: [')).toEqual([]);

@@ -53,11 +53,33 @@ export const INERT_CONFIG_FIELDS: ReadonlyArray<{ readonly path: string; readonl
   { path: 'costControl', reason: 'there is no cost dashboard or metrics deployment' },
 ];
 
+/** `idpB` tenants that sign in accounts of any tenant (or personal accounts), not one directory. */
+export const IDP_B_SHARED_TENANTS = ['common', 'organizations', 'consumers'] as const;
+
+/**
+ * The group field of an `idpB` section that is set although its tenant is a shared one (`common`,
+ * the default, `organizations`, `consumers`), or undefined. Groups are only trusted from one
+ * specific tenant (its id or a verified domain): anyone can create a tenant and a group in it
+ * named or shaped like another's. The connector refuses such a configuration (`idp-b.ts`), and
+ * admission says so naming the field.
+ */
+export function idpBGroupsWithoutTenant(section: unknown): string | undefined {
+  if (!isObject(section)) return undefined;
+  const tenant = typeof section.tenant === 'string' && section.tenant !== '' ? section.tenant : 'common';
+  if (!(IDP_B_SHARED_TENANTS as readonly string[]).includes(tenant.toLowerCase())) return undefined;
+  if (Array.isArray(section.groups) && section.groups.length > 0) return 'groups';
+  if (section.useGroupsAsWhitelist === true) return 'useGroupsAsWhitelist';
+  return undefined;
+}
+
+export const idpBGroupsWithoutTenantReason = (path: string) =>
+  `groups need a specific tenant: ${path}.tenant must be a tenant id or verified domain, not common, organizations or consumers, whose accounts come from tenants anyone can create`;
+
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** The concrete paths (`auth.connectors[1].idpA`) where `pattern` names a value that is set. */
-function presentPaths(document: unknown, pattern: string): string[] {
+/** The values set where `pattern` names them, with their concrete paths (`auth.connectors[1].idpA`). */
+function presentValues(document: unknown, pattern: string): Array<{ value: unknown; path: string }> {
   const steps = pattern.split('.');
   let found: Array<{ value: unknown; path: string }> = [{ value: document, path: '' }];
   for (const step of steps) {
@@ -75,8 +97,11 @@ function presentPaths(document: unknown, pattern: string): string[] {
     }
     found = next;
   }
-  return found.map(({ path }) => path);
+  return found;
 }
+
+const presentPaths = (document: unknown, pattern: string) =>
+  presentValues(document, pattern).map(({ path }) => path);
 
 /**
  * One warning per field set in the configuration text that has no effect here (an unparsable
@@ -94,6 +119,16 @@ export function configWarnings(raw: string): string[] {
       (where) => `${where}: accepted; has no effect in this platform (${reason})`,
     ),
   );
+  for (const { value, path } of [
+    ...presentValues(document, 'auth.idpB'),
+    ...presentValues(document, 'auth.connectors[*].idpB'),
+  ]) {
+    const field = idpBGroupsWithoutTenant(value);
+    if (field)
+      warnings.push(
+        `${path}.${field}: accepted; this connector has no effect in this platform (${idpBGroupsWithoutTenantReason(path)})`,
+      );
+  }
   const connectors = isObject(document) && isObject(document.auth) ? document.auth.connectors : undefined;
   const topLevel = new Set<string>(
     PROVIDER_SECTIONS.filter(

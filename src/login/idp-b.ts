@@ -1,3 +1,8 @@
+import {
+  IDP_B_SHARED_TENANTS,
+  idpBGroupsWithoutTenant,
+  idpBGroupsWithoutTenantReason,
+} from '../api/config-warnings.ts';
 import type { SsoIdentity } from '../api/ownedaccesskey.ts';
 import {
   AuthorizationCodeClient,
@@ -12,6 +17,7 @@ import {
   type ExternalIdentity,
   IdentityIncomplete,
   isReservedName,
+  LoginRefused,
   ReservedUsername,
   requireGroups,
 } from './identity.ts';
@@ -32,24 +38,49 @@ import {
  * the form, `offline_access` for a refresh token. The user comes from the graph API:
  * `GET /v1.0/me` (`id` the user id, `userPrincipalName` the username, `displayName`, `mail`).
  *
- * Groups (not for `consumers`: personal accounts have none): `POST /v1.0/me/getMemberGroups`
- * with `securityEnabledOnly` = `onlySecurityGroups` gives the ids of every group the user is in
- * (transitively), and `POST /v1.0/directoryObjects/getByIds` (types `group`, 1000 ids a call)
- * their display names, which are the group names. `groups`: the user must be in at least one;
- * with `useGroupsAsWhitelist` only those enter the identity.
+ * Groups only with a specific tenant (its id or one of its verified domains; issue 32): a shared
+ * tenant (`common`, the default, `organizations`, `consumers`) signs in accounts of any tenant,
+ * and anyone can create a tenant and name its groups as they like, so such a connector signs
+ * people in without groups, and one configured with `groups` or `useGroupsAsWhitelist` is refused
+ * ({@link idpBGroupsWithoutTenant}; admission warns naming the field). With a specific tenant,
+ * every sign-in and refresh first asks the graph which tenant the token is of
+ * (`GET /v1.0/organization`: `id`, `verifiedDomains`) and refuses any other; then
+ * `POST /v1.0/me/getMemberGroups` with `securityEnabledOnly` = `onlySecurityGroups` gives the
+ * object ids of every group the user is in (transitively). Groups are those object ids, never
+ * display names (anyone who may create a group picks its display name): `groups` lists the ids
+ * of which the user must be in at least one, and with `useGroupsAsWhitelist` only those enter the
+ * identity.
  */
 
 type IdpBConfig = ProviderConfig<'idpB'>;
 
-/** Tenants whose accounts are personal only (no directory groups). */
-const PERSONAL_TENANT = 'consumers';
-const GET_BY_IDS_BATCH = 1000;
+/** The sign-in is of an account of another tenant than the one configured. */
+export class ForeignTenant extends LoginRefused {
+  override readonly name = 'ForeignTenant';
+  constructor() {
+    super('your account belongs to another tenant than the one this sign-in method admits');
+  }
+}
+
+/** The tenant of a token as the graph states it. */
+interface Organization {
+  readonly id?: string;
+  readonly verifiedDomains?: ReadonlyArray<{ readonly name?: string }>;
+}
+
+/** Whether the organization the graph answered for is the configured tenant (id or verified domain). */
+export function isConfiguredTenant(tenant: string, organization: Organization | undefined): boolean {
+  const wanted = tenant.toLowerCase();
+  if (organization?.id && organization.id.toLowerCase() === wanted) return true;
+  return (organization?.verifiedDomains ?? []).some((domain) => domain.name?.toLowerCase() === wanted);
+}
 
 export class IdpBConnector implements SsoConnector {
   private readonly flow: AuthorizationCodeClient;
   private readonly graph: string;
   private readonly fetch: ProviderFetch;
-  private readonly withGroups: boolean;
+  /** A tenant id or domain: only its accounts, and their groups (shared tenants: no groups). */
+  private readonly specificTenant: boolean;
 
   constructor(
     readonly id: string,
@@ -59,11 +90,10 @@ export class IdpBConnector implements SsoConnector {
     const tenant = config.tenant;
     if (!/^[A-Za-z0-9.-]+$/.test(tenant))
       throw new ConnectorMisconfigured(`the tenant of "${id}" is not a tenant name or id`);
-    this.withGroups = tenant !== PERSONAL_TENANT;
-    if (!this.withGroups && (config.groups ?? []).length > 0)
-      throw new ConnectorMisconfigured(
-        `"${id}" requires groups, but its tenant (consumers) signs in personal accounts, which have none`,
-      );
+    const field = idpBGroupsWithoutTenant(config);
+    if (field)
+      throw new ConnectorMisconfigured(`"${id}" sets ${field}, but ${idpBGroupsWithoutTenantReason('idpB')}`);
+    this.specificTenant = !(IDP_B_SHARED_TENANTS as readonly string[]).includes(tenant.toLowerCase());
     const login = joinUrl(addresses.idpB.login, tenant);
     this.graph = addresses.idpB.graph;
     this.fetch = providerFetch({ ca: addresses.ca });
@@ -80,7 +110,7 @@ export class IdpBConnector implements SsoConnector {
   }
 
   private scopes(): string[] {
-    return ['offline_access', 'User.Read', ...(this.withGroups ? ['Directory.Read.All'] : [])];
+    return ['offline_access', 'User.Read', ...(this.specificTenant ? ['Directory.Read.All'] : [])];
   }
 
   async start(): Promise<SsoStart> {
@@ -130,7 +160,8 @@ export class IdpBConnector implements SsoConnector {
     if (!me?.id || !me.userPrincipalName)
       throw new IdentityIncomplete('the identity provider sent no user id or user principal name');
     if (isReservedName(me.userPrincipalName)) throw new ReservedUsername();
-    const groups = this.withGroups ? await this.groupNames(token) : [];
+    if (this.specificTenant) await this.checkTenant(token);
+    const groups = this.specificTenant ? await this.groupIds(token) : [];
     return {
       connector: this.id,
       userId: me.id,
@@ -141,27 +172,28 @@ export class IdpBConnector implements SsoConnector {
     };
   }
 
-  private async groupNames(token: string): Promise<string[]> {
+  /** Refuses a token of another tenant ({@link ForeignTenant}). */
+  private async checkTenant(token: string): Promise<void> {
+    const organizations =
+      (
+        await this.call<{ value?: Organization[] }>(
+          token,
+          'v1.0/organization?$select=id,verifiedDomains',
+          "the user's tenant",
+        )
+      ).body?.value ?? [];
+    if (organizations.length !== 1 || !isConfiguredTenant(this.config.tenant, organizations[0]))
+      throw new ForeignTenant();
+  }
+
+  /** Object ids of every group the user is in (transitively). */
+  private async groupIds(token: string): Promise<string[]> {
     const ids =
       (
-        await this.call<{ value?: string[] }>(token, 'v1.0/me/getMemberGroups', "the user's groups", {
+        await this.call<{ value?: unknown[] }>(token, 'v1.0/me/getMemberGroups', "the user's groups", {
           securityEnabledOnly: this.config.onlySecurityGroups === true,
         })
       ).body?.value ?? [];
-    const names: string[] = [];
-    for (let start = 0; start < ids.length; start += GET_BY_IDS_BATCH) {
-      const batch = ids.slice(start, start + GET_BY_IDS_BATCH);
-      const objects =
-        (
-          await this.call<{ value?: { displayName?: string }[] }>(
-            token,
-            'v1.0/directoryObjects/getByIds',
-            "the names of the user's groups",
-            { ids: batch, types: ['group'] },
-          )
-        ).body?.value ?? [];
-      for (const object of objects) if (object.displayName) names.push(object.displayName);
-    }
-    return [...new Set(names)];
+    return [...new Set(ids.filter((id): id is string => typeof id === 'string' && id !== ''))];
   }
 }

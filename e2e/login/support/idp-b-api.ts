@@ -11,6 +11,9 @@ import { OAuthServer } from './oauth-server.ts';
  *   `common`, `organizations`, or this tenant's id or domain; errors as 400 `invalid_grant`,
  *   rotating refresh tokens for `offline_access`);
  * - `GET /v1.0/me` (`id`, `displayName`, `userPrincipalName`, `mail`, honouring `$select`);
+ * - `GET /v1.0/organization` → `{value: [{id, verifiedDomains: [{name}]}]}`, the tenant of the
+ *   token: this tenant, or for an account of `otherTenant` that one (an account signs in through
+ *   any tenant's endpoints here; what the platform does with the tenant is under test);
  * - `POST /v1.0/me/getMemberGroups` `{securityEnabledOnly}` → `{value: [group ids]}`, every group
  *   the user is in (transitively), only security groups when asked, scope `Directory.Read.All`;
  * - `POST /v1.0/directoryObjects/getByIds` `{ids, types}` → `{value: [{id, displayName, ...}]}`.
@@ -30,6 +33,14 @@ export interface IdpBAccount {
   readonly mail?: string;
   /** Ids of the groups the user is in, directly or through other groups. */
   readonly groups: readonly string[];
+  /** An account of `otherTenant` rather than this tenant. */
+  readonly ofOtherTenant?: boolean;
+}
+
+/** A tenant: its id and its verified domain. */
+export interface IdpBTenant {
+  readonly id: string;
+  readonly domain: string;
 }
 
 export interface IdpBApi extends LocalHttps {
@@ -37,6 +48,8 @@ export interface IdpBApi extends LocalHttps {
   readonly clientSecret: string;
   readonly tenantId: string;
   readonly tenantDomain: string;
+  /** Another tenant, anyone's to create, whose accounts are marked `ofOtherTenant`. */
+  readonly otherTenant: IdpBTenant;
   /** Accounts by user principal name. */
   readonly accounts: Map<string, IdpBAccount>;
   readonly groups: Map<string, IdpBGroup>;
@@ -50,6 +63,7 @@ export async function startIdpBApi(redirectUris: string[]): Promise<IdpBApi> {
   const clientSecret = randomBytes(20).toString('base64url');
   const tenantId = randomUUID();
   const tenantDomain = 'contoso.example';
+  const otherTenant: IdpBTenant = { id: randomUUID(), domain: 'fabrikam.example' };
   const tenants = new Set(['common', 'organizations', tenantId, tenantDomain]);
   const oauth = new OAuthServer({
     clientId,
@@ -82,6 +96,10 @@ export async function startIdpBApi(redirectUris: string[]): Promise<IdpBApi> {
         200,
         select ? Object.fromEntries(Object.entries(me).filter(([k]) => select.includes(k))) : me,
       );
+    }
+    if (url.pathname === '/v1.0/organization' && req.method === 'GET') {
+      const tenant = account.ofOtherTenant ? otherTenant : { id: tenantId, domain: tenantDomain };
+      return json(res, 200, { value: [{ id: tenant.id, verifiedDomains: [{ name: tenant.domain }] }] });
     }
     if (!grant.scopes.some((scope) => scope.toLowerCase() === 'directory.read.all'))
       return json(res, 403, {
@@ -116,5 +134,5 @@ export async function startIdpBApi(redirectUris: string[]): Promise<IdpBApi> {
     if (url.pathname.startsWith('/v1.0/')) return graph(req, res, url);
     json(res, 404, { error: 'not_found' });
   });
-  return { ...server, clientId, clientSecret, tenantId, tenantDomain, accounts, groups, oauth };
+  return { ...server, clientId, clientSecret, tenantId, tenantDomain, otherTenant, accounts, groups, oauth };
 }
