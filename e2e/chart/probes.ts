@@ -328,7 +328,7 @@ const accessKeysProbe: Probe = {
   },
 };
 
-/** Team membership: User.status.teams follows the Teams that list the user. */
+/** Team membership: User.status.teams follows the Teams that list the user; the Team is Ready then. */
 const teamMembershipProbe: Probe = {
   id: 'team-membership',
   needs: { controllers: ['teammembership'] },
@@ -341,7 +341,7 @@ const teamMembershipProbe: Probe = {
     );
     return [
       {
-        what: "a Team's member gets it in User.status.teams",
+        what: "a Team's member gets it in User.status.teams, and the Team is Ready",
         run: async () => {
           await ctx.admin.create(clusterPath('users'), {
             apiVersion: V1,
@@ -356,7 +356,9 @@ const teamMembershipProbe: Probe = {
             spec: { users: [user] },
           });
         },
-        until: async () => (await ctx.admin.get(clusterPath('users', user)))?.status?.teams?.join() === team,
+        until: async () =>
+          (await ctx.admin.get(clusterPath('users', user)))?.status?.teams?.join() === team &&
+          isTrueAndCurrent(await ctx.admin.get(clusterPath('teams', team)), 'Ready'),
       },
     ];
   },
@@ -1308,6 +1310,7 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each('controller', 'management.platform/users', ['list', 'watch'], 'team-membership'),
   ...each('controller', 'management.platform/teams', ['list', 'watch'], 'team-membership'),
   'controller:management.platform/users/status:patch': 'team-membership',
+  'controller:management.platform/teams/status:patch': 'team-membership',
   ...each('controller', 'management.platform/ownedaccesskeys', ['get', 'patch'], 'identity-refresh'),
   ...each('controller', 'management.platform/users', ['get', 'patch'], 'identity-refresh'),
   ...each('controller', 'management.platform/teams', ['get', 'create', 'update'], 'identity-refresh'),

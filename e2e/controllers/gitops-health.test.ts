@@ -362,7 +362,7 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
   test('the Argo CD scripts of the docs and of the chart README are the same, for every kind that writes Ready', () => {
     expect(chartReadmeScripts()).toEqual(scripts);
     expect(Object.keys(scripts).sort()).toEqual(
-      ['Cluster', 'OwnedAccessKey', 'Project', 'SharedSecret', 'User', 'VirtualClusterInstance'].map(
+      ['Cluster', 'OwnedAccessKey', 'Project', 'SharedSecret', 'Team', 'User', 'VirtualClusterInstance'].map(
         (kind) => `${API_GROUP}/${kind}`,
       ),
     );
@@ -503,11 +503,22 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await deleteHeld('OwnedAccessKey', 'ci');
   });
 
-  test('User: created, ready, changed, deleted; Team (no controller, no status): Current', async () => {
+  test('User: created, ready, changed, deleted; Team: created, ready, changed, its status following the generation', async () => {
     await createdReadyChanged('User', 'alice', { username: 'alice' }, { displayName: 'Alice' });
     await expectHealth('User', 'alice', { kstatus: 'Current', argocd: 'Healthy' }, 'ready again');
-    await create('Team', 'ops', { users: ['alice'] });
-    await expectHealth('Team', 'ops', { kstatus: 'Current', argocd: null }, 'a team');
+    await createdReadyChanged('Team', 'ops', { users: ['alice'] }, { displayName: 'Operations' });
+    const team = (await expectHealth(
+      'Team',
+      'ops',
+      { kstatus: 'Current', argocd: 'Healthy' },
+      'ready again',
+    )) as {
+      metadata: { generation?: number };
+      status?: { observedGeneration?: number; conditions?: { type: string; observedGeneration?: number }[] };
+    };
+    expect(team.metadata.generation).toBe(2);
+    expect(team.status?.observedGeneration).toBe(team.metadata.generation);
+    expect(team.status?.conditions?.find((c) => c.type === 'Ready')?.observedGeneration).toBe(2);
     await deleteHeld('User', 'alice');
   });
 

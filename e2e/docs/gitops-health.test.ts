@@ -11,7 +11,7 @@ import { runDocExamples } from './runner.ts';
 
 /**
  * docs/gitops-health.md against a kube-apiserver of its own with our CRDs and the SharedSecret
- * controller running: the page's `kubectl apply`, `kubectl wait` and `kubectl get` as a reader
+ * and team membership controllers running: the page's `kubectl apply`, `kubectl wait` and `kubectl get` as a reader
  * runs them. (What kstatus and the page's Argo CD script say is e2e/controllers/gitops-health.test.ts.)
  */
 const startCluster = useExtraClusters();
@@ -37,7 +37,7 @@ beforeAll(async () => {
   controllers = createControllerManager(
     defaultOperatorOptions({
       kubeconfig: cluster.kubeconfigPath,
-      controllers: ['sharedsecret'],
+      controllers: ['sharedsecret', 'teammembership'],
       leaderElect: false,
       healthPort: 0,
       healthHost: '127.0.0.1',
@@ -62,7 +62,7 @@ runDocExamples('gitops-health.md', {
         expect(cm.data?.['application.instanceLabelKey']).toBe('argocd.argoproj.io/instance');
         expect(
           Object.keys(cm.data ?? {}).filter((k) => k.startsWith('resource.customizations.health.')),
-        ).toHaveLength(6);
+        ).toHaveLength(7);
       },
     },
   },

@@ -87,7 +87,7 @@ export const TeamSpecSchema = z
   .describe('Desired state of the team.');
 
 export const TeamStatusSchema = z
-  .object({ conditions: conditionsSchema().optional() })
+  .object({ observedGeneration: observedGenerationSchema(), conditions: conditionsSchema().optional() })
   .describe('Observed state of the team.');
 
 export const TeamSchema = z

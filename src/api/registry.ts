@@ -151,6 +151,7 @@ export const TEAM = stored({
     displayName,
     { name: 'Username', type: 'string', jsonPath: '.spec.username' },
     { name: 'Users', type: 'string', jsonPath: '.spec.users', priority: 1 },
+    ready,
     age,
   ],
   selectableFields: ['.spec.username'],
