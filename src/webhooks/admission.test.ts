@@ -123,6 +123,23 @@ describe('OwnedAccessKey mutation', () => {
     expect(validateOwnedAccessKey(stored, stored, 3600).allowed).toBe(true);
     expect(validateOwnedAccessKey(undefined, stored, undefined).allowed).toBe(true);
   });
+
+  it('admits the deprecated spec.parent and spec.oidcLogin with a warning naming each, on create and update', () => {
+    const plain = { metadata: { name: 'k' }, spec: { keyHash: 'a'.repeat(64), keyId: 'abc' } };
+    const deprecated = { ...plain, spec: { ...plain.spec, parent: 'p', oidcLogin: { idToken: 'id-token' } } };
+    for (const decision of [
+      validateOwnedAccessKey(undefined, deprecated, undefined),
+      validateOwnedAccessKey(plain, deprecated, undefined),
+    ]) {
+      expect(decision.allowed).toBe(true);
+      expect(decision.warnings.map((w) => w.slice(0, w.indexOf(':')))).toEqual([
+        'spec.parent',
+        'spec.oidcLogin',
+      ]);
+      expect(decision.warnings.join('\n')).not.toContain('id-token');
+    }
+    expect(validateOwnedAccessKey(undefined, plain, undefined).warnings).toEqual([]);
+  });
 });
 
 describe('metadata rules', () => {

@@ -1,3 +1,4 @@
+import { deprecatedFieldWarnings } from '../../api/deprecated-fields.ts';
 import {
   KEY_HASH_PATTERN,
   KEY_ID_PATTERN,
@@ -121,7 +122,8 @@ export function mutateOwnedAccessKey(object: AdmittedObject, pepper: Uint8Array)
 /**
  * Validation of a key object (after mutation): a stored key has a hash and an id of the right
  * shape, its ttl is within the platform maximum (`maxTtlSeconds`, 0 or undefined = none), and its
- * scope passes {@link scopeFindings}.
+ * scope passes {@link scopeFindings}. Deprecated fields set (`spec.parent`, `spec.oidcLogin`) are
+ * admitted with a warning naming each.
  */
 export function validateOwnedAccessKey(
   oldObject: AdmittedObject | null | undefined,
@@ -163,8 +165,9 @@ export function validateOwnedAccessKey(
   }
   const scope = scopeFindings(spec.scope, 'spec.scope');
   causes.push(...scope.causes);
+  const warnings = [...scope.warnings, ...deprecatedFieldWarnings(object)];
   const subject = subjectOf(object, 'OwnedAccessKey');
-  return causes.length > 0 ? invalid(subject, causes, scope.warnings) : allow({ warnings: scope.warnings });
+  return causes.length > 0 ? invalid(subject, causes, warnings) : allow({ warnings });
 }
 
 /** Whether validating `object` needs the platform maximum ttl (only when it sets or changes a positive ttl). */
