@@ -85,6 +85,8 @@ describe('direct cluster endpoint tokens verified by a real apiserver', () => {
   const mint = (options: { scope?: Scope; ttlSeconds?: number; now?: number; key?: SigningKey } = {}) =>
     mintDirectClusterEndpointToken({
       subject,
+      generation: 0,
+      accessKey: { name: 'alice-key', uid: 'uid-alice-key' },
       scope: options.scope ?? { clusters: [{ cluster: 'east' }] },
       ttlSeconds: options.ttlSeconds ?? 600,
       issuer,

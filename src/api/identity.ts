@@ -35,6 +35,14 @@ export const UserSpecSchema = z
       .optional()
       .describe('Cluster roles of the user; `platform-admin` marks a platform-wide admin.'),
     disabled: z.boolean().optional().describe('When true the user cannot log in and their keys do not work.'),
+    tokenGeneration: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        "Generation of the user's direct cluster endpoint tokens (default 0): every token carries the generation it was minted at (claim `gen`) and the platform refuses it once this differs. Raise it to revoke every token the user holds: `POST users/<name>/tokenrevocation` through the gateway (the user or a platform admin), or an edit by whoever may update Users.",
+      ),
     ssoIdentity: UserSsoIdentitySchema.optional(),
     groups: z
       .array(z.string())

@@ -4,22 +4,30 @@ import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Project } from '../api/project.ts';
 import { platformConfigSource } from '../config/platform-config.ts';
 import { resources, type Stored } from '../controllers/resources.ts';
 import type { Endpoint } from '../http/endpoint.ts';
 import { type AccessKeyAuthenticator, setupAccessKeyAuthenticator } from '../identity/authenticator.ts';
+import type { DirectTokenOwners } from '../identity/direct-token.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { SigningKeyStore } from '../identity/signing-keys.ts';
 import { type Clock, systemClock } from '../runtime/clock.ts';
+import { isNotFound } from '../runtime/errors.ts';
 import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import { type KubeApi, objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { Auditor } from './audit/auditor.ts';
 import { accessKeysEndpoints, issueKey } from './endpoints/access-keys.ts';
 import { configsEndpoint } from './endpoints/configs.ts';
-import { directTokensEndpoint, oidcEndpoints, SigningKeyRing } from './endpoints/direct-tokens.ts';
+import {
+  directTokensEndpoint,
+  oidcEndpoints,
+  SigningKeyRing,
+  tokenRevocationEndpoint,
+} from './endpoints/direct-tokens.ts';
 import { discoveryEndpoints } from './endpoints/discovery.ts';
 import type { GatewayEndpoint } from './endpoints/endpoint.ts';
 import { healthEndpoints } from './endpoints/health.ts';
@@ -142,6 +150,12 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
   let server: GatewayServer | undefined;
   let upstream: Upstream | undefined;
   const issuer = () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, '');
+  // Direct tokens end with their key and owner, as the authenticator's caches see them.
+  const tokenOwners: DirectTokenOwners = {
+    key: (name) => authenticator.keys.get(name),
+    user: (name) => authenticator.users.get(name),
+    team: (name) => authenticator.teams.get(name),
+  };
   const signingKeys = new SigningKeyRing({
     keys: new SigningKeyStore(options.api, options.platformNamespace),
     clock,
@@ -175,6 +189,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
         authenticator,
         failures,
         projectNamespacePrefix: () => config.current().projectNamespacePrefix,
+        directTokens: { ring: signingKeys, issuer, clock, owners: tokenOwners },
       }),
       ...accessKeysEndpoints({
         upstream: connection,
@@ -186,7 +201,24 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
       ...ownerAccessKeysEndpoints({ upstream: connection, keys: authenticator.keys }),
       membersEndpoint({ upstream: connection, users: authenticator.users, teams: authenticator.teams }),
       configsEndpoint({ upstream: connection, config, platformNamespace: options.platformNamespace }),
-      directTokensEndpoint({ ring: signingKeys, issuer, clock, config: () => config.current() }),
+      directTokensEndpoint({
+        ring: signingKeys,
+        issuer,
+        clock,
+        config: () => config.current(),
+        owners: tokenOwners,
+        readKey: (name) =>
+          options.api
+            .request<OwnedAccessKey>({
+              method: 'GET',
+              path: objectPath(resources.ownedAccessKeys, undefined, name),
+            })
+            .catch((err: unknown) => {
+              if (isNotFound(err)) return undefined;
+              throw err;
+            }),
+      }),
+      tokenRevocationEndpoint({ api: options.api, upstream: connection }),
       kubeConfigEndpoint({
         api: options.api,
         upstream: connection,

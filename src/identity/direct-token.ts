@@ -1,8 +1,11 @@
-import { importJWK, SignJWT } from 'jose';
-import type { Scope } from '../api/scope.ts';
+import { createLocalJWKSet, importJWK, jwtVerify, SignJWT } from 'jose';
+import { z } from 'zod';
+import type { Team, User } from '../api/identity.ts';
+import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import { type Scope, ScopeSchema } from '../api/scope.ts';
 import { nonResourceRequest, type RequestAttributes } from '../authz/attributes.ts';
 import { checkScope, scopeNarrows } from '../authz/scope.ts';
-import { DEFAULT_ROTATION_POLICY, SIGNING_ALGORITHM, type SigningKey } from './signing-keys.ts';
+import { DEFAULT_ROTATION_POLICY, publicJwks, SIGNING_ALGORITHM, type SigningKey } from './signing-keys.ts';
 
 /**
  * DirectClusterEndpointTokens: JWTs a cluster verifies on its own (OIDC discovery and JWKS from the
@@ -12,8 +15,15 @@ import { DEFAULT_ROTATION_POLICY, SIGNING_ALGORITHM, type SigningKey } from './s
  * clusters the scope allows (connected cluster names, `<project>/<virtual cluster>` for virtual
  * clusters) or {@link PLATFORM_AUDIENCE} when the scope does not name particular clusters;
  * `groups` the caller's platform groups; `iat`, `nbf`, `exp`; and under `management.platform` the
- * caller's `uid`, `name`, `kind`, `gen` (always 0: revocation is by expiry and key rotation) and the
- * token's `scope`.
+ * caller's `uid`, `name`, `kind`, `gen` (a User's `spec.tokenGeneration` when the token was minted,
+ * 0 for teams and subjects), `accessKey` (the `name` and `uid` of the OwnedAccessKey that minted
+ * it) and the token's `scope`.
+ *
+ * Revocation ({@link directTokenRevocation}): where the platform itself checks a token (the
+ * TokenReview webhook), it is refused once its access key is gone (deleted, or replaced by another
+ * object of that name), disabled or being deleted, once its owner is gone, disabled or replaced,
+ * or once a User's `spec.tokenGeneration` differs from the token's `gen`. A cluster that verifies
+ * tokens offline through the JWKS sees none of this (docs/trust.md): for it a token ends at `exp`.
  */
 
 export const PLATFORM_AUDIENCE = 'management.platform';
@@ -30,6 +40,12 @@ export interface TokenSubject {
   /** The User or Team name (or the subject). */
   readonly name: string;
   readonly kind: 'User' | 'Team' | 'Subject';
+}
+
+/** The OwnedAccessKey a token is minted with: a token lives no longer than this very object. */
+export interface MintingKey {
+  readonly name: string;
+  readonly uid: string;
 }
 
 /** The requested scope reaches beyond the caller's own key scope. */
@@ -127,6 +143,9 @@ export function directTokenAudience(scope: Scope | undefined): string[] {
 
 export interface MintInput {
   readonly subject: TokenSubject;
+  /** The owner's token generation now (a User's `spec.tokenGeneration`, else 0). */
+  readonly generation: number;
+  readonly accessKey: MintingKey;
   readonly scope: Scope | undefined;
   readonly ttlSeconds: number;
   readonly issuer: string;
@@ -154,7 +173,7 @@ function privateKeyOf(key: SigningKey): ReturnType<typeof importJWK> {
 }
 
 export async function mintDirectClusterEndpointToken(input: MintInput): Promise<string> {
-  const { subject, scope, ttlSeconds, issuer, key, now } = input;
+  const { subject, generation, accessKey, scope, ttlSeconds, issuer, key, now } = input;
   const iat = Math.floor(now / 1000);
   const privateKey = await privateKeyOf(key);
   return new SignJWT({
@@ -163,7 +182,8 @@ export async function mintDirectClusterEndpointToken(input: MintInput): Promise<
       uid: subject.uid ?? '',
       name: subject.name,
       kind: subject.kind,
-      gen: 0,
+      gen: generation,
+      accessKey: { name: accessKey.name, uid: accessKey.uid },
       ...(scope ? { scope } : {}),
     },
   })
@@ -187,4 +207,113 @@ export function openIdConfiguration(issuer: string, jwksUri: string) {
     id_token_signing_alg_values_supported: [SIGNING_ALGORITHM],
     claims_supported: ['sub', 'aud', 'exp', 'iat', 'nbf', 'iss', 'groups', PLATFORM_CLAIM],
   };
+}
+
+/** A User's token generation: `spec.tokenGeneration`, 0 when unset. Teams and subjects have none (0). */
+export function tokenGenerationOf(user: User | undefined): number {
+  return user?.spec.tokenGeneration ?? 0;
+}
+
+/** The `management.platform` claim as the platform reads it back; anything else fails the token. */
+export const PlatformClaimSchema = z.object({
+  uid: z.string(),
+  name: z.string().min(1),
+  kind: z.enum(['User', 'Team', 'Subject']),
+  gen: z.number().int().min(0),
+  accessKey: z.object({ name: z.string().min(1), uid: z.string().min(1) }),
+  scope: ScopeSchema.optional(),
+});
+export type PlatformClaim = z.infer<typeof PlatformClaimSchema>;
+
+const VerifiedClaimsSchema = z.object({
+  sub: z.string().min(1),
+  aud: z.union([z.string(), z.array(z.string())]),
+  groups: z.array(z.string()),
+  [PLATFORM_CLAIM]: PlatformClaimSchema,
+});
+
+/** A token whose signature, issuer and lifetime hold; whether it is still in force is not decided yet. */
+export interface VerifiedDirectToken {
+  readonly username: string;
+  readonly groups: readonly string[];
+  readonly audiences: readonly string[];
+  readonly claim: PlatformClaim;
+}
+
+/** Shaped like a JWS compact serialization (three base64url parts): never an access key. */
+export function looksLikeJwt(token: string): boolean {
+  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token);
+}
+
+/**
+ * Verifies a DirectClusterEndpointToken as a cluster's JWT authenticator does (signature by a
+ * published key of `keys`, `iss`, `exp`/`nbf` at `now`, ES256 only) and reads its claims; tokens
+ * minted before tokens named their access key (no `accessKey` claim) are refused too. Undefined
+ * for any failure: a caller cannot tell one from another.
+ */
+export async function verifyDirectClusterEndpointToken(
+  token: string,
+  input: { readonly issuer: string; readonly keys: readonly SigningKey[]; readonly now: number },
+): Promise<VerifiedDirectToken | undefined> {
+  if (!looksLikeJwt(token)) return undefined;
+  try {
+    const { payload } = await jwtVerify(token, createLocalJWKSet(publicJwks(input.keys)), {
+      issuer: input.issuer,
+      algorithms: [SIGNING_ALGORITHM],
+      typ: 'JWT',
+      currentDate: new Date(input.now),
+      requiredClaims: ['exp', 'sub', 'aud'],
+    });
+    const claims = VerifiedClaimsSchema.safeParse(payload);
+    if (!claims.success) return undefined;
+    const { sub, aud, groups } = claims.data;
+    return {
+      username: sub,
+      groups,
+      audiences: typeof aud === 'string' ? [aud] : aud,
+      claim: claims.data[PLATFORM_CLAIM],
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the revocation check reads: the informer caches of keys, users and teams. */
+export interface DirectTokenOwners {
+  readonly key: (name: string) => OwnedAccessKey | undefined;
+  readonly user: (name: string) => User | undefined;
+  readonly team: (name: string) => Team | undefined;
+}
+
+/**
+ * Why a verified token is no longer in force, or undefined while it is. The token ends with the
+ * very objects it was minted from:
+ * - its access key: gone, or another object under that name (another uid), disabled, being
+ *   deleted, or now acting for someone else than the token's owner;
+ * - its owner: a User or Team that is gone or another object under that name (another uid); a
+ *   disabled User;
+ * - a User's `spec.tokenGeneration` that differs from the token's `gen` (raised to revoke every
+ *   token; the generation of a team or subject token is 0).
+ * The reasons are for logs and tests; a reviewer is only ever told "not authenticated".
+ */
+export function directTokenRevocation(claim: PlatformClaim, owners: DirectTokenOwners): string | undefined {
+  const key = owners.key(claim.accessKey.name);
+  if (!key || key.metadata.uid !== claim.accessKey.uid) return 'its access key is gone';
+  if (key.spec.disabled === true || key.metadata.deletionTimestamp) return 'its access key is disabled';
+  const keyOwner =
+    claim.kind === 'User' ? key.spec.user : claim.kind === 'Team' ? key.spec.team : key.spec.subject;
+  if (keyOwner !== claim.name) return 'its access key acts for someone else';
+  if (claim.kind === 'User') {
+    const user = owners.user(claim.name);
+    if (!user || user.metadata.uid !== claim.uid) return 'its user is gone';
+    if (user.spec.disabled === true) return 'its user is disabled';
+    if (tokenGenerationOf(user) !== claim.gen) return "its user's tokens were revoked";
+    return undefined;
+  }
+  if (claim.kind === 'Team') {
+    const team = owners.team(claim.name);
+    if (!team || team.metadata.uid !== claim.uid) return 'its team is gone';
+  }
+  if (claim.gen !== 0) return 'its generation is unknown';
+  return undefined;
 }

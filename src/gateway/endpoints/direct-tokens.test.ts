@@ -1,6 +1,8 @@
-import { createLocalJWKSet, jwtVerify } from 'jose';
+import { createLocalJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../api/config.ts';
+import type { User } from '../../api/identity.ts';
+import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import { StatusError } from '../../api/status.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import {
@@ -30,7 +32,15 @@ async function oidcDocument(path: string, issuer: string, ring: SigningKeyRing):
 
 const ISSUER = 'https://platform.example';
 
-async function setup(scope?: AuthenticatedIdentity['accessKey']['scope'], expiresAt: Date | null = null) {
+/** The caller's key object and User, as the authenticator's caches hold them. */
+const cachedKey = { metadata: { name: 'k', uid: 'uid-k' }, spec: { user: 'alice' } } as OwnedAccessKey;
+const cachedUser = { metadata: { name: 'alice', uid: 'uid-a' }, spec: { tokenGeneration: 4 } } as User;
+
+async function setup(
+  scope?: AuthenticatedIdentity['accessKey']['scope'],
+  expiresAt: Date | null = null,
+  caches: { key?: OwnedAccessKey; liveKey?: OwnedAccessKey } = { key: cachedKey },
+) {
   const clock = new FakeClock();
   let reads = 0;
   const ring = await rotateKeyRing([], clock.now(), DEFAULT_ROTATION_POLICY, generateSigningKey);
@@ -46,6 +56,12 @@ async function setup(scope?: AuthenticatedIdentity['accessKey']['scope'], expire
     clock,
     issuer: () => ISSUER,
     config: () => parseConfig('auth:\n  accessKeyMaxTTLSeconds: 600\n'),
+    owners: {
+      key: (name) => (name === caches.key?.metadata.name ? caches.key : undefined),
+      user: (name) => (name === 'alice' ? cachedUser : undefined),
+      team: () => undefined,
+    },
+    readKey: async (name) => (name === caches.liveKey?.metadata.name ? caches.liveKey : undefined),
   });
   const identity: AuthenticatedIdentity = {
     kind: 'User',
@@ -64,6 +80,31 @@ async function setup(scope?: AuthenticatedIdentity['accessKey']['scope'], expire
 }
 
 describe('directTokensEndpoint', () => {
+  it("names the minting key (name and uid) and carries the user's token generation", async () => {
+    const { call } = await setup();
+    const response = await call({ spec: { scope: { clusters: [{ cluster: 'east' }] } } });
+    const token = (response.body as { status: { token: string } }).status.token;
+    expect(decodeJwt(token)['management.platform']).toMatchObject({
+      uid: 'uid-a',
+      name: 'alice',
+      kind: 'User',
+      gen: 4,
+      accessKey: { name: 'k', uid: 'uid-k' },
+    });
+  });
+
+  it('reads a key the caches do not hold yet, and answers 503 when it cannot be read', async () => {
+    const live = { ...cachedKey, metadata: { name: 'k', uid: 'uid-live' } } as OwnedAccessKey;
+    const fresh = await setup(undefined, null, { liveKey: live });
+    const minted = await fresh.call({ spec: {} });
+    const token = (minted.body as { status: { token: string } }).status.token;
+    expect(decodeJwt(token)['management.platform']).toMatchObject({
+      accessKey: { name: 'k', uid: 'uid-live' },
+    });
+    const unreadable = await setup(undefined, null, {});
+    await expect(unreadable.call({ spec: {} })).rejects.toMatchObject({ code: 503 });
+  });
+
   it('answers 201 with a token that verifies against the published JWKS, ttl capped by the config', async () => {
     const { call, keyRing, clock } = await setup();
     const response = await call({ spec: { ttl: 3600, scope: { clusters: [{ cluster: 'east' }] } } });

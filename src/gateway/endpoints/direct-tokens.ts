@@ -1,16 +1,23 @@
 import type { ConfigStatus } from '../../api/config.ts';
 import { DirectClusterEndpointTokenSchema } from '../../api/directclusterendpointtoken.ts';
+import type { User } from '../../api/identity.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
-import { forbidden, invalidFromIssues, serviceUnavailable } from '../../api/status.ts';
+import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import { conflict, forbidden, invalidFromIssues, notFound, serviceUnavailable } from '../../api/status.ts';
+import { resources } from '../../controllers/resources.ts';
 import type { Endpoint } from '../../http/endpoint.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import {
+  type DirectTokenOwners,
   directTokenScope,
   directTokenTtlSeconds,
+  type MintingKey,
   mintDirectClusterEndpointToken,
   openIdConfiguration,
   ScopeWidens,
+  tokenGenerationOf,
 } from '../../identity/direct-token.ts';
+import { GROUP_ADMINS } from '../../identity/groups.ts';
 import {
   currentSigningKey,
   publicJwks,
@@ -18,7 +25,12 @@ import {
   type SigningKeyStore,
 } from '../../identity/signing-keys.ts';
 import type { Clock } from '../../runtime/clock.ts';
+import { isConflict, isNotFound } from '../../runtime/errors.ts';
+import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import { subjectAccessAllowed } from '../proxy/sar.ts';
+import type { Upstream } from '../proxy/upstream.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
+import { rbacForbidden } from './rbac.ts';
 
 /** Where the gateway publishes the JWKS its discovery document names. */
 export const JWKS_PATH = '/openid/v1/jwks';
@@ -33,6 +45,13 @@ export interface DirectTokenDeps {
    */
   readonly issuer: () => string;
   readonly config: () => ConfigStatus;
+  /** The informer caches of keys, users and teams the authenticator keeps. */
+  readonly owners: DirectTokenOwners;
+  /**
+   * The caller's key read from the apiserver, for a key the caches do not hold yet (a key used
+   * the moment it was created authenticates through such a read too).
+   */
+  readonly readKey: (name: string) => Promise<OwnedAccessKey | undefined>;
 }
 
 /**
@@ -71,7 +90,9 @@ export class SigningKeyRing {
 /**
  * `POST directclusterendpointtokens`: a JWT for the caller, narrowed by the requested scope, and
  * ending no later than the caller's key. What the token is for is only known from the body, so
- * the endpoint checks the key's scope itself: the requested scope may only narrow it.
+ * the endpoint checks the key's scope itself: the requested scope may only narrow it. The token
+ * names the key object that minted it and carries its owner's token generation, so that it ends
+ * with either (`directTokenRevocation`).
  */
 export function directTokensEndpoint(deps: DirectTokenDeps): GatewayEndpoint {
   return {
@@ -106,8 +127,11 @@ export function directTokensEndpoint(deps: DirectTokenDeps): GatewayEndpoint {
         directTokenTtlSeconds(spec.ttl, deps.config().auth.accessKeyMaxTTLSeconds),
         secondsLeft(identity.accessKey.expiresAt, now),
       );
+      const accessKey = await mintingKey(deps, identity.accessKey.name);
       const token = await mintDirectClusterEndpointToken({
         subject: identity,
+        generation: identity.kind === 'User' ? tokenGenerationOf(deps.owners.user(identity.name)) : 0,
+        accessKey,
         scope,
         ttlSeconds,
         issuer: deps.issuer(),
@@ -126,6 +150,14 @@ export function directTokensEndpoint(deps: DirectTokenDeps): GatewayEndpoint {
       };
     },
   };
+}
+
+/** The name and uid of the caller's key object: from the cache, else read (a key not cached yet). */
+async function mintingKey(deps: DirectTokenDeps, name: string): Promise<MintingKey> {
+  const key = deps.owners.key(name) ?? (await deps.readKey(name));
+  const uid = key?.metadata.uid;
+  if (!uid) throw serviceUnavailable('the access key is not readable yet; retry shortly');
+  return { name, uid };
 }
 
 /** Whole seconds until `ends` (at least 1), or infinity for a key that never ends. */
@@ -161,4 +193,95 @@ export function oidcEndpoints(issuerPath: string, issuer: () => string, ring: Si
     document(OPENID_CONFIGURATION_PATH, () => openIdConfiguration(issuer(), `${issuer()}${JWKS_PATH}`)),
     document(JWKS_PATH, async () => publicJwks(await ring.current())),
   ];
+}
+
+export interface TokenRevocationDeps {
+  /** The gateway's own client: the person may not write their User themselves. */
+  readonly api: KubeApi;
+  readonly upstream: Upstream;
+}
+
+/** The subresource of a User that revokes all its direct cluster endpoint tokens. */
+export const TOKEN_REVOCATION_SUBRESOURCE = 'tokenrevocation';
+
+/**
+ * `POST users/<name>/tokenrevocation`: "revoke all my tokens". Raises the User's
+ * `spec.tokenGeneration` by one, so that every DirectClusterEndpointToken minted for the user
+ * until now is refused wherever the platform checks it (their `gen` is the old generation); tokens
+ * minted afterwards carry the new one. Allowed for the user themselves, platform admins, and
+ * whoever RBAC allows `create` on `users/tokenrevocation`. The write is the gateway's (a person
+ * may not edit their own User), guarded by the User's resourceVersion, so two revocations at once
+ * each raise the generation. Answers a Success `Status` naming the new generation.
+ */
+export function tokenRevocationEndpoint(deps: TokenRevocationDeps): GatewayEndpoint {
+  return {
+    name: 'user token revocation',
+    route: {
+      kind: 'resource',
+      resource: 'users',
+      subresource: TOKEN_REVOCATION_SUBRESOURCE,
+      verbs: ['create'],
+    },
+    authentication: 'key',
+    handle: async (request) => {
+      const identity = request.identity as AuthenticatedIdentity;
+      const { attributes, signal } = request;
+      const self = identity.kind === 'User' && identity.name === attributes.name;
+      if (
+        !self &&
+        !identity.groups.includes(GROUP_ADMINS) &&
+        !(await subjectAccessAllowed(deps.upstream, identity, attributes, signal))
+      ) {
+        throw rbacForbidden(identity.username, attributes);
+      }
+      const generation = await raiseTokenGeneration(deps.api, attributes.name);
+      return {
+        code: 201,
+        object: {
+          apiVersion: 'v1',
+          kind: 'Status',
+          metadata: {},
+          status: 'Success',
+          message: `every direct cluster endpoint token of user ${attributes.name} minted until now is revoked; its token generation is ${generation}`,
+          details: { name: attributes.name, group: 'management.platform', kind: 'users' },
+          code: 201,
+        },
+      };
+    },
+  };
+}
+
+/** Raises `spec.tokenGeneration` by one from the stored User (not a cache); the new generation. */
+async function raiseTokenGeneration(api: KubeApi, name: string): Promise<number> {
+  const path = objectPath(resources.users, undefined, name);
+  for (let attempt = 0; ; attempt++) {
+    let user: User;
+    try {
+      user = await api.request<User>({ method: 'GET', path });
+    } catch (err) {
+      if (isNotFound(err))
+        throw notFound(`users.management.platform "${name}" not found`, {
+          name,
+          group: 'management.platform',
+          kind: 'users',
+        });
+      throw err;
+    }
+    const generation = tokenGenerationOf(user) + 1;
+    try {
+      await api.request({
+        method: 'PATCH',
+        path,
+        contentType: 'application/merge-patch+json',
+        body: {
+          metadata: { resourceVersion: user.metadata.resourceVersion },
+          spec: { tokenGeneration: generation },
+        },
+      });
+      return generation;
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+      if (attempt >= 4) throw conflict(`user ${name} changed while its tokens were revoked; retry`);
+    }
+  }
 }

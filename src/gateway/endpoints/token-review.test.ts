@@ -1,6 +1,14 @@
 import { describe, expect, test } from 'vitest';
+import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import { StatusError } from '../../api/status.ts';
-import { parseTokenReview, reviewerAllowed, reviewTarget, scopeAdmitsTarget } from './token-review.ts';
+import type { VerifiedDirectToken } from '../../identity/direct-token.ts';
+import {
+  directTokenReviewDecision,
+  parseTokenReview,
+  reviewerAllowed,
+  reviewTarget,
+  scopeAdmitsTarget,
+} from './token-review.ts';
 
 describe('token review', () => {
   test('targets from the path', () => {
@@ -89,5 +97,62 @@ describe('reviewer credentials', () => {
     expect(
       reviewerAllowed({ roles: [{ role: 'platform-cli' }], clusters: [{ cluster: 'edge' }] }, edge),
     ).toBe(false);
+  });
+});
+
+describe('direct token reviews', () => {
+  const key = { metadata: { name: 'k', uid: 'uid-k' }, spec: { subject: 'ci' } } as OwnedAccessKey;
+  const owners = (found: OwnedAccessKey | undefined) => ({
+    key: (name: string) => (found?.metadata.name === name ? found : undefined),
+    user: () => undefined,
+    team: () => undefined,
+  });
+  const token = (
+    audiences: string[],
+    scope?: VerifiedDirectToken['claim']['scope'],
+  ): VerifiedDirectToken => ({
+    username: 'ci',
+    groups: ['platform:authenticated'],
+    audiences,
+    claim: { uid: '', name: 'ci', kind: 'Subject', gen: 0, accessKey: { name: 'k', uid: 'uid-k' }, scope },
+  });
+  const edge = { kind: 'Cluster', cluster: 'edge' } as const;
+  const dev = { kind: 'VirtualCluster', project: 'web', virtualCluster: 'dev' } as const;
+
+  test('accepts a token for the target while its key is in force, with the key as the extra', () => {
+    expect(
+      directTokenReviewDecision(
+        token(['edge'], { clusters: [{ cluster: 'edge' }] }),
+        edge,
+        'p-',
+        owners(key),
+      ),
+    ).toEqual({
+      username: 'ci',
+      uid: undefined,
+      groups: ['platform:authenticated'],
+      accessKeyName: 'k',
+    });
+    expect(directTokenReviewDecision(token(['web/dev']), dev, 'p-', owners(key))?.username).toBe('ci');
+    expect(directTokenReviewDecision(token(['management.platform']), edge, 'p-', owners(key))?.username).toBe(
+      'ci',
+    );
+  });
+
+  test('refuses another audience, a scope without the target, an unverified token and a revoked one', () => {
+    expect(directTokenReviewDecision(token(['east']), edge, 'p-', owners(key))).toBeUndefined();
+    expect(directTokenReviewDecision(token(['web/dev']), edge, 'p-', owners(key))).toBeUndefined();
+    expect(
+      directTokenReviewDecision(
+        token(['management.platform'], { clusters: [{ cluster: 'east' }] }),
+        edge,
+        'p-',
+        owners(key),
+      ),
+    ).toBeUndefined();
+    expect(directTokenReviewDecision(undefined, edge, 'p-', owners(key))).toBeUndefined();
+    expect(directTokenReviewDecision(token(['edge']), edge, 'p-', owners(undefined))).toBeUndefined();
+    const disabled = { ...key, spec: { ...key.spec, disabled: true } } as OwnedAccessKey;
+    expect(directTokenReviewDecision(token(['edge']), edge, 'p-', owners(disabled))).toBeUndefined();
   });
 });

@@ -3,9 +3,19 @@ import { badRequest, forbidden, notFound, StatusError } from '../../api/status.t
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { checkScope, scopeNarrows } from '../../authz/scope.ts';
 import type { AuthenticatedIdentity, AuthenticationResult } from '../../identity/authenticate.ts';
+import {
+  type DirectTokenOwners,
+  directTokenRevocation,
+  looksLikeJwt,
+  PLATFORM_AUDIENCE,
+  type VerifiedDirectToken,
+  verifyDirectClusterEndpointToken,
+} from '../../identity/direct-token.ts';
 import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
+import type { Clock } from '../../runtime/clock.ts';
 import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../pipeline/authenticate.ts';
 import { type AuthFailureLimiter, keySubject } from '../pipeline/throttle.ts';
+import type { SigningKeyRing } from './direct-tokens.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
 
 /**
@@ -22,6 +32,14 @@ import type { GatewayEndpoint } from './endpoint.ts';
  * (malformed, unknown, wrong, disabled, expired keys, or out of scope), never with a reason that
  * tells one from the other. The reviewing cluster's own RBAC then decides, on the same
  * `platform:user:<u>` and `platform:team:<t>` groups as the management API.
+ *
+ * A DirectClusterEndpointToken (a JWT) is reviewed too ({@link reviewDirectToken}): accepted when
+ * its signature, issuer and lifetime hold, its audience names the target (or is the platform
+ * audience), its scope admits the target, and it is still in force (`directTokenRevocation`: its
+ * key, its owner and the owner's token generation, from the caches); answered with its claims'
+ * username and groups, the owner's uid, and its key's name as the access-key extra. Unlike a
+ * cluster that verifies such tokens offline, a cluster reviewing them here sees a revocation as
+ * soon as the gateway's caches do (plus its own review cache TTL).
  *
  * The reviewing apiserver authenticates itself (docs/trust.md): its webhook kubeconfig carries a
  * reviewer credential, an access key whose scope holds the role `agent` and lists the cluster in
@@ -132,10 +150,27 @@ export function parseTokenReview(body: unknown): TokenReviewRequest | StatusErro
   return { apiVersion, token: spec.token, audiences };
 }
 
+/** Who a review admits: the user info the reviewing cluster is told. */
+export interface ReviewedUser {
+  readonly username: string;
+  readonly uid: string | undefined;
+  readonly groups: readonly string[];
+  /** The access key presented, or the one that minted the direct token presented. */
+  readonly accessKeyName: string;
+}
+
+/** The user info of an access key's identity. */
+export const reviewedKeyUser = (identity: AuthenticatedIdentity): ReviewedUser => ({
+  username: identity.username,
+  uid: identity.uid,
+  groups: identity.groups,
+  accessKeyName: identity.accessKey.name,
+});
+
 /** The answer to a review. */
 export function tokenReviewResponse(
   request: TokenReviewRequest,
-  identity: AuthenticatedIdentity | undefined,
+  identity: ReviewedUser | undefined,
 ): Record<string, unknown> {
   const status = identity
     ? {
@@ -144,7 +179,7 @@ export function tokenReviewResponse(
           username: identity.username,
           ...(identity.uid ? { uid: identity.uid } : {}),
           groups: [...identity.groups],
-          extra: { [ACCESS_KEY_EXTRA]: [identity.accessKey.name] },
+          extra: { [ACCESS_KEY_EXTRA]: [identity.accessKeyName] },
         },
         ...(request.audiences ? { audiences: [...request.audiences] } : {}),
       }
@@ -163,11 +198,40 @@ export function reviewDecision(
   result: AuthenticationResult,
   target: ReviewTarget,
   projectNamespacePrefix: string,
-): AuthenticatedIdentity | undefined {
+): ReviewedUser | undefined {
   if (!result.ok) return undefined;
   return scopeAdmitsTarget(result.identity.accessKey.scope, target, projectNamespacePrefix)
-    ? result.identity
+    ? reviewedKeyUser(result.identity)
     : undefined;
+}
+
+/** The audience a direct token for the target names (`aud` of directTokenAudience). */
+export function targetAudience(target: ReviewTarget): string {
+  return target.kind === 'Cluster' ? target.cluster : `${target.project}/${target.virtualCluster}`;
+}
+
+/**
+ * The user a verified direct token is, for the target, or undefined: its audience must name the
+ * target (or be the platform audience of a token whose scope names no clusters), its scope must
+ * admit the target, and it must still be in force ({@link directTokenRevocation}).
+ */
+export function directTokenReviewDecision(
+  token: VerifiedDirectToken | undefined,
+  target: ReviewTarget,
+  projectNamespacePrefix: string,
+  owners: DirectTokenOwners,
+): ReviewedUser | undefined {
+  if (!token) return undefined;
+  const audience = targetAudience(target);
+  if (!token.audiences.includes(audience) && !token.audiences.includes(PLATFORM_AUDIENCE)) return undefined;
+  if (!scopeAdmitsTarget(token.claim.scope, target, projectNamespacePrefix)) return undefined;
+  if (directTokenRevocation(token.claim, owners) !== undefined) return undefined;
+  return {
+    username: token.username,
+    uid: token.claim.uid || undefined,
+    groups: token.groups,
+    accessKeyName: token.claim.accessKey.name,
+  };
 }
 
 /**
@@ -197,6 +261,13 @@ export interface TokenReviewDeps {
   readonly authenticator: KeyAuthenticator;
   readonly failures: AuthFailureLimiter;
   readonly projectNamespacePrefix: () => string;
+  /** What reviewing DirectClusterEndpointTokens needs: the signing keys, the issuer, the caches. */
+  readonly directTokens: {
+    readonly ring: SigningKeyRing;
+    readonly issuer: () => string;
+    readonly clock: Clock;
+    readonly owners: DirectTokenOwners;
+  };
 }
 
 /** `POST /kubernetes/tokenreview/...`: the webhook, for authenticated reviewers. */
@@ -234,6 +305,14 @@ export function tokenReviewEndpoint(deps: TokenReviewDeps): GatewayEndpoint {
       }
       const review = parseTokenReview(request.object());
       if (review instanceof StatusError) throw review;
+      if (looksLikeJwt(review.token)) {
+        const identity = await reviewDirectToken(deps, review.token, target);
+        return {
+          code: 200,
+          object: tokenReviewResponse(review, identity),
+          auditAnnotations: { 'authentication.platform/authenticated': String(identity !== undefined) },
+        };
+      }
       const keyId = keyIdOf(review.token);
       const subject = keyId === undefined ? undefined : keySubject(keyId);
       const result = await authenticateToken(
@@ -250,4 +329,24 @@ export function tokenReviewEndpoint(deps: TokenReviewDeps): GatewayEndpoint {
       };
     },
   };
+}
+
+/**
+ * A direct token's review: verified against the published keys (no failure counting: it names no
+ * key id, and verifying costs one signature check), then decided from the caches.
+ */
+async function reviewDirectToken(
+  deps: TokenReviewDeps,
+  token: string,
+  target: ReviewTarget,
+): Promise<ReviewedUser | undefined> {
+  const { ring, issuer, clock, owners } = deps.directTokens;
+  const keys = await ring.current().catch(() => undefined);
+  if (!keys) return undefined;
+  const verified = await verifyDirectClusterEndpointToken(token, {
+    issuer: issuer(),
+    keys,
+    now: clock.now(),
+  });
+  return directTokenReviewDecision(verified, target, deps.projectNamespacePrefix(), owners);
 }
