@@ -13,6 +13,7 @@ import {
   type Json,
   type JsonObject,
   mergePatchDiff,
+  ownValue,
 } from './patches/merge-patch.ts';
 import { Sandbox, type SandboxOptions } from './patches/sandbox.ts';
 import { isReservedKey } from './reserved.ts';
@@ -79,7 +80,7 @@ export function createSandbox(ctx: SyncContext, limits: Omit<SandboxOptions, 'se
 }
 
 function patchList(kind: string, ctx: SyncContext) {
-  const resource = RESOURCE_BY_KIND[kind];
+  const resource = ownValue(RESOURCE_BY_KIND, kind);
   if (resource === undefined) return { listName: '', patches: [] };
   return { listName: `sync.toHost.${resource}.patches`, patches: ctx.config.sync.toHost[resource].patches };
 }

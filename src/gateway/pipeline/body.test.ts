@@ -1,7 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { StatusError } from '../../api/status.ts';
-import { checkJsonPatch, negotiate, parseObjectBody, parsePatchBody } from './body.ts';
+import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../../testing/prototype-keys.ts';
+import {
+  checkJsonPatch,
+  decodeRequestBody,
+  negotiate,
+  otherApiVersion,
+  parseObjectBody,
+  parsePatchBody,
+} from './body.ts';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 const code = (value: unknown) => (value instanceof StatusError ? value.code : 0);
@@ -55,6 +63,20 @@ describe('bodies', () => {
       value: { spec: { a: 1 } },
     });
     expect(code(parsePatchBody(bytes('{}'), 'application/strategic-merge-patch+json'))).toBe(415);
+    // A media type named like an Object.prototype member is no patch type (issue 29).
+    for (const type of PROTOTYPE_KEYS) expect(code(parsePatchBody(bytes('{}'), type))).toBe(415);
+  });
+
+  test('a body with keys named like Object.prototype members decodes to exactly those keys', () => {
+    fc.assert(
+      fc.property(jsonWithPrototypeKeys().object, (value) => {
+        const text = JSON.stringify(value);
+        expect(JSON.stringify(parseObjectBody(bytes(text), 'application/json'))).toBe(text);
+        expect(JSON.stringify(parseObjectBody(bytes(text), 'application/yaml'))).toBe(text);
+        const patch = parsePatchBody(bytes(text), 'application/merge-patch+json');
+        expect(JSON.stringify(patch instanceof StatusError ? patch : patch.value)).toBe(text);
+      }),
+    );
   });
 
   test('never throws on any input', () => {
@@ -94,5 +116,43 @@ describe('bodies', () => {
     });
     expect(negotiate('*/*')).toMatchObject({ format: 'json' });
     expect(code(negotiate('text/html'))).toBe(406);
+  });
+});
+
+describe('the API version of a written object', () => {
+  const json = (value: unknown) => bytes(JSON.stringify(value));
+
+  test("another group/version than the path's: 400 with kube-apiserver's message, on create and update", () => {
+    for (const verb of ['create', 'update']) {
+      const refused = decodeRequestBody(
+        json({ apiVersion: 'management.platform/v2', kind: 'DirectClusterEndpointToken' }),
+        'application/json',
+        verb,
+      );
+      expect(refused).toBeInstanceOf(StatusError);
+      expect(refused).toMatchObject({
+        code: 400,
+        reason: 'BadRequest',
+        message:
+          'the API version in the data (management.platform/v2) does not match the expected API version (management.platform/v1)',
+      });
+    }
+    expect(otherApiVersion({ apiVersion: 'v1' })?.code).toBe(400);
+    expect(otherApiVersion({ apiVersion: 42 })?.message).toContain('(number)');
+    expect(otherApiVersion({ apiVersion: `x\n${'y'.repeat(300)}` })?.message.length).toBeLessThan(250);
+  });
+
+  test("the path's version, or none (the path names it), is read as it is", () => {
+    const object = { apiVersion: 'management.platform/v1', kind: 'Config' };
+    expect(decodeRequestBody(json(object), 'application/json', 'create')).toEqual(object);
+    expect(decodeRequestBody(json({ kind: 'Config' }), 'application/json', 'create')).toEqual({
+      kind: 'Config',
+    });
+    expect(otherApiVersion({ apiVersion: '' })).toBeUndefined();
+  });
+
+  test("a delete's options carry their own (meta) version and are not checked", () => {
+    const options = { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Foreground' };
+    expect(decodeRequestBody(json(options), undefined, 'delete')).toEqual(options);
   });
 });

@@ -1,11 +1,14 @@
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { GROUP_VERSION } from '../../api/meta.ts';
 import {
   badRequest,
   notAcceptable,
   requestEntityTooLarge,
   StatusError,
+  sanitize,
   unsupportedMediaType,
 } from '../../api/status.ts';
+import { ownValue } from '../../runtime/json.ts';
 
 /**
  * Request and response bodies, pure: media types, YAML and JSON decoding, JSON patch checks,
@@ -155,7 +158,8 @@ export interface ParsedPatch {
 
 /** Decodes and checks a PATCH body by its media type. */
 export function parsePatchBody(body: Uint8Array, contentType: string | undefined): ParsedPatch | StatusError {
-  const type = PATCH_TYPES[mediaType(contentType)];
+  // Own keys only: a media type `constructor` or `toString` is no patch type.
+  const type = ownValue(PATCH_TYPES, mediaType(contentType));
   if (!type) return unsupportedMediaType(contentType);
   const value = decodeDocument(body, type === 'apply' ? 'yaml' : 'json');
   if (value instanceof StatusError) return value;
@@ -238,14 +242,34 @@ export function encodeBody(value: unknown, format: ResponseFormat): { body: stri
 /** A decoded request body: an object (create, update, delete options) or a patch. */
 export type RequestBody = Record<string, unknown> | ParsedPatch;
 
-/** Decodes the body of a resource request by its verb (a patch for `patch`, an object otherwise). */
+/**
+ * Decodes the body of a resource request by its verb (a patch for `patch`, an object otherwise).
+ * The object of a create or update must be of the path's group/version ({@link otherApiVersion}).
+ */
 export function decodeRequestBody(
   bytes: Uint8Array,
   contentType: string | undefined,
   verb: string,
 ): RequestBody | StatusError {
   if (verb === 'patch') return parsePatchBody(bytes, contentType);
-  return parseObjectBody(bytes, contentType ?? (verb === 'delete' ? 'application/json' : undefined));
+  const object = parseObjectBody(bytes, contentType ?? (verb === 'delete' ? 'application/json' : undefined));
+  if (object instanceof StatusError || (verb !== 'create' && verb !== 'update')) return object;
+  return otherApiVersion(object) ?? object;
+}
+
+/**
+ * kube-apiserver's answer (400 BadRequest, its message) to an object naming an `apiVersion` other
+ * than the path's `management.platform/v1`, the only version served: the same for the kinds the
+ * gateway serves itself as for those the apiserver stores. An object without one is read as the
+ * path's (the path names the kind).
+ */
+export function otherApiVersion(object: Record<string, unknown>): StatusError | undefined {
+  const apiVersion = object.apiVersion;
+  if (apiVersion === undefined || apiVersion === '' || apiVersion === GROUP_VERSION) return undefined;
+  const named = typeof apiVersion === 'string' ? sanitize(apiVersion) : typeof apiVersion;
+  return badRequest(
+    `the API version in the data (${named}) does not match the expected API version (${GROUP_VERSION})`,
+  );
 }
 
 /** The Content-Type of a patch of this type. */

@@ -39,7 +39,7 @@ export function referenceIndexValue(kind: string, namespace: string, name: strin
 }
 
 function referencePatches(kind: string, config: SyncConfig): PatchConfig[] {
-  const resource = RESOURCE_BY_KIND[kind];
+  const resource = ownValue(RESOURCE_BY_KIND, kind);
   if (resource === undefined) return [];
   return config.sync.toHost[resource].patches.filter((p) => p.reference !== undefined);
 }
