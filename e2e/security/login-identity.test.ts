@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { userNameFor } from '../../src/login/outcome.ts';
+import { call } from '../gateway/support.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
 import { keyOn, oidcSection, signIn, storedUser } from '../login/support/sign-in.ts';
 import { uniqueName } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
 
 /**
  * Attacks on who a single sign-on is (issue 32), made against a real OpenID provider
@@ -13,7 +15,8 @@ import { uniqueName } from '../support/cluster.ts';
  * passwords and cluster-manager keys are), so these tests share none.
  */
 
-const env = useLoginEnv();
+// Garbage collection removes the Login keys of a deleted User (they record it as their owner).
+const env = useLoginEnv({ controllerManager: true });
 
 async function configureOidc(authExtra = '') {
   await env().configure(`
@@ -125,6 +128,45 @@ describe('account takeover by username', () => {
     expect(keyOn((await signIn(env(), 'oidc', owner)).text)).toMatch(/^pak_/);
     expectRefused(await signIn(env(), 'oidc', attacker), /belongs to another account/);
     expect(await env().loginKeys(username)).toHaveLength(1);
+  });
+});
+
+describe('a User deleted and made again', () => {
+  it('does not inherit the Login keys of the earlier User of its name', async () => {
+    await configureOidc();
+    const username = uniqueName('dana');
+    const first = account({ preferred_username: username });
+    const earlier = await signIn(env(), 'oidc', first);
+    expect((await env().use(earlier.key as string, '/ownedaccesskeys')).status).toBe(200);
+    const [earlierKey] = await env().loginKeys(userNameFor(username));
+    await env().gateway.custom.deleteClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'users',
+      name: userNameFor(username),
+    });
+    // Creation timestamps have whole seconds: the next User must be made in a later one.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    // Someone else gets the username now (a new hire, a recycled login) and signs in.
+    const next = account({ preferred_username: username });
+    const later = await signIn(env(), 'oidc', next);
+    expect(later.status, later.text).toBe(200);
+    // The gateway's caches hold the new User once its key is accepted.
+    expect((await env().use(later.key as string, '/ownedaccesskeys')).status).toBe(200);
+    const g = env().gateway;
+    const stale = await call(`${g.api}/ownedaccesskeys`, {
+      token: earlier.key as string,
+      dispatcher: g.dispatcher,
+    });
+    expect(stale.status).toBe(401);
+    // The earlier key recorded its User: the garbage collector removes it with that User, so the
+    // new User does not even list it.
+    await eventually(
+      async () => (await env().storedKey(earlierKey?.metadata.name ?? '')) === undefined,
+      30_000,
+      'the earlier Login key to go with its User',
+    );
+    expect(await keysListedBy(later.key as string)).toHaveLength(1);
   });
 });
 

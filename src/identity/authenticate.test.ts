@@ -282,6 +282,52 @@ describe('authenticateAccessKey', () => {
     expect(failureOf(authenticateAccessKey(token, context))).toBeInstanceOf(AccessKeyExpired);
   });
 
+  it('refuses a user key given to an earlier User of the same name (deleted, made again)', () => {
+    const later = {
+      ...alice,
+      metadata: { ...alice.metadata, uid: 'uid-alice-2', creationTimestamp: CREATED },
+    };
+    const owner = (uid: string) => ({
+      apiVersion: 'management.platform/v1',
+      kind: 'User',
+      name: 'alice',
+      uid,
+    });
+    const recorded = accessKey({ user: 'alice', type: 'Login' });
+    recorded.object.metadata.ownerReferences = [owner('uid-alice')];
+    expect(authenticateAccessKey(recorded.token, contextWith([recorded.object], { users: [alice] })).ok).toBe(
+      true,
+    );
+    expect(
+      failureOf(authenticateAccessKey(recorded.token, contextWith([recorded.object], { users: [later] }))),
+    ).toBeInstanceOf(AccessKeyOwnerInvalid);
+    // A key of any type that records its User is bound to that uid.
+    const apiKey = accessKey({ user: 'alice' });
+    apiKey.object.metadata.ownerReferences = [owner('uid-alice')];
+    expect(
+      failureOf(authenticateAccessKey(apiKey.token, contextWith([apiKey.object], { users: [later] }))),
+    ).toBeInstanceOf(AccessKeyOwnerInvalid);
+    // A Login key without the record, created before its User was: an earlier User's.
+    const unrecorded = accessKey({ user: 'alice', type: 'Login' });
+    const remade = { ...later, metadata: { ...later.metadata, creationTimestamp: '2025-01-01T00:00:01Z' } };
+    expect(
+      failureOf(
+        authenticateAccessKey(unrecorded.token, contextWith([unrecorded.object], { users: [remade] })),
+      ),
+    ).toMatchObject({ message: 'the access key belongs to an earlier user of this name' });
+    expect(
+      authenticateAccessKey(unrecorded.token, contextWith([unrecorded.object], { users: [later] })).ok,
+    ).toBe(true);
+    // Other keys without the record are bound by name only.
+    const unrecordedApiKey = accessKey({ user: 'alice' });
+    expect(
+      authenticateAccessKey(
+        unrecordedApiKey.token,
+        contextWith([unrecordedApiKey.object], { users: [remade] }),
+      ).ok,
+    ).toBe(true);
+  });
+
   it.each([
     ['a disabled user', { user: 'dave' }, UserDisabled],
     ['a missing user', { user: 'nobody' }, AccessKeyOwnerInvalid],

@@ -1,5 +1,6 @@
 import { PLATFORM_ADMIN_CLUSTER_ROLE } from '../api/common.ts';
 import type { Team, User } from '../api/identity.ts';
+import { API_GROUP } from '../api/meta.ts';
 import type { AccessKeyType, OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Scope } from '../api/scope.ts';
 import {
@@ -285,6 +286,31 @@ function ownerOf(record: KeyRecord, context: AuthenticationContext): Owner | Aut
 const lookup = (context: AuthenticationContext, kind: 'user' | 'team', name: string): unknown =>
   kind === 'user' ? context.lookupUser(name) : context.lookupTeam(name);
 
+/**
+ * Whether a user key was given to an earlier User of the same name, deleted since (a User made
+ * again, say for another person with that username, must not inherit its keys), as kube-apiserver
+ * checks a service-account token against the uid of the account it was issued for:
+ * - a key that records its User (an owner reference of kind User with that name, as Login keys
+ *   get at sign-in) belongs to the User of that uid only;
+ * - a Login key created before its User was (the apiserver's creation timestamps) was given to an
+ *   earlier one: login mints a key only for a User that exists, so this holds for Login keys made
+ *   before keys recorded the uid, and for any whose owner reference was removed since.
+ * Other keys without the record (made by an admin or by the person) are bound by name only.
+ */
+export function givenToEarlierUser(key: OwnedAccessKey, user: User): boolean {
+  const recorded = (key.metadata.ownerReferences ?? []).find(
+    (owner) =>
+      owner.kind === 'User' &&
+      owner.apiVersion.startsWith(`${API_GROUP}/`) &&
+      owner.name === user.metadata.name,
+  );
+  if (recorded && recorded.uid !== user.metadata.uid) return true;
+  if (key.spec.type !== 'Login') return false;
+  const keyCreated = Date.parse(key.metadata.creationTimestamp ?? '');
+  const userCreated = Date.parse(user.metadata.creationTimestamp ?? '');
+  return keyCreated < userCreated;
+}
+
 function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owner | AuthenticationFailure {
   const { user: userName, team: teamName, subject } = key.spec;
   const extraGroups = key.spec.groups ?? [];
@@ -298,6 +324,8 @@ function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owne
   if (userName) {
     const user = context.lookupUser(userName);
     if (!user) return new AccessKeyOwnerInvalid("the access key's user does not exist");
+    if (givenToEarlierUser(key, user))
+      return new AccessKeyOwnerInvalid('the access key belongs to an earlier user of this name');
     if (user.spec.disabled === true) return new UserDisabled();
     const username = user.spec.subject || userName;
     if (isReservedName(username))

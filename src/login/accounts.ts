@@ -46,25 +46,31 @@ export class LoginAccounts {
 
   /**
    * Brings the User of `identity` (and its teams) in line with what the provider said; returns
-   * the User's name. Without `createUser` (a refresh) a missing User is {@link UnknownUser}, never
+   * the User's name and uid (the uid a Login key records, see `givenToEarlierUser`). Without `createUser` (a refresh) a missing User is {@link UnknownUser}, never
    * made again, and a User bound by the legacy annotation only is still refreshed (see `planUser`).
    */
-  async applyIdentity(identity: ExternalIdentity, options: { createUser: boolean }): Promise<string> {
+  async applyIdentity(
+    identity: ExternalIdentity,
+    options: { createUser: boolean },
+  ): Promise<{ name: string; uid: string | undefined }> {
     const auth = this.config().auth;
     const name = userNameFor(identity.username);
     let previousGroups: readonly string[] = [];
+    let uid: string | undefined;
     for (let attempt = 0; ; attempt++) {
       const existing = await this.getUser(name);
       if (!existing && !options.createUser) throw new UnknownUser();
       const plan = planUser(identity, auth, existing, options.createUser ? 'sign-in' : 'refresh');
       previousGroups = existing?.spec.groups ?? [];
       try {
+        uid = existing?.metadata.uid;
         if (plan.create) {
-          await this.api.request({
+          const created = await this.api.request<User>({
             method: 'POST',
             path: collectionPath(resources.users),
             body: plan.create,
           });
+          uid = created.metadata.uid;
         } else if (plan.update) {
           await this.api.request({
             method: 'PATCH',
@@ -82,7 +88,7 @@ export class LoginAccounts {
       }
     }
     await this.syncTeams(name, filterGroups(identity.groups, auth.groupsFilters), previousGroups);
-    return name;
+    return { name, uid };
   }
 
   /** Creates Teams for new groups and moves the user in and out of the teams of its groups. */

@@ -140,13 +140,16 @@ export class LoginService {
     const user = await this.checkPassword(input, input.password);
     if (user.spec.disabled === true) throw new LoginRefused('this user is disabled');
     const name = user.metadata.name ?? input.username;
-    const minted = await this.mintKey(name, {
-      connector: PASSWORD_CONNECTOR,
-      userId: user.metadata.uid ?? name,
-      username: user.spec.username ?? name,
-      ...(user.spec.email ? { email: user.spec.email } : {}),
-      groups: user.spec.groups ?? [],
-    });
+    const minted = await this.mintKey(
+      { name, uid: user.metadata.uid },
+      {
+        connector: PASSWORD_CONNECTOR,
+        userId: user.metadata.uid ?? name,
+        username: user.spec.username ?? name,
+        ...(user.spec.email ? { email: user.spec.email } : {}),
+        groups: user.spec.groups ?? [],
+      },
+    );
     return { ...minted, deviceToken: await this.deps.throttle.issueDeviceToken(name, this.deps.random) };
   }
 
@@ -223,17 +226,29 @@ export class LoginService {
 
   /** A single-sign-on login: the User, its teams and memberships (`accounts.ts`), then the key. */
   async ssoLogin(identity: ExternalIdentity): Promise<MintedLogin> {
-    const name = await this.accounts.applyIdentity(identity, { createUser: true });
-    return this.mintKey(name, identity);
+    return this.mintKey(await this.accounts.applyIdentity(identity, { createUser: true }), identity);
   }
 
-  /** Creates the Login key (admission stores only its hash) and returns its plaintext. */
-  private async mintKey(user: string, identity: ExternalIdentity): Promise<MintedLogin> {
+  /**
+   * Creates the Login key (admission stores only its hash) and returns its plaintext. The key
+   * records its User's uid as an owner reference: it works for that User only, not for one made
+   * again under the name (`givenToEarlierUser`), and goes when the User is deleted.
+   */
+  private async mintKey(
+    owner: { name: string; uid: string | undefined },
+    identity: ExternalIdentity,
+  ): Promise<MintedLogin> {
+    const user = owner.name;
     const { key } = generateAccessKey(this.deps.random);
     const body: OwnedAccessKey = {
       apiVersion: GROUP_VERSION,
       kind: 'OwnedAccessKey',
-      metadata: { generateName: 'login-' },
+      metadata: {
+        generateName: 'login-',
+        ...(owner.uid
+          ? { ownerReferences: [{ apiVersion: GROUP_VERSION, kind: 'User', name: user, uid: owner.uid }] }
+          : {}),
+      },
       spec: {
         user,
         type: 'Login',

@@ -80,6 +80,8 @@ export function useLoginEnv(
     controllers?: string[];
     /** The gateway's own limits on failed keys. */
     authFailureLimits?: AuthFailureLimits;
+    /** Run kube-controller-manager beside the apiserver (garbage collection of owned objects). */
+    controllerManager?: boolean;
   } = {},
 ): () => LoginEnv {
   let login: Login | undefined;
@@ -94,6 +96,7 @@ export function useLoginEnv(
   const gateway = useGatewayEnv({
     https: true,
     controllers: options.controllers ?? ['sharedsecret', 'accesskey', 'teammembership'],
+    ...(options.controllerManager ? { controllerManager: true } : {}),
     gateway: {
       trustedProxies: ['127.0.0.1/32'],
       ...(options.authFailureLimits ? { authFailureLimits: options.authFailureLimits } : {}),
