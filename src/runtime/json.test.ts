@@ -115,6 +115,17 @@ describe('deepEqual', () => {
     expect(deepEqual([], {})).toBe(false);
   });
 
+  it('is equality of the JSON texts (keys sorted), for objects that always hold prototype-named keys', () => {
+    const { value } = jsonWithPrototypeKeys({ withNull: true });
+    fc.assert(
+      fc.property(value, value, (a, b) => {
+        expect(deepEqual(a, parsed(JSON.stringify({ v: a })).v)).toBe(true);
+        expect(deepEqual(a, b)).toBe(JSON.stringify(sortedKeys(a)) === JSON.stringify(sortedKeys(b)));
+      }),
+      { examples: [[parsed('{"constructor": {}}'), parsed('{"toString": {}}')]] },
+    );
+  });
+
   it('tells apart objects that differ only in keys named like Object.prototype members', () => {
     for (const key of PROTOTYPE_KEYS) {
       expect(deepEqual(parsed(`{"${key}": 1}`), { other: 1 })).toBe(false);
