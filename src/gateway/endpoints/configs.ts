@@ -1,6 +1,13 @@
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../../api/config.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
-import { badRequest, forbidden, invalid, StatusError, serviceUnavailable } from '../../api/status.ts';
+import {
+  badRequest,
+  forbidden,
+  invalid,
+  type Status,
+  StatusError,
+  serviceUnavailable,
+} from '../../api/status.ts';
 import type { PlatformConfigSource } from '../../config/platform-config.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { impersonationHeaders } from '../proxy/impersonation.ts';
@@ -14,6 +21,11 @@ import { rbacForbidden } from './rbac.ts';
  * (`create`) by those RBAC allows (`configs` in `management.platform`: platform admins). The
  * text lives in the Secret `platform-config`; an answer carries the text and, when it is valid,
  * the parsed configuration as `status`. Never audited beyond `Metadata` (client secrets).
+ *
+ * Setting it is a write of that Secret, and the answer is that write's: the `Warning` headers the
+ * apiserver returned (the platform-config admission names every field that has no effect, one
+ * source of truth for both ways of setting the config), its refusals as its `Status`, and
+ * `?dryRun` passed on to it, so a dry run is admitted exactly like a real write and stores nothing.
  */
 
 export interface ConfigsDeps {
@@ -78,7 +90,13 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
           })),
         );
       }
-      if (!request.query.has('dryRun')) await writeConfigSecret(deps, identity, spec.raw, signal);
+      const { warnings } = await writeConfigSecret(
+        deps,
+        identity,
+        spec.raw,
+        dryRunSearch(request.query),
+        signal,
+      );
       return {
         code: 201,
         object: {
@@ -88,29 +106,45 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
           spec: { raw: spec.raw },
           status: parsed.config,
         },
+        ...(warnings.length > 0 ? { headers: { warning: warnings } } : {}),
       };
     },
   };
 }
 
 /**
+ * The caller's `dryRun` values as the query of the Secret write, so that the apiserver decides
+ * what they mean (refusing a value it does not know) and runs admission without storing anything.
+ */
+function dryRunSearch(query: URLSearchParams): string {
+  const values = query.getAll('dryRun');
+  if (values.length === 0) return '';
+  const search = new URLSearchParams();
+  for (const value of values) search.append('dryRun', value);
+  return `?${search.toString()}`;
+}
+
+/**
  * Stores the text in the Secret `platform-config` (created when missing) as the caller, whom
  * RBAC must allow to write that Secret: the configuration holds client secrets and decides who may
- * sign in, so the gateway's own identity may not write it (docs/security.md).
+ * sign in, so the gateway's own identity may not write it (docs/security.md). Answers the
+ * apiserver's `Warning` header values (`299 - "<text>"`, as kube-apiserver formats them), to be
+ * passed on unchanged; a refusal other than RBAC's is thrown as the apiserver's own `Status`.
  */
 async function writeConfigSecret(
   deps: ConfigsDeps,
   identity: AuthenticatedIdentity,
   raw: string,
+  search: string,
   signal: AbortSignal,
-): Promise<void> {
+): Promise<{ warnings: string[] }> {
   const collection = `/api/v1/namespaces/${encodeURIComponent(deps.platformNamespace)}/secrets`;
   const data = { [PLATFORM_CONFIG_KEY]: Buffer.from(raw, 'utf8').toString('base64') };
   const asCaller = impersonationHeaders(identity);
   if (asCaller instanceof StatusError) throw asCaller;
   const call = async (request: Parameters<Upstream['json']>[0]) => {
     const answer = await deps.upstream
-      .json({ ...request, headers: { ...request.headers, ...asCaller } })
+      .json({ ...request, search, headers: { ...request.headers, ...asCaller } })
       .catch((error: unknown) => {
         throw upstreamFailure(error, signal);
       });
@@ -128,22 +162,40 @@ async function writeConfigSecret(
     body: JSON.stringify({ data }),
     signal,
   });
-  if (patch.statusCode === 200) return;
-  if (patch.statusCode === 404) {
-    const created = await call({
-      method: 'POST',
-      path: collection,
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: PLATFORM_CONFIG_SECRET, namespace: deps.platformNamespace },
-        type: 'Opaque',
-        data,
-      }),
-      signal,
-    });
-    if (created.statusCode === 201) return;
+  if (patch.statusCode === 200) return { warnings: patch.warnings };
+  if (patch.statusCode !== 404) throw refusal(patch);
+  const created = await call({
+    method: 'POST',
+    path: collection,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: PLATFORM_CONFIG_SECRET, namespace: deps.platformNamespace },
+      type: 'Opaque',
+      data,
+    }),
+    signal,
+  });
+  if (created.statusCode === 201) return { warnings: created.warnings };
+  throw refusal(created);
+}
+
+/**
+ * The apiserver's refusal of the Secret write (admission, a bad `dryRun` value), as its `Status`
+ * says it: the caller sees what a write of the Secret itself would have answered. Anything else
+ * (no `Status`, a server error) is the gateway's 503. Admission messages never quote the text.
+ */
+function refusal(answer: { statusCode: number; body: unknown }): StatusError {
+  const status = answer.body as Partial<Status> | undefined;
+  if (
+    answer.statusCode >= 400 &&
+    answer.statusCode < 500 &&
+    status?.kind === 'Status' &&
+    typeof status.reason === 'string' &&
+    typeof status.message === 'string'
+  ) {
+    return new StatusError(answer.statusCode, status.reason, status.message, status.details);
   }
-  throw serviceUnavailable('the platform config could not be stored');
+  return serviceUnavailable('the platform config could not be stored');
 }
