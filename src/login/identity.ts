@@ -46,11 +46,11 @@ export class NotInAllowedGroups extends LoginRefused {
   }
 }
 
-/** The username claim is the email, and the provider says it did not verify it. */
+/** The username is to be the email, and the provider says it did not verify it. */
 export class EmailNotVerified extends LoginRefused {
   override readonly name = 'EmailNotVerified';
   constructor() {
-    super('the identity provider has not verified the email address this platform uses as the username');
+    super('the identity provider has not verified your email address');
   }
 }
 

@@ -7,7 +7,13 @@ import {
   ProviderLoginFailed,
 } from './code-flow.ts';
 import type { ProviderConfig } from './connectors.ts';
-import { type ExternalIdentity, IdentityIncomplete, LoginRefused, requireGroups } from './identity.ts';
+import {
+  EmailNotVerified,
+  type ExternalIdentity,
+  IdentityIncomplete,
+  LoginRefused,
+  requireGroups,
+} from './identity.ts';
 import { type Claims, OpenIdProviderConnector } from './openid-provider.ts';
 import { callProvider, ProviderApiError, type ProviderFetch, providerFetch } from './provider-http.ts';
 import { joinUrl, type ProviderAddresses } from './providers.ts';
@@ -38,13 +44,6 @@ export class HostedDomainRefused extends LoginRefused {
   override readonly name = 'HostedDomainRefused';
   constructor() {
     super('your account does not belong to a domain allowed to sign in here');
-  }
-}
-
-export class EmailNotVerified extends LoginRefused {
-  override readonly name = 'EmailNotVerified';
-  constructor() {
-    super('the identity provider has not verified your email address');
   }
 }
 
