@@ -13,6 +13,7 @@ const E2E_SHARED_HOST = [
   'e2e/controllers/faults.test.ts',
   'e2e/controllers/sharedsecret.test.ts',
   'e2e/foundation/control-plane.test.ts',
+  'e2e/gateway/direct-token-revocation.test.ts',
   'e2e/gateway/fuzz.test.ts',
   'e2e/gateway/tokenreview.test.ts',
   'e2e/runtime/**/*.test.ts',

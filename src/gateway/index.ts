@@ -218,7 +218,12 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
               throw err;
             }),
       }),
-      tokenRevocationEndpoint({ api: options.api, upstream: connection }),
+      tokenRevocationEndpoint({
+        api: options.api,
+        upstream: connection,
+        cachedUser: (name) => authenticator.users.get(name),
+        clock,
+      }),
       kubeConfigEndpoint({
         api: options.api,
         upstream: connection,

@@ -199,6 +199,11 @@ export interface TokenRevocationDeps {
   /** The gateway's own client: the person may not write their User themselves. */
   readonly api: KubeApi;
   readonly upstream: Upstream;
+  /** The Users cache the checks read (`DirectTokenOwners.user`). */
+  readonly cachedUser: (name: string) => User | undefined;
+  readonly clock: Clock;
+  /** How long the answer waits for the cache to hold the new generation. Default 5 s. */
+  readonly cacheWaitMs?: number;
 }
 
 /** The subresource of a User that revokes all its direct cluster endpoint tokens. */
@@ -211,7 +216,9 @@ export const TOKEN_REVOCATION_SUBRESOURCE = 'tokenrevocation';
  * minted afterwards carry the new one. Allowed for the user themselves, platform admins, and
  * whoever RBAC allows `create` on `users/tokenrevocation`. The write is the gateway's (a person
  * may not edit their own User), guarded by the User's resourceVersion, so two revocations at once
- * each raise the generation. Answers a Success `Status` naming the new generation.
+ * each raise the generation. The answer waits (a few seconds at most) until this gateway's cache
+ * holds the new generation, so that when it comes the tokens are refused here; other replicas
+ * follow as their caches do. Answers a Success `Status` naming the new generation.
  */
 export function tokenRevocationEndpoint(deps: TokenRevocationDeps): GatewayEndpoint {
   return {
@@ -235,6 +242,7 @@ export function tokenRevocationEndpoint(deps: TokenRevocationDeps): GatewayEndpo
         throw rbacForbidden(identity.username, attributes);
       }
       const generation = await raiseTokenGeneration(deps.api, attributes.name);
+      await untilCached(deps, attributes.name, generation, signal);
       return {
         code: 201,
         object: {
@@ -249,6 +257,21 @@ export function tokenRevocationEndpoint(deps: TokenRevocationDeps): GatewayEndpo
       };
     },
   };
+}
+
+/** Resolves once the cached User holds `generation` (or a later one), or after `cacheWaitMs`. */
+async function untilCached(
+  deps: TokenRevocationDeps,
+  name: string,
+  generation: number,
+  signal: AbortSignal,
+): Promise<void> {
+  const deadline = deps.clock.now() + (deps.cacheWaitMs ?? 5000);
+  while (!signal.aborted && deps.clock.now() < deadline) {
+    const cached = deps.cachedUser(name);
+    if (cached && tokenGenerationOf(cached) >= generation) return;
+    await new Promise((resolve) => deps.clock.setTimer(20, () => resolve(undefined)));
+  }
 }
 
 /** Raises `spec.tokenGeneration` by one from the stored User (not a cache); the new generation. */

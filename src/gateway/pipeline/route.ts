@@ -78,7 +78,7 @@ const RESOURCE_ALIASES: ReadonlyMap<string, string> = new Map([['config', 'confi
 const VIRTUAL_SUBRESOURCES: ReadonlyMap<string, readonly string[]> = new Map([
   ['projects', ['members']],
   ['virtualclusterinstances', ['kubeconfig']],
-  ['users', ['accesskeys']],
+  ['users', ['accesskeys', 'tokenrevocation']],
   ['teams', ['accesskeys']],
 ]);
 
