@@ -7,8 +7,8 @@ export const CONNECTOR_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 /**
  * Configuration fields this platform accepts (they are part of the API) but does not act on.
- * Admission of the platform configuration answers each one that is set with a Kubernetes warning
- * naming it, so nothing is configured in silence; `docs/login.md` lists them with the reason.
+ * Admission of the `platform-config` Secret answers each one that is set with a Kubernetes warning
+ * naming it; `docs/login.md` lists them with the reason.
  * Paths use `[*]` for every element of a list.
  */
 export const INERT_CONFIG_FIELDS: ReadonlyArray<{ readonly path: string; readonly reason: string }> = [
