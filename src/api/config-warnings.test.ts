@@ -84,6 +84,23 @@ auth:
     for (const warning of warnings) expect(warning).toMatch(/accepted; this connector has no effect/);
   });
 
+  it('names a SAML connector asking for transient NameIDs, which name no one across sign-ins', () => {
+    const warnings = configWarnings(`
+auth:
+  saml: { caData: eA==, nameIDPolicyFormat: transient }
+  connectors:
+    - { id: a, saml: { caData: eA==, nameIDPolicyFormat: "urn:oasis:names:tc:SAML:2.0:nameid-format:transient" } }
+    - { id: b, saml: { caData: eA==, nameIDPolicyFormat: persistent } }
+    - { id: c, saml: { caData: eA==, nameIDPolicyFormat: emailAddress } }
+    - { id: d, saml: { caData: eA== } }
+`);
+    expect(warnings.map((w) => w.slice(0, w.indexOf(':')))).toEqual([
+      'auth.saml.nameIDPolicyFormat',
+      'auth.connectors[0].saml.nameIDPolicyFormat',
+    ]);
+    for (const warning of warnings) expect(warning).toMatch(/accepted; this connector has no effect/);
+  });
+
   it('says nothing for an empty or unparsable configuration', () => {
     expect(configWarnings('')).toEqual([]);
     expect(configWarnings('a: [')).toEqual([]);

@@ -72,6 +72,20 @@ export function idpBGroupsWithoutTenant(section: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * Whether a SAML section asks for transient NameIDs: a new one at every sign-in, so the NameID
+ * (the subject a User is bound to) names no one across sign-ins and each sign-in after the first
+ * would be refused as another account. The connector refuses it (`saml.ts`), admission warns.
+ */
+export function samlTransientNameId(section: unknown): boolean {
+  if (!isObject(section) || typeof section.nameIDPolicyFormat !== 'string') return false;
+  const format = section.nameIDPolicyFormat;
+  return format === 'transient' || format.endsWith(':nameid-format:transient');
+}
+
+export const SAML_TRANSIENT_NAME_ID_REASON =
+  'a transient NameID is new at every sign-in and names no one: a User is bound to its NameID; use persistent (the default) or another stable format';
+
 export const idpBGroupsWithoutTenantReason = (path: string) =>
   `groups need a specific tenant: ${path}.tenant must be a tenant id or verified domain, not common, organizations or consumers, whose accounts come from tenants anyone can create`;
 
@@ -127,6 +141,15 @@ export function configWarnings(raw: string): string[] {
     if (field)
       warnings.push(
         `${path}.${field}: accepted; this connector has no effect in this platform (${idpBGroupsWithoutTenantReason(path)})`,
+      );
+  }
+  for (const { value, path } of [
+    ...presentValues(document, 'auth.saml'),
+    ...presentValues(document, 'auth.connectors[*].saml'),
+  ]) {
+    if (samlTransientNameId(value))
+      warnings.push(
+        `${path}.nameIDPolicyFormat: accepted; this connector has no effect in this platform (${SAML_TRANSIENT_NAME_ID_REASON})`,
       );
   }
   const connectors = isObject(document) && isObject(document.auth) ? document.auth.connectors : undefined;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { SAML, type SamlConfig } from '@node-saml/node-saml';
 import { DOMParser } from '@xmldom/xmldom';
+import { SAML_TRANSIENT_NAME_ID_REASON, samlTransientNameId } from '../api/config-warnings.ts';
 import { ConnectorMisconfigured, ProviderLoginFailed } from './code-flow.ts';
 import type { ProviderConfig } from './connectors.ts';
 import { type ExternalIdentity, identityFromSaml, LoginRefused } from './identity.ts';
@@ -71,6 +72,10 @@ export class SamlConnector implements SsoConnector {
     if (!redirectURI || !ssoURL || certs.length === 0)
       throw new ConnectorMisconfigured(
         `sign-in through "${this.id}" needs redirectURI, ssoURL and a signing certificate in caData or ca`,
+      );
+    if (samlTransientNameId(this.config))
+      throw new ConnectorMisconfigured(
+        `sign-in through "${this.id}" is refused: ${SAML_TRANSIENT_NAME_ID_REASON}`,
       );
     const audience = this.config.entityIssuer || redirectURI;
     const options: SamlConfig = {
