@@ -45,13 +45,18 @@ auth:
     spec: { raw },
   });
 
-  /** A raw POST of the config, with every `Warning` header value as sent. */
-  const post = async (token: string, raw: string, search = '') => {
-    const response = await request(`${env().api}/configs${search}`, {
-      method: 'POST',
+  /** A raw write of the config (POST, or PUT to a name), with every `Warning` header value as sent. */
+  const write = async (
+    token: string,
+    raw: string,
+    search = '',
+    put?: { url: string; object?: Record<string, unknown> },
+  ) => {
+    const response = await request(`${env().api}/${put ? put.url : 'configs'}${search}`, {
+      method: put ? 'PUT' : 'POST',
       dispatcher: env().dispatcher,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(configObject(raw)),
+      body: JSON.stringify(put?.object ?? configObject(raw)),
     });
     const text = await response.body.text();
     const warning = response.headers.warning;
@@ -63,6 +68,7 @@ auth:
       warnings: warning === undefined ? [] : Array.isArray(warning) ? warning : [warning],
     };
   };
+  const post = (token: string, raw: string, search = '') => write(token, raw, search);
 
   /** The texts of kube-apiserver's `299 - "<text>"` warning values (quotes and backslashes escaped). */
   const warningTexts = (values: readonly string[]) =>
@@ -297,6 +303,49 @@ ${raw
       json: doraReal.json,
     });
     expect(await storedSecret()).toEqual(before);
+  });
+
+  test("PUT (kubectl replace) answers the same warnings and dry runs; a name other than the URL's is refused", async () => {
+    const replaced = await write(admin, inertConfig, '', { url: 'configs/config' });
+    expect(replaced.status, replaced.text).toBe(200);
+    expect(replaced.json).toMatchObject({ kind: 'Config', metadata: { name: 'config' } });
+    expect(fieldsOf(warningTexts(replaced.warnings))).toEqual(expect.arrayContaining(inertFields));
+    for (const secret of secrets) expect(replaced.warnings.join('\n')).not.toContain(secret);
+    await eventually(
+      async () => (await storedSecret()).raw === inertConfig,
+      20_000,
+      'the config stored in its Secret',
+    );
+
+    const before = await storedSecret();
+    const changed = inertConfig.replace('projectNamespacePrefix: team-', 'projectNamespacePrefix: put-');
+    const dry = await write(admin, changed, '?dryRun=All', { url: 'config/config' });
+    expect(dry.status, dry.text).toBe(200);
+    expect(dry.warnings).toEqual(replaced.warnings);
+    expect(await storedSecret()).toEqual(before);
+
+    const elsewhere = await write(admin, changed, '', {
+      url: 'configs/other',
+      object: configObject(changed),
+    });
+    expect(elsewhere.status, elsewhere.text).toBe(400);
+    expect(elsewhere.json.message).toBe(
+      'the name of the object (config) does not match the name on the URL (other)',
+    );
+    expect(await storedSecret()).toEqual(before);
+
+    const kubectlReplace = await runKubectl(kubeconfig('replacer', admin), [
+      'replace',
+      '--validate=false',
+      '-f',
+      configFile('replace', inertConfig),
+    ]);
+    expect(kubectlReplace.code, kubectlReplace.stderr).toBe(0);
+    expect(kubectlReplace.stdout).toContain('config.management.platform/config replaced');
+    expect(kubectlReplace.stderr).toContain(
+      'Warning: platformHost: accepted; has no effect in this platform (the gateway takes its URL from its flags and the request)',
+    );
+    for (const secret of secrets) expect(kubectlReplace.stderr).not.toContain(secret);
   });
 
   test("an installation's admission policy refusing the Secret write refuses the dry run with the same Status", async () => {

@@ -245,7 +245,7 @@ export const CONFIG: VirtualKind = {
   singular: 'config',
   shortNames: [],
   scope: 'Cluster',
-  verbs: ['get', 'create'],
+  verbs: ['get', 'create', 'update'],
 };
 
 /** Every kind of the group, stored kinds first, each once. */

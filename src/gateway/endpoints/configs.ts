@@ -6,6 +6,7 @@ import {
   invalid,
   type Status,
   StatusError,
+  sanitize,
   serviceUnavailable,
 } from '../../api/status.ts';
 import type { PlatformConfigSource } from '../../config/platform-config.ts';
@@ -18,7 +19,9 @@ import { rbacForbidden } from './rbac.ts';
 
 /**
  * `configs/<name>` (also spelled `config`): the platform configuration, read (`get`) and set
- * (`create`) by those RBAC allows (`configs` in `management.platform`: platform admins). The
+ * (`create`, or `update` by PUT to a name: the same whole replacement, answered 200; a Config has
+ * no resourceVersion to make it conditional) by those RBAC allows (`configs` in
+ * `management.platform`: platform admins). The
  * text lives in the Secret `platform-config`; an answer carries the text and, when it is valid,
  * the parsed configuration as `status`. Never audited beyond `Metadata` (client secrets).
  *
@@ -37,7 +40,7 @@ export interface ConfigsDeps {
 export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
   return {
     name: 'configs',
-    route: { kind: 'resource', resource: 'configs', verbs: ['get', 'create'] },
+    route: { kind: 'resource', resource: 'configs', verbs: ['get', 'create', 'update'] },
     authentication: 'key',
     sensitive: true,
     handle: async (request) => {
@@ -65,7 +68,13 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
       }
       const object = request.object();
       const metadata = (object.metadata ?? {}) as { name?: unknown };
-      const name = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : 'config';
+      const given = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : undefined;
+      if (attributes.verb === 'update' && given !== undefined && given !== attributes.name) {
+        throw badRequest(
+          `the name of the object (${sanitize(given)}) does not match the name on the URL (${sanitize(attributes.name)})`,
+        );
+      }
+      const name = attributes.verb === 'update' ? attributes.name : (given ?? 'config');
       const spec = object.spec as { raw?: unknown } | undefined;
       if (object.kind !== undefined && object.kind !== 'Config')
         throw badRequest('the kind in the data does not match the expected kind Config');
@@ -98,7 +107,7 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
         signal,
       );
       return {
-        code: 201,
+        code: attributes.verb === 'update' ? 200 : 201,
         object: {
           apiVersion: GROUP_VERSION,
           kind: 'Config',
