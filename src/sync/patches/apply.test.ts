@@ -174,6 +174,14 @@ describe('keys named like Object.prototype members', () => {
     expect(Object.getPrototypeOf(doc)).toBe(Object.prototype);
   });
 
+  it('a value holding a `__proto__` key goes into the sandbox and comes back with it', () => {
+    const doc: JsonObject = { spec: JSON.parse('{"__proto__": {"a": 1}, "constructor": {"b": 2}}') };
+    applyPatches(run([{ path: 'spec', expression: '({ ...value, own: Object.keys(value).join() })' }], doc));
+    expect(JSON.stringify(doc)).toBe(
+      '{"spec":{"__proto__":{"a":1},"constructor":{"b":2},"own":"__proto__,constructor"}}',
+    );
+  });
+
   it('a data key `__proto__` is set and, in a merge patch, removed as any other key', () => {
     const doc: JsonObject = { data: JSON.parse('{"__proto__": "1", "constructor": "2"}') };
     applyPatches(run([{ path: 'data.*', expression: 'value + "!"' }], doc));
