@@ -137,11 +137,11 @@ export const IdpBProviderSchema = z
       .min(1)
       .default('common')
       .describe(
-        '`common` (default, personal and organizational accounts), `consumers`, `organizations`, or a tenant UUID or tenant name.',
+        '`common` (default, personal and organizational accounts), `consumers`, `organizations`, or a tenant UUID or tenant name. Groups only with a tenant UUID or name: the shared ones sign people in without groups, and refuse `groups` and `useGroupsAsWhitelist`.',
       ),
-    groups: strings('Required group membership.'),
+    groups: strings('Required group membership, by group object id (a specific `tenant` only).'),
     onlySecurityGroups: bool('By default all group kinds are included.'),
-    useGroupsAsWhitelist: bool('Restrict group claims to the configured groups.'),
+    useGroupsAsWhitelist: bool('Restrict group claims to the configured groups (a specific `tenant` only).'),
   })
   .describe('Enterprise-identity provider auth.');
 
