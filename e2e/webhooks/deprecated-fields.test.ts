@@ -55,6 +55,32 @@ describe('deprecated fields', () => {
     expect(updated.stderr).toContain('Warning: spec.oidcLogin: deprecated');
   });
 
+  it('metadata.selfLink (deprecated for every kind) is neither stored nor returned: kube-apiserver drops it', async () => {
+    const e = env();
+    const name = uniqueName('self');
+    const body = {
+      apiVersion: `${API_GROUP}/${API_VERSION}`,
+      kind: 'OwnedAccessKey',
+      metadata: { name, selfLink: `/apis/${API_GROUP}/${API_VERSION}/ownedaccesskeys/elsewhere` },
+      spec: { user: 'alice', key: generateAccessKey(randomBytes).key },
+    };
+    const created = (await e.custom.createClusterCustomObject({
+      group: API_GROUP,
+      version: API_VERSION,
+      plural: 'ownedaccesskeys',
+      body,
+    })) as { metadata: Record<string, unknown> };
+    expect(created.metadata.name).toBe(name);
+    expect(created.metadata.selfLink).toBeUndefined();
+    const read = (await e.custom.getClusterCustomObject({
+      group: API_GROUP,
+      version: API_VERSION,
+      plural: 'ownedaccesskeys',
+      name,
+    })) as { metadata: Record<string, unknown> };
+    expect(read.metadata.selfLink).toBeUndefined();
+  });
+
   it('a key without them applies without a warning', async () => {
     const e = env();
     const body = JSON.stringify({
