@@ -114,7 +114,9 @@ export const OwnedAccessKeySpecSchema = z
     parent: z
       .string()
       .optional()
-      .describe('Deprecated. Shares OIDC/external token information among several keys.'),
+      .describe(
+        'Deprecated. Shares OIDC/external token information among several keys. No effect in this platform; admission warns when it is set.',
+      ),
     oidcLogin: z
       .object({
         idToken: z.string().optional().describe('Current ID token from login.'),
@@ -123,7 +125,9 @@ export const OwnedAccessKeySpecSchema = z
         lastRefresh: timestampSchema().optional().describe('Timestamp of the last id-token refresh.'),
       })
       .optional()
-      .describe('Deprecated; use `identity`.'),
+      .describe(
+        'Deprecated; use `identity`. No effect in this platform (its tokens are never read, refreshed or returned); admission warns when it is set.',
+      ),
   })
   .refine((spec) => !(spec.user && spec.team), {
     message: 'a key refers to a user or a team, not both',
