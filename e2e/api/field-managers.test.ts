@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -6,6 +6,7 @@ import { fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { GROUP_VERSION } from '../../src/api/meta.ts';
 import { defaultOperatorOptions, type RunningOperator, startOperator } from '../../src/cli/operator.ts';
+import { type RunningSyncer, runSyncer } from '../../src/cli/syncer.ts';
 import { resources } from '../../src/controllers/resources.ts';
 import { bootstrapAdmin } from '../../src/dev/bootstrap.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
@@ -18,6 +19,7 @@ import {
   objectPath,
   type ResourceRef,
 } from '../../src/runtime/kube-client.ts';
+import { hostNameLong } from '../../src/sync/names.ts';
 import { kubeConfigFor, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
 import { eventually } from '../support/wait.ts';
@@ -131,6 +133,33 @@ describe('field managers', () => {
       body: (text ? JSON.parse(text) : undefined) as Record<string, unknown>,
     };
   };
+  /** Every manager of the objects listed, with where it wrote (`ns/name (operation subresource)`). */
+  const managersOf = (objects: readonly Obj[]) => {
+    const byManager = new Map<string, string[]>();
+    for (const obj of objects) {
+      const where = `${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata.name}`;
+      for (const entry of obj.metadata.managedFields ?? []) {
+        const manager = entry.manager ?? '<none>';
+        byManager.set(manager, [
+          ...(byManager.get(manager) ?? []),
+          `${where} (${entry.operation}${entry.subresource ? ` ${entry.subresource}` : ''})`,
+        ]);
+      }
+    }
+    return byManager;
+  };
+  /** The managers that are neither the platform's, the test's, the caller's nor kube-apiserver's. */
+  const strangers = (byManager: Map<string, string[]>) =>
+    Object.fromEntries(
+      [...byManager].filter(
+        ([manager]) =>
+          !isPlatformFieldManager(manager) &&
+          manager !== TEST_MANAGER &&
+          manager !== CALLER_AGENT &&
+          // kube-apiserver's own objects (the default namespaces, its bootstrap RBAC) are its own.
+          manager !== 'kube-apiserver',
+      ),
+    );
   const conditionOf = (obj: Obj | undefined, type: string) =>
     (obj?.status?.conditions as { type: string; status: string }[] | undefined)?.find((c) => c.type === type);
 
@@ -292,26 +321,8 @@ describe('field managers', () => {
             })
           ).items,
         );
-    const byManager = new Map<string, string[]>();
-    for (const obj of objects) {
-      const where = `${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata.name}`;
-      for (const entry of obj.metadata.managedFields ?? []) {
-        const manager = entry.manager ?? '<none>';
-        byManager.set(manager, [
-          ...(byManager.get(manager) ?? []),
-          `${where} (${entry.operation}${entry.subresource ? ` ${entry.subresource}` : ''})`,
-        ]);
-      }
-    }
-    // kube-apiserver's own objects (the default namespaces, its bootstrap RBAC) are its own.
-    const others = [...byManager.keys()].filter(
-      (manager) =>
-        !isPlatformFieldManager(manager) &&
-        manager !== TEST_MANAGER &&
-        manager !== CALLER_AGENT &&
-        manager !== 'kube-apiserver',
-    );
-    expect(Object.fromEntries(others.map((manager) => [manager, byManager.get(manager)]))).toEqual({});
+    const byManager = managersOf(objects);
+    expect(strangers(byManager)).toEqual({});
 
     // Not vacuous: the writes of each component were there to be looked at, under its name.
     const seen = (manager: string) => (byManager.get(manager) ?? []).join(', ');
@@ -325,5 +336,120 @@ describe('field managers', () => {
     // The caller's own name stays on what it wrote through the gateway, her own key included.
     expect(seen(CALLER_AGENT)).toContain('alice-by-admin (Update)');
     expect(seen(CALLER_AGENT)).toContain('alice-own (Update)');
+  }, 300_000);
+
+  test("a syncer's writes, on the host and on the virtual cluster, name the syncer", async () => {
+    const virtualCluster = await startCluster({ name: uniqueName('managers-vc') });
+    const virtual = new KubeClient(kubeConfigFor(virtualCluster));
+    const hostNamespace = 'vc-host';
+    await create(core('namespaces', false), { metadata: { name: hostNamespace } });
+    const configPath = join(mkdtempSync(join(tmpdir(), 'platform-field-managers-vc-')), 'vcluster.yaml');
+    writeFileSync(configPath, JSON.stringify({ sync: { toHost: { configMaps: { enabled: true } } } }));
+    const inVirtual = (resource: ResourceRef, body: Record<string, unknown>) =>
+      virtual.request({
+        method: 'POST',
+        path: collectionPath(resource, 'apps'),
+        query: { fieldManager: TEST_MANAGER },
+        body,
+      });
+    await virtual.request({
+      method: 'POST',
+      path: collectionPath(core('namespaces', false)),
+      query: { fieldManager: TEST_MANAGER },
+      body: { metadata: { name: 'apps' } },
+    });
+    await inVirtual(core('configmaps'), { metadata: { name: 'settings' }, data: { mode: 'fast' } });
+    await inVirtual(core('services'), {
+      metadata: { name: 'db' },
+      spec: { ports: [{ name: 'p', port: 5432 }] },
+    });
+    let syncer: RunningSyncer | undefined;
+    try {
+      // `platform syncer`, in this process.
+      syncer = await runSyncer(
+        {
+          virtualKubeconfig: virtualCluster.kubeconfigPath,
+          hostKubeconfig: cluster.kubeconfigPath,
+          hostNamespace,
+          name: 'vc',
+          config: configPath,
+          healthPort: 0,
+          healthHost: '127.0.0.1',
+          maxConcurrentReconciles: 2,
+          logLevel: 'warn',
+        },
+        pino({ level: 'silent' }),
+      );
+      const hostCopy = (plural: string, name: string) =>
+        admin.request<Obj>({
+          method: 'GET',
+          path: objectPath(core(plural), hostNamespace, hostNameLong(name, 'apps', 'vc')),
+        });
+      await eventually(
+        () =>
+          hostCopy('configmaps', 'settings').then(
+            () => true,
+            () => false,
+          ),
+        60_000,
+        'the ConfigMap on the host',
+      );
+      const hostService = await (async () => {
+        await eventually(
+          () =>
+            hostCopy('services', 'db').then(
+              () => true,
+              () => false,
+            ),
+          60_000,
+          'the Service on the host',
+        );
+        return hostCopy('services', 'db');
+      })();
+      // A label set on the host copy comes back to the virtual Service: the syncer writes there too.
+      await admin.request({
+        method: 'PATCH',
+        path: objectPath(core('services'), hostNamespace, hostService.metadata.name),
+        query: { fieldManager: TEST_MANAGER },
+        contentType: 'application/merge-patch+json',
+        body: { metadata: { labels: { tier: 'backend' } } },
+      });
+      const virtualService = () =>
+        virtual.request<Obj & { metadata: { labels?: Record<string, string> } }>({
+          method: 'GET',
+          path: objectPath(core('services'), 'apps', 'db'),
+        });
+      await eventually(
+        async () => (await virtualService()).metadata.labels?.tier === 'backend',
+        60_000,
+        'the label back on the virtual Service',
+      );
+
+      const objects: Obj[] = [];
+      for (const plural of ['configmaps', 'services', 'endpoints', 'secrets'])
+        objects.push(
+          ...(
+            await admin.request<ObjectList<Obj>>({
+              method: 'GET',
+              path: collectionPath(core(plural), hostNamespace),
+            })
+          ).items,
+          ...(
+            await virtual.request<ObjectList<Obj>>({
+              method: 'GET',
+              path: collectionPath(core(plural), 'apps'),
+            })
+          ).items,
+        );
+      const byManager = managersOf(objects);
+      expect(strangers(byManager)).toEqual({});
+      const seen = (byManager.get('platform-syncer') ?? []).join(', ');
+      expect(seen).toContain(`${hostNamespace}/${hostService.metadata.name} (`);
+      expect(seen).toContain(`${hostNamespace}/${hostNameLong('settings', 'apps', 'vc')} (`);
+      expect(seen).toContain('apps/db (');
+    } finally {
+      await syncer?.stop();
+      virtual.close();
+    }
   }, 300_000);
 });
