@@ -1,4 +1,5 @@
 import { parse as parseYaml } from 'yaml';
+import { ownValue } from '../runtime/json.ts';
 
 /**
  * How the platform reaches a cluster it manages (a virtual cluster, a connected cluster) from the
@@ -83,8 +84,10 @@ export function connectionFromKubeconfig(text: string): Connection {
     throw new InvalidCredentials("the kubeconfig's current context has no cluster server");
   }
   const forbidden = [
-    ...FORBIDDEN_USER_FIELDS.filter((f) => user[f] !== undefined).map((f) => `users[].user.${f}`),
-    ...FORBIDDEN_CLUSTER_FIELDS.filter((f) => cluster[f] !== undefined).map((f) => `clusters[].cluster.${f}`),
+    ...FORBIDDEN_USER_FIELDS.filter((f) => ownValue(user, f) !== undefined).map((f) => `users[].user.${f}`),
+    ...FORBIDDEN_CLUSTER_FIELDS.filter((f) => ownValue(cluster, f) !== undefined).map(
+      (f) => `clusters[].cluster.${f}`,
+    ),
   ];
   if (forbidden.length > 0) {
     throw new InvalidCredentials(

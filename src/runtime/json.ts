@@ -70,7 +70,7 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 }
 
 function definedKeys(o: Record<string, unknown>): string[] {
-  return Object.keys(o).filter((k) => o[k] !== undefined);
+  return Object.entries(o).flatMap(([key, value]) => (value === undefined ? [] : [key]));
 }
 
 /**

@@ -5,6 +5,7 @@ import { ApiException, type KubeConfig, type KubernetesObject } from '@kubernete
 import { type Clock, sleep, systemClock } from './clock.ts';
 import { RequestTimeoutError } from './errors.ts';
 import { type FieldManager, withDefaultFieldManager } from './field-managers.ts';
+import { ownValue } from './json.ts';
 import { LineSplitter } from './lines.ts';
 import { BucketRateLimiter } from './rate-limiter.ts';
 import type { RestClientMetrics } from './rest-client-metrics.ts';
@@ -482,7 +483,7 @@ function apiException(code: number, text: string, headers: http.IncomingHttpHead
   }
   return new ApiException(
     code,
-    statusMessage(body) ?? (http.STATUS_CODES[code] || 'error'),
+    statusMessage(body) ?? (ownValue(http.STATUS_CODES, String(code)) || 'error'),
     body,
     flatHeaders,
   );

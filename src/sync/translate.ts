@@ -368,7 +368,8 @@ export function isManagedHostObject(
 export function isControlledElsewhere(obj: KubeObject): boolean {
   const m = meta(obj);
   return Boolean(
-    stringMap(m.labels)?.[LABEL_CONTROLLED_BY] || stringMap(m.annotations)?.[LABEL_CONTROLLED_BY],
+    ownValue(stringMap(m.labels) ?? {}, LABEL_CONTROLLED_BY) ||
+      ownValue(stringMap(m.annotations) ?? {}, LABEL_CONTROLLED_BY),
   );
 }
 
@@ -540,7 +541,8 @@ function translateServiceSpec(
   } else delete out.selector;
   if (existingSpec) {
     for (const f of SERVICE_ALLOCATED) {
-      if (existingSpec[f] !== undefined && out[f] === undefined) out[f] = cloneJson(existingSpec[f]);
+      const allocated = ownValue(existingSpec, f);
+      if (allocated !== undefined && ownValue(out, f) === undefined) out[f] = cloneJson(allocated);
     }
     if (Array.isArray(out.ports) && Array.isArray(existingSpec.ports)) {
       const existingPorts = existingSpec.ports.filter(isJsonObject);
@@ -628,7 +630,8 @@ export function translateToVirtual(
     case 'ConfigMap':
       if (existingVirtual) break;
       for (const f of ['data', 'binaryData', 'stringData', 'type', 'immutable']) {
-        if (host[f] !== undefined) base[f] = cloneJson(host[f]);
+        const value = ownValue(host, f);
+        if (value !== undefined) base[f] = cloneJson(value);
       }
       break;
   }

@@ -6,6 +6,7 @@ import { PROJECT_LABEL } from '../controllers/project/desired.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import type { PepperStore } from '../identity/pepper.ts';
 import { type RestMapper, UnknownKind } from '../runtime/apply.ts';
+import { ownValue } from '../runtime/json.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { type AdmissionDecision, allow, combine, internalError, invalid } from './decision.ts';
 import { KeyIdClaims } from './key-id-claims.ts';
@@ -246,7 +247,7 @@ export class Admission {
             method: 'GET',
             path: `/api/v1/namespaces/${encodeURIComponent(name)}`,
           });
-          return [name, namespace.metadata?.labels?.[PROJECT_LABEL] || undefined];
+          return [name, ownValue(namespace.metadata?.labels ?? {}, PROJECT_LABEL) || undefined];
         } catch (err) {
           if (err instanceof ApiException && err.code === 404) return [name, undefined];
           throw err;

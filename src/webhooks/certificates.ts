@@ -7,6 +7,7 @@ import { ApiException } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { type CertificateAndKey, createCertificateAuthority, issueCertificate } from '../pki/certificates.ts';
 import { type Clock, systemClock, type Timer } from '../runtime/clock.ts';
+import { ownValue } from '../runtime/json.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import type { CertificateSource, ServingMaterial } from './server.ts';
 
@@ -168,8 +169,10 @@ function parses(certPem: string, keyPem: string): boolean {
 
 export function decodeStoredCertificates(secret: SecretObject): StoredCertificates | undefined {
   const data = secret.data ?? {};
-  const text = (key: string) =>
-    data[key] === undefined ? undefined : Buffer.from(data[key], 'base64').toString('utf8');
+  const text = (key: string) => {
+    const value = ownValue(data, key);
+    return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+  };
   const caCert = text(KEYS.caCert);
   const caKey = text(KEYS.caKey);
   const cert = text(KEYS.cert);

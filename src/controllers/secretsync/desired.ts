@@ -31,7 +31,7 @@ export function syncSourceOf(secret: V1Secret): SyncSource | undefined {
   const name = labels[SOURCE_NAME_LABEL];
   const namespace = labels[SOURCE_NAMESPACE_LABEL];
   if (!name || !namespace) return undefined;
-  if (labels[LABEL_MANAGED_BY] !== undefined) return undefined;
+  if (Object.hasOwn(labels, LABEL_MANAGED_BY)) return undefined;
   if (secret.metadata?.annotations?.[DISABLE_SYNC_ANNOTATION] === 'true') return undefined;
   return { namespace, name };
 }

@@ -1,5 +1,6 @@
 import type { V1Namespace, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import { ownValue } from '../../runtime/json.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
@@ -94,7 +95,8 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     serviceAccounts: serviceAccounts.store,
     roleBindings: roleBindings.store,
     instancesPlacedIn: placedIn,
-    projectOf: (namespace) => namespaces.store.get(namespace)?.metadata?.labels?.[PROJECT_LABEL] || undefined,
+    projectOf: (namespace) =>
+      ownValue(namespaces.store.get(namespace)?.metadata?.labels ?? {}, PROJECT_LABEL) || undefined,
     hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
     supervisor,
     enqueue: (key) => enqueue(key),

@@ -13,6 +13,7 @@ import {
   parseAccessKey,
   type RandomBytes,
 } from '../../identity/keys.ts';
+import { ownValue } from '../../runtime/json.ts';
 import { redactAccessKey } from '../proxy/redact.ts';
 
 /**
@@ -51,7 +52,7 @@ export function ownsKey(
   return (
     key.spec?.[field] === identity.name &&
     (['user', 'team', 'subject'] as const).every(
-      (other) => other === field || key.spec?.[other] === undefined || key.spec?.[other] === '',
+      (other) => other === field || (ownValue(key.spec ?? {}, other) ?? '') === '',
     )
   );
 }
@@ -225,7 +226,7 @@ export function prepareKeyCreate(
   const spec: Record<string, unknown> = isObject(body.spec) ? { ...body.spec } : {};
   const causes: StatusCause[] = [];
   for (const field of ['keyHash', 'keyId'] as const) {
-    if (spec[field] !== undefined) {
+    if (ownValue(spec, field) !== undefined) {
       causes.push({ field: `spec.${field}`, reason: 'FieldValueForbidden', message: 'set by the platform' });
     }
   }
@@ -246,7 +247,7 @@ export function prepareKeyCreate(
   if (causes.length > 0) return invalid('OwnedAccessKey', nameOf({ metadata }), causes);
 
   const owners = (['user', 'team', 'subject'] as const).filter(
-    (field) => spec[field] !== undefined && spec[field] !== '',
+    (field) => (ownValue(spec, field) ?? '') !== '',
   );
   if (owners.length === 0) spec[ownerField(identity)] = identity.name;
   spec.type ??= 'User';

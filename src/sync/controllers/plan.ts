@@ -5,7 +5,7 @@ import {
   ANNOTATION_OBJECT_UID,
   ANNOTATION_SKIP_BACKSYNC,
 } from '../names.ts';
-import { isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
+import { isJsonObject, type JsonObject, ownValue } from '../patches/merge-patch.ts';
 import {
   gvkString,
   isControlledElsewhere,
@@ -220,7 +220,10 @@ export function virtualWritableView(kind: SyncedKind, obj: KubeObject): JsonObje
   const view: JsonObject = { metadata: labelsAndAnnotations(obj) };
   if (kind === 'Service' && isJsonObject(obj.spec)) {
     const spec: JsonObject = {};
-    for (const f of SERVICE_BIDIRECTIONAL_FIELDS) if (obj.spec[f] !== undefined) spec[f] = obj.spec[f];
+    for (const f of SERVICE_BIDIRECTIONAL_FIELDS) {
+      const value = ownValue(obj.spec, f);
+      if (value !== undefined) spec[f] = value;
+    }
     view.spec = spec;
   }
   return view;

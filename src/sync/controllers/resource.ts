@@ -189,7 +189,7 @@ export function kindSyncer(options: KindSyncerOptions) {
   const isOurServicesEndpoints = (existing: KubeObject): boolean => {
     if (kind !== 'Endpoints' || !options.hostServices) return false;
     const labels = metaOf(existing).labels;
-    if (isJsonObject(labels) && labels[LABEL_MANAGED_BY] !== undefined) return false;
+    if (isJsonObject(labels) && Object.hasOwn(labels, LABEL_MANAGED_BY)) return false;
     const { namespace, name } = nameOf(existing);
     const service = asKube(options.hostServices.getByName(namespace, name));
     return service !== null && isManagedHostObject(service, ctx, 'Service');
