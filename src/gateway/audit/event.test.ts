@@ -6,6 +6,7 @@ import { describe, expect, test } from 'vitest';
 import { AUDIT_LEVELS } from '../../api/config.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { generateAccessKey } from '../../identity/keys.ts';
+import { recordWithPrototypeKeys } from '../../testing/prototype-keys.ts';
 import { Auditor } from './auditor.ts';
 import { type AuditRequestInfo, buildAuditEvent, capLevel, serializeAuditEvent } from './event.ts';
 
@@ -94,6 +95,35 @@ describe('audit events', () => {
       expect(capLevel(attributes(over), 'None')).toBe('None');
     }
     expect(capLevel(attributes({ verb: 'update' }), 'RequestResponse')).toBe('RequestResponse');
+  });
+
+  test('no secret in a line whatever the keys are named (`__proto__`, `constructor`, ... in data and spec)', () => {
+    // A request body is logged before the apiserver validates it: its keys are anything.
+    const data = recordWithPrototypeKeys(fc.constant(DATA));
+    // Besides the prototype names, keys that no redaction takes out (a random one could be `key`).
+    const spec = recordWithPrototypeKeys(fc.constant('other'), { otherKeys: fc.constantFrom('note', 'x-y') });
+    fc.assert(
+      fc.property(data, spec, fc.constantFrom('create', 'update', 'patch'), (secretData, extraSpec, verb) => {
+        for (const [resource, body] of [
+          ['sharedsecrets', { ...secretObject, spec: { ...extraSpec, data: secretData } }],
+          ['ownedaccesskeys', { ...keyObject, spec: { ...extraSpec, ...keyObject.spec } }],
+        ] as const) {
+          const request = info({ verb, resource });
+          const line = serializeAuditEvent(
+            buildAuditEvent(JSON.parse(JSON.stringify(request)), 'RequestResponse', 'ResponseComplete', 't', {
+              code: 200,
+              requestObject: JSON.parse(JSON.stringify(body)),
+            }),
+          );
+          for (const secret of [DATA, SECRET, CONNECTOR, 'rt-secret']) expect(line).not.toContain(secret);
+          const logged = JSON.parse(line).requestObject.spec;
+          // Every key is still there, named as it was: only values are taken out.
+          const keys = resource === 'sharedsecrets' ? Object.keys(logged.data) : Object.keys(logged);
+          const sent = resource === 'sharedsecrets' ? Object.keys(secretData) : Object.keys(extraSpec);
+          expect(keys).toEqual(expect.arrayContaining(sent));
+        }
+      }),
+    );
   });
 
   test('no secret in any line at any level', () => {
