@@ -125,7 +125,7 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
  * The caller's `dryRun` values as the query of the Secret write, so that the apiserver decides
  * what they mean (refusing a value it does not know) and runs admission without storing anything.
  */
-function dryRunSearch(query: URLSearchParams): string {
+export function dryRunSearch(query: URLSearchParams): string {
   const values = query.getAll('dryRun');
   if (values.length === 0) return '';
   const search = new URLSearchParams();
@@ -172,7 +172,7 @@ async function writeConfigSecret(
     signal,
   });
   if (patch.statusCode === 200) return { warnings: patch.warnings };
-  if (patch.statusCode !== 404) throw refusal(patch);
+  if (patch.statusCode !== 404) throw secretWriteRefusal(patch);
   const created = await call({
     method: 'POST',
     path: collection,
@@ -187,7 +187,7 @@ async function writeConfigSecret(
     signal,
   });
   if (created.statusCode === 201) return { warnings: created.warnings };
-  throw refusal(created);
+  throw secretWriteRefusal(created);
 }
 
 /**
@@ -195,7 +195,7 @@ async function writeConfigSecret(
  * says it: the caller sees what a write of the Secret itself would have answered. Anything else
  * (no `Status`, a server error) is the gateway's 503. Admission messages never quote the text.
  */
-function refusal(answer: { statusCode: number; body: unknown }): StatusError {
+export function secretWriteRefusal(answer: { statusCode: number; body: unknown }): StatusError {
   const status = answer.body as Partial<Status> | undefined;
   if (
     answer.statusCode >= 400 &&
