@@ -155,6 +155,25 @@ describe('gateway: direct cluster endpoint tokens are revocable', () => {
     await refusedSoon(token, "the token of the deleted user's key to be refused");
   });
 
+  test('disabling the owner ends their tokens; enabling them brings the tokens back', async () => {
+    const erin = uniqueName('dt-erin');
+    const erinKey = await env().user(erin);
+    const token = await mint(erinKey);
+    expect(await accepted(token)).toBe(true);
+    await env().custom.patchClusterCustomObject({
+      ...users,
+      name: erin,
+      body: [{ op: 'add', path: '/spec/disabled', value: true }],
+    });
+    await refusedSoon(token, "the token of the disabled user's key to be refused");
+    await env().custom.patchClusterCustomObject({
+      ...users,
+      name: erin,
+      body: [{ op: 'replace', path: '/spec/disabled', value: false }],
+    });
+    await eventually(async () => accepted(token), 20_000, 'the token of the enabled user');
+  });
+
   test('revoke-all ends every token the user holds at once; tokens minted afterwards work', async () => {
     const carol = uniqueName('dt-carol');
     const carolKey = await env().user(carol);
