@@ -198,6 +198,17 @@ describe('gateway: direct cluster endpoint tokens are revocable', () => {
     await env().accepted(second.token);
   });
 
+  test('revocations at once each raise the generation: none is lost to a concurrent write', async () => {
+    const frank = uniqueName('dt-frank');
+    const frankKey = await env().user(frank);
+    const answers = await Promise.all([1, 2, 3].map(() => revokeAll(frank, frankKey)));
+    for (const answer of answers) expect(answer.status, answer.text).toBe(201);
+    const stored = (await env().custom.getClusterCustomObject({ ...users, name: frank })) as {
+      spec: { tokenGeneration?: number };
+    };
+    expect(stored.spec.tokenGeneration).toBe(3);
+  });
+
   test('a real apiserver trusting the webhook refuses a revoked token; one verifying offline cannot tell', async () => {
     const dave = uniqueName('dt-dave');
     const daveKey = await env().user(dave);
