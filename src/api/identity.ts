@@ -41,7 +41,7 @@ export const UserSpecSchema = z
       .min(0)
       .optional()
       .describe(
-        "Generation of the user's direct cluster endpoint tokens (default 0): every token carries the generation it was minted at (claim `gen`) and the platform refuses it once this differs. Raise it to revoke every token the user holds: `POST users/<name>/tokenrevocation` through the gateway (the user or a platform admin), or an edit by whoever may update Users.",
+        "Generation of the user's direct cluster endpoint tokens (default 0): every token carries the generation it was minted at (claim `gen`) and the platform refuses it once this differs. Raise it to revoke every token the user holds: `POST users/<name>/tokenrevocation` through the gateway (the user or a platform admin), or an edit by whoever may update Users; never lower it (tokens of an earlier generation would work again).",
       ),
     ssoIdentity: UserSsoIdentitySchema.optional(),
     groups: z
