@@ -94,7 +94,7 @@ kind: SharedSecret
 metadata: {name: other-version, namespace: ${namespace}}
 spec: {}
 `;
-    const throughGateway = await kubectlOn(gatewayConfig, ['apply', '--validate=false', '-f', '-'], manifest);
+    const throughGateway = await kubectlOn(gatewayConfig, ['apply', '-f', '-'], manifest);
     const direct = await kubectlOn(apiserverConfig, ['apply', '-f', '-'], manifest);
     expect(throughGateway.code).not.toBe(0);
     expect(throughGateway.stderr).toContain(
@@ -158,14 +158,7 @@ spec: {}
       file,
       `apiVersion: ${GROUP_VERSION}\nkind: DirectClusterEndpointToken\nmetadata:\n  name: from-file\nspec:\n  ttl: 600\n`,
     );
-    const created = await kubectlOn(gatewayConfig, [
-      'create',
-      '--validate=false',
-      '-f',
-      file,
-      '-o',
-      'jsonpath={.status.token}',
-    ]);
+    const created = await kubectlOn(gatewayConfig, ['create', '-f', file, '-o', 'jsonpath={.status.token}']);
     expect(created.code, created.stderr).toBe(0);
     const [header, payload] = created.stdout.split('.');
     expect(created.stdout.split('.')).toHaveLength(3);
@@ -176,10 +169,22 @@ spec: {}
     };
     expect(claims.exp - claims.iat).toBe(600);
     // As kubectl prints it without an output format.
-    const plain = await kubectlOn(gatewayConfig, ['create', '--validate=false', '-f', file]);
+    const plain = await kubectlOn(gatewayConfig, ['create', '-f', file]);
     expect(plain.code, plain.stderr).toBe(0);
     expect(plain.stdout).toContain('directclusterendpointtoken.management.platform/');
     expect(plain.stdout).toContain('created');
+    // kubectl validated it on the client, from the protobuf OpenAPI v2 document: an unknown field
+    // is refused before anything is sent, with kubectl's own message.
+    const misspelt = join(dir, 'misspelt-token.yaml');
+    writeFileSync(
+      misspelt,
+      `apiVersion: ${GROUP_VERSION}\nkind: DirectClusterEndpointToken\nspec:\n  ttlSeconds: 600\n`,
+    );
+    const refused = await kubectlOn(gatewayConfig, ['create', '-f', misspelt]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain(
+      'unknown field "ttlSeconds" in platform.management.v1.DirectClusterEndpointToken.spec',
+    );
   });
 
   test('authenticateVersionEndpoint: /version needs a key while set, and is public again once unset', async () => {

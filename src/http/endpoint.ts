@@ -88,6 +88,12 @@ export interface Endpoint {
    * `auth.customHttpHeaders`. An answer's own headers take precedence.
    */
   readonly answerHeaders?: () => EndpointHeaders;
+  /**
+   * Media types this endpoint answers in itself, besides JSON and YAML (the OpenAPI v2 document
+   * as protobuf): a request accepting only one of them is the endpoint's to answer, not a 406.
+   * Errors are still JSON.
+   */
+  readonly produces?: readonly string[];
   handle(request: EndpointRequest): Promise<EndpointAnswer> | EndpointAnswer;
 }
 

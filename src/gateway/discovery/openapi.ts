@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { openApiV3ForGroupVersion } from '../../api/openapi.ts';
 import { GROUP_VERSION_PATH } from '../pipeline/route.ts';
+import { openApiV2Protobuf } from './openapi-v2-protobuf.ts';
 
 /**
  * The OpenAPI documents the gateway serves, from the zod schemas (`openApiV3ForGroupVersion`):
@@ -10,9 +11,10 @@ import { GROUP_VERSION_PATH } from '../pipeline/route.ts';
  * - `/openapi/v3/apis/management.platform/v1`: the document, with the query parameters kube-apiserver
  *   declares on writes (`dryRun`, `fieldManager`, `fieldValidation`, `force`). kubectl looks for
  *   `fieldValidation` on a kind's PATCH operation to decide that the server validates fields
- *   itself; without it kubectl would fall back to client-side validation through the protobuf
- *   OpenAPI v2 document, which is not served;
- * - `/openapi/v2`: the same schemas as Swagger 2.0 JSON, for tools that still read v2.
+ *   itself; without it kubectl falls back to client-side validation through the protobuf OpenAPI
+ *   v2 document (as it does for kinds without a PATCH operation, DirectClusterEndpointToken);
+ * - `/openapi/v2`: the same schemas as Swagger 2.0 JSON, for tools that still read v2, and as
+ *   protobuf (`openapi-v2-protobuf.ts`) for kubectl's client-side validation.
  */
 
 type Json = Record<string, unknown>;
@@ -156,4 +158,12 @@ export function openApiV2(): string {
     }),
   );
   return v2Document;
+}
+
+let v2Protobuf: Buffer | undefined;
+
+/** `/openapi/v2` as protobuf (gnostic's `openapi.v2.Document`), from the same JSON; memoized. */
+export function openApiV2ProtobufDocument(): Buffer {
+  v2Protobuf ??= openApiV2Protobuf(JSON.parse(openApiV2()) as Record<string, unknown>);
+  return v2Protobuf;
 }

@@ -1,7 +1,13 @@
 import { notAcceptable } from '../../api/status.ts';
 import type { Endpoint, EndpointAnswer } from '../../http/endpoint.ts';
 import { apiGroup, apiGroupList, apiResourceList, apiVersions, versionInfo } from '../discovery/documents.ts';
-import { openApiV2, openApiV3GroupVersion, openApiV3Index } from '../discovery/openapi.ts';
+import {
+  openApiV2,
+  openApiV2ProtobufDocument,
+  openApiV3GroupVersion,
+  openApiV3Index,
+} from '../discovery/openapi.ts';
+import { OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_CONTENT_TYPE } from '../discovery/openapi-v2-protobuf.ts';
 import { BASE_PATH, GROUP_PATH, GROUP_VERSION_PATH } from '../pipeline/route.ts';
 
 /**
@@ -63,10 +69,21 @@ export function discoveryEndpoints(deps: DiscoveryDeps): Endpoint[] {
       route: { kind: 'nonResource', paths: ['/openapi/v2'] },
       authentication: 'key',
       scope: 'any',
+      produces: [OPENAPI_V2_PROTOBUF],
       handle: (request) => {
         const accept = request.headers.accept ?? '';
+        // kubectl asks for the protobuf form only (client-side validation); JSON for the others.
+        if (accept.includes(OPENAPI_V2_PROTOBUF) && !/application\/json/.test(accept)) {
+          return {
+            code: 200,
+            body: openApiV2ProtobufDocument(),
+            contentType: OPENAPI_V2_PROTOBUF_CONTENT_TYPE,
+          };
+        }
         if (accept !== '' && !/application\/json|\*\/\*/.test(accept)) {
-          throw notAcceptable('the OpenAPI v2 document is served as application/json only');
+          throw notAcceptable(
+            `the OpenAPI v2 document is served as application/json and ${OPENAPI_V2_PROTOBUF} only`,
+          );
         }
         return { code: 200, body: openApiV2(), contentType: 'application/json' };
       },

@@ -92,9 +92,22 @@ function asListFirst(negotiated: Negotiated): boolean {
   return asList;
 }
 
-/** Negotiates the exchange's answer format from its Accept header (throws 406). */
+/** Whether the routed endpoint answers one of the accepted media types itself (`produces`). */
+function answersItself(exchange: Exchange): boolean {
+  const routed = exchange.routed;
+  const produces = routed?.kind === 'endpoint' ? routed.endpoint.produces : undefined;
+  if (!produces || produces.length === 0) return false;
+  const accept = exchange.request.headers.accept ?? '';
+  return accept.split(',').some((entry) => produces.includes(mediaType(entry)));
+}
+
+/**
+ * Negotiates the exchange's answer format from its Accept header (throws 406); a request for a
+ * media type its endpoint answers itself gets JSON for everything else (its errors).
+ */
 export function negotiateExchange(cache: NegotiationCache, exchange: Exchange): void {
-  const negotiated = cache.negotiate(exchange.request.headers.accept);
+  let negotiated = cache.negotiate(exchange.request.headers.accept);
+  if (negotiated instanceof StatusError && answersItself(exchange)) negotiated = cache.negotiate(undefined);
   if (negotiated instanceof StatusError) throw negotiated;
   const refusal = exchange.attributes?.resourceRequest
     ? objectAsListRefusal(negotiated, exchange.attributes.verb)
