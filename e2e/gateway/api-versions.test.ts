@@ -187,6 +187,31 @@ spec: {}
     );
   });
 
+  test('a DirectClusterEndpointToken asking for the deprecated scope fields: kubectl prints a warning for each', async () => {
+    const file = join(dir, 'deprecated-scope-token.yaml');
+    writeFileSync(
+      file,
+      `apiVersion: ${GROUP_VERSION}
+kind: DirectClusterEndpointToken
+spec:
+  ttl: 600
+  scope:
+    allowPlatformCli: true
+    rules:
+    - verbs: [get]
+      resources: [{group: "", resources: [pods]}]
+`,
+    );
+    const created = await kubectlOn(gatewayConfig, ['create', '-f', file, '-o', 'jsonpath={.status.token}']);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout.split('.')).toHaveLength(3);
+    expect(created.stderr).toContain('Warning: scope.rules is deprecated');
+    expect(created.stderr).toContain('Warning: scope.allowPlatformCli is deprecated');
+    const plain = await kubectlOn(gatewayConfig, ['create', '-f', join(dir, 'direct-token.yaml')]);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stderr).not.toContain('Warning:');
+  });
+
   test('authenticateVersionEndpoint: /version needs a key while set, and is public again once unset', async () => {
     const anonymous = () => call(`${env().base}/version`, { dispatcher: env().dispatcher });
     expect((await anonymous()).status).toBe(200);

@@ -4,8 +4,9 @@
  * of the spec is warned about where it is admitted:
  *
  * - OwnedAccessKey `spec.parent` and `spec.oidcLogin`: here ({@link deprecatedFieldWarnings}).
- * - `scope.rules` and `scope.allowPlatformCli` (OwnedAccessKey): `scopeFindings` in
- *   `src/authz/scope.ts`; both still act (the rules narrow, allowPlatformCli is the role
+ * - `scope.rules` and `scope.allowPlatformCli` (OwnedAccessKey and DirectClusterEndpointToken):
+ *   `validateScope` in `src/authz/scope.ts`, answered by admission for keys and by the gateway's
+ *   direct token endpoint; both still act (the rules narrow, allowPlatformCli is the role
  *   platform-cli).
  * - Config `oidc` and `devPodSubDomain`: `INERT_CONFIG_FIELDS` in `config-warnings.ts`.
  * - `metadata.selfLink`: kube-apiserver neither stores nor populates it; nothing of ours sees it.

@@ -4,6 +4,7 @@ import type { User } from '../../api/identity.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import { conflict, forbidden, invalidFromIssues, notFound, serviceUnavailable } from '../../api/status.ts';
+import { validateScope } from '../../authz/scope.ts';
 import { resources } from '../../controllers/resources.ts';
 import type { Endpoint } from '../../http/endpoint.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
@@ -138,6 +139,9 @@ export function directTokensEndpoint(deps: DirectTokenDeps): GatewayEndpoint {
         key,
         now,
       });
+      // The deprecated scope fields (rules, allowPlatformCli) still narrow the token; the caller
+      // is told, as admission tells the writer of a key (kubectl prints `Warning: ...`).
+      const warnings = validateScope(spec.scope).warnings.map((warning) => `299 - "${warning}"`);
       return {
         code: 201,
         object: {
@@ -147,6 +151,7 @@ export function directTokensEndpoint(deps: DirectTokenDeps): GatewayEndpoint {
           spec,
           status: { token },
         },
+        ...(warnings.length > 0 ? { headers: { warning: warnings } } : {}),
       };
     },
   };
