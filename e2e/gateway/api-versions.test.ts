@@ -212,6 +212,25 @@ spec:
     expect(plain.stderr).not.toContain('Warning:');
   });
 
+  test('kubectl create -f of a Config (no PATCH either) is validated on the client and reaches the gateway', async () => {
+    const config = (raw: string) =>
+      `apiVersion: ${GROUP_VERSION}\nkind: Config\nmetadata:\n  name: config\nspec:\n  raw: ${JSON.stringify(raw)}\n`;
+    const dryRun = await kubectlOn(
+      gatewayConfig,
+      ['create', '--dry-run=server', '-f', '-', '-o', 'jsonpath={.status.projectNamespacePrefix}'],
+      config('projectNamespacePrefix: team-\n'),
+    );
+    expect(dryRun.code, dryRun.stderr).toBe(0);
+    expect(dryRun.stdout).toBe('team-');
+    const misspelt = await kubectlOn(
+      gatewayConfig,
+      ['create', '--dry-run=server', '-f', '-'],
+      `apiVersion: ${GROUP_VERSION}\nkind: Config\nmetadata:\n  name: config\nspec:\n  rawText: x\n`,
+    );
+    expect(misspelt.code).not.toBe(0);
+    expect(misspelt.stderr).toContain('unknown field "rawText"');
+  });
+
   test('authenticateVersionEndpoint: /version needs a key while set, and is public again once unset', async () => {
     const anonymous = () => call(`${env().base}/version`, { dispatcher: env().dispatcher });
     expect((await anonymous()).status).toBe(200);
