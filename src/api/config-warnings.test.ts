@@ -26,7 +26,6 @@ projectNamespacePrefix: team-
     const fields = warnings.map((w) => w.slice(0, w.indexOf(':')));
     expect(fields.sort()).toEqual(
       [
-        'oidc',
         'auth.saml.insecureSkipSignatureValidation',
         'auth.connectors[1].id',
         'auth.connectors[2].idpB',

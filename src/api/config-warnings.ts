@@ -12,7 +12,6 @@ export const CONNECTOR_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
  * Paths use `[*]` for every element of a list.
  */
 export const INERT_CONFIG_FIELDS: ReadonlyArray<{ readonly path: string; readonly reason: string }> = [
-  { path: 'oidc', reason: 'the platform does not act as an OpenID provider' },
   {
     path: 'auth.connectors[*].clusterManager',
     reason:

@@ -8,7 +8,8 @@
  *   `validateScope` in `src/authz/scope.ts`, answered by admission for keys and by the gateway's
  *   direct token endpoint; both still act (the rules narrow, allowPlatformCli is the role
  *   platform-cli).
- * - Config `oidc` and `devPodSubDomain`: `INERT_CONFIG_FIELDS` in `config-warnings.ts`.
+ * - Config `devPodSubDomain`: `INERT_CONFIG_FIELDS` in `config-warnings.ts`. Config `oidc` is not
+ *   warned about: it works (the platform as an OpenID provider, `src/login/oidc-provider/`).
  * - `metadata.selfLink`: kube-apiserver neither stores nor populates it; nothing of ours sees it.
  *
  * Warnings name the field, never its value (it may hold a token).

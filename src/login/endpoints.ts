@@ -6,6 +6,7 @@ import { cliPublicKey, sealForCli, verificationCode } from './cli-handoff.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
 import type { OidcConnector } from './oidc.ts';
+import { INTERACTION_UID as OIDC_INTERACTION_UID } from './oidc-provider/clients.ts';
 import {
   accessKeyFormPage,
   cliCodePage,
@@ -70,6 +71,8 @@ interface Transaction {
   readonly started: unknown;
   /** The `platform login` the sign-in is for, if any. */
   readonly cli?: CliRequest | undefined;
+  /** The OpenID provider's interaction the sign-in is for, if any (`oidc-provider/`). */
+  readonly oidc?: string | undefined;
 }
 
 /** A sign-in for `platform login`: its public key, and its loopback listener when the browser is local. */
@@ -86,12 +89,25 @@ function cliRequestOf(query: URLSearchParams): CliRequest | undefined {
   return { key, ...(returnTo ? { returnTo } : {}) };
 }
 
-/** The query carrying a `platform login` on to the next page. */
-function cliQuery(cli: CliRequest | undefined): URLSearchParams {
+/** The OpenID provider's interaction a URL's query names (`oidc`), when it is well formed. */
+function oidcInteractionOf(query: URLSearchParams): string | undefined {
+  const uid = query.get('oidc');
+  return uid && OIDC_INTERACTION_UID.test(uid) ? uid : undefined;
+}
+
+/** The query carrying a `platform login` or an OpenID provider's interaction on to the next page. */
+function cliQuery(cli: CliRequest | undefined, oidc?: string): URLSearchParams {
   const query = new URLSearchParams();
   if (cli) query.set('cli', cli.key);
   if (cli?.returnTo) query.set('return', cli.returnTo);
+  if (oidc) query.set('oidc', oidc);
   return query;
+}
+
+/** The platform as an OpenID provider, as the login hands a sign-in back to it. */
+export interface OpenIdInteractions {
+  /** Where the browser goes after `user` signed in for the interaction `uid`. */
+  interactionReturn(platformUrl: string, uid: string, user: string): Promise<string>;
 }
 
 export interface LoginEndpointsDeps {
@@ -106,6 +122,8 @@ export interface LoginEndpointsDeps {
   readonly now?: () => number;
   /** Unexpected failures (never refusals), for the log; the person sees a generic page. */
   readonly onError?: (err: unknown) => void;
+  /** Sign-ins for other applications (`/auth/login?oidc=<interaction>`), when the provider is served. */
+  readonly openIdProvider?: OpenIdInteractions;
 }
 
 const HTML = 'text/html; charset=utf-8';
@@ -151,6 +169,10 @@ function cookieOf(request: LoginHttpRequest, name: string): string | undefined {
   }
   return undefined;
 }
+
+/** The cookie keeping a device token (see `throttle.ts`) for the password form. */
+const deviceCookie = (token: string, secure: boolean) =>
+  `platform_device=${token}; Path=${AUTH_BASE}/password/; Max-Age=${90 * 24 * 3600}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`;
 
 const wantsJson = (request: LoginHttpRequest) =>
   (request.headers['content-type'] ?? '').startsWith('application/json') ||
@@ -234,7 +256,7 @@ export class LoginEndpoints {
         methods: loginMethods(config.auth),
         passwordEnabled: passwordLoginEnabled(config.auth),
         legalTemplate: config.uiSettings?.legalTemplate,
-        carry: cliQuery(cli).toString(),
+        carry: cliQuery(cli, this.openIdInteraction(url)).toString(),
         verification: cli ? verificationCode(cli.key) : undefined,
         message,
       }),
@@ -245,7 +267,8 @@ export class LoginEndpoints {
     const connector = this.deps.connectors.connectorFor(method);
     const cli = cliRequestOf(url.searchParams);
     const started = await connector.start();
-    const transaction: Transaction = { connector: method.id, started: started.transaction, cli };
+    const oidc = this.openIdInteraction(url);
+    const transaction: Transaction = { connector: method.id, started: started.transaction, cli, oidc };
     const { transactionKey } = await this.deps.secrets();
     const sealed = await seal(transaction, transactionKey, this.now() + TRANSACTION_TTL_MS);
     // SAML comes back by a cross-site POST, which only carries SameSite=None cookies.
@@ -289,8 +312,9 @@ export class LoginEndpoints {
       },
       transaction.started,
     );
-    const minted = await this.deps.service.ssoLogin(identity);
-    const response = await this.signedIn(request, minted, transaction.cli);
+    const response = transaction.oidc
+      ? await this.openIdSignedIn(request, transaction.oidc, await this.deps.service.ssoSignIn(identity))
+      : await this.signedIn(request, await this.deps.service.ssoLogin(identity), transaction.cli);
     return {
       ...response,
       headers: {
@@ -298,6 +322,23 @@ export class LoginEndpoints {
         'set-cookie': `${cookieName}=; Path=${AUTH_BASE}/${encodeURIComponent(method.id)}/; Max-Age=0; HttpOnly`,
       },
     };
+  }
+
+  /** The interaction a sign-in is for, when the OpenID provider is served and the query names one. */
+  private openIdInteraction(url: URL): string | undefined {
+    return this.deps.openIdProvider ? oidcInteractionOf(url.searchParams) : undefined;
+  }
+
+  /** After a sign-in for another application: back to the OpenID provider's interaction, no key minted. */
+  private async openIdSignedIn(
+    request: LoginHttpRequest,
+    uid: string,
+    user: string,
+  ): Promise<LoginHttpResponse> {
+    const provider = this.deps.openIdProvider;
+    if (!provider) throw new LoginRefused('the platform does not act as an OpenID provider');
+    const location = await provider.interactionReturn(this.deps.platformUrl(request), uid, user);
+    return { status: 303, headers: { location }, body: '' };
   }
 
   /**
@@ -337,15 +378,25 @@ export class LoginEndpoints {
   private async passwordLogin(request: LoginHttpRequest, url: URL): Promise<LoginHttpResponse> {
     const fields = this.fields(request);
     const text = (name: string) => (typeof fields[name] === 'string' ? (fields[name] as string) : '');
+    const oidc = this.openIdInteraction(url);
+    if (oidc) {
+      const signedIn = await this.deps.service.passwordSignIn({
+        username: text('username'),
+        password: text('password'),
+        source: request.source,
+        deviceToken: text('deviceToken') || cookieOf(request, 'platform_device'),
+      });
+      const response = await this.openIdSignedIn(request, oidc, signedIn.user);
+      const device = signedIn.deviceToken ? deviceCookie(signedIn.deviceToken, request.secure) : undefined;
+      return { ...response, headers: { ...response.headers, ...(device ? { 'set-cookie': device } : {}) } };
+    }
     const minted = await this.deps.service.passwordLogin({
       username: text('username'),
       password: text('password'),
       source: request.source,
       deviceToken: text('deviceToken') || cookieOf(request, 'platform_device'),
     });
-    const device = minted.deviceToken
-      ? `platform_device=${minted.deviceToken}; Path=${AUTH_BASE}/password/; Max-Age=${90 * 24 * 3600}; HttpOnly; SameSite=Strict${request.secure ? '; Secure' : ''}`
-      : undefined;
+    const device = minted.deviceToken ? deviceCookie(minted.deviceToken, request.secure) : undefined;
     if (wantsJson(request)) {
       return {
         status: 200,

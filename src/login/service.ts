@@ -136,9 +136,7 @@ export class LoginService {
     source: string;
     deviceToken?: string | undefined;
   }): Promise<MintedLogin> {
-    if (!passwordLoginEnabled(this.deps.config().auth)) throw new PasswordLoginDisabled();
-    const user = await this.checkPassword(input, input.password);
-    if (user.spec.disabled === true) throw new LoginRefused('this user is disabled');
+    const user = await this.passwordUser(input);
     const name = user.metadata.name ?? input.username;
     const minted = await this.mintKey(
       { name, uid: user.metadata.uid },
@@ -151,6 +149,34 @@ export class LoginService {
       },
     );
     return { ...minted, deviceToken: await this.deps.throttle.issueDeviceToken(name, this.deps.random) };
+  }
+
+  /** The User a password sign-in proves, not disabled (no key is minted). */
+  private async passwordUser(input: {
+    username: string;
+    password: string;
+    source: string;
+    deviceToken?: string | undefined;
+  }): Promise<User> {
+    if (!passwordLoginEnabled(this.deps.config().auth)) throw new PasswordLoginDisabled();
+    const user = await this.checkPassword(input, input.password);
+    if (user.spec.disabled === true) throw new LoginRefused('this user is disabled');
+    return user;
+  }
+
+  /**
+   * A password sign-in for another application (the platform as an OpenID provider): the same
+   * checks and device token as {@link passwordLogin}, but no key: the person is only named.
+   */
+  async passwordSignIn(input: {
+    username: string;
+    password: string;
+    source: string;
+    deviceToken?: string | undefined;
+  }): Promise<{ user: string; deviceToken: string | undefined }> {
+    const user = await this.passwordUser(input);
+    const name = user.metadata.name ?? input.username;
+    return { user: name, deviceToken: await this.deps.throttle.issueDeviceToken(name, this.deps.random) };
   }
 
   /**
@@ -227,6 +253,11 @@ export class LoginService {
   /** A single-sign-on login: the User, its teams and memberships (`accounts.ts`), then the key. */
   async ssoLogin(identity: ExternalIdentity): Promise<MintedLogin> {
     return this.mintKey(await this.accounts.applyIdentity(identity, { createUser: true }), identity);
+  }
+
+  /** A single-sign-on for another application (the OpenID provider): the User as a login makes it, no key. */
+  async ssoSignIn(identity: ExternalIdentity): Promise<string> {
+    return (await this.accounts.applyIdentity(identity, { createUser: true })).name;
   }
 
   /**

@@ -9,6 +9,7 @@ import type { KubeApi } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { LoginEndpoints, type LoginHttpRequest } from './endpoints.ts';
 import { loginHttpEndpoints } from './http-endpoints.ts';
+import { OpenIdProvider } from './oidc-provider/provider.ts';
 import { PasswordApi } from './password-api.ts';
 import type { ProviderAddresses } from './providers.ts';
 import { ConnectorRegistry } from './registry.ts';
@@ -48,10 +49,15 @@ export interface Login {
   readonly service: LoginService;
   readonly connectors: ConnectorRegistry;
   readonly throttle: LoginThrottle;
+  /** The platform as an OpenID provider (`/oidc`). */
+  readonly openIdProvider: OpenIdProvider;
 }
 
 /** The platform's URL for a request: the external URL, else the scheme and host it came with. */
-export function platformUrlFor(request: LoginHttpRequest, externalUrl: string | undefined): string {
+export function platformUrlFor(
+  request: Pick<LoginHttpRequest, 'headers' | 'secure'>,
+  externalUrl: string | undefined,
+): string {
   if (externalUrl) return externalUrl.replace(/\/+$/, '');
   const host = request.headers.host ?? 'localhost';
   return `${request.secure ? 'https' : 'http'}://${host}`;
@@ -90,7 +96,21 @@ export function setupLogin(setup: LoginSetupOptions): Login {
     throttle,
   });
   const connectors = new ConnectorRegistry({ throttle, addresses: options.addresses });
+  const openIdProvider = new OpenIdProvider({
+    api: options.api,
+    platformNamespace: options.platformNamespace,
+    config,
+    secrets: loadSecrets,
+    pepper: () => pepper.ensure(),
+    platformUrl: (request) =>
+      platformUrlFor(
+        { headers: { host: request.headers.host }, secure: request.secure },
+        options.externalUrl,
+      ),
+    onError: (err) => options.logger.error({ err }, 'the OpenID provider failed on the server'),
+  });
   const endpoints = new LoginEndpoints({
+    openIdProvider,
     service,
     connectors,
     config,
@@ -100,7 +120,11 @@ export function setupLogin(setup: LoginSetupOptions): Login {
     onError: (err) => options.logger.error({ err }, 'sign-in failed on the server'),
   });
   return {
-    endpoints: loginHttpEndpoints(endpoints, new PasswordApi({ service, api: options.api })),
+    endpoints: [
+      ...loginHttpEndpoints(endpoints, new PasswordApi({ service, api: options.api })),
+      openIdProvider.endpoint(),
+    ],
+    openIdProvider,
     service,
     connectors,
     throttle,

@@ -1,0 +1,173 @@
+import { randomBytes } from 'node:crypto';
+import * as client from 'openid-client';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueName } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
+import { launchChromium } from './support/browse.ts';
+import { type StoredKey, useLoginEnv } from './support/login-env.ts';
+import {
+  authorization,
+  exchange,
+  oidcProviderSection,
+  refusal,
+  relyingParty,
+} from './support/relying-party.ts';
+
+/**
+ * The platform as an OpenID provider (Config `oidc`), end to end: a relying party (openid-client)
+ * discovers `<platform>/oidc`, a person signs in in chromium through the platform's own login page
+ * (the password form), the relying party exchanges the code (PKCE, nonce, ES256 ID token checked
+ * against the JWKS of the platform's signing keys) and reads username, email and groups; the
+ * refresh token is kept as an OwnedAccessKey with `spec.oidcProvider` and refreshes; a client
+ * with a wrong secret, and a redirect URI the client did not register, are refused.
+ */
+
+const env = useLoginEnv();
+let browser: Browser | undefined;
+const APP = 'https://argocd.example.test';
+const REDIRECT = `${APP}/auth/callback`;
+const SECRET = randomBytes(18).toString('hex');
+
+beforeAll(async () => {
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+/** A User with a password, an email, groups from a sign-in, and a team. */
+async function person(password: string): Promise<{ name: string; team: string }> {
+  const g = env().gateway;
+  const name = uniqueName('oidcperson');
+  const team = uniqueName('oidcteam');
+  await g.custom.createClusterCustomObject({
+    group: 'management.platform',
+    version: 'v1',
+    plural: 'users',
+    body: {
+      apiVersion: 'management.platform/v1',
+      kind: 'User',
+      metadata: { name },
+      spec: { username: name, email: `${name}@example.com`, groups: ['developers'] },
+    },
+  });
+  await g.custom.createClusterCustomObject({
+    group: 'management.platform',
+    version: 'v1',
+    plural: 'teams',
+    body: {
+      apiVersion: 'management.platform/v1',
+      kind: 'Team',
+      metadata: { name: team },
+      spec: { users: [name] },
+    },
+  });
+  await eventually(
+    async () => {
+      const user = (await g.custom.getClusterCustomObject({
+        group: 'management.platform',
+        version: 'v1',
+        plural: 'users',
+        name,
+      })) as { status?: { teams?: string[] } };
+      return user.status?.teams?.includes(team) === true;
+    },
+    30_000,
+    'the team membership in the User status',
+  );
+  await env().service.setPassword(name, password);
+  return { name, team };
+}
+
+async function refreshKeys(user: string): Promise<StoredKey[]> {
+  const list = (await env().gateway.custom.listClusterCustomObject({
+    group: 'management.platform',
+    version: 'v1',
+    plural: 'ownedaccesskeys',
+    fieldSelector: `spec.user=${user}`,
+  })) as { items: StoredKey[] };
+  return list.items.filter((key) => key.spec.type === 'OIDCRefreshToken');
+}
+
+describe('the platform as an OpenID provider', () => {
+  it('signs a person in for an application through the login page, with claims and a refresh token', async () => {
+    await env().configure(
+      oidcProviderSection([{ clientId: 'argocd', clientSecret: SECRET, redirectURIs: [REDIRECT] }]),
+    );
+    const { name, team } = await person('provider password 1');
+    const rp = await relyingParty(env(), 'argocd', SECRET, REDIRECT);
+    expect(rp.config.serverMetadata().issuer).toBe(`${env().platformUrl}/oidc`);
+    expect(rp.config.serverMetadata().code_challenge_methods_supported).toContain('S256');
+    const started = await authorization(rp);
+
+    const context = await (browser as Browser).newContext({ ignoreHTTPSErrors: true });
+    const page = await context.newPage();
+    await page.goto(started.url);
+    await page.waitForSelector('#password-form');
+    expect(new URL(page.url()).pathname).toBe('/auth/login');
+    await page.fill('input[name="username"]', name);
+    await page.fill('input[name="password"]', 'provider password 1');
+    // The application itself is not there (its name does not resolve): the request to its
+    // callback, as the browser is sent there, is what counts.
+    const callback = page.waitForRequest((request) => request.url().startsWith(REDIRECT));
+    await page.click('#password-form button');
+    const callbackUrl = (await callback).url();
+    await context.close();
+    expect(new URL(callbackUrl).searchParams.get('code')).toBeTruthy();
+    // No Login key: the person signed in for the application, not for the platform's API.
+    expect(await env().loginKeys(name)).toEqual([]);
+
+    const tokens = await exchange(rp, started, callbackUrl);
+    const claims = tokens.claims();
+    expect(claims).toMatchObject({
+      iss: `${env().platformUrl}/oidc`,
+      aud: 'argocd',
+      sub: name,
+      preferred_username: name,
+      email: `${name}@example.com`,
+      nonce: started.nonce,
+    });
+    expect(claims?.groups).toEqual(['developers', `platform:team:${team}`].sort());
+    const header = JSON.parse(Buffer.from(tokens.id_token?.split('.')[0] ?? '', 'base64url').toString());
+    expect(header.alg).toBe('ES256');
+    const userinfo = await client.fetchUserInfo(rp.config, tokens.access_token, name);
+    expect(userinfo.email).toBe(`${name}@example.com`);
+
+    // The refresh token is an OwnedAccessKey holding its keyed hash only, naming the client.
+    const refreshToken = tokens.refresh_token ?? '';
+    expect(refreshToken).not.toBe('');
+    const [stored, ...others] = await refreshKeys(name);
+    expect(others).toEqual([]);
+    expect(stored?.spec.oidcProvider).toMatchObject({ clientId: 'argocd', nonce: started.nonce });
+    expect(stored?.spec.oidcProvider.scopes).toContain('openid');
+    expect(JSON.stringify(stored)).not.toContain(refreshToken);
+
+    const refreshed = await client.refreshTokenGrant(rp.config, refreshToken);
+    expect(refreshed.claims()).toMatchObject({ sub: name, email: `${name}@example.com` });
+
+    // The same refresh token with a wrong client secret: invalid_client.
+    const impostor = await relyingParty(env(), 'argocd', 'not the secret', REDIRECT);
+    expect(
+      await refusal(client.refreshTokenGrant(impostor.config, refreshed.refresh_token ?? refreshToken)),
+    ).toEqual({
+      status: 401,
+      error: 'invalid_client',
+    });
+  });
+
+  it('refuses a redirect URI the client did not register, without redirecting there', async () => {
+    await env().configure(
+      oidcProviderSection([{ clientId: 'argocd', clientSecret: SECRET, redirectURIs: [REDIRECT] }]),
+    );
+    const rp = await relyingParty(env(), 'argocd', SECRET, 'https://attacker.example.test/callback');
+    const started = await authorization(rp);
+    const answer = await fetch(started.url, { redirect: 'manual' }).catch(() => undefined);
+    // Node's fetch does not trust the test CA: ask through the relying party's own fetch instead.
+    const response =
+      answer ?? (await rp.config[client.customFetch]?.(started.url, { redirect: 'manual' } as never));
+    expect(response?.status).toBe(400);
+    expect(response?.headers.get('location')).toBeNull();
+    expect(await response?.text()).toContain('redirect_uri');
+  });
+});
