@@ -2,6 +2,7 @@ import { request } from 'node:https';
 import {
   CoreV1Api,
   CustomObjectsApi,
+  EventsV1Api,
   type KubeConfig,
   RbacAuthorizationV1Api,
 } from '@kubernetes/client-node';
@@ -344,6 +345,65 @@ describe('Secrets filled from a SharedSecret', () => {
       'the subset to be filled',
     );
     expect(Object.keys(await secretData('subset'))).toEqual(['user']);
+  });
+
+  test('a SharedSecret that does not exist: the data is left as it is, and a Warning Event says so', async () => {
+    await core.createNamespacedSecret({
+      namespace: namespace(),
+      body: {
+        metadata: {
+          name: 'orphan',
+          labels: { ...labels(), 'management.platform/sharedsecret-name': 'no-such-source' },
+        },
+        data: { kept: 'eA==' },
+      },
+    });
+    const events = kc.makeApiClient(EventsV1Api);
+    await eventually(
+      async () =>
+        (await events.listNamespacedEvent({ namespace: namespace() })).items.some(
+          (e) => e.reason === 'SharedSecretNotFound' && e.regarding?.name === 'orphan',
+        ),
+      60_000,
+      'the SharedSecretNotFound Event',
+    );
+    expect(await secretData('orphan')).toEqual({ kept: 'eA==' });
+  });
+
+  test('keys no longer selected are removed; keys someone else wrote stay', async () => {
+    await core.createNamespacedSecret({
+      namespace: namespace(),
+      body: {
+        metadata: {
+          name: 'narrowed',
+          labels: labels(),
+          annotations: { 'management.platform/sharedsecret-keys': 'user,password' },
+        },
+        data: { theirs: 'eA==' },
+      },
+    });
+    await eventually(
+      async () => Object.keys(await secretData('narrowed')).length === 3,
+      60_000,
+      'both selected keys copied',
+    );
+    await core.patchNamespacedSecret({
+      namespace: namespace(),
+      name: 'narrowed',
+      body: [
+        {
+          op: 'replace',
+          path: '/metadata/annotations/management.platform~1sharedsecret-keys',
+          value: 'user',
+        },
+      ],
+    });
+    await eventually(
+      async () => !('password' in (await secretData('narrowed'))),
+      60_000,
+      'the key no longer selected to be removed',
+    );
+    expect(await secretData('narrowed')).toEqual({ theirs: 'eA==', user: 'YWRtaW4=' });
   });
 
   test('a Secret without the labels is never touched', async () => {
