@@ -252,9 +252,10 @@ export function kindSyncer(options: KindSyncerOptions) {
     assertEligible(desired.host, nameOf(host));
     const virtualNext = desired.virtual;
 
-    // Writes, virtual first: if the host write then fails, the retry finds the host's change
-    // already applied to the virtual side (and the host unchanged since our record), so it is
-    // not brought back twice.
+    // Writes, virtual first, and the virtual write recorded at once: if the host write then
+    // fails (a host edit in between answers 409), the retry finds the host's change applied to
+    // the virtual side and recorded as synced, so it is not brought back twice, nor taken for a
+    // change of the tenant's that would undo the host's newer edit.
     let virtualNow: KubeObject = virtual;
     const virtualPatch = mergePatchDiff(
       virtualWritableView(kind, virtual),
@@ -272,7 +273,10 @@ export function kindSyncer(options: KindSyncerOptions) {
       );
       if (written) virtualNow = written as unknown as KubeObject;
     }
-    if (virtualNow !== virtual) reporter.synced(kind, 'toVirtual');
+    if (virtualNow !== virtual) {
+      reporter.synced(kind, 'toVirtual');
+      records.set(key, { virtual: virtualNow, host });
+    }
     let hostNow = host;
     const hostPatch = mergePatchDiff(writableView(host), writableView(desired.host));
     if (Object.keys(hostPatch).length > 0) {
