@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { z } from 'zod';
+import { PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
 import type { StoredKind } from './registry.ts';
 
 /** A JSON Schema node of zod's own output (draft 2020-12). */
@@ -114,6 +115,22 @@ function stringArbitrary(node: Node): fc.Arbitrary<string> {
   return jsonString(maxLength).filter((s) => s.length >= minLength);
 }
 
+/** Keys of a map (labels, annotations, data): the schema's, half of them named like Object.prototype members. */
+function mapKeyArbitrary(keyNode: Node): fc.Arbitrary<string> {
+  const keys = stringArbitrary({ ...keyNode, type: 'string' }).filter((key) => key !== '__proto__');
+  const pattern = typeof keyNode.pattern === 'string' ? new RegExp(keyNode.pattern) : undefined;
+  const minLength = typeof keyNode.minLength === 'number' ? keyNode.minLength : 0;
+  const maxLength = typeof keyNode.maxLength === 'number' ? keyNode.maxLength : Infinity;
+  const named = PROTOTYPE_KEYS.filter(
+    (key) =>
+      key !== '__proto__' &&
+      key.length >= minLength &&
+      key.length <= maxLength &&
+      (pattern === undefined || pattern.test(key)),
+  );
+  return named.length > 0 ? fc.oneof(fc.constantFrom(...named), keys) : keys;
+}
+
 function arrayArbitrary(node: Node, path: string, ctx: Context): fc.Arbitrary<unknown[]> {
   const items = nodeArbitrary((node.items ?? {}) as Node, `${path}[]`, ctx);
   const minLength = typeof node.minItems === 'number' ? node.minItems : 0;
@@ -151,8 +168,9 @@ function objectArbitrary(node: Node, path: string, ctx: Context): fc.Arbitrary<R
     const maxKeys = Math.min(typeof node.maxProperties === 'number' ? node.maxProperties : ctx.max, ctx.max);
     return fc.dictionary(
       // `__proto__` is never a key of ours: the CRDs refuse it (see SharedSecret's data), since
-      // JavaScript readers drop it.
-      stringArbitrary({ ...keyNode, type: 'string' }).filter((key) => key !== '__proto__'),
+      // JavaScript readers drop it. The other names of Object.prototype's members are keys as
+      // valid as any (issue 29), so they come as often as the rest.
+      mapKeyArbitrary(keyNode),
       nodeArbitrary(values as Node, `${path}{}`, ctx),
       {
         maxKeys,
