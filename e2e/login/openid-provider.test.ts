@@ -13,6 +13,7 @@ import {
   refusal,
   relyingParty,
 } from './support/relying-party.ts';
+import { browserFor, oidcSection } from './support/sign-in.ts';
 
 /**
  * The platform as an OpenID provider (Config `oidc`), end to end: a relying party (openid-client)
@@ -154,6 +155,33 @@ describe('the platform as an OpenID provider', () => {
       status: 401,
       error: 'invalid_client',
     });
+  });
+
+  it("signs a person in through one of the platform's connectors (its upstream OpenID provider)", async () => {
+    const { oidc } = env();
+    const account = uniqueName('opconnector');
+    oidc.accounts.set(account, { claims: { preferred_username: account, email: `${account}@example.com` } });
+    await env().configure(`auth:
+${oidcSection(env())}
+${oidcProviderSection([{ clientId: 'argocd', clientSecret: SECRET, redirectURIs: [REDIRECT] }])}`);
+    const rp = await relyingParty(env(), 'argocd', SECRET, REDIRECT);
+    const started = await authorization(rp);
+    const agent = browserFor(env());
+    const loginPage = await agent.followUntil(started.url, `${env().platformUrl}/auth/login`);
+    // The login page's connector link carries the interaction, as the page renders it.
+    const page = await agent.request(loginPage);
+    expect(page.text).toContain(`/auth/oidc/login${new URL(loginPage).search.replace(/&/g, '&amp;')}`);
+    const start = await agent.request(`${env().platformUrl}/auth/oidc/login${new URL(loginPage).search}`);
+    expect(start.status, start.text).toBe(303);
+    const callback = await agent.followUntil(start.location as string, REDIRECT, {
+      path: /^\/interaction\//,
+      fields: { username: account },
+    });
+    const claims = (await exchange(rp, started, callback)).claims();
+    expect(claims).toMatchObject({ preferred_username: account, email: `${account}@example.com` });
+    // The sign-in made the User as a login does, and minted no Login key.
+    expect(claims?.sub).toBeTruthy();
+    expect(await env().loginKeys(String(claims?.sub))).toEqual([]);
   });
 
   it('refuses a redirect URI the client did not register, without redirecting there', async () => {
