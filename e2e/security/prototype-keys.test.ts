@@ -238,6 +238,13 @@ describe('keys named like Object.prototype members cannot hurt the platform', ()
     );
     expect(ordinary.status, await ordinary.clone().text()).toBe(201);
     expect((await admin.get(`${MP}/ownedaccesskeys/after-proto-key`)).spec.user).toBe(MALLORY);
+    // The access key controller reconciled both, the hostile one and the one after it.
+    for (const name of ['proto-key', 'after-proto-key'])
+      await waitFor(
+        `access key ${name} Ready`,
+        () => admin.get(`${MP}/ownedaccesskeys/${name}`),
+        (key) => conditionOf(key, 'Ready')?.status === 'True',
+      );
     expectPrototypeIntact();
   });
 });
