@@ -26,6 +26,27 @@ describe('defaults', () => {
   });
 });
 
+describe('keys named like Object.prototype members', () => {
+  it('a key __proto__ is refused where it stands, not dropped without a word', () => {
+    const { config, errors } = validateSyncConfig(
+      'sync:\n  toHost:\n    namespaces:\n      enabled: true\n      mappings:\n        byName:\n          __proto__: host\n',
+    );
+    expect(config).toBeNull();
+    expect(errors).toEqual([
+      'sync.toHost.namespaces.mappings.byName["__proto__"]: the key "__proto__" is not supported',
+    ]);
+  });
+
+  it('a virtual namespace named constructor is mapped like any other', () => {
+    const config = loadSyncConfig({
+      sync: { toHost: { namespaces: { enabled: true, mappings: { byName: { constructor: 'host-c' } } } } },
+    });
+    expect(Object.entries(config.sync.toHost.namespaces.mappings.byName)).toEqual([
+      ['constructor', 'host-c'],
+    ]);
+  });
+});
+
 describe('validation errors name the patch', () => {
   it.each<[unknown[], string]>([
     [

@@ -219,6 +219,20 @@ function namespaceMappingErrors(byName: Record<string, string>): string[] {
 }
 
 /**
+ * Where the document has a key `__proto__`. No name in a configuration can be one (namespaces,
+ * label keys and fields are not), and zod drops such a key without a word (it assigns it, which
+ * sets a prototype), so it is refused rather than ignored.
+ */
+function prototypeKeyPaths(value: unknown, at = ''): string[] {
+  if (Array.isArray(value)) return value.flatMap((item, i) => prototypeKeyPaths(item, `${at}[${i}]`));
+  if (typeof value !== 'object' || value === null) return [];
+  return Object.entries(value).flatMap(([key, child]) => [
+    ...(key === '__proto__' ? [`${at}[${JSON.stringify(key)}]`] : []),
+    ...prototypeKeyPaths(child, at === '' ? key : `${at}.${key}`),
+  ]);
+}
+
+/**
  * Parses (YAML text or an already parsed object), applies defaults and checks everything that can
  * be checked without running anything. Pure: the admission webhook uses it too.
  */
@@ -234,6 +248,9 @@ export function validateSyncConfig(input: string | unknown): SyncConfigValidatio
       };
     }
   }
+  const prototypeKeys = prototypeKeyPaths(raw);
+  if (prototypeKeys.length > 0)
+    return { config: null, errors: prototypeKeys.map((at) => `${at}: the key "__proto__" is not supported`) };
   const parsed = syncConfigSchema.safeParse(raw ?? {});
   if (!parsed.success) {
     return {
