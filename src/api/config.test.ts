@@ -418,6 +418,12 @@ describe('parseConfig', () => {
       'auth: { saml: { nameIDPolicyFormat: toString } }',
       'auth.saml.nameIDPolicyFormat',
     ],
+    // Dropped by the schema without a word, were it not refused first.
+    [
+      'a header named __proto__',
+      'auth: { customHttpHeaders: { __proto__: x } }',
+      'auth.customHttpHeaders.__proto__',
+    ],
   ];
   it.each(invalid)('rejects %s at %s', (_name, text, path) => {
     const result = safeParseConfig(text);

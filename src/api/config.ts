@@ -1,5 +1,6 @@
 import { parse as parseYaml, YAMLError } from 'yaml';
 import { z } from 'zod';
+import { prototypeKeyPaths } from '../runtime/json.ts';
 import { parseGoDuration } from './duration.ts';
 import { ObjectMetaSchema, typeMetaShape } from './meta.ts';
 
@@ -720,6 +721,20 @@ export function safeParseConfig(raw: string): ConfigParseResult {
   if (document === null || document === undefined) document = {};
   if (typeof document !== 'object' || Array.isArray(document)) {
     return { ok: false, error: new ConfigError([{ path: '', message: 'must be a mapping of sections' }]) };
+  }
+  // No field or name of the configuration is `__proto__`, and the schema would drop it without a
+  // word (custom header names, for one): refused rather than ignored.
+  const prototypeKeys = prototypeKeyPaths(document);
+  if (prototypeKeys.length > 0) {
+    return {
+      ok: false,
+      error: new ConfigError(
+        prototypeKeys.map((path) => ({
+          path: formatFieldPath(path),
+          message: 'the key "__proto__" is not supported',
+        })),
+      ),
+    };
   }
   const result = ConfigStatusSchema.safeParse(document, { reportInput: false });
   if (result.success) return { ok: true, config: result.data };

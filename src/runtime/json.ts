@@ -42,6 +42,23 @@ export function emptyRecord<T>(): Record<string, T> {
 }
 
 /**
+ * The paths (keys and indexes) of every key `__proto__` in a parsed document. Schemas refuse it:
+ * zod drops such a key without a word (it assigns it, which sets a prototype), and no name in
+ * our documents can be one.
+ */
+export function prototypeKeyPaths(
+  value: unknown,
+  at: readonly (string | number)[] = [],
+): (string | number)[][] {
+  if (Array.isArray(value)) return value.flatMap((item, i) => prototypeKeyPaths(item, [...at, i]));
+  if (typeof value !== 'object' || value === null) return [];
+  return Object.entries(value).flatMap(([key, child]) => [
+    ...(key === '__proto__' ? [[...at, key]] : []),
+    ...prototypeKeyPaths(child, [...at, key]),
+  ]);
+}
+
+/**
  * A deep copy of a JSON value (objects as read from an apiserver). Several times faster than
  * structuredClone, which serializes through V8's value serializer.
  */

@@ -33,7 +33,7 @@ describe('keys named like Object.prototype members', () => {
     );
     expect(config).toBeNull();
     expect(errors).toEqual([
-      'sync.toHost.namespaces.mappings.byName["__proto__"]: the key "__proto__" is not supported',
+      'sync.toHost.namespaces.mappings.byName.__proto__: the key "__proto__" is not supported',
     ]);
   });
 

@@ -1,5 +1,6 @@
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { prototypeKeyPaths } from '../runtime/json.ts';
 import { singleExpressionError } from './patches/expression.ts';
 import { InvalidPatchPath, type PathSegment, parsePath, pathMayReach } from './patches/path.ts';
 import { fieldName, IDENTITY_FIELDS, isReservedKey, RESTRICTED_FIELDS } from './reserved.ts';
@@ -219,20 +220,6 @@ function namespaceMappingErrors(byName: Record<string, string>): string[] {
 }
 
 /**
- * Where the document has a key `__proto__`. No name in a configuration can be one (namespaces,
- * label keys and fields are not), and zod drops such a key without a word (it assigns it, which
- * sets a prototype), so it is refused rather than ignored.
- */
-function prototypeKeyPaths(value: unknown, at = ''): string[] {
-  if (Array.isArray(value)) return value.flatMap((item, i) => prototypeKeyPaths(item, `${at}[${i}]`));
-  if (typeof value !== 'object' || value === null) return [];
-  return Object.entries(value).flatMap(([key, child]) => [
-    ...(key === '__proto__' ? [`${at}[${JSON.stringify(key)}]`] : []),
-    ...prototypeKeyPaths(child, at === '' ? key : `${at}.${key}`),
-  ]);
-}
-
-/**
  * Parses (YAML text or an already parsed object), applies defaults and checks everything that can
  * be checked without running anything. Pure: the admission webhook uses it too.
  */
@@ -248,9 +235,15 @@ export function validateSyncConfig(input: string | unknown): SyncConfigValidatio
       };
     }
   }
+  // No name in a configuration can be `__proto__` (namespaces, label keys and fields are not),
+  // and the schema would drop it without a word: refused rather than ignored.
   const prototypeKeys = prototypeKeyPaths(raw);
-  if (prototypeKeys.length > 0)
-    return { config: null, errors: prototypeKeys.map((at) => `${at}: the key "__proto__" is not supported`) };
+  if (prototypeKeys.length > 0) {
+    return {
+      config: null,
+      errors: prototypeKeys.map((path) => `${issuePath(path)}: the key "__proto__" is not supported`),
+    };
+  }
   const parsed = syncConfigSchema.safeParse(raw ?? {});
   if (!parsed.success) {
     return {
