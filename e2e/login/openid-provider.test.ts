@@ -1,10 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { decodeJwt } from 'jose';
 import * as client from 'openid-client';
 import type { Browser } from 'playwright-core';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { repoRoot } from '../../src/dev/binaries.ts';
+import { readDoc } from '../docs/markdown.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { launchChromium } from './support/browse.ts';
+import { launchChromium, ScriptedAgent } from './support/browse.ts';
 import { type StoredKey, useLoginEnv } from './support/login-env.ts';
 import {
   authorization,
@@ -142,6 +148,7 @@ describe('the platform as an OpenID provider', () => {
     expect(others).toEqual([]);
     expect(stored?.spec.oidcProvider).toMatchObject({ clientId: 'argocd', nonce: started.nonce });
     expect(stored?.spec.oidcProvider.scopes).toContain('openid');
+    expect(stored?.spec.ttl).toBe(14 * 24 * 3600);
     expect(JSON.stringify(stored)).not.toContain(refreshToken);
 
     const refreshed = await client.refreshTokenGrant(rp.config, refreshToken);
@@ -182,6 +189,69 @@ ${oidcProviderSection([{ clientId: 'argocd', clientSecret: SECRET, redirectURIs:
     // The sign-in made the User as a login does, and minted no Login key.
     expect(claims?.sub).toBeTruthy();
     expect(await env().loginKeys(String(claims?.sub))).toEqual([]);
+  });
+
+  it("docs/login.md: Argo CD's configuration signs in as Argo CD's PKCE sign-in does", async () => {
+    const doc = readDoc(join(repoRoot, 'docs', 'login.md'));
+    const file = (name: string) => doc.blocks.find((block) => block.attrs.example === name)?.text ?? '';
+    const argocd = parseYaml(file('argocd-cm')) as { data: { url: string; 'oidc.config': string } };
+    const oidcConfig = parseYaml(argocd.data['oidc.config']) as {
+      issuer: string;
+      clientID: string;
+      enablePKCEAuthentication: boolean;
+      requestedScopes: string[];
+    };
+    expect(oidcConfig.enablePKCEAuthentication).toBe(true);
+    // The issuer, pointed at this test's gateway.
+    const issuer = `${env().platformUrl}${new URL(oidcConfig.issuer).pathname}`;
+    expect(issuer).toBe(`${env().platformUrl}/oidc`);
+    await env().configure(file('platform-config-argocd'));
+    const { name, team } = await person('argocd password 1');
+    const origin = new URL(argocd.data.url).origin;
+    const redirect = `${argocd.data.url}/pkce/verify`;
+    const dispatcher = new Agent({ connect: { ca: env().caPem } });
+
+    // Argo CD's browser reads discovery from its own origin.
+    const discovery = await undiciFetch(`${issuer}/.well-known/openid-configuration`, {
+      dispatcher,
+      headers: { origin },
+    });
+    expect(discovery.headers.get('access-control-allow-origin')).toBeTruthy();
+    const metadata = (await discovery.json()) as { scopes_supported: string[]; token_endpoint: string };
+    for (const scope of oidcConfig.requestedScopes) expect(metadata.scopes_supported).toContain(scope);
+
+    const rp = await relyingParty(env(), oidcConfig.clientID, '', redirect, client.None());
+    const started = await authorization(rp, { scope: oidcConfig.requestedScopes.join(' ') });
+    const agent = new ScriptedAgent([env().caPem]);
+    const loginPage = await agent.followUntil(started.url, `${env().platformUrl}/auth/login`);
+    const posted = await agent.request(
+      `${env().platformUrl}/auth/password/login${new URL(loginPage).search}`,
+      {
+        method: 'POST',
+        form: { username: name, password: 'argocd password 1' },
+      },
+    );
+    const callback = new URL(await agent.followUntil(posted.location as string, redirect));
+
+    // The code exchanged by the browser, from Argo CD's origin: no secret, the PKCE verifier.
+    const token = await undiciFetch(metadata.token_endpoint, {
+      dispatcher,
+      method: 'POST',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code: callback.searchParams.get('code') ?? '',
+        redirect_uri: redirect,
+        code_verifier: started.verifier,
+        client_id: oidcConfig.clientID,
+      }).toString(),
+    });
+    expect(token.status).toBe(200);
+    expect(token.headers.get('access-control-allow-origin')).toBe(origin);
+    const { id_token: idToken } = (await token.json()) as { id_token: string };
+    const claims = decodeJwt(idToken);
+    expect(claims).toMatchObject({ iss: issuer, aud: 'argocd', sub: name, email: `${name}@example.com` });
+    expect(claims.groups).toContain(`platform:team:${team}`);
   });
 
   it('refuses a redirect URI the client did not register, without redirecting there', async () => {

@@ -21,6 +21,7 @@ export async function relyingParty(
   clientId: string,
   clientSecret: string,
   redirectUri: string,
+  authentication: client.ClientAuth = client.ClientSecretBasic(clientSecret),
 ): Promise<RelyingParty> {
   const dispatcher = new Agent({ connect: { ca: env.caPem } });
   const customFetch = ((url: string, options: Record<string, unknown>) =>
@@ -29,7 +30,7 @@ export async function relyingParty(
     new URL(`${env.platformUrl}/oidc`),
     clientId,
     undefined,
-    client.ClientSecretBasic(clientSecret),
+    authentication,
     { [client.customFetch]: customFetch },
   );
   config[client.customFetch] = customFetch;

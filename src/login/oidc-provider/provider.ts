@@ -312,7 +312,22 @@ export class OpenIdProvider {
         'offline_access',
         ...Object.keys(SCOPE_CLAIMS).filter((scope) => scope !== 'openid'),
       ],
-      features: { devInteractions: { enabled: false }, revocation: { enabled: true } },
+      // No end-session endpoint: a relying party's sign-out ends its own session only.
+      features: {
+        devInteractions: { enabled: false },
+        revocation: { enabled: true },
+        rpInitiatedLogout: { enabled: false },
+      },
+      // Browsers may call the token endpoint for public (PKCE-only) clients, and UserInfo, from
+      // the origins of the client's redirect URIs only (a single-page application's sign-in).
+      clientBasedCORS: (
+        ctx: { oidc: { route: string } },
+        origin: string,
+        client: { clientAuthMethod: string; redirectUris: string[] },
+      ) =>
+        origin !== 'null' &&
+        (ctx.oidc.route === 'userinfo' || client.clientAuthMethod === 'none') &&
+        client.redirectUris.some((uri) => URL.parse(uri)?.origin === origin),
       interactions: {
         url: (_ctx: unknown, interaction: { uid: string }) =>
           `${OIDC_PROVIDER_BASE}/interaction/${interaction.uid}`,
