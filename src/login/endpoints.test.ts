@@ -113,3 +113,35 @@ describe('authHeaders', () => {
     ).toEqual({ 'cache-control': 'no-store', 'x-frame-options': 'DENY', 'x-kept': 'kept' });
   });
 });
+
+describe('the login page for the OpenID provider', () => {
+  const page = async (url: string, served: boolean) => {
+    const endpoints = new LoginEndpoints({
+      config: () => ({ auth: {} }) as unknown as ConfigStatus,
+      connectors: { method: () => undefined } as unknown as ConnectorRegistry,
+      ...(served ? { openIdProvider: { interactionReturn: async () => '/' } } : {}),
+    } as unknown as LoginEndpointsDeps);
+    const answer = await endpoints.handle({
+      method: 'GET',
+      url,
+      headers: {},
+      source: '127.0.0.1',
+      secure: true,
+    });
+    return answer?.body ?? '';
+  };
+
+  it('carries a well-formed interaction to the password form, only when the provider is served', async () => {
+    expect(await page('/auth/login?oidc=Ab_-9z', true)).toContain(
+      'action="/auth/password/login?oidc=Ab_-9z"',
+    );
+    expect(await page('/auth/login?oidc=Ab_-9z', false)).toContain('action="/auth/password/login"');
+  });
+
+  it('drops an interaction that is no uid (it would be carried into links and redirects)', async () => {
+    for (const uid of ['a"b', 'a/../b', 'a b', '', 'x'.repeat(65)]) {
+      const body = await page(`/auth/login?oidc=${encodeURIComponent(uid)}`, true);
+      expect(body, uid).toContain('action="/auth/password/login"');
+    }
+  });
+});
