@@ -223,6 +223,28 @@ describe('attacks on the platform as an OpenID provider', () => {
     });
   });
 
+  it('a refresh token is refused at another client, and once its User is disabled', async () => {
+    await configure();
+    const user = await env().userWithPassword('opuser', PASSWORD);
+    const { rp, started, callback } = await signedInParty(user);
+    const tokens = await exchange(rp, started, callback);
+    const other = await relyingParty(env(), 'grafana', OTHER_SECRET, OTHER_APP);
+    expect(await refusal(client.refreshTokenGrant(other.config, tokens.refresh_token ?? ''))).toMatchObject({
+      status: 400,
+      error: 'invalid_grant',
+    });
+    await new KubeClient(env().gateway.kc).request({
+      method: 'PATCH',
+      path: `/apis/management.platform/v1/users/${user}`,
+      contentType: 'application/merge-patch+json',
+      body: { spec: { disabled: true } },
+    });
+    expect(await refusal(client.refreshTokenGrant(rp.config, tokens.refresh_token ?? ''))).toMatchObject({
+      status: 400,
+      error: 'invalid_grant',
+    });
+  });
+
   it('a sign-in finished in another browser does not sign the attacker in as the victim', async () => {
     await configure();
     const victim = await env().userWithPassword('opvictim', PASSWORD);
