@@ -22,8 +22,8 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
+import { resources, type Stored } from '../../src/api/resources.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
-import { resources, type Stored } from '../../src/controllers/resources.ts';
 import {
   type AuthenticationContext,
   authenticateAccessKey,

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
-import { resources, type Stored } from '../../src/controllers/resources.ts';
+import { resources, type Stored } from '../../src/api/resources.ts';
 import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';

@@ -8,7 +8,7 @@ import {
   parseConfig,
   safeParseConfig,
 } from '../api/config.ts';
-import { resources } from '../controllers/resources.ts';
+import { resources } from '../api/resources.ts';
 import type { Informer } from '../runtime/informer.ts';
 import type { Manager } from '../runtime/manager.ts';
 

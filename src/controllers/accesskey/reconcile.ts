@@ -1,5 +1,6 @@
 import type { ConfigStatus } from '../../api/config.ts';
 import type { OwnedAccessKey, OwnedAccessKeyStatus } from '../../api/ownedaccesskey.ts';
+import { resources, type Stored } from '../../api/resources.ts';
 import {
   type AccessKeyLifetimeLimits,
   AccessKeyWithoutCreationTimestamp,
@@ -13,7 +14,6 @@ import type { EventRecorder } from '../../runtime/events.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { resources, type Stored } from '../resources.ts';
 
 /** What to do with a key at `now`: pure, so the decision is table-tested without a cluster. */
 export type KeyLifecycleDecision =

@@ -1,8 +1,8 @@
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import { resources, type Stored } from '../../api/resources.ts';
 import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE, reconcilerDeps } from '../common.ts';
-import { resources, type Stored } from '../resources.ts';
 import { accessKeyReconciler, decideKeyLifecycle } from './reconcile.ts';
 
 /**

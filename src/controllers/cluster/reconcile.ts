@@ -1,4 +1,5 @@
 import type { Cluster, ClusterStatus } from '../../api/cluster.ts';
+import { resources, type Stored } from '../../api/resources.ts';
 import { clientForConnection, readCredentialsSecret } from '../../clusters/access.ts';
 import {
   type Connection,
@@ -14,7 +15,6 @@ import { fieldManagers } from '../../runtime/field-managers.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler, PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { resources, type Stored } from '../resources.ts';
 import { type ClusterAccess, readyCondition, recheckAfter } from './desired.ts';
 
 export interface ClusterReconcilerDeps {

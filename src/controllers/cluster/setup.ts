@@ -1,7 +1,7 @@
 import type { Cluster } from '../../api/cluster.ts';
+import { resources, type Stored } from '../../api/resources.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, reconcilerDeps } from '../common.ts';
-import { resources, type Stored } from '../resources.ts';
 import { clusterReconciler } from './reconcile.ts';
 
 /**

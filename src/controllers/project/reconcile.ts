@@ -1,16 +1,17 @@
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../../api/config.ts';
 import type { Project, ProjectStatus } from '../../api/project.ts';
+import { resources, type Stored } from '../../api/resources.ts';
 import { applyObject, deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { isAlreadyExists, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 import { deepEqual } from '../../runtime/json.ts';
 import { collectionPath, type KubeApi, objectPath } from '../../runtime/kube-client.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { CLEANUP_FINALIZER } from '../common.ts';
-import { fieldManagers, resources, type Stored } from '../resources.ts';
 import {
   desiredProjectChildren,
   namespaceBelongsTo,
