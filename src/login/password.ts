@@ -98,12 +98,15 @@ function parseHash(encoded: string): ParsedHash | undefined {
   return { params: { logN, r, p }, salt: Buffer.from(match[4] as string, 'base64'), hash };
 }
 
-/** A fixed hash to verify against when there is none, so a missing user costs what a wrong password does. */
-const DUMMY: ParsedHash = {
-  params: PASSWORD_HASH_PARAMS,
+/**
+ * A fixed hash with parameters `params` to verify against when there is none, so a missing user
+ * costs what a wrong password does.
+ */
+const dummyHash = (params: PasswordHashParams): ParsedHash => ({
+  params,
   salt: Buffer.alloc(SALT_BYTES, 7),
   hash: Buffer.alloc(HASH_BYTES),
-};
+});
 
 export interface PasswordCheck {
   readonly ok: boolean;
@@ -114,19 +117,21 @@ export interface PasswordCheck {
 /**
  * Whether `password` matches the stored hash, compared in constant time. A missing or malformed
  * stored hash (or an over-long password) is checked against a dummy hash with today's parameters
- * and never matches, so neither existence nor shape of the stored value shows in the time taken.
+ * (`params`, {@link PASSWORD_HASH_PARAMS} but in tests) and never matches, so neither existence
+ * nor shape of the stored value shows in the time taken.
  */
-export async function verifyPassword(password: string, stored: string | undefined): Promise<PasswordCheck> {
+export async function verifyPassword(
+  password: string,
+  stored: string | undefined,
+  params: PasswordHashParams = PASSWORD_HASH_PARAMS,
+): Promise<PasswordCheck> {
   const parsed = stored === undefined ? undefined : parseHash(stored);
   const usable =
     parsed !== undefined && typeof password === 'string' && password.length <= MAX_PASSWORD_LENGTH * 4;
-  const target = usable ? parsed : DUMMY;
+  const target = usable ? parsed : dummyHash(params);
   const derived = await derive(usable ? password : '', target.salt, target.params);
   const equal = timingSafeEqual(derived, target.hash);
   const ok = usable && equal;
-  const weaker =
-    target.params.logN < PASSWORD_HASH_PARAMS.logN ||
-    target.params.r < PASSWORD_HASH_PARAMS.r ||
-    target.params.p < PASSWORD_HASH_PARAMS.p;
+  const weaker = target.params.logN < params.logN || target.params.r < params.r || target.params.p < params.p;
   return { ok, rehash: ok && weaker };
 }
