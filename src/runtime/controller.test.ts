@@ -1,10 +1,11 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { Controller, mapByLabel, mapToControllerOwner, type Reconciler } from './controller.ts';
+import { Controller, mapToControllerOwner, type Reconciler, watchHandler } from './controller.ts';
 import { TerminalError } from './errors.ts';
 import { FakeClock, flushMicrotasks } from './fake-clock.ts';
 import { RuntimeMetrics } from './metrics.ts';
+import { generationChanged } from './predicates.ts';
 
 class SomethingBroke extends Error {}
 
@@ -179,7 +180,6 @@ describe('event mappers', () => {
     metadata: {
       namespace: 'ns',
       name: 'child',
-      labels: { 'platform.io/owner': 'parent', 'platform.io/owner-ns': 'other' },
       ownerReferences: [
         { apiVersion: 'apps/v1', kind: 'Deployment', name: 'not-controller', uid: '1' },
         { apiVersion: 'management.platform/v1', kind: 'Cluster', name: 'parent', uid: '2', controller: true },
@@ -187,24 +187,48 @@ describe('event mappers', () => {
     },
   };
 
-  it('maps to the controller owner of the given kind and group, in the object namespace', () => {
-    expect(mapToControllerOwner({ apiVersion: 'management.platform/v2', kind: 'Cluster' })(child)).toEqual([
-      'ns/parent',
-    ]);
+  it('maps to the controller owner of the given kind and group (any version), in the object namespace', () => {
+    const owner = { group: 'management.platform', kind: 'Cluster' };
+    expect(mapToControllerOwner({ ...owner, namespaced: true })(child)).toEqual(['ns/parent']);
+    expect(mapToControllerOwner({ ...owner, namespaced: false })(child)).toEqual(['parent']);
     expect(
-      mapToControllerOwner({ apiVersion: 'management.platform/v1', kind: 'Cluster', namespaced: false })(
-        child,
-      ),
-    ).toEqual(['parent']);
-    expect(mapToControllerOwner({ apiVersion: 'apps/v1', kind: 'Deployment' })(child)).toEqual([]);
+      mapToControllerOwner({ group: 'other.platform', kind: 'Cluster', namespaced: true })(child),
+    ).toEqual([]);
+    // An owner that is not the controller is not mapped to.
+    expect(mapToControllerOwner({ group: 'apps', kind: 'Deployment', namespaced: true })(child)).toEqual([]);
+  });
+});
+
+describe('watchHandler', () => {
+  const object = (generation: number, resourceVersion: string) => ({
+    metadata: { namespace: 'ns', name: 'a', generation, resourceVersion },
   });
 
-  it('maps by label, with the namespace from the object or from another label', () => {
-    expect(mapByLabel('platform.io/owner')(child)).toEqual(['ns/parent']);
-    expect(mapByLabel('platform.io/owner', { namespaceLabel: 'platform.io/owner-ns' })(child)).toEqual([
-      'other/parent',
-    ]);
-    expect(mapByLabel('platform.io/owner', { clusterScoped: true })(child)).toEqual(['parent']);
-    expect(mapByLabel('missing')(child)).toEqual([]);
+  it('enqueues every event when no predicate filters, both objects of an update', () => {
+    const keys: string[] = [];
+    const mapper = (obj: { metadata: { resourceVersion: string } }) => [obj.metadata.resourceVersion];
+    const handler = watchHandler(mapper, [], (key) => keys.push(key));
+    handler.onAdd?.(object(1, '1'));
+    handler.onUpdate?.(object(1, '1'), object(1, '2'));
+    handler.onDelete?.(object(1, '2'), false);
+    expect(keys).toEqual(['1', '1', '2', '2']);
+  });
+
+  it('enqueues only the events every predicate lets through', () => {
+    const keys: string[] = [];
+    const handler = watchHandler(
+      (obj) => [String(obj.metadata?.resourceVersion)],
+      [generationChanged, { delete: (obj) => obj.metadata?.name !== 'a' }],
+      (key) => keys.push(key),
+    );
+    handler.onAdd?.(object(1, '1'));
+    // A status write: the resourceVersion moves, the generation does not.
+    handler.onUpdate?.(object(1, '1'), object(1, '2'));
+    expect(keys).toEqual(['1']);
+    // A spec change.
+    handler.onUpdate?.(object(1, '2'), object(2, '3'));
+    expect(keys).toEqual(['1', '2', '3']);
+    handler.onDelete?.(object(2, '3'), false);
+    expect(keys).toEqual(['1', '2', '3']);
   });
 });

@@ -3,10 +3,11 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { type Clock, jitter, type Random, type Timer } from './clock.ts';
 import { errorReason, TerminalError } from './errors.ts';
-import type { Informer } from './informer.ts';
+import type { EventHandler, Informer } from './informer.ts';
 import { objectKey, splitKey } from './kube-client.ts';
 import { Latch } from './latch.ts';
 import type { ReconcileResultLabel, RuntimeMetrics } from './metrics.ts';
+import { type EventPredicate, passesCreate, passesDelete, passesUpdate } from './predicates.ts';
 import { type DefaultRateLimiterOptions, defaultControllerRateLimiter } from './rate-limiter.ts';
 import { WorkQueue } from './workqueue.ts';
 
@@ -35,6 +36,39 @@ export type Reconciler = (
 /** Maps an event's object to the keys of the primary objects to reconcile. */
 export type EventMapper = (obj: KubernetesObject) => string[];
 
+export interface WatchOptions<T extends KubernetesObject> {
+  /** Which of the watch's events enqueue anything (all when absent); see {@link EventPredicate}. */
+  predicates?: EventPredicate<T>[];
+}
+
+/**
+ * The informer handler of one watch: each event that `predicates` let through enqueues the keys
+ * `mapper` gives for its object. An update maps both objects: a child whose owner changed must
+ * wake the old owner as well as the new one.
+ */
+export function watchHandler<T extends KubernetesObject>(
+  mapper: (obj: T) => string[],
+  predicates: readonly EventPredicate<T>[],
+  enqueue: (key: string) => void,
+): EventHandler<T> {
+  const enqueueKeys = (obj: T) => {
+    for (const key of mapper(obj)) enqueue(key);
+  };
+  return {
+    onAdd: (obj) => {
+      if (passesCreate(predicates, obj)) enqueueKeys(obj);
+    },
+    onUpdate: (oldObj, newObj) => {
+      if (!passesUpdate(predicates, oldObj, newObj)) return;
+      enqueueKeys(oldObj);
+      enqueueKeys(newObj);
+    },
+    onDelete: (obj) => {
+      if (passesDelete(predicates, obj)) enqueueKeys(obj);
+    },
+  };
+}
+
 export interface ControllerOptions {
   /** The controller name: metric label, queue name, log field. Unique per manager. */
   name: string;
@@ -62,8 +96,12 @@ export class Controller {
   readonly name: string;
   readonly needLeaderElection: boolean;
   private readonly informers = new Set<Informer>();
-  /** Every watch with its mapper, to replay the caches when the controller starts. */
-  private readonly watches: { informer: Informer; mapper: (obj: KubernetesObject) => string[] }[] = [];
+  /** Every watch with its mapper and predicates, to replay the caches when the controller starts. */
+  private readonly watches: {
+    informer: Informer;
+    mapper: (obj: KubernetesObject) => string[];
+    predicates: readonly EventPredicate[];
+  }[] = [];
   private primary: Informer | undefined;
   private queue: WorkQueue | undefined;
   private workers: Promise<void>[] = [];
@@ -81,32 +119,43 @@ export class Controller {
     this.needLeaderElection = options.needLeaderElection ?? true;
   }
 
-  /** Watches the primary resource: every event enqueues the object's own key. */
-  watchPrimary<T extends KubernetesObject>(informer: Informer<T>): this {
+  /** Watches the primary resource: each event (that `options.predicates` let through) enqueues the object's own key. */
+  watchPrimary<T extends KubernetesObject>(informer: Informer<T>, options: WatchOptions<T> = {}): this {
     if (this.primary) throw new Error(`controller ${this.name} already has a primary informer`);
     this.primary = asAnyInformer(informer);
-    return this.watch(informer, (obj) => [objectKey(obj)]);
+    return this.watch(informer, (obj) => [objectKey(obj)], options);
   }
 
-  /** Watches an owned or related resource; `mapper` turns each event's object into primary keys. */
-  watch<T extends KubernetesObject>(informer: Informer<T>, mapper: (obj: T) => string[]): this {
+  /**
+   * Watches objects the primary controls (controller-runtime's `Owns`): each event enqueues the
+   * object's controller owner (`ownerReferences[]` with `controller: true`) when that owner is a
+   * `ownerKind` of the primary's API group, of the primary's scope. Call after `watchPrimary`.
+   */
+  owns<T extends KubernetesObject>(
+    informer: Informer<T>,
+    ownerKind: string,
+    options: WatchOptions<T> = {},
+  ): this {
+    if (!this.primary)
+      throw new Error(`controller ${this.name} owns objects of a primary it does not watch yet`);
+    const { group, namespaced } = this.primary.resource;
+    return this.watch(informer, mapToControllerOwner({ group, kind: ownerKind, namespaced }), options);
+  }
+
+  /** Watches a related resource; `mapper` turns each event's object into primary keys. */
+  watch<T extends KubernetesObject>(
+    informer: Informer<T>,
+    mapper: (obj: T) => string[],
+    options: WatchOptions<T> = {},
+  ): this {
+    const predicates = options.predicates ?? [];
     this.informers.add(asAnyInformer(informer));
     this.watches.push({
       informer: asAnyInformer(informer),
       mapper: mapper as unknown as (obj: KubernetesObject) => string[],
+      predicates: predicates as unknown as readonly EventPredicate[],
     });
-    const enqueue = (obj: T) => {
-      for (const key of mapper(obj)) this.queue?.add(key);
-    };
-    informer.addEventHandler({
-      onAdd: enqueue,
-      onUpdate: (oldObj, newObj) => {
-        // Both: a child whose owner changed must wake the old owner as well as the new one.
-        enqueue(oldObj);
-        enqueue(newObj);
-      },
-      onDelete: (obj) => enqueue(obj),
-    });
+    informer.addEventHandler(watchHandler(mapper, predicates, (key) => this.queue?.add(key)));
     return this;
   }
 
@@ -172,8 +221,10 @@ export class Controller {
     this.reconcileAbort = new AbortController();
     const workerCount = Math.max(1, this.options.maxConcurrentReconciles ?? 1);
     metrics?.maxConcurrentReconciles.set({ controller: this.name }, workerCount);
-    for (const { informer, mapper } of this.watches) {
-      for (const obj of informer.store.list()) for (const key of mapper(obj)) queue.add(key);
+    for (const { informer, mapper, predicates } of this.watches) {
+      for (const obj of informer.store.list()) {
+        if (passesCreate(predicates, obj)) for (const key of mapper(obj)) queue.add(key);
+      }
     }
     this.scheduleResync();
     this.workers = Array.from({ length: workerCount }, () => this.work(queue, this.reconcileAbort!.signal));
@@ -290,45 +341,25 @@ function groupOf(apiVersion: string | undefined): string {
 }
 
 /**
- * Maps an object to its controller owner's key, if that owner is of `kind` in the API group of
- * `apiVersion` (versions may differ). Owners of namespaced kinds live in the object's namespace
- * (Kubernetes forbids cross-namespace owners); pass `ownerNamespaced: false` for cluster-scoped owners.
+ * Maps an object to its controller owner's key, if that owner is of `kind` in API group `group`
+ * (any version). Owners of namespaced kinds live in the object's namespace (Kubernetes forbids
+ * cross-namespace owners); `namespaced: false` names a cluster-scoped owner by name alone.
  */
 export function mapToControllerOwner(owner: {
-  apiVersion: string;
+  group: string;
   kind: string;
-  namespaced?: boolean;
+  namespaced: boolean;
 }): EventMapper {
-  const group = groupOf(owner.apiVersion);
   return (obj) => {
     const ref = obj.metadata?.ownerReferences?.find(
       (candidate) =>
         candidate.controller === true &&
         candidate.kind === owner.kind &&
-        groupOf(candidate.apiVersion) === group,
+        groupOf(candidate.apiVersion) === owner.group,
     );
     if (!ref) return [];
-    const namespace = owner.namespaced === false ? undefined : obj.metadata?.namespace;
+    const namespace = owner.namespaced ? obj.metadata?.namespace : undefined;
     return [namespace ? `${namespace}/${ref.name}` : ref.name];
-  };
-}
-
-/**
- * Maps an object to the key named by its labels: `nameLabel` holds the primary's name; its
- * namespace is `namespaceLabel`'s value if given, else the object's own namespace. Pass
- * `clusterScoped` for primaries without a namespace.
- */
-export function mapByLabel(
-  nameLabel: string,
-  options: { namespaceLabel?: string; clusterScoped?: boolean } = {},
-): EventMapper {
-  return (obj) => {
-    const labels = obj.metadata?.labels ?? {};
-    const name = labels[nameLabel];
-    if (!name) return [];
-    if (options.clusterScoped) return [name];
-    const namespace = options.namespaceLabel ? labels[options.namespaceLabel] : obj.metadata?.namespace;
-    return namespace ? [`${namespace}/${name}`] : [];
   };
 }
 

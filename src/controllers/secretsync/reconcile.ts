@@ -1,14 +1,15 @@
 import type { V1Secret } from '@kubernetes/client-node';
+import { resources, type Stored } from '../../api/resources.ts';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import { applyObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { Reconciler } from '../../runtime/controller.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 import { deepEqual, ownValue } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { fieldManagers, resources, type Stored } from '../resources.ts';
 import { desiredSecretData, syncSourceOf } from './desired.ts';
 
 /** Index of sync-target Secrets by `<namespace>/<name>` of the SharedSecret they copy. */

@@ -1,15 +1,16 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import { resources, type Stored } from '../../api/resources.ts';
 import type { SharedSecret, SharedSecretStatus } from '../../api/sharedsecret.ts';
 import { createOrApply, deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { errorMessage, isApiError, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 import { deepEqual } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { CLEANUP_FINALIZER } from '../common.ts';
-import { fieldManagers, resources, type Stored } from '../resources.ts';
 import { desiredRbac } from './desired.ts';
 
 /** Index of projected Roles/RoleBindings by `<namespace>/<owning SharedSecret name>`. */

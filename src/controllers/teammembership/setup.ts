@@ -1,7 +1,7 @@
 import type { Team, User } from '../../api/identity.ts';
+import { resources, type Stored } from '../../api/resources.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, reconcilerDeps } from '../common.ts';
-import { resources, type Stored } from '../resources.ts';
 import {
   BY_LISTED_TEAM,
   BY_MEMBER,
