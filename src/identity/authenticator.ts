@@ -1,8 +1,8 @@
 import type { ConfigStatus } from '../api/config.ts';
 import type { Team, User } from '../api/identity.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import { resources, type Stored } from '../api/resources.ts';
 import { platformConfigSource } from '../config/platform-config.ts';
-import { resources, type Stored } from '../controllers/resources.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { isConflict, isNotFound } from '../runtime/errors.ts';
 import type { Informer } from '../runtime/informer.ts';

@@ -2,7 +2,7 @@ import { PatchStrategy } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../api/config.ts';
 import type { Team, User } from '../api/identity.ts';
 import type { Project } from '../api/project.ts';
-import { resources } from '../controllers/resources.ts';
+import { resources } from '../api/resources.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
 import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
 import type { ExternalIdentity } from './identity.ts';

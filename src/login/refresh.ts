@@ -1,6 +1,7 @@
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../api/config.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
+import { resources, type Stored } from '../api/resources.ts';
 import { platformConfigSource } from '../config/platform-config.ts';
 import {
   addController,
@@ -9,7 +10,6 @@ import {
   type ReconcilerDeps,
   reconcilerDeps,
 } from '../controllers/common.ts';
-import { resources, type Stored } from '../controllers/resources.ts';
 import { patchStatus } from '../runtime/apply.ts';
 import { type ConditionInput, setCondition } from '../runtime/conditions.ts';
 import type { Reconciler } from '../runtime/controller.ts';

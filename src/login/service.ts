@@ -2,7 +2,7 @@ import type { ConfigStatus } from '../api/config.ts';
 import type { User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey, SsoIdentity } from '../api/ownedaccesskey.ts';
-import { resources } from '../controllers/resources.ts';
+import { resources } from '../api/resources.ts';
 import { isObjectName } from '../gateway/pipeline/route.ts';
 import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { isNotFound } from '../runtime/errors.ts';

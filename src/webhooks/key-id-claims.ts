@@ -1,6 +1,6 @@
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
-import { resources } from '../controllers/resources.ts';
+import { resources } from '../api/resources.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
 import {
   collectionPath,

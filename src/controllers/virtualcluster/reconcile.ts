@@ -1,5 +1,6 @@
 import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { resources, type Stored } from '../../api/resources.ts';
 import type {
   VirtualClusterInstance,
   VirtualClusterInstanceStatus,
@@ -23,6 +24,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { ReconcileContext, Reconciler } from '../../runtime/controller.ts';
 import { isApiError, isNotFound } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
+import { fieldManagers } from '../../runtime/field-managers.ts';
 import {
   type KubeApi,
   type KubeClient,
@@ -43,7 +45,6 @@ import {
 } from '../../sync/controllers/syncer.ts';
 import type { SyncedKind } from '../../sync/translate.ts';
 import { CLEANUP_FINALIZER } from '../common.ts';
-import { fieldManagers, resources, type Stored } from '../resources.ts';
 import {
   asksToBeSynced,
   instanceOutcome,

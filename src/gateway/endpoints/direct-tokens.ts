@@ -3,9 +3,9 @@ import { DirectClusterEndpointTokenSchema } from '../../api/directclusterendpoin
 import type { User } from '../../api/identity.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import { resources } from '../../api/resources.ts';
 import { conflict, forbidden, invalidFromIssues, notFound, serviceUnavailable } from '../../api/status.ts';
 import { validateScope } from '../../authz/scope.ts';
-import { resources } from '../../controllers/resources.ts';
 import type { Endpoint } from '../../http/endpoint.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import {

@@ -1,8 +1,8 @@
 import type { Team, User } from '../../api/identity.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { Project } from '../../api/project.ts';
+import type { Stored } from '../../api/resources.ts';
 import { failureStatus, reasonForCode, serviceUnavailable } from '../../api/status.ts';
-import type { Stored } from '../../controllers/resources.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { GROUP_ADMINS } from '../../identity/groups.ts';
 import { isProjectMember, projectMembers } from '../../identity/members.ts';

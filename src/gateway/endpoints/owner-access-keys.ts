@@ -1,5 +1,5 @@
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
-import type { Stored } from '../../controllers/resources.ts';
+import type { Stored } from '../../api/resources.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { GROUP_ADMINS, teamGroup } from '../../identity/groups.ts';
 import type { Store } from '../../runtime/store.ts';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
-import { resources } from '../../controllers/resources.ts';
+import { resources } from '../../api/resources.ts';
 import { hashAccessKey } from '../../identity/keys.ts';
 import { isNotFound } from '../../runtime/errors.ts';
 import { collectionPath, type KubeApi, objectPath } from '../../runtime/kube-client.ts';
