@@ -1,9 +1,9 @@
 import type { ConfigStatus } from '../api/config.ts';
 import type { User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
+import { isObjectName } from '../api/names.ts';
 import type { OwnedAccessKey, SsoIdentity } from '../api/ownedaccesskey.ts';
 import { resources } from '../api/resources.ts';
-import { isObjectName } from '../gateway/pipeline/route.ts';
 import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';

@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { sourceBucket } from '../gateway/pipeline/throttle.ts';
+import { sourceBucket } from '../http/client-address.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import { LoginRefused } from './identity.ts';
 import { mac, macEqual } from './secrets.ts';

@@ -1,4 +1,5 @@
 import { API_GROUP, API_VERSION } from '../../api/meta.ts';
+import { isNamespaceName, isObjectName } from '../../api/names.ts';
 import { KINDS, type KindInfo } from '../../api/registry.ts';
 import { badRequest, methodNotAllowed, notFound, StatusError, sanitize } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
@@ -81,14 +82,6 @@ const VIRTUAL_SUBRESOURCES: ReadonlyMap<string, readonly string[]> = new Map([
   ['users', ['accesskeys', 'tokenrevocation']],
   ['teams', ['accesskeys']],
 ]);
-
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-/** Whether `text` is a valid namespace name (RFC 1123 label, at most 63 characters). */
-export const isNamespaceName = (text: string) => text.length <= 63 && DNS_LABEL.test(text);
-/** Whether `text` is a valid object name of our kinds (RFC 1123 subdomain, at most 253 characters). */
-export const isObjectName = (text: string) => text.length <= 253 && DNS_SUBDOMAIN.test(text);
 
 /**
  * Whether a query asks for a watch, read as kube-apiserver reads the parameter (its
