@@ -7,13 +7,14 @@ import { RestMapper } from '../runtime/apply.ts';
 import type { Clock } from '../runtime/clock.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
-import { Admission, MUTATE_PATH, VALIDATE_PATH, VALIDATE_SECRETS_PATH } from './admission.ts';
+import { ADMISSION_PATHS, Admission } from './admission.ts';
 import {
   type CertificatePolicy,
   DEFAULT_CERTIFICATE_POLICY,
   MountedCertificates,
   SelfManagedCertificates,
 } from './certificates.ts';
+import { ClusterReader } from './cluster-state.ts';
 import {
   applyWebhookConfigurations,
   buildWebhookConfigurations,
@@ -126,13 +127,14 @@ export async function startAdmissionWebhooks(options: AdmissionWebhooksOptions):
     });
   }
 
-  const admission = new Admission({
+  const cluster = new ClusterReader({
     api,
     restMapper: new RestMapper(api),
     pepper: new PepperStore(api, options.platformNamespace, random),
     platformNamespace: options.platformNamespace,
     random,
   });
+  const admission = new Admission(cluster, options.platformNamespace);
   let server: AdmissionServer;
   try {
     server = await AdmissionServer.start({
@@ -140,7 +142,7 @@ export async function startAdmissionWebhooks(options: AdmissionWebhooksOptions):
       port: options.port,
       certificates,
       review: (path, request) => admission.review(path, request),
-      paths: [MUTATE_PATH, VALIDATE_PATH, VALIDATE_SECRETS_PATH],
+      paths: ADMISSION_PATHS,
       ...(options.logger ? { logger: options.logger } : {}),
     });
     endpoint ??= { url: `https://127.0.0.1:${server.port}` };

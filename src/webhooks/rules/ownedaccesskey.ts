@@ -175,3 +175,43 @@ export function needsMaxTtl(oldObject: AdmittedObject | null | undefined, object
   const ttl = specOf(object).ttl;
   return typeof ttl === 'number' && ttl > 0 && specOf(oldObject).ttl !== ttl;
 }
+
+interface SpaceEntry {
+  readonly index: number;
+  readonly project: string;
+  readonly space: string;
+}
+
+/** The `scope.spaces` entries naming one space of one project (`*` names every space: nothing to check). */
+export function namedSpaces(object: AdmittedObject): SpaceEntry[] {
+  const spaces = (
+    object.spec as { scope?: { spaces?: { project?: unknown; space?: unknown }[] } } | undefined
+  )?.scope?.spaces;
+  if (!Array.isArray(spaces)) return [];
+  return spaces.flatMap((entry, index) =>
+    typeof entry?.project === 'string' && typeof entry.space === 'string' && entry.space !== '*'
+      ? [{ index, project: entry.project, space: entry.space }]
+      : [],
+  );
+}
+
+/**
+ * A space is a namespace of its project (the project's own: its recorded `status.namespace`, or
+ * `<projectNamespacePrefix><project>`); a `scope.spaces` entry naming another matches nothing,
+ * which admission says. `projects` holds each project {@link namedSpaces} named (undefined: no such
+ * project).
+ */
+export function spaceWarnings(
+  object: AdmittedObject,
+  projectNamespacePrefix: string,
+  projects: ReadonlyMap<string, { readonly recordedNamespace: string | undefined } | undefined>,
+): string[] {
+  return namedSpaces(object).flatMap(({ index, project, space }) => {
+    const found = projects.get(project);
+    const namespace = found ? (found.recordedNamespace ?? `${projectNamespacePrefix}${project}`) : undefined;
+    if (namespace === space) return [];
+    return [
+      `scope.spaces[${index}]: ${space} is not a namespace of project ${project}${found ? ` (its namespace is ${namespace})` : ' (no such project)'}: this entry matches nothing`,
+    ];
+  });
+}
