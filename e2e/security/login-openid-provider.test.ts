@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import * as client from 'openid-client';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { call } from '../gateway/support.ts';
@@ -281,5 +282,31 @@ describe('attacks on the platform as an OpenID provider', () => {
     const answer = await discovery();
     expect(answer.status).toBe(404);
     expect(answer.text).not.toContain('argocd');
+  });
+
+  // Last: its failures count against this file's one source address too.
+  it("guessing a client's secret is limited as guessing keys is (429 with Retry-After)", async () => {
+    await configure();
+    const dispatcher = new Agent({ connect: { ca: env().caPem } });
+    const guess = (secret: string) =>
+      undiciFetch(`${env().platformUrl}/oidc/token`, {
+        dispatcher,
+        method: 'POST',
+        headers: {
+          authorization: `Basic ${Buffer.from(`grafana:${secret}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: 'grant_type=refresh_token&refresh_token=x',
+      });
+    const statuses: number[] = [];
+    for (let attempt = 0; attempt < 12; attempt++) statuses.push((await guess(`guess-${attempt}`)).status);
+    // Refused (401) until the gateway's failure limit is crossed, then blocked (429), never again 401.
+    const firstBlocked = statuses.indexOf(429);
+    expect(firstBlocked, statuses.join(',')).toBeGreaterThan(0);
+    expect(statuses.slice(0, firstBlocked).every((status) => status === 401)).toBe(true);
+    expect(statuses.slice(firstBlocked).every((status) => status === 429)).toBe(true);
+    const blocked = await guess(OTHER_SECRET);
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { User } from '../../api/identity.ts';
 import {
+  clientAuthenticationSubject,
   issuerFor,
   openIdProviderEnabled,
   providerClients,
@@ -124,5 +125,24 @@ describe('the claims of a User', () => {
       name: 'alice',
       groups: [],
     });
+  });
+});
+
+describe('the client a token request authenticates as', () => {
+  const basic = (user: string, secret: string) =>
+    `Basic ${Buffer.from(`${user}:${secret}`).toString('base64')}`;
+
+  it('is HTTP Basic’s user (form-encoded, RFC 6749 2.3.1), else the form’s client_id, as a subject no key has', () => {
+    expect(clientAuthenticationSubject(basic('argo%20cd', 's'), '')).toBe('oidc-client:argo cd');
+    expect(clientAuthenticationSubject(basic('argocd', 's'), 'client_id=other')).toBe('oidc-client:argocd');
+    expect(clientAuthenticationSubject(undefined, 'grant_type=authorization_code&client_id=spa')).toBe(
+      'oidc-client:spa',
+    );
+  });
+
+  it('is undefined when the request names no client, or names it unreadably', () => {
+    expect(clientAuthenticationSubject(undefined, 'grant_type=refresh_token')).toBeUndefined();
+    expect(clientAuthenticationSubject('Bearer x', '')).toBeUndefined();
+    expect(clientAuthenticationSubject(basic('%E0%A4%A', 's'), '')).toBeUndefined();
   });
 });

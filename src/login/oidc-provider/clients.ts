@@ -114,3 +114,35 @@ export function userClaims(user: User): Record<string, unknown> {
     groups: groups.sort(),
   };
 }
+
+/** Paths under `/oidc` where a client authenticates with its secret. */
+export const CLIENT_AUTHENTICATION_PATHS: ReadonlySet<string> = new Set([
+  `${OIDC_PROVIDER_BASE}/token`,
+  `${OIDC_PROVIDER_BASE}/token/revocation`,
+]);
+
+/**
+ * The client a token or revocation request names (HTTP Basic's user, else the form's
+ * `client_id`), as the subject its failed authentications are counted against:
+ * `oidc-client:<id>`, which no key or user name can be (object names have no `:`). Undefined
+ * when the request names none.
+ */
+export function clientAuthenticationSubject(
+  authorization: string | undefined,
+  body: string,
+): string | undefined {
+  let clientId: string | undefined;
+  const basic = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(authorization ?? '');
+  if (basic) {
+    const decoded = Buffer.from(basic[1] as string, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    try {
+      clientId = decodeURIComponent((colon < 0 ? decoded : decoded.slice(0, colon)).replace(/\+/g, ' '));
+    } catch {
+      clientId = undefined;
+    }
+  } else {
+    clientId = new URLSearchParams(body).get('client_id') ?? undefined;
+  }
+  return clientId ? `oidc-client:${clientId}` : undefined;
+}

@@ -16,6 +16,8 @@ import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
 import { errorPage } from '../pages.ts';
 import { type LoginSecrets, mac, SealBroken, seal, unseal } from '../secrets.ts';
 import {
+  CLIENT_AUTHENTICATION_PATHS,
+  clientAuthenticationSubject,
   OIDC_PROVIDER_BASE,
   openIdProviderEnabled,
   providerClients,
@@ -64,6 +66,15 @@ export function providerJwks(ring: readonly SigningKey[], now: number): { keys: 
   const ordered = signing ? [signing, ...ring.filter((key) => key.kid !== signing.kid)] : [...ring];
   return { keys: ordered.map((key) => ({ ...key.privateJwk, kid: key.kid, alg: key.alg, use: 'sig' })) };
 }
+
+const tooManyClientFailures = (retryAfterSeconds: number) =>
+  new StatusError(
+    429,
+    'TooManyRequests',
+    'too many failed client authentications; retry later',
+    { retryAfterSeconds },
+    { 'Retry-After': String(retryAfterSeconds) },
+  );
 
 /** What the login hands to the interaction after a sign-in. */
 interface InteractionGrant {
@@ -136,6 +147,28 @@ export class OpenIdProvider {
         'NotFound',
         'the platform does not act as an OpenID provider (oidc.enabled: false)',
       );
+    // Guessing a client's secret is limited as guessing keys is: the gateway's failure limits,
+    // per source and per client (`oidc-client:<id>`), 429 with Retry-After once crossed.
+    const subject = CLIENT_AUTHENTICATION_PATHS.has(request.path)
+      ? clientAuthenticationSubject(
+          typeof request.headers.authorization === 'string' ? request.headers.authorization : undefined,
+          Buffer.from(request.body).toString('utf8'),
+        )
+      : undefined;
+    if (subject) {
+      const wait = await request.blockedFor(subject);
+      if (wait !== undefined) throw tooManyClientFailures(wait);
+    }
+    const answer = await this.relay(request);
+    if (subject && answer.code === 401) {
+      const wait = await request.failedAttempt(subject);
+      if (wait !== undefined) throw tooManyClientFailures(wait);
+    }
+    return answer;
+  }
+
+  /** The request as oidc-provider answers it on its socket. */
+  private async relay(request: EndpointRequest): Promise<EndpointAnswer & { code: number }> {
     const { agent } = await this.listening();
     const platformUrl = new URL(this.deps.platformUrl(request));
     const query = request.query.toString();
