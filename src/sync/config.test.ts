@@ -1,6 +1,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${name}` is the configuration's own placeholder
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
 import { InvalidSyncConfig, loadSyncConfig, validateSyncConfig } from './config.ts';
 import { singleExpressionError } from './patches/expression.ts';
 
@@ -155,6 +156,29 @@ describe('validation errors name the patch', () => {
     ],
   ])('accepts a patch of %s', (_what, path) => {
     expect(validateSyncConfig(withPatches([{ path, expression: 'value' }])).errors).toEqual([]);
+  });
+
+  it('a reference names a kind the syncer syncs, whatever else it says', () => {
+    const reference = (apiVersion: string, kind: string, extra: Record<string, unknown> = {}) => ({
+      path: 'metadata.annotations.target',
+      reference: { apiVersion, kind, ...extra },
+    });
+    for (const kind of ['Service', 'Endpoints', 'Secret', 'ConfigMap']) {
+      expect(validateSyncConfig(withPatches([reference('v1', kind)])).errors).toEqual([]);
+    }
+    const refused = (apiVersion: string, kind: string, extra?: Record<string, unknown>) =>
+      validateSyncConfig(withPatches([reference(apiVersion, kind, extra)])).errors;
+    expect(refused('apps/v1', 'Deployment')).toEqual([
+      'sync.toHost.endpoints.patches[0].reference.kind: apps/v1 Deployment is not synced by the syncer (a reference may name v1 Endpoints, Service, Secret, ConfigMap)',
+    ]);
+    // Pods are translated in Endpoints' targetRef but never synced; a group's kind of the same name
+    // is another kind; a kindPath does not excuse the fallback kind; nor does reference.labels.
+    expect(refused('v1', 'Pod')).toHaveLength(1);
+    expect(refused('example.com/v1', 'Service')).toHaveLength(1);
+    expect(refused('v1', 'Widget', { namePath: 'name', kindPath: 'kind' })).toHaveLength(1);
+    expect(refused('v1', 'Namespace', { labels: {} })).toHaveLength(1);
+    // Kind names are matched as data: an Object.prototype member is not a kind.
+    for (const key of PROTOTYPE_KEYS) expect(refused('v1', key)).toHaveLength(1);
   });
 
   it('reference.labels as SPEC.md writes it and labels beside reference as the reference product does', () => {

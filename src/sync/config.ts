@@ -131,8 +131,26 @@ function forbiddenPathError(path: string, segments: readonly PathSegment[]): str
   return null;
 }
 
+/**
+ * Whether a reference may name objects of this API version and kind: only the kinds the syncer
+ * syncs (the core v1 kinds with a patch list), as the reference product needs a mapper for the
+ * referenced kind. Any other would be a name translated for an object that is never synced.
+ */
+export function isReferenceableKind(apiVersion: string, kind: string): boolean {
+  return apiVersion === 'v1' && Object.hasOwn(RESOURCE_BY_KIND, kind);
+}
+
+/** The kinds a reference may name, for error messages. */
+export const REFERENCEABLE_KINDS_TEXT = `v1 ${Object.keys(RESOURCE_BY_KIND).join(', ')}`;
+
 function referenceErrors(at: string, ref: ReferencePatchConfig): string[] {
   const errors: string[] = [];
+  // The fallback kind must be synced even with kindPath/apiVersionPath: a value without them uses it.
+  if (!isReferenceableKind(ref.apiVersion, ref.kind)) {
+    errors.push(
+      `${at}.reference.kind: ${ref.apiVersion} ${ref.kind} is not synced by the syncer (a reference may name ${REFERENCEABLE_KINDS_TEXT})`,
+    );
+  }
   for (const field of ['apiVersionPath', 'kindPath', 'namePath', 'namespacePath'] as const) {
     const relative = ref[field];
     if (relative === undefined || relative.trim() === '') continue;

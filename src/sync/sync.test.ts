@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import { loadSyncConfig } from './config.ts';
-import { hostLabelKey, hostNameShort } from './names.ts';
+import { hostLabelKey } from './names.ts';
 import type { Json } from './patches/merge-patch.ts';
 import { ExpressionError } from './patches/sandbox.ts';
 import { createSandbox, syncToHost, syncToVirtual } from './sync.ts';
@@ -506,7 +506,7 @@ describe('reference and labels patches', () => {
           enabled: true,
           patches: [
             { path: 'data.secretName', reference: { apiVersion: 'v1', kind: 'Secret' } },
-            { path: 'data.widget', reference: { apiVersion: 'example.com/v1', kind: 'Widget' } },
+            { path: 'data.backend', reference: { apiVersion: 'v1', kind: 'Service' } },
             {
               path: 'data.ref',
               reference: {
@@ -530,12 +530,12 @@ describe('reference and labels patches', () => {
     metadata: { name: 'c', namespace: 'default' },
     data: {
       secretName: 'creds',
-      widget: 'w1',
+      backend: 'api',
       ref: { name: 'other', namespace: 'team', kind: 'Service' },
     } as any,
   };
 
-  it('toward the host: long names for core kinds, short names otherwise; references reported', async () => {
+  it('toward the host: the host names of every synced kind; references reported', async () => {
     const r = await syncToHost({
       kind: 'ConfigMap',
       source: cm,
@@ -546,12 +546,12 @@ describe('reference and labels patches', () => {
     });
     expect(r.object.data).toEqual({
       secretName: 'creds-x-default-x-vc',
-      widget: hostNameShort('w1', 'default', 'vc'),
+      backend: 'api-x-default-x-vc',
       ref: { name: 'other-x-team-x-vc', namespace: 'vc-ns', kind: 'Service' },
     });
     expect(r.references.map((x) => `${x.kind}:${x.virtual.namespace}/${x.virtual.name}`)).toEqual([
       'Secret:default/creds',
-      'Widget:default/w1',
+      'Service:default/api',
       'Service:team/other',
     ]);
   });
@@ -590,23 +590,174 @@ describe('reference and labels patches', () => {
     expect((r.object.data as any).ref).toEqual({ name: 'other', namespace: 'h-team', kind: 'Service' });
   });
 
-  it('toward the virtual cluster names are looked up; unknown names stay', async () => {
-    const host = {
+  const hostCm = (data: Record<string, unknown>) =>
+    ({
       ...cm,
-      metadata: { name: 'c-x-default-x-vc', namespace: 'vc-ns' },
-      data: { secretName: 'creds-x-default-x-vc', widget: 'unknown' },
-    } as KubeObject;
-    const r = await syncToVirtual({
+      metadata: {
+        name: 'c-x-default-x-vc',
+        namespace: 'vc-ns',
+        annotations: { 'vcluster.platform/object-namespace': 'default' },
+      },
+      data,
+    }) as KubeObject;
+
+  it('toward the virtual cluster host names become virtual names: looked up, else the translation inverted', () => {
+    const r = syncToVirtual({
       kind: 'ConfigMap',
-      source: host,
+      source: hostCm({
+        secretName: 'creds-x-default-x-vc',
+        backend: 'api-x-default-x-vc',
+        ref: { name: 'hashed-name-from-the-record', namespace: 'vc-ns', kind: 'Service' },
+      }),
       previousSource: null,
       existingTarget: null,
       ctx,
       sandbox,
       lookupVirtual: (ref) =>
-        ref.name === 'creds-x-default-x-vc' ? { name: 'creds', namespace: 'default' } : null,
+        ref.kind === 'Service' && ref.name === 'hashed-name-from-the-record' && ref.namespace === 'vc-ns'
+          ? { name: 'other', namespace: 'team' }
+          : null,
     });
-    expect(r.object.data).toEqual({ secretName: 'creds', widget: 'unknown' });
+    expect(r.object.data).toEqual({
+      secretName: 'creds',
+      backend: 'api',
+      ref: { name: 'other', namespace: 'team', kind: 'Service' },
+    });
+    expect(
+      r.references.map((x) => `${x.kind}:${x.virtual.namespace}/${x.virtual.name}<-${x.host.name}`),
+    ).toEqual([
+      'Secret:default/creds<-creds-x-default-x-vc',
+      'Service:default/api<-api-x-default-x-vc',
+      'Service:team/other<-hashed-name-from-the-record',
+    ]);
+  });
+
+  it('toward the virtual cluster a host name that names no virtual object does not come back', () => {
+    const existing: KubeObject = { ...cm, data: { secretName: 'creds', backend: 'api' } as any };
+    const unknown = {
+      // Not of this virtual cluster, not of this namespace, another virtual cluster's, a bare name.
+      secretName: 'creds-x-default-x-other-vc',
+      backend: 'api-x-team-x-vc',
+      ref: { name: 'db', namespace: 'vc-ns', kind: 'Service' },
+    };
+    const update = syncToVirtual({
+      kind: 'ConfigMap',
+      source: hostCm(unknown),
+      previousSource: hostCm({ secretName: 'creds-x-default-x-vc', backend: 'api-x-default-x-vc' }),
+      existingTarget: existing,
+      ctx,
+      sandbox,
+      lookupVirtual: () => null,
+    });
+    // The virtual object keeps its values, and gains no field it did not have.
+    expect(update.object.data).toEqual({ secretName: 'creds', backend: 'api' });
+    expect(update.references).toEqual([]);
+    const imported = syncToVirtual({
+      kind: 'ConfigMap',
+      source: hostCm(unknown),
+      previousSource: null,
+      existingTarget: null,
+      ctx,
+      sandbox,
+    });
+    expect(imported.object.data).toEqual({});
+  });
+
+  it('a name translated to the host comes back as it was, for every synced kind', () => {
+    for (const kind of ['Service', 'Endpoints', 'Secret', 'ConfigMap']) {
+      const kindCtx = ctxWith({
+        sync: {
+          toHost: {
+            configMaps: {
+              enabled: true,
+              patches: [{ path: 'metadata.annotations.target', reference: { apiVersion: 'v1', kind } }],
+            },
+          },
+        },
+      });
+      const kindSandbox = sandboxFor(kindCtx);
+      const source: KubeObject = {
+        ...cm,
+        metadata: { name: 'c', namespace: 'default', annotations: { target: 'a-x-b' } },
+        data: {},
+      };
+      const host = syncToHost({
+        kind: 'ConfigMap',
+        source,
+        previousSource: null,
+        existingTarget: null,
+        ctx: kindCtx,
+        sandbox: kindSandbox,
+      }).object;
+      expect(host.metadata!.annotations).toMatchObject({ target: 'a-x-b-x-default-x-vc' });
+      const back = syncToVirtual({
+        kind: 'ConfigMap',
+        source: host,
+        previousSource: null,
+        existingTarget: null,
+        ctx: kindCtx,
+        sandbox: kindSandbox,
+      }).object;
+      expect(back.metadata!.annotations).toEqual({ target: 'a-x-b' });
+    }
+  });
+
+  it('property: reference patches over annotations named like Object.prototype members go to the host and back', () => {
+    const wildcard = ctxWith({
+      sync: {
+        toHost: {
+          services: { enabled: false },
+          configMaps: {
+            enabled: true,
+            patches: [{ path: 'metadata.annotations.*', reference: { apiVersion: 'v1', kind: 'Service' } }],
+          },
+        },
+      },
+    });
+    const wildcardSandbox = sandboxFor(wildcard);
+    const names = recordWithPrototypeKeys(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), {
+      prototypeKeys: PROTOTYPE_LABEL_KEYS,
+      otherKeys: fc.constantFrom('a', 'example.com/backend'),
+    });
+    fc.assert(
+      fc.property(names, names, (annotations, before) => {
+        const source: KubeObject = {
+          ...cm,
+          metadata: { name: 'c', namespace: 'default', annotations },
+          data: {},
+        };
+        const host = syncToHost({
+          kind: 'ConfigMap',
+          source,
+          previousSource: null,
+          existingTarget: null,
+          ctx: wildcard,
+          sandbox: wildcardSandbox,
+        });
+        const hostAnnotations = host.object.metadata!.annotations as Record<string, string>;
+        for (const [key, name] of Object.entries(annotations)) {
+          expect(Object.hasOwn(hostAnnotations, key)).toBe(true);
+          expect(hostAnnotations[key]).toBe(`${name}-x-default-x-vc`);
+        }
+        expect(host.references.map((r) => r.virtual.name)).toEqual(
+          expect.arrayContaining(Object.values(annotations)),
+        );
+        // Back into a virtual object that held other names: each comes back as it was (keys the
+        // host did not change since the previous host object stay the virtual object's).
+        const back = syncToVirtual({
+          kind: 'ConfigMap',
+          source: host.object,
+          previousSource: { ...host.object, metadata: { ...host.object.metadata, annotations: {} } },
+          existingTarget: { ...source, metadata: { ...source.metadata, annotations: before } },
+          ctx: wildcard,
+          sandbox: wildcardSandbox,
+        });
+        expect(Object.entries(back.object.metadata!.annotations as Record<string, string>).sort()).toEqual(
+          Object.entries({ ...before, ...annotations }).sort(),
+        );
+      }),
+      { numRuns: 50 },
+    );
   });
 
   it('reference.labels (as SPEC.md writes it) translates the selector both ways, like labels beside reference', async () => {

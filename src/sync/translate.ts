@@ -122,6 +122,40 @@ export function hostObjectRef(ctx: SyncContext, kind: string, name: string, name
 }
 
 /**
+ * The virtual object a host name stands for, given the virtual namespace it would be in: the
+ * inverse of {@link hostObjectRef}, checked by translating the candidate again (so a name that
+ * translation cannot give, or that it gives only hashed, finds nothing). In multi-namespace mode
+ * the host namespace maps back by the rules and the name is kept. Pure; null when none.
+ */
+export function virtualObjectRefOf(
+  ctx: SyncContext,
+  kind: string,
+  host: ObjectRef,
+  virtualNamespace: string,
+): ObjectRef | null {
+  const rules = namespaceRules(ctx);
+  const mapped = rules === null ? null : mapNamespaceToVirtual(rules, host.namespace);
+  const candidate: ObjectRef | null =
+    mapped !== null
+      ? { name: host.name, namespace: mapped }
+      : host.name.endsWith(`-x-${virtualNamespace}-x-${ctx.vclusterName}`)
+        ? {
+            name: host.name.slice(0, -`-x-${virtualNamespace}-x-${ctx.vclusterName}`.length),
+            namespace: virtualNamespace,
+          }
+        : null;
+  if (candidate === null || candidate.name === '') return null;
+  let again: ObjectRef;
+  try {
+    again = hostObjectRef(ctx, kind, candidate.name, candidate.namespace);
+  } catch (err) {
+    if (err instanceof NamespaceNotMapped) return null;
+    throw err;
+  }
+  return again.name === host.name && again.namespace === host.namespace ? candidate : null;
+}
+
+/**
  * `<name>.<namespace>.svc[.<domain>]` -> `<host name>.<host namespace>.svc.<domain>`, the
  * virtual cluster's domain when none is given; any other input unchanged. The sandbox has its own
  * copy of this (it may hold no host function); tests keep them equal.

@@ -1,3 +1,4 @@
+import type { HostToVirtualLookup } from '../patches/apply.ts';
 import { cloneJson, jsonEqual } from '../patches/merge-patch.ts';
 import type { Sandbox } from '../patches/sandbox.ts';
 import { syncToHost, syncToVirtual } from '../sync.ts';
@@ -24,6 +25,8 @@ export interface DesiredPairInput {
   record: SyncRecord | null;
   ctx: SyncContext;
   sandbox: Sandbox;
+  /** Host name -> virtual name for `reference` patches on the way back. */
+  lookupVirtual?: HostToVirtualLookup;
 }
 
 export interface DesiredPair {
@@ -52,7 +55,7 @@ export interface DesiredPair {
  * changed at its patched value and evaluates expressions only for fields that changed.
  */
 export function desiredPair(input: DesiredPairInput): DesiredPair {
-  const { kind, virtual, host, record, ctx, sandbox } = input;
+  const { kind, virtual, host, record, ctx, sandbox, lookupVirtual } = input;
   let virtualNext = virtual;
   let backSynced = false;
   if (record !== null && resourceVersionOf(host) !== resourceVersionOf(record.host)) {
@@ -64,6 +67,7 @@ export function desiredPair(input: DesiredPairInput): DesiredPair {
       previousTarget: record.virtual,
       ctx,
       sandbox,
+      lookupVirtual,
     }).object;
     backSynced = true;
   } else if (kind === 'Service' && record === null) {
@@ -75,6 +79,7 @@ export function desiredPair(input: DesiredPairInput): DesiredPair {
       existingTarget: virtual,
       ctx,
       sandbox,
+      lookupVirtual,
     }).object;
   }
 

@@ -4,6 +4,7 @@ import { createSandbox, syncToHost } from '../sync.ts';
 import type { KubeObject, SyncContext } from '../translate.ts';
 import {
   hasReferencePatches,
+  hostNameIndexValues,
   referencedKinds,
   referencesOf,
   selectorMatches,
@@ -56,7 +57,7 @@ const service: KubeObject = {
       { name: 'settings' },
       { name: 'shared', namespace: 'common' },
       { name: 'creds', kind: 'Secret' },
-      { name: 'thing', kind: 'Deployment' },
+      { name: 'api', kind: 'Service' },
       { name: '' },
       'not-an-object',
     ],
@@ -70,6 +71,7 @@ describe('referencesOf', () => {
       { kind: 'ConfigMap', namespace: 'apps', name: 'settings' },
       { kind: 'ConfigMap', namespace: 'common', name: 'shared' },
       { kind: 'Secret', namespace: 'apps', name: 'creds' },
+      { kind: 'Service', namespace: 'apps', name: 'api' },
       // A plain string is a name even where objects are expected, as in translateReference.
       { kind: 'ConfigMap', namespace: 'apps', name: 'not-an-object' },
     ]);
@@ -79,7 +81,8 @@ describe('referencesOf', () => {
     expect(referencesOf('Endpoints', service, ctx)).toEqual([]);
     expect(hasReferencePatches('Service', ctx.config)).toBe(true);
     expect(hasReferencePatches('Endpoints', ctx.config)).toBe(false);
-    expect([...referencedKinds(ctx.config)].sort()).toEqual(['ConfigMap', 'Secret']);
+    // kindPath: the value may name any kind the syncer syncs.
+    expect([...referencedKinds(ctx.config)].sort()).toEqual(['ConfigMap', 'Endpoints', 'Secret', 'Service']);
     expect(referencedKinds(ctxWith({}).config).size).toBe(0);
   });
 
@@ -99,10 +102,33 @@ describe('referencesOf', () => {
       ctx,
       sandbox,
     });
-    const fromSync = references
-      .filter((r) => r.apiVersion === 'v1' && (r.kind === 'Secret' || r.kind === 'ConfigMap'))
-      .map((r) => ({ kind: r.kind, ...r.virtual }));
+    const fromSync = references.map((r) => ({ kind: r.kind, ...r.virtual }));
     expect(fromSync).toEqual(referencesOf('Service', service, ctx));
+    expect(fromSync.map((r) => r.kind)).toContain('Service');
+  });
+
+  it('a kind the syncer does not sync, read through kindPath, names nothing and fails the sync', () => {
+    const sandbox = createSandbox(ctx, { timeoutMs: 2000, objectTimeoutMs: 4000 });
+    sandboxes.push(sandbox);
+    const withDeployment: KubeObject = {
+      ...service,
+      spec: { extra: [{ name: 'thing', kind: 'Deployment' }] },
+    };
+    expect(referencesOf('Service', withDeployment, ctx)).toEqual([
+      { kind: 'Secret', namespace: 'apps', name: 'web-tls' },
+    ]);
+    expect(() =>
+      syncToHost({
+        kind: 'Service',
+        source: withDeployment,
+        previousSource: null,
+        existingTarget: null,
+        ctx,
+        sandbox,
+      }),
+    ).toThrow(
+      'sync.toHost.services.patches[1]: names v1 Deployment, which the syncer does not sync (a reference may name v1 Endpoints, Service, Secret, ConfigMap)',
+    );
   });
 });
 
@@ -171,5 +197,40 @@ describe('syncedKinds', () => {
           .config,
       ),
     ).toEqual(['Service', 'ConfigMap']);
+    // A reference to a Service keeps Services synced when their own sync is off.
+    expect(
+      syncedKinds(
+        ctxWith({
+          sync: {
+            toHost: {
+              services: { enabled: false },
+              endpoints: {
+                patches: [
+                  { path: 'metadata.annotations.backend', reference: { apiVersion: 'v1', kind: 'Service' } },
+                ],
+              },
+            },
+          },
+        }).config,
+      ),
+    ).toEqual(['Service', 'Endpoints']);
+  });
+});
+
+describe('hostNameIndexValues', () => {
+  it('the host name of the object, whether or not it exists; none for an unmapped namespace', () => {
+    const web: KubeObject = { metadata: { name: 'web', namespace: 'apps' } };
+    expect(hostNameIndexValues('Service', web, ctx)).toEqual(['vc-ns/web-x-apps-x-vc']);
+    const mappedOnly = ctxWith({
+      sync: {
+        toHost: {
+          namespaces: { enabled: true, mappingsOnly: true, mappings: { byName: { shop: 'h-shop' } } },
+        },
+      },
+    });
+    expect(
+      hostNameIndexValues('Service', { metadata: { name: 'web', namespace: 'shop' } }, mappedOnly),
+    ).toEqual(['h-shop/web']);
+    expect(hostNameIndexValues('Service', web, mappedOnly)).toEqual([]);
   });
 });

@@ -1,14 +1,23 @@
-import { type PatchConfig, RESOURCE_BY_KIND, type SyncConfig } from '../config.ts';
+import { isReferenceableKind, type PatchConfig, RESOURCE_BY_KIND, type SyncConfig } from '../config.ts';
 import type { LabelSelector } from '../names.ts';
 import { emptyRecord, isJsonObject, type Json, ownValue } from '../patches/merge-patch.ts';
 import { expandPath, getAt, parsePath } from '../patches/path.ts';
-import { type KubeObject, type SyncContext, translateToHost } from '../translate.ts';
+import {
+  hostObjectRef,
+  type KubeObject,
+  NamespaceNotMapped,
+  SYNCED_KINDS,
+  type SyncContext,
+  type SyncedKind,
+  translateToHost,
+} from '../translate.ts';
 
 /**
- * Which Secrets and ConfigMaps a virtual object points at through its `reference` patches: by
- * name, or (`reference.labels`) by a label selector. The
- * syncer copies such objects to the host even when their own resource is disabled ("used"
- * objects, as the reference syncer does), and removes the copies once nothing points at them.
+ * Which objects of the synced kinds (Services, Endpoints, Secrets, ConfigMaps) a virtual object
+ * points at through its `reference` patches: by name, or (`reference.labels`) by a label
+ * selector. The syncer copies such objects to the host even when their own resource is disabled
+ * ("used" objects, as the reference syncer does), and removes the copies once nothing points at
+ * them.
  *
  * This is computed from the whole object, synchronously, so that it can be a cache index: the
  * index is complete as soon as the caches are, which makes "is this Secret used?" answerable
@@ -17,9 +26,9 @@ import { type KubeObject, type SyncContext, translateToHost } from '../translate
  * name, or an object with `namePath`/`namespacePath`/`kindPath`/`apiVersionPath`.
  */
 
-/** The kinds a reference can make the syncer copy. */
-export const REFERENCEABLE_KINDS = ['Secret', 'ConfigMap'] as const;
-export type ReferenceableKind = (typeof REFERENCEABLE_KINDS)[number];
+/** The kinds a reference can make the syncer copy: every kind it syncs (`isReferenceableKind`). */
+export const REFERENCEABLE_KINDS: readonly SyncedKind[] = SYNCED_KINDS;
+export type ReferenceableKind = SyncedKind;
 
 /** Index name on virtual informers: values are `<Kind>/<namespace>/<name>`. */
 export const REFERENCES_INDEX = 'vcluster-references';
@@ -29,6 +38,32 @@ export const REFERENCES_INDEX = 'vcluster-references';
  * the kind and namespace whose objects the object's selectors pick.
  */
 export const SELECTOR_REFERENCES_INDEX = 'vcluster-selector-references';
+
+/**
+ * Index name on the virtual informers of the kinds references can name: values are
+ * `<host namespace>/<host name>` of the object's host copy (whether or not it exists yet), so a
+ * host name on the way back finds its virtual object, hashed or in another namespace.
+ */
+export const HOST_NAME_INDEX = 'vcluster-host-name';
+
+export function hostNameIndexValue(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+/** The host name index's values of a virtual object: none when its namespace is not mapped. */
+export function hostNameIndexValues(kind: string, virtual: KubeObject, ctx: SyncContext): string[] {
+  const m = isJsonObject(virtual.metadata) ? virtual.metadata : {};
+  const name = typeof m.name === 'string' ? m.name : '';
+  const namespace = typeof m.namespace === 'string' ? m.namespace : '';
+  if (name === '') return [];
+  try {
+    const host = hostObjectRef(ctx, kind, name, namespace);
+    return [hostNameIndexValue(host.namespace, host.name)];
+  } catch (err) {
+    if (err instanceof NamespaceNotMapped) return [];
+    throw err;
+  }
+}
 
 export function selectorIndexValue(kind: string, namespace: string): string {
   return `${kind}/${namespace}`;
@@ -44,7 +79,7 @@ function referencePatches(kind: string, config: SyncConfig): PatchConfig[] {
   return config.sync.toHost[resource].patches.filter((p) => p.reference !== undefined);
 }
 
-/** Whether any patch of `kind` can point at a Secret or ConfigMap (so its cache needs the index). */
+/** Whether any patch of `kind` can point at another object (so its cache needs the index). */
 export function hasReferencePatches(kind: string, config: SyncConfig): boolean {
   return referencePatches(kind, config).length > 0;
 }
@@ -140,7 +175,7 @@ export function selectorReferencesOf(
   const found: SelectorReference[] = [];
   for (const patch of patches) {
     const ref = patch.reference!;
-    if (ref.apiVersion !== 'v1' || !(REFERENCEABLE_KINDS as readonly string[]).includes(ref.kind)) continue;
+    if (!isReferenceableKind(ref.apiVersion, ref.kind)) continue;
     for (const path of expandPath(document, parsePath(patch.path))) {
       const selector = asSelector(getAt(document, path) as Json);
       if (selector !== null) found.push({ kind: ref.kind as ReferenceableKind, namespace, selector });
@@ -150,8 +185,9 @@ export function selectorReferencesOf(
 }
 
 /**
- * The Secrets and ConfigMaps (core v1) that `virtual`'s reference patches name, deduplicated.
- * Anything that cannot be read (an unmapped namespace, a malformed value) names nothing.
+ * The objects of the synced kinds that `virtual`'s reference patches name, deduplicated.
+ * Anything that cannot be read (an unmapped namespace, a malformed value, a kind the syncer does
+ * not sync, which fails the object's own sync) names nothing.
  */
 export function referencesOf(kind: string, virtual: KubeObject, ctx: SyncContext): Reference[] {
   const patches = referencePatches(kind, ctx.config).filter((p) => p.reference?.labels === undefined);
@@ -180,7 +216,7 @@ export function referencesOf(kind: string, virtual: KubeObject, ctx: SyncContext
         typeof apiVersionValue === 'string' && apiVersionValue ? apiVersionValue : ref.apiVersion;
       const namespace =
         typeof namespaceValue === 'string' && namespaceValue !== '' ? namespaceValue : ownNamespace;
-      if (apiVersion !== 'v1' || !(REFERENCEABLE_KINDS as readonly string[]).includes(refKind)) continue;
+      if (!isReferenceableKind(apiVersion, refKind)) continue;
       const reference = { kind: refKind as ReferenceableKind, namespace, name };
       found.set(referenceIndexValue(refKind, namespace, name), reference);
     }

@@ -12,6 +12,7 @@ import {
 } from '../../runtime/kube-client.ts';
 import type { Store } from '../../runtime/store.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
+import type { HostToVirtualLookup } from '../patches/apply.ts';
 import { isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
 import type { Sandbox } from '../patches/sandbox.ts';
 import { syncToHost } from '../sync.ts';
@@ -102,6 +103,8 @@ export interface KindSyncerOptions {
   onHostDeleted?: (key: string) => void;
   /** Whether the object of this key is synced at all (resource enabled, or referenced). */
   wanted: (key: string) => boolean;
+  /** Host name -> virtual name for `reference` patches on the way back. */
+  lookupVirtual?: HostToVirtualLookup;
   sandbox: Sandbox;
   reporter: SyncReporter;
 }
@@ -248,7 +251,15 @@ export function kindSyncer(options: KindSyncerOptions) {
   }
 
   async function update(key: string, virtual: KubeObject, host: KubeObject, record: SyncRecord | null) {
-    const desired = desiredPair({ kind, virtual, host, record, ctx, sandbox });
+    const desired = desiredPair({
+      kind,
+      virtual,
+      host,
+      record,
+      ctx,
+      sandbox,
+      ...(options.lookupVirtual ? { lookupVirtual: options.lookupVirtual } : {}),
+    });
     assertEligible(desired.host, nameOf(host));
     const virtualNext = desired.virtual;
 

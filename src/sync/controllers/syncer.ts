@@ -10,6 +10,7 @@ import type { Manager } from '../../runtime/manager.ts';
 import { type IndexFunc, NamespaceIndex } from '../../runtime/store.ts';
 import type { SyncConfig } from '../config.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
+import type { HostToVirtualLookup } from '../patches/apply.ts';
 import type { SandboxOptions } from '../patches/sandbox.ts';
 import { createSandbox } from '../sync.ts';
 import {
@@ -22,10 +23,11 @@ import {
 import { SyncerMetrics } from './metrics.ts';
 import { virtualKeyOfHost } from './plan.ts';
 import {
+  HOST_NAME_INDEX,
   hasReferencePatches,
-  REFERENCEABLE_KINDS,
+  hostNameIndexValue,
+  hostNameIndexValues,
   REFERENCES_INDEX,
-  type ReferenceableKind,
   referencedKinds,
   referenceIndexValue,
   referencesOf,
@@ -121,13 +123,11 @@ const ENABLED_KEY: Record<SyncedKind, 'services' | 'endpoints' | 'secrets' | 'co
   ConfigMap: 'configMaps',
 };
 
-/** The kinds a configuration syncs: enabled ones, plus Secrets/ConfigMaps a reference can name. */
+/** The kinds a configuration syncs: enabled ones, plus those a reference can name. */
 export function syncedKinds(config: SyncConfig): SyncedKind[] {
   const referenced = referencedKinds(config);
   return (['Service', 'Endpoints', 'Secret', 'ConfigMap'] as const).filter(
-    (kind) =>
-      config.sync.toHost[ENABLED_KEY[kind]].enabled ||
-      (referenced as Set<string>).has(kind as ReferenceableKind),
+    (kind) => config.sync.toHost[ENABLED_KEY[kind]].enabled || referenced.has(kind),
   );
 }
 
@@ -205,10 +205,30 @@ export function startSyncer(given: SyncerOptions): Syncer {
   const virtualKinds = new Set<SyncedKind>(kinds);
   if (kinds.includes('Endpoints')) virtualKinds.add('Service');
   const virtualInformers = new Map<SyncedKind, Informer>();
+  // Kinds a reference can name are also indexed by their host names, for the way back.
+  const referenced = referencedKinds(config);
   for (const kind of virtualKinds) {
-    const indexers = hasReferencePatches(kind, config) ? referenceIndexers(kind) : {};
+    const indexers: Record<string, IndexFunc> = hasReferencePatches(kind, config)
+      ? referenceIndexers(kind)
+      : {};
+    if (referenced.has(kind)) {
+      indexers[HOST_NAME_INDEX] = (obj) => hostNameIndexValues(kind, obj as unknown as KubeObject, ctx);
+    }
     virtualInformers.set(kind, makeInformer('virtual', kind, {}, indexers));
   }
+  /**
+   * A host name -> the virtual object it is the copy of, by the index above: only an object that
+   * exists in the virtual cluster, and only when exactly one translates to that name.
+   */
+  const lookupVirtual: HostToVirtualLookup = (ref) => {
+    if (!(referenced as Set<string>).has(ref.kind)) return null;
+    const found = virtualInformers
+      .get(ref.kind as SyncedKind)
+      ?.store.byIndex(HOST_NAME_INDEX, hostNameIndexValue(ref.namespace, ref.name));
+    if (found?.length !== 1) return null;
+    const { name, namespace } = found[0]!.metadata ?? {};
+    return name && namespace ? { name, namespace } : null;
+  };
   /** The objects of `kind` in a namespace that `referencing`'s selector references pick. */
   const selectedBy = (
     from: SyncedKind,
@@ -282,8 +302,8 @@ export function startSyncer(given: SyncerOptions): Syncer {
     const virtualInformer = virtualInformers.get(kind)!;
     const hostInformer = hostInformers.get(kind)!;
     const enabled = config.sync.toHost[ENABLED_KEY[kind]].enabled;
-    // Secrets and ConfigMaps that are not enabled are synced only while something names them,
-    // or selects them (reference.labels).
+    // Kinds that are not enabled are synced only while something names them, or selects them
+    // (reference.labels).
     const referencing = [...virtualInformers.entries()]
       .filter(([k]) => hasReferencePatches(k, config))
       .map(([k, informer]) => ({ kind: k, informer }));
@@ -321,6 +341,7 @@ export function startSyncer(given: SyncerOptions): Syncer {
         : {}),
       ...(kind === 'Service' ? { onHostDeleted: (key: string) => hostServicesDeleted.add(key) } : {}),
       wanted,
+      lookupVirtual,
       sandbox,
       reporter,
     });
@@ -349,15 +370,15 @@ export function startSyncer(given: SyncerOptions): Syncer {
       // selector removes its host Endpoints.
       controller.watch(virtualInformers.get('Service')!, (svc) => [objectKey(svc)]);
     }
-    if ((REFERENCEABLE_KINDS as readonly string[]).includes(kind)) {
-      for (const { kind: from, informer } of referencing) {
-        controller.watch(informer, (obj: KubernetesObject) => [
-          ...referencesOf(from, obj as unknown as KubeObject, ctx)
-            .filter((r) => r.kind === kind)
-            .map((r) => `${r.namespace}/${r.name}`),
-          ...selectedBy(from, obj, kind).map((selected) => objectKey(selected)),
-        ]);
-      }
+    // An object referenced (or selected) from another is synced while it is: a change of the
+    // referencing object enqueues the objects it names.
+    for (const { kind: from, informer } of referencing) {
+      controller.watch(informer, (obj: KubernetesObject) => [
+        ...referencesOf(from, obj as unknown as KubeObject, ctx)
+          .filter((r) => r.kind === kind)
+          .map((r) => `${r.namespace}/${r.name}`),
+        ...selectedBy(from, obj, kind).map((selected) => objectKey(selected)),
+      ]);
     }
     controllers.push(controller);
   }

@@ -1,5 +1,11 @@
-import type { PatchConfig, ReferencePatchConfig } from '../config.ts';
 import {
+  isReferenceableKind,
+  type PatchConfig,
+  REFERENCEABLE_KINDS_TEXT,
+  type ReferencePatchConfig,
+} from '../config.ts';
+import {
+  ANNOTATION_OBJECT_NAMESPACE,
   hostLabelSelector,
   hostServiceSelector,
   LABEL_MANAGED_BY,
@@ -8,14 +14,8 @@ import {
   virtualServiceSelector,
 } from '../names.ts';
 import { fieldName, RESTRICTED_FIELDS } from '../reserved.ts';
-import {
-  hostObjectRef,
-  type KubeObject,
-  mapNamespaceToVirtual,
-  namespaceRules,
-  type SyncContext,
-} from '../translate.ts';
-import { cloneJson, isJsonObject, type Json, type JsonObject, setOwnValue } from './merge-patch.ts';
+import { hostObjectRef, type KubeObject, type SyncContext, virtualObjectRefOf } from '../translate.ts';
+import { cloneJson, isJsonObject, type Json, type JsonObject, ownValue, setOwnValue } from './merge-patch.ts';
 import {
   type ConcretePath,
   expandPath,
@@ -189,13 +189,32 @@ function relative(value: Json, path: string | undefined): Json | undefined {
   return matches.length > 0 ? (getAt(value, matches[0]!) as Json) : undefined;
 }
 
+/**
+ * What a reference patch gives on the way back for a host name that names no object of the
+ * virtual cluster (none was synced there under that name, nor could be): the field does not come
+ * back, so no name of a host object that is not ours reaches the virtual cluster, and the next
+ * sync cannot translate a host name a second time.
+ */
+const UNRESOLVED = Symbol('unresolved reference');
+
+/** The virtual namespace the patched object is in (the host object's bookkeeping when there is no virtual one). */
+function virtualNamespaceOf(run: PatchRun): string | null {
+  const virtual =
+    run.virtualObject && isJsonObject(run.virtualObject.metadata) ? run.virtualObject.metadata : null;
+  if (virtual && typeof virtual.namespace === 'string') return virtual.namespace;
+  const host = run.hostObject && isJsonObject(run.hostObject.metadata) ? run.hostObject.metadata : null;
+  const annotations = host && isJsonObject(host.annotations) ? host.annotations : null;
+  const recorded = annotations ? ownValue(annotations, ANNOTATION_OBJECT_NAMESPACE) : undefined;
+  return typeof recorded === 'string' ? recorded : null;
+}
+
 function translateReference(
   run: PatchRun,
   patchName: string,
   ref: ReferencePatchConfig,
   value: Json,
   references: ObjectReference[],
-): Json {
+): Json | typeof UNRESOLVED {
   // A label selector whose selected objects are the references: translated like a Service's
   // selector, so it selects their host copies (the syncer syncs them by its selector index).
   if (ref.labels !== undefined) return translateSelector(run, value);
@@ -211,6 +230,13 @@ function translateReference(
   const kind = typeof kindValue === 'string' && kindValue ? kindValue : ref.kind;
   const apiVersion =
     typeof apiVersionValue === 'string' && apiVersionValue ? apiVersionValue : ref.apiVersion;
+  // The configuration's own kind is checked when it is loaded; one read from the value here.
+  if (!isReferenceableKind(apiVersion, kind)) {
+    throw new ReferencePatchError(
+      patchName,
+      `names ${apiVersion} ${kind}, which the syncer does not sync (a reference may name ${REFERENCEABLE_KINDS_TEXT})`,
+    );
+  }
   const namespaceValue = isObject ? relative(value, ref.namespacePath) : undefined;
   const hasNamespace = typeof namespaceValue === 'string' && namespaceValue !== '';
   const namespace = hasNamespace ? namespaceValue : sourceNamespace(run);
@@ -221,12 +247,14 @@ function translateReference(
     references.push({ apiVersion, kind, virtual: { name, namespace }, host });
     translated = host;
   } else {
-    const rules = namespaceRules(run.ctx);
-    const mappedNamespace = rules ? mapNamespaceToVirtual(rules, namespace) : null;
-    const found =
-      run.lookupVirtual?.({ apiVersion, kind, name, namespace }) ??
-      (mappedNamespace !== null ? { name, namespace: mappedNamespace } : null);
-    if (found === null) return value;
+    // The syncer's record of the virtual objects first (it knows hashed and other namespaces'
+    // names), then the inverse of the translation in the object's own namespace.
+    const own = virtualNamespaceOf(run);
+    let found = run.lookupVirtual?.({ apiVersion, kind, name, namespace }) ?? null;
+    if (found === null && own !== null) found = virtualObjectRefOf(run.ctx, kind, { name, namespace }, own);
+    // A bare name is read in the object's own namespace: another namespace's object has no bare name.
+    if (found !== null && !hasNamespace && found.namespace !== own) found = null;
+    if (found === null) return UNRESOLVED;
     references.push({ apiVersion, kind, virtual: found, host: { name, namespace } });
     translated = found;
   }
@@ -398,12 +426,16 @@ export function applyPatches(run: PatchRun): ObjectReference[] {
       pending.push({ name, field, expression, segments, matches });
       continue;
     }
-    const results = matches.map((path) => {
+    const results = matches.map((path): PatchResult => {
       const current = getAt(run.document, path) as Json;
       const value = patch.reference
         ? translateReference(run, name, patch.reference, current, references)
         : translateSelector(run, current);
-      return { path, value };
+      if (value !== UNRESOLVED) return { path, value };
+      // The virtual object keeps its value (one without the field stays without it).
+      const kept =
+        run.virtualObject === null ? undefined : (getAt(run.virtualObject, path) as Json | undefined);
+      return { path, value: kept === undefined ? undefined : cloneJson(kept) };
     });
     writeResults(run, name, results);
   }
