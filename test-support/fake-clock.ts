@@ -1,4 +1,4 @@
-import type { Clock, Timer } from './clock.ts';
+import type { Clock, Timer } from '../src/runtime/clock.ts';
 
 interface PendingTimer {
   dueAt: number;

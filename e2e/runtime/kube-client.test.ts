@@ -6,9 +6,9 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isApiError, RequestTimeoutError } from '../../src/runtime/errors.ts';
-import { FakeClock, flushMicrotasks } from '../../src/runtime/fake-clock.ts';
 import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../src/runtime/kube-client.ts';
 import { RestClientMetrics } from '../../src/runtime/rest-client-metrics.ts';
+import { FakeClock, flushMicrotasks } from '../../test-support/fake-clock.ts';
 import { hostKubeConfig, useNamespace } from '../support/cluster.ts';
 import { eventually } from './support.ts';
 

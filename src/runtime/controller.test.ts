@@ -1,9 +1,9 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { FakeClock, flushMicrotasks } from '../../test-support/fake-clock.ts';
 import { Controller, mapToControllerOwner, type Reconciler, watchHandler } from './controller.ts';
 import { TerminalError } from './errors.ts';
-import { FakeClock, flushMicrotasks } from './fake-clock.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import { generationChanged } from './predicates.ts';
 

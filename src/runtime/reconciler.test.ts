@@ -1,11 +1,11 @@
 import { ApiException, type V1ObjectMeta } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { describe, expect, test } from 'vitest';
+import { FakeClock } from '../../test-support/fake-clock.ts';
 import type { Condition } from './conditions.ts';
 import type { ReconcileContext } from './controller.ts';
 import { RuntimeError, TerminalError } from './errors.ts';
 import type { EventInput, ObjectReference } from './events.ts';
-import { FakeClock } from './fake-clock.ts';
 import {
   type Converged,
   convergedConditions,

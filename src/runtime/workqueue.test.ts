@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock, flushMicrotasks } from './fake-clock.ts';
+import { FakeClock, flushMicrotasks } from '../../test-support/fake-clock.ts';
 import {
   BucketRateLimiter,
   defaultControllerRateLimiter,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from '../../runtime/fake-clock.ts';
+import { FakeClock } from '../../../test-support/fake-clock.ts';
 import type { KubeApi, RequestOptions } from '../../runtime/kube-client.ts';
 import { renewalTime, ServiceAccountTokens, TOKEN_LIFETIME_SECONDS, tokenAction } from './token.ts';
 

@@ -1,5 +1,6 @@
 import { createLocalJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
+import { FakeClock } from '../../../test-support/fake-clock.ts';
 import { parseConfig } from '../../api/config.ts';
 import type { User } from '../../api/identity.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
@@ -11,7 +12,6 @@ import {
   rotateKeyRing,
   type SigningKeyStore,
 } from '../../identity/signing-keys.ts';
-import { FakeClock } from '../../runtime/fake-clock.ts';
 import {
   directTokensEndpoint,
   JWKS_PATH,
