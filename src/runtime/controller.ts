@@ -120,7 +120,10 @@ export class Controller {
   }
 
   /** Watches the primary resource: each event (that `options.predicates` let through) enqueues the object's own key. */
-  watchPrimary<T extends KubernetesObject>(informer: Informer<T>, options: WatchOptions<T> = {}): this {
+  watchPrimary<T extends KubernetesObject>(
+    informer: Informer<T>,
+    options: WatchOptions<NoInfer<T>> = {},
+  ): this {
     if (this.primary) throw new Error(`controller ${this.name} already has a primary informer`);
     this.primary = asAnyInformer(informer);
     return this.watch(informer, (obj) => [objectKey(obj)], options);
@@ -134,7 +137,7 @@ export class Controller {
   owns<T extends KubernetesObject>(
     informer: Informer<T>,
     ownerKind: string,
-    options: WatchOptions<T> = {},
+    options: WatchOptions<NoInfer<T>> = {},
   ): this {
     if (!this.primary)
       throw new Error(`controller ${this.name} owns objects of a primary it does not watch yet`);
@@ -146,7 +149,7 @@ export class Controller {
   watch<T extends KubernetesObject>(
     informer: Informer<T>,
     mapper: (obj: T) => string[],
-    options: WatchOptions<T> = {},
+    options: WatchOptions<NoInfer<T>> = {},
   ): this {
     const predicates = options.predicates ?? [];
     this.informers.add(asAnyInformer(informer));
