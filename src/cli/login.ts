@@ -12,6 +12,7 @@ import { compactDecrypt, exportJWK, generateKeyPair } from 'jose';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { CLI_HANDOFF_ALGORITHMS, verificationCode } from '../login/cli-handoff.ts';
+import { ownValue, setOwnValue } from '../runtime/json.ts';
 
 /**
  * `platform login <url>` and `platform logout`, the way `gh auth login` and kubelogin work, for a
@@ -76,7 +77,9 @@ function readDeviceTokens(path: string): DeviceTokens {
 
 /** The device token kept for `username` at the platform `url`, if any. */
 export function deviceTokenFor(path: string, url: string, username: string): string | undefined {
-  const token = readDeviceTokens(path)[new URL(url).origin]?.[username];
+  // The username is data: `constructor` or `__proto__` finds a token only when one was kept for it.
+  const forOrigin = ownValue(readDeviceTokens(path), new URL(url).origin);
+  const token = forOrigin === undefined ? undefined : ownValue(forOrigin, username);
   return typeof token === 'string' ? token : undefined;
 }
 
@@ -87,7 +90,7 @@ export function deviceTokenFor(path: string, url: string, username: string): str
 export function keepDeviceToken(path: string, url: string, username: string, token: string): void {
   const tokens = readDeviceTokens(path);
   const origin = new URL(url).origin;
-  tokens[origin] = { ...tokens[origin], [username]: token };
+  setOwnValue(tokens, origin, { ...ownValue(tokens, origin), [username]: token });
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const temporary = `${path}.${process.pid}.tmp`;
   writeFileSync(temporary, `${JSON.stringify(tokens, null, 2)}\n`, { mode: 0o600 });

@@ -88,6 +88,14 @@ function sameText(a: string, b: string): boolean {
 
 const isLoopback = (url: URL) => ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
 
+/** What the library's error codes mean to a person (a Map: a code is data, never a property name). */
+const KNOWN_FAILURES: ReadonlyMap<string, string> = new Map([
+  ['OAUTH_JWT_CLAIM_COMPARISON_FAILED', 'a claim of the ID token (audience, issuer or nonce) does not match'],
+  ['OAUTH_INVALID_RESPONSE', 'the provider answer is invalid'],
+  ['OAUTH_JWS_SIGNATURE_VERIFICATION_FAILED', 'the ID token signature is invalid'],
+  ['OAUTH_JWT_TIMESTAMP_CHECK_FAILED', 'the ID token is expired or not yet valid'],
+]);
+
 /**
  * A short, safe reason for a failed exchange: the library's error code (state, nonce, audience,
  * grant...) without token contents.
@@ -96,14 +104,8 @@ export function describeFailure(err: unknown): string {
   if (err instanceof client.ResponseBodyError) return `the provider answered ${err.error}`;
   if (err instanceof client.AuthorizationResponseError) return `the provider answered ${err.error}`;
   const code = (err as { code?: unknown }).code;
-  const known: Record<string, string> = {
-    OAUTH_JWT_CLAIM_COMPARISON_FAILED: 'a claim of the ID token (audience, issuer or nonce) does not match',
-    OAUTH_INVALID_RESPONSE: 'the provider answer is invalid',
-    OAUTH_JWS_SIGNATURE_VERIFICATION_FAILED: 'the ID token signature is invalid',
-    OAUTH_JWT_TIMESTAMP_CHECK_FAILED: 'the ID token is expired or not yet valid',
-  };
-  if (typeof code === 'string' && known[code]) return known[code];
-  return typeof code === 'string' ? code.toLowerCase().replace(/_/g, ' ') : 'the provider answer was refused';
+  if (typeof code !== 'string') return 'the provider answer was refused';
+  return KNOWN_FAILURES.get(code) ?? code.toLowerCase().replace(/_/g, ' ');
 }
 
 export class AuthorizationCodeClient {

@@ -112,6 +112,24 @@ describe('authHeaders', () => {
       }),
     ).toEqual({ 'cache-control': 'no-store', 'x-frame-options': 'DENY', 'x-kept': 'kept' });
   });
+
+  it('carries headers named like Object.prototype members as headers (issue 29)', () => {
+    // As JSON.parse or YAML gives them: __proto__ is a key of its own (a valid header name).
+    const custom = Object.fromEntries([
+      ['__proto__', 'p'],
+      ['constructor', 'c'],
+      ['toString', 't'],
+    ]);
+    const headers = authHeaders(custom);
+    expect(Object.getPrototypeOf(headers)).toBe(Object.prototype);
+    expect(Object.entries(headers)).toEqual([
+      ['cache-control', 'no-store'],
+      ['x-frame-options', 'DENY'],
+      ['__proto__', 'p'],
+      ['constructor', 'c'],
+      ['tostring', 't'],
+    ]);
+  });
 });
 
 describe('the login page for the OpenID provider', () => {

@@ -2,6 +2,7 @@ import { validateHeaderName, validateHeaderValue } from 'node:http';
 import type { ConfigStatus } from '../api/config.ts';
 import type { SsoIdentity } from '../api/ownedaccesskey.ts';
 import { badRequest, reasonForCode, StatusError } from '../api/status.ts';
+import { setOwnValue } from '../runtime/json.ts';
 import { cliPublicKey, sealForCli, verificationCode } from './cli-handoff.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
 import { LoginRefused } from './identity.ts';
@@ -157,7 +158,7 @@ export function authHeaders(custom: Readonly<Record<string, string>> | undefined
     } catch {
       continue;
     }
-    headers[lower] = value;
+    setOwnValue(headers, lower, value);
   }
   return headers;
 }

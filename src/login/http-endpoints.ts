@@ -1,6 +1,7 @@
 import { badRequest, StatusError, successStatus } from '../api/status.ts';
 import type { RequestAttributes } from '../authz/attributes.ts';
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../http/endpoint.ts';
+import { setOwnValue } from '../runtime/json.ts';
 import { AUTH_BASE, type LoginHttpRequest, type LoginHttpResponse, refusalStatus } from './endpoints.ts';
 import { LoginRefused } from './identity.ts';
 import type { PasswordApi } from './password-api.ts';
@@ -25,10 +26,11 @@ export interface LoginHandler {
 export const PASSWORD_API_PREFIX = `${AUTH_BASE}/users`;
 const PASSWORD_PATH = /^\/auth\/users\/([^/]+)\/password$/;
 
+/** The request's headers, lists joined; every name a key of its own (`__proto__` too). */
 function headersOf(request: EndpointRequest): Record<string, string | undefined> {
   const headers: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(request.headers))
-    headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    setOwnValue(headers, name, Array.isArray(value) ? value.join(', ') : value);
   return headers;
 }
 

@@ -1,5 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { OidcProviderSchema, SamlProviderSchema } from '../api/config.ts';
+import { PROTOTYPE_KEYS, prototypeKey, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import {
   EmailNotVerified,
   IdentityIncomplete,
@@ -197,5 +199,111 @@ describe('object names for usernames and groups', () => {
     // The old 32-bit suffix form is an ordinary valid name now, distinct from its origin's.
     expect(objectNameFor('alice-smith-2ca78191')).toBe('alice-smith-2ca78191');
     expect(objectNameFor('Alice-Smith')).not.toBe('alice-smith-2ca78191');
+  });
+});
+
+describe("a provider's claim and attribute names are data (issue 29)", () => {
+  // As openid-client hands the claims over: JSON.parse keeps `__proto__` as a claim of its own.
+  const hostileClaims = () =>
+    JSON.parse(
+      JSON.stringify({ sub: 'u-1', preferred_username: 'mallory' }).replace(
+        /}$/,
+        ',"__proto__":["smuggled"],"constructor":"c","toString":["t"],"groups":["constructor","__proto__","toString"]}',
+      ),
+    ) as Record<string, unknown>;
+
+  it('passes on allowed claims named like Object.prototype members as claims, never __proto__', () => {
+    const claims = hostileClaims();
+    expect(Object.hasOwn(claims, '__proto__')).toBe(true);
+    const identity = identityFromClaims(
+      'oidc',
+      claims,
+      oidc({ allowedExtraClaims: ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf'] }),
+    );
+    expect(identity.groups).toEqual(['constructor', '__proto__', 'toString']);
+    const extra = identity.extraClaims as Record<string, string[]>;
+    expect(Object.getPrototypeOf(extra)).toBe(Object.prototype);
+    expect(Object.entries(extra)).toEqual([
+      ['constructor', ['c']],
+      ['toString', ['t']],
+    ]);
+  });
+
+  it('reads only claims of their own: what an object inherits is not a claim', () => {
+    // Claims whose prototype carries values, as assigning a claim named __proto__ would leave them.
+    const claims = Object.assign(Object.create({ groups: ['admins'], email: 'boss@example.com' }), {
+      sub: 'u-1',
+      email_verified: true,
+    }) as Record<string, unknown>;
+    const identity = identityFromClaims('oidc', claims, oidc({ allowedExtraClaims: ['groups'] }));
+    expect(identity).toMatchObject({ username: 'u-1', groups: [], email: undefined, extraClaims: undefined });
+  });
+
+  it('maps claims named by any Object.prototype member exactly as sent, absent ones as absent', () => {
+    const claimValue = fc.oneof(
+      fc.string({ minLength: 1, maxLength: 8 }),
+      fc.array(fc.string({ minLength: 1, maxLength: 8 }), { minLength: 1, maxLength: 3 }),
+    );
+    fc.assert(
+      fc.property(
+        recordWithPrototypeKeys(claimValue, {
+          otherKeys: fc.string({ maxLength: 4 }).filter((k) => k !== 'sub'),
+        }),
+        prototypeKey(),
+        prototypeKey(),
+        (sent, groupsClaim, emailClaim) => {
+          const claims: Record<string, unknown> = { sub: 'u-1', ...sent };
+          const own = (name: string) => (Object.hasOwn(claims, name) ? claims[name] : undefined);
+          const identity = identityFromClaims(
+            'oidc',
+            claims,
+            oidc({ groupsClaim, emailClaim, allowedExtraClaims: [...PROTOTYPE_KEYS] }),
+          );
+          const groups = own(groupsClaim);
+          expect(identity.groups).toEqual(groups === undefined ? [] : [groups].flat());
+          const email = own(emailClaim);
+          expect(identity.email).toBe(typeof email === 'string' ? email : undefined);
+          const extra = identity.extraClaims ?? {};
+          expect(Object.getPrototypeOf(extra)).toBe(Object.prototype);
+          expect(Object.keys(extra).sort()).toEqual(
+            Object.keys(sent)
+              .filter((name) => name !== '__proto__' && (PROTOTYPE_KEYS as readonly string[]).includes(name))
+              .sort(),
+          );
+          for (const [name, values] of Object.entries(extra)) expect(values).toEqual([own(name)].flat());
+        },
+      ),
+    );
+  });
+
+  it('reads only attributes of their own: an attribute named __proto__ smuggles no groups', () => {
+    // What node-saml's `profileAttributes[name] = value` does with an attribute named __proto__
+    // whose value has child elements: the value becomes the prototype of the attributes.
+    const attributes: Record<string, unknown> = { uid: 'mallory', constructor: 'c', toString: ['t'] };
+    Object.setPrototypeOf(attributes, { roles: ['admins'], mail: 'boss@example.com' });
+    const identity = identityFromSaml(
+      'saml',
+      { nameID: 'mallory@example.com', attributes },
+      saml({ usernameAttr: 'uid', emailAttr: 'mail', groupsAttr: 'roles' }),
+    );
+    expect(identity).toEqual({
+      connector: 'saml',
+      userId: 'mallory@example.com',
+      username: 'mallory',
+      email: undefined,
+      groups: [],
+    });
+    const named = identityFromSaml(
+      'saml',
+      { nameID: 'mallory@example.com', attributes },
+      saml({ usernameAttr: 'constructor', groupsAttr: 'toString' }),
+    );
+    expect(named).toMatchObject({ username: 'c', groups: ['t'] });
+    const absent = identityFromSaml(
+      'saml',
+      { nameID: 'mallory@example.com', attributes: { uid: 'mallory' } },
+      saml({ groupsAttr: 'valueOf' }),
+    );
+    expect(absent.groups).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { z } from 'zod';
 import type { OidcProviderSchema, SamlProviderSchema } from '../api/config.ts';
+import { ownValue } from '../runtime/json.ts';
 
 /**
  * What an identity provider said about the person signing in, in the platform's terms, and the
@@ -112,26 +113,39 @@ const PROTOCOL_CLAIMS = new Set([
   'jti',
 ]);
 
+/**
+ * A claim `allowedExtraClaims` may name but that is never passed on: `__proto__` cannot be kept as
+ * a key of the key object's `extraClaims` (every zod reader of the object would drop it without a
+ * word), so it is left out as the protocol claims are.
+ */
+const UNKEEPABLE_CLAIM = '__proto__';
+
+/**
+ * The claims `allowed` names that the provider sent, as lists of strings. Claim names are data: a
+ * claim named `constructor` or `toString` is passed on when sent and absent when not, never read
+ * from `Object.prototype`.
+ */
 export function extraClaimsOf(
   claims: Claims,
   allowed: readonly string[] | undefined,
 ): Record<string, string[]> | undefined {
-  const extra: Record<string, string[]> = {};
-  for (const name of allowed ?? []) {
-    if (PROTOCOL_CLAIMS.has(name) || !Object.hasOwn(claims, name)) continue;
-    const values = asStrings(claims[name]);
-    const scalar = asString(claims[name]);
+  const extra: [string, string[]][] = [];
+  for (const name of new Set(allowed ?? [])) {
+    if (PROTOCOL_CLAIMS.has(name) || name === UNKEEPABLE_CLAIM) continue;
+    const claim = ownValue(claims, name);
+    const values = asStrings(claim);
+    const scalar = asString(claim);
     const kept =
       values.length > 0
         ? values
         : scalar !== undefined
           ? [scalar]
-          : typeof claims[name] === 'boolean'
-            ? [String(claims[name])]
+          : typeof claim === 'boolean'
+            ? [String(claim)]
             : [];
-    if (kept.length > 0) extra[name] = kept;
+    if (kept.length > 0) extra.push([name, kept]);
   }
-  return Object.keys(extra).length > 0 ? extra : undefined;
+  return extra.length > 0 ? Object.fromEntries(extra) : undefined;
 }
 
 /**
@@ -151,28 +165,32 @@ export function extraClaimsOf(
  * - `extraClaims`: only the claims `allowedExtraClaims` names.
  */
 export function identityFromClaims(connector: string, claims: Claims, config: OidcConfig): ExternalIdentity {
-  const userId = asString(claims[config.usernameClaim || 'sub']);
+  // Claim names come from the configuration, their values from the provider: an absent claim is
+  // absent whatever its name (`constructor`, `toString`), never a member of Object.prototype.
+  const claim = (name: string) => ownValue(claims, name);
+  const userId = asString(claim(config.usernameClaim || 'sub'));
   if (userId === undefined)
     throw new IdentityIncomplete(`the identity provider sent no "${config.usernameClaim || 'sub'}" claim`);
   const emailClaim = config.emailClaim || 'email';
-  const emailVerified = typeof claims.email_verified === 'boolean' ? claims.email_verified : undefined;
+  const verified = claim('email_verified');
+  const emailVerified = typeof verified === 'boolean' ? verified : undefined;
   if (config.platformUsernameClaim === emailClaim && emailVerified === false) throw new EmailNotVerified();
   const name = config.platformUsernameClaim
-    ? asString(claims[config.platformUsernameClaim])
-    : (asString(claims.preferred_username) ??
-      (emailVerified === true ? asString(claims[emailClaim]) : undefined) ??
+    ? asString(claim(config.platformUsernameClaim))
+    : (asString(claim('preferred_username')) ??
+      (emailVerified === true ? asString(claim(emailClaim)) : undefined) ??
       userId);
   if (name === undefined)
     throw new IdentityIncomplete(`the identity provider sent no "${config.platformUsernameClaim}" claim`);
   const username = `${config.usernamePrefix ?? ''}${name}`;
   if (isReservedName(username)) throw new ReservedUsername();
-  const rawGroups = requireGroups(asStrings(claims[config.groupsClaim || 'groups']), config.groups, false);
+  const rawGroups = requireGroups(asStrings(claim(config.groupsClaim || 'groups')), config.groups, false);
   return {
     connector,
     userId,
     username,
-    preferredUsername: asString(claims[config.preferredUsername || 'preferred_username']),
-    email: asString(claims[emailClaim]),
+    preferredUsername: asString(claim(config.preferredUsername || 'preferred_username')),
+    email: asString(claim(emailClaim)),
     emailVerified,
     groups: rawGroups.map((group) => `${config.groupsPrefix ?? ''}${group}`),
     extraClaims: extraClaimsOf(claims, config.allowedExtraClaims),
@@ -198,7 +216,9 @@ export function identityFromSaml(
 ): ExternalIdentity {
   const userId = asString(profile.nameID);
   if (userId === undefined) throw new IdentityIncomplete('the SAML assertion has no NameID');
-  const attribute = (name: string | undefined) => (name ? profile.attributes?.[name] : undefined);
+  // Attribute names are data: an attribute the assertion lacks is absent whatever its name.
+  const attribute = (name: string | undefined) =>
+    name && profile.attributes ? ownValue(profile.attributes, name) : undefined;
   const username = config.usernameAttr ? asStrings(attribute(config.usernameAttr))[0] : userId;
   if (username === undefined)
     throw new IdentityIncomplete(`the SAML assertion has no "${config.usernameAttr}" attribute`);
