@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { Readable, Writable } from 'node:stream';
-import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
-import { type Exchange, JSON_ONLY } from './exchange.ts';
+import { type Exchange, JSON_ONLY } from '../src/gateway/pipeline/exchange.ts';
+import type { EndpointTable, Routed } from '../src/gateway/pipeline/route.ts';
+import type { AuthenticatedIdentity } from '../src/identity/authenticate.ts';
 
 /**
  * For the unit tests of the pipeline stages: an {@link Exchange} made of an in-memory request (a
@@ -110,4 +111,36 @@ export function testIdentity(
       ttlAfterLastActivity: false,
     },
   };
+}
+
+/**
+ * The exchange of a request by `alice` and where `table` routes it (set on the exchange as the
+ * route stage does); throws when the table refuses it or leaves it unknown.
+ */
+export function routedTestExchange(
+  table: EndpointTable,
+  method: string,
+  url: string,
+  headers: IncomingHttpHeaders = {},
+  body?: string | readonly string[],
+) {
+  const exchange = testExchange({
+    method,
+    url,
+    headers,
+    ...(body !== undefined ? { body } : {}),
+    identity: testIdentity(),
+  });
+  const query = new URLSearchParams(exchange.search);
+  const route = table.route(method, exchange.path, query, () => undefined);
+  if (route.kind === 'refused' || route.kind === 'unknown') throw new Error(`${url} is not served`);
+  exchange.routed = route;
+  exchange.attributes = route.attributes;
+  return { exchange, route: route as Exclude<Routed, { kind: 'unknown' }>, query };
+}
+
+/** A JSON body with the headers announcing it. */
+export function jsonBody(value: unknown): { headers: IncomingHttpHeaders; text: string } {
+  const text = JSON.stringify(value);
+  return { headers: { 'content-type': 'application/json', 'content-length': String(text.length) }, text };
 }

@@ -1,10 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { StatusError } from '../../api/status.ts';
-import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../../testing/prototype-keys.ts';
+import { StatusError } from '../api/status.ts';
+import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
 import {
   checkJsonPatch,
   decodeRequestBody,
+  decodesBody,
+  hasBody,
   negotiate,
   otherApiVersion,
   parseObjectBody,
@@ -154,5 +156,28 @@ describe('the API version of a written object', () => {
   test("a delete's options carry their own (meta) version and are not checked", () => {
     const options = { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Foreground' };
     expect(decodeRequestBody(json(options), undefined, 'delete')).toEqual(options);
+  });
+});
+
+describe('which bodies are read and decoded', () => {
+  test('a body is announced by a length above 0 or by chunks', () => {
+    expect(hasBody({})).toBe(false);
+    expect(hasBody({ 'content-length': '0' })).toBe(false);
+    expect(hasBody({ 'content-length': '2' })).toBe(true);
+    expect(hasBody({ 'transfer-encoding': 'chunked' })).toBe(true);
+  });
+
+  test.each([
+    ['create', 0, true],
+    ['update', 0, true],
+    ['patch', 0, true],
+    ['delete', 0, false],
+    ['delete', 2, true],
+    ['deletecollection', 2, true],
+    ['get', 2, false],
+    ['list', 2, false],
+    ['watch', 2, false],
+  ])('%s with %i bytes: decoded %s', (verb, size, decoded) => {
+    expect(decodesBody(verb, Buffer.alloc(size))).toBe(decoded);
   });
 });

@@ -1,5 +1,6 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { GROUP_VERSION } from '../../api/meta.ts';
+import { GROUP_VERSION } from '../api/meta.ts';
 import {
   badRequest,
   notAcceptable,
@@ -7,8 +8,8 @@ import {
   StatusError,
   sanitize,
   unsupportedMediaType,
-} from '../../api/status.ts';
-import { ownValue } from '../../runtime/json.ts';
+} from '../api/status.ts';
+import { ownValue } from '../runtime/json.ts';
 
 /**
  * Request and response bodies, pure: media types, YAML and JSON decoding, JSON patch checks,
@@ -299,4 +300,23 @@ export async function readRequestBody(stream: AsyncIterable<Buffer>, limit: numb
     chunks.push(chunk);
   }
   return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+}
+
+/** Verbs whose body is always decoded (the object or patch to write). */
+const WRITE_VERBS = new Set(['create', 'update', 'patch']);
+
+/** Whether the request says it has a body (a length above 0, or chunked). */
+export function hasBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  if (length !== undefined) return length !== '0';
+  return headers['transfer-encoding'] !== undefined;
+}
+
+/**
+ * Whether a request of `verb` to a management API resource has its body decoded before dispatch
+ * (for the proxy, the endpoint and the audit log): writes always, deletes when they carry
+ * options; reads never.
+ */
+export function decodesBody(verb: string, bytes: Uint8Array): boolean {
+  return WRITE_VERBS.has(verb) || ((verb === 'delete' || verb === 'deletecollection') && bytes.length > 0);
 }

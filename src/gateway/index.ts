@@ -51,7 +51,7 @@ import { Upstream } from './proxy/upstream.ts';
 import { type GatewayServer, startGatewayServer } from './server.ts';
 
 export { TOKEN_REVIEW_BASE } from './endpoints/token-review.ts';
-export { BASE_PATH } from './pipeline/route.ts';
+export { BASE_PATH } from './paths.ts';
 export type { GatewayServer } from './server.ts';
 
 /**

@@ -2,13 +2,13 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { badRequest, StatusError } from '../api/status.ts';
+import { badRequest } from '../api/status.ts';
 import type { Auditor } from './audit/auditor.ts';
 import { isRelay } from './endpoints/endpoint.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { beginAudit } from './pipeline/audit.ts';
 import { authenticateExchange, type KeyAuthenticator, needsKey } from './pipeline/authenticate.ts';
-import { dispatch, receiveBody } from './pipeline/dispatch.ts';
+import { dispatch } from './pipeline/dispatch.ts';
 import {
   type EncodeDeps,
   NegotiationCache,
@@ -18,6 +18,7 @@ import {
   sendRelay,
 } from './pipeline/encode.ts';
 import { type Exchange, JSON_ONLY } from './pipeline/exchange.ts';
+import { receiveBody } from './pipeline/receive.ts';
 import type { EndpointTable } from './pipeline/route.ts';
 import { checkExchangeScope } from './pipeline/scope.ts';
 import type { TrustedProxies } from './pipeline/source.ts';
@@ -69,14 +70,17 @@ export async function startGatewayServer(
   const tls = options.tls !== undefined;
 
   async function serve(exchange: Exchange): Promise<void> {
-    // The headers of a path's endpoint go on every answer there, refusals of the stages included.
-    const headers = deps.endpoints.pathEndpoint(exchange.path)?.answerHeaders?.();
-    if (headers)
-      for (const [name, value] of Object.entries(headers)) exchange.response.setHeader(name, value);
     const query = new URLSearchParams(exchange.search);
     // route
     const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.projectOfNamespace);
-    if (routed instanceof StatusError) throw routed;
+    // The headers of a path's endpoint go on every answer there, refusals of the stages included.
+    const headers =
+      routed.kind === 'endpoint' || routed.kind === 'refused'
+        ? routed.endpoint?.answerHeaders?.()
+        : undefined;
+    if (headers)
+      for (const [name, value] of Object.entries(headers)) exchange.response.setHeader(name, value);
+    if (routed.kind === 'refused') throw routed.error;
     exchange.routed = routed;
     exchange.attributes = routed.attributes;
     // authenticate, throttle (failures)

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { openApiV3ForGroupVersion } from '../../api/openapi.ts';
-import { GROUP_VERSION_PATH } from '../pipeline/route.ts';
+import { GROUP_VERSION_PATH } from '../paths.ts';
 import { openApiV2Protobuf } from './openapi-v2-protobuf.ts';
 
 /**

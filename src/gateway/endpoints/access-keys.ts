@@ -10,8 +10,8 @@ import {
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { AccessKeyLifetimeLimits } from '../../identity/expiry.ts';
 import type { RandomBytes } from '../../identity/keys.ts';
-import { forwardedSearch, type ParsedPatch, patchContentType } from '../pipeline/body.ts';
-import { upstreamPath } from '../pipeline/route.ts';
+import { forwardedSearch, type ParsedPatch, patchContentType } from '../body.ts';
+import { upstreamPath } from '../paths.ts';
 import { impersonationHeaders } from '../proxy/impersonation.ts';
 import { callerUserAgent, type ProxyDeps, proxy } from '../proxy/proxy.ts';
 import { redactAccessKey, redactAccessKeys } from '../proxy/redact.ts';

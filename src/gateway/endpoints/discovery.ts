@@ -8,7 +8,7 @@ import {
   openApiV3Index,
 } from '../discovery/openapi.ts';
 import { OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_CONTENT_TYPE } from '../discovery/openapi-v2-protobuf.ts';
-import { BASE_PATH, GROUP_PATH, GROUP_VERSION_PATH } from '../pipeline/route.ts';
+import { BASE_PATH, GROUP_PATH, GROUP_VERSION_PATH } from '../paths.ts';
 
 /**
  * Discovery and OpenAPI for kubectl: the same for every caller and naming no project, so every

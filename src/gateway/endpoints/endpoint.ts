@@ -1,6 +1,6 @@
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../../http/endpoint.ts';
-import type { RequestBody } from '../pipeline/body.ts';
-import type { ResourceRoute } from '../pipeline/route.ts';
+import type { RequestBody } from '../body.ts';
+import type { ResourceRoute } from '../paths.ts';
 import type { Redaction } from '../proxy/redact.ts';
 import type { UpstreamResponse } from '../proxy/upstream.ts';
 

@@ -7,7 +7,7 @@ import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { GROUP_ADMINS } from '../../identity/groups.ts';
 import { isProjectMember, projectMembers } from '../../identity/members.ts';
 import type { Store } from '../../runtime/store.ts';
-import { upstreamPath } from '../pipeline/route.ts';
+import { upstreamPath } from '../paths.ts';
 import { subjectAccessAllowed } from '../proxy/sar.ts';
 import { type Upstream, upstreamFailure } from '../proxy/upstream.ts';
 import type { GatewayEndpoint } from './endpoint.ts';

@@ -1,10 +1,10 @@
 import { describe, expect, test } from 'vitest';
+import { testExchange, testIdentity } from '../../../test-support/gateway-exchange.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import type { AuditRecord } from '../audit/auditor.ts';
 import type { AuditRequestInfo } from '../audit/event.ts';
 import { auditInfo, auditUser, beginAudit } from './audit.ts';
-import { testExchange, testIdentity } from './test-exchange.ts';
 
 const created: RequestAttributes = {
   ...nonResourceRequest('create', ''),

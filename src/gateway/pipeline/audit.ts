@@ -4,8 +4,8 @@ import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import { formatMicroTime } from '../../runtime/clock.ts';
 import type { Auditor } from '../audit/auditor.ts';
 import { ANONYMOUS_USER, type AuditRequestInfo, type AuditUser } from '../audit/event.ts';
+import { nonResourceAttributes } from '../paths.ts';
 import type { Exchange } from './exchange.ts';
-import { nonResourceAttributes } from './route.ts';
 
 /**
  * The audit stage: starts the request's audit record (when an audit log is configured and the

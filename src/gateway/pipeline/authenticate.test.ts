@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
+import { testExchange, testIdentity } from '../../../test-support/gateway-exchange.ts';
 import { StatusError } from '../../api/status.ts';
 import { nonResourceRequest } from '../../authz/attributes.ts';
 import {
@@ -21,7 +22,6 @@ import {
   needsKey,
 } from './authenticate.ts';
 import type { Routed } from './route.ts';
-import { testExchange, testIdentity } from './test-exchange.ts';
 import { AuthFailureLimiter, Throttle } from './throttle.ts';
 
 const key = generateAccessKey((size) => randomBytes(size));

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { testExchange } from '../../../test-support/gateway-exchange.ts';
 import { StatusError, tooManyRequests } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import type { AuditOutcome } from '../audit/event.ts';
@@ -19,7 +20,6 @@ import {
   sendObject,
   sendRelay,
 } from './encode.ts';
-import { testExchange } from './test-exchange.ts';
 
 const keys = (verb: string): RequestAttributes => ({
   ...nonResourceRequest(verb, ''),

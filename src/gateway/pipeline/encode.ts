@@ -4,11 +4,11 @@ import { internalError, notAcceptable, StatusError } from '../../api/status.ts';
 import type { EndpointAnswer, EndpointHeaders } from '../../http/endpoint.ts';
 import { pump, readUpTo } from '../../http/streams.ts';
 import type { AuditOutcome } from '../audit/event.ts';
+import { encodeBody, mediaType, type Negotiated, negotiate } from '../body.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { RedactingStream, redactDocuments, UnredactableAnswer } from '../proxy/redact.ts';
 import { upstreamFailure } from '../proxy/upstream.ts';
-import { encodeBody, mediaType, type Negotiated, negotiate } from './body.ts';
 import type { Exchange } from './exchange.ts';
 
 /**

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { AuditRecord } from '../audit/auditor.ts';
-import type { Negotiated } from './body.ts';
+import type { Negotiated } from '../body.ts';
 import type { Routed } from './route.ts';
 
 /**

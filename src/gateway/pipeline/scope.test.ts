@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'vitest';
+import { testExchange } from '../../../test-support/gateway-exchange.ts';
 import { nonResourceRequest } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
 import { checkExchangeScope, scopeRefusal } from './scope.ts';
-import { testExchange } from './test-exchange.ts';
 
 const identity = (scope: AuthenticatedIdentity['accessKey']['scope']): AuthenticatedIdentity => ({
   kind: 'User',

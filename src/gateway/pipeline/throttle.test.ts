@@ -1,8 +1,8 @@
 import { describe, expect, test } from 'vitest';
+import { testExchange, testIdentity } from '../../../test-support/gateway-exchange.ts';
 import { StatusError } from '../../api/status.ts';
 import { nonResourceRequest } from '../../authz/attributes.ts';
 import { AccessKeyExpired, InvalidAccessKey } from '../../identity/authenticate.ts';
-import { testExchange, testIdentity } from './test-exchange.ts';
 import { AuthFailureLimiter, cappedWatchTimeout, holdWatchSlot, Throttle } from './throttle.ts';
 
 describe('failed authentication limits', () => {

@@ -1,8 +1,8 @@
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
+import { forwardedSearch, type ParsedPatch, patchContentType, type RequestBody } from '../body.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
-import { forwardedSearch, type ParsedPatch, patchContentType, type RequestBody } from '../pipeline/body.ts';
-import { type ResourceRoute, upstreamPath } from '../pipeline/route.ts';
+import { type ResourceRoute, upstreamPath } from '../paths.ts';
 import { cappedWatchTimeout } from '../pipeline/throttle.ts';
 import { type Redaction, redactionFor } from './redact.ts';
 import { type HeaderMap, type Upstream, type UpstreamResponse, upstreamFailure } from './upstream.ts';
