@@ -12,10 +12,10 @@ import {
 } from '@kubernetes/client-node';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { CLEANUP_FINALIZER, OWNER_UID_LABEL } from '../../src/api/labels.ts';
 import type { SharedSecret } from '../../src/api/sharedsecret.ts';
 import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
-import { CLEANUP_FINALIZER } from '../../src/controllers/common.ts';
-import { desiredRbac, OWNER_UID_LABEL } from '../../src/controllers/sharedsecret/desired.ts';
+import { desiredRbac } from '../../src/controllers/sharedsecret/desired.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
 import {
   hostKubeConfig,

@@ -1,12 +1,12 @@
 import { CoreV1Api, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { INSTANCE_UID_LABEL, PROJECT_LABEL } from '../../src/api/labels.ts';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { createControllerManager } from '../../src/cli/controller.ts';
 import { defaultOperatorOptions } from '../../src/cli/operator.ts';
-import { PROJECT_LABEL } from '../../src/controllers/project/desired.ts';
 import { desiredRbac } from '../../src/controllers/sharedsecret/desired.ts';
-import { INSTANCE_UID_LABEL, SYNCER_CLUSTER_ROLES } from '../../src/controllers/virtualcluster/identity.ts';
+import { SYNCER_CLUSTER_ROLES } from '../../src/controllers/virtualcluster/identity.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { installPlatformRoles } from '../../src/dev/install-rbac.ts';
 import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../src/runtime/kube-client.ts';

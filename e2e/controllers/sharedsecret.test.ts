@@ -7,8 +7,9 @@ import {
   RbacAuthorizationV1Api,
 } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, test } from 'vitest';
+import { OWNER_UID_LABEL } from '../../src/api/labels.ts';
 import type { SharedSecret } from '../../src/api/sharedsecret.ts';
-import { desiredRbac, OWNER_UID_LABEL } from '../../src/controllers/sharedsecret/desired.ts';
+import { desiredRbac } from '../../src/controllers/sharedsecret/desired.ts';
 import { hostKubeConfig, useNamespace } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
 import { useOperator } from '../support/operator.ts';

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, test } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { INSTANCE_ANNOTATION, INSTANCE_UID_LABEL } from '../../src/controllers/virtualcluster/identity.ts';
+import { INSTANCE_ANNOTATION, INSTANCE_UID_LABEL } from '../../src/api/labels.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { IDENTITY_REFRESHED_CONDITION } from '../../src/login/refresh.ts';
 import { hostNameLong } from '../../src/sync/names.ts';

@@ -1,7 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
-import { INSTANCE_UID_LABEL } from '../../src/controllers/virtualcluster/identity.ts';
+import { INSTANCE_UID_LABEL } from '../../src/api/labels.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
 import { VALIDATING_CONFIGURATION_NAME } from '../../src/webhooks/configurations.ts';
 import { eventually } from '../support/wait.ts';

@@ -1,6 +1,6 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { describe, expect, test } from 'vitest';
-import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../src/controllers/secretsync/desired.ts';
+import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../src/api/labels.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
 import { eventually } from '../support/wait.ts';
 import {

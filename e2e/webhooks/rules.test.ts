@@ -1,8 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { ApiException, CustomObjectsApi } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../src/api/labels.ts';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../src/controllers/secretsync/desired.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { PEPPER_SECRET_KEY, PEPPER_SECRET_NAME } from '../../src/identity/pepper.ts';
 import { uniqueName } from '../support/cluster.ts';

@@ -54,13 +54,6 @@ export function addController(
   });
 }
 
-/** The finalizer of controllers whose cleanup garbage collection cannot do (a Project's namespace). */
-export const CLEANUP_FINALIZER = 'management.platform/cleanup';
-
-/** On every object a controller creates. */
-export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
-export const MANAGED_BY = 'cluster-platform';
-
 /**
  * The group RoleBindings name for a platform user (`*`: every authenticated identity); the names
  * are src/identity/groups.ts's.

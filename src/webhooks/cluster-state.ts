@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { ApiException, type V1Secret } from '@kubernetes/client-node';
+import { PROJECT_LABEL } from '../api/labels.ts';
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
 import { PlatformConfigReader } from '../config/platform-config.ts';
-import { PROJECT_LABEL } from '../controllers/project/desired.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import type { PepperStore } from '../identity/pepper.ts';
 import { type RestMapper, UnknownKind } from '../runtime/apply.ts';

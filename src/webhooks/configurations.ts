@@ -1,5 +1,5 @@
+import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../api/labels.ts';
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
-import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../controllers/secretsync/desired.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { MUTATE_PATH, VALIDATE_PATH, VALIDATE_SECRETS_PATH } from './admission.ts';

@@ -1,9 +1,9 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: objects are read as loose JSON
 import type { V1RoleBinding } from '@kubernetes/client-node';
+import { CLEANUP_FINALIZER, OWNER_UID_LABEL, PROJECT_LABEL } from '../../../src/api/labels.ts';
 import { API_GROUP, API_VERSION } from '../../../src/api/meta.ts';
-import { CLEANUP_FINALIZER } from '../../../src/controllers/common.ts';
-import { desiredProjectChildren, PROJECT_LABEL } from '../../../src/controllers/project/desired.ts';
-import { desiredRbac, OWNER_UID_LABEL } from '../../../src/controllers/sharedsecret/desired.ts';
+import { desiredProjectChildren } from '../../../src/controllers/project/desired.ts';
+import { desiredRbac } from '../../../src/controllers/sharedsecret/desired.ts';
 import { isNotFound } from '../../../src/runtime/errors.ts';
 import type { KubeClient } from '../../../src/runtime/kube-client.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../../src/sync/names.ts';

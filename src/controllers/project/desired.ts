@@ -1,12 +1,11 @@
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import { DEFAULT_PROJECT_NAMESPACE_PREFIX } from '../../api/config.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL } from '../../api/labels.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { Project } from '../../api/project.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL, teamGroup, userGroup } from '../common.ts';
+import { teamGroup, userGroup } from '../common.ts';
 import { hashedChildName } from '../names.ts';
 
-/** Label on a project's namespace and on the RoleBindings in it: the project's name. */
-export const PROJECT_LABEL = 'management.platform/project';
 /** The cluster role a project's owner gets in the project's namespace. */
 export const PROJECT_ADMIN_CLUSTER_ROLE = 'platform-project-admin';
 

@@ -1,5 +1,6 @@
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../../api/config.ts';
+import { CLEANUP_FINALIZER, PROJECT_LABEL } from '../../api/labels.ts';
 import type { Project, ProjectStatus } from '../../api/project.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import { applyObject, deleteObject } from '../../runtime/apply.ts';
@@ -11,13 +12,7 @@ import { deepEqual } from '../../runtime/json.ts';
 import { collectionPath, type KubeApi, objectPath } from '../../runtime/kube-client.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { CLEANUP_FINALIZER } from '../common.ts';
-import {
-  desiredProjectChildren,
-  namespaceBelongsTo,
-  PROJECT_LABEL,
-  projectNamespaceName,
-} from './desired.ts';
+import { desiredProjectChildren, namespaceBelongsTo, projectNamespaceName } from './desired.ts';
 
 /** Index of member RoleBindings (and namespaces) by the project named in their label. */
 export const BY_PROJECT = 'project';

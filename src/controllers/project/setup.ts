@@ -1,10 +1,10 @@
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+import { PROJECT_LABEL } from '../../api/labels.ts';
 import type { Project } from '../../api/project.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE, reconcilerDeps } from '../common.ts';
-import { PROJECT_LABEL } from './desired.ts';
 import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
 
 /**

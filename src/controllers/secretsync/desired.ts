@@ -1,19 +1,13 @@
 import type { V1Secret } from '@kubernetes/client-node';
+import {
+  DISABLE_SYNC_ANNOTATION,
+  KEYS_ANNOTATION,
+  SOURCE_NAME_LABEL,
+  SOURCE_NAMESPACE_LABEL,
+} from '../../api/labels.ts';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import { emptyRecord, ownValue } from '../../runtime/json.ts';
 import { LABEL_MANAGED_BY } from '../../sync/names.ts';
-
-/**
- * A core Secret carrying both labels is kept filled with a SharedSecret's data. Only Secrets
- * so labelled are ever written; the admission webhook admits the labels only for requesters
- * who may `get` the SharedSecret.
- */
-export const SOURCE_NAME_LABEL = 'management.platform/sharedsecret-name';
-export const SOURCE_NAMESPACE_LABEL = 'management.platform/sharedsecret-namespace';
-/** Comma-separated keys to copy; all keys when absent. */
-export const KEYS_ANNOTATION = 'management.platform/sharedsecret-keys';
-/** `"true"` pauses the sync of this Secret (its data is left as it is). */
-export const DISABLE_SYNC_ANNOTATION = 'management.platform/disable-sync';
 
 export interface SyncSource {
   namespace: string;

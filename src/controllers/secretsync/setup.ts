@@ -1,9 +1,9 @@
 import type { V1Secret } from '@kubernetes/client-node';
+import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
-import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from './desired.ts';
 import { BY_SOURCE, secretSyncReconciler, sourceKeyOf } from './reconcile.ts';
 
 /**

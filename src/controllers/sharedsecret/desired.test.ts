@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
+import { OWNER_UID_LABEL } from '../../api/labels.ts';
 import type { SharedSecret, SharedSecretAccess } from '../../api/sharedsecret.ts';
-import { desiredRbac, OWNER_UID_LABEL, projectedName, ruleKeys } from './desired.ts';
+import { desiredRbac, projectedName, ruleKeys } from './desired.ts';
 
 const secret = (access: SharedSecretAccess[], name = 'db-password', uid = 'uid-1'): SharedSecret => ({
   apiVersion: 'management.platform/v1',

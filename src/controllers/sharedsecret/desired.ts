@@ -1,11 +1,9 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import { MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL } from '../../api/labels.ts';
 import { API_GROUP, GROUP_VERSION } from '../../api/meta.ts';
 import type { SharedSecret, SharedSecretAccess } from '../../api/sharedsecret.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL, teamGroup, userGroup } from '../common.ts';
+import { teamGroup, userGroup } from '../common.ts';
 import { hashedChildName } from '../names.ts';
-
-/** Label on every Role and RoleBinding projected from a SharedSecret: the secret's uid. */
-export const OWNER_UID_LABEL = 'management.platform/sharedsecret-uid';
 
 export interface ProjectedRbac {
   roles: V1Role[];

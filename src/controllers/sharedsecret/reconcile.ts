@@ -1,4 +1,5 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import { CLEANUP_FINALIZER } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { SharedSecret, SharedSecretStatus } from '../../api/sharedsecret.ts';
 import { createOrApply, deleteObject } from '../../runtime/apply.ts';
@@ -10,7 +11,6 @@ import { deepEqual } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { CLEANUP_FINALIZER } from '../common.ts';
 import { desiredRbac } from './desired.ts';
 
 /** Index of projected Roles/RoleBindings by `<namespace>/<owning SharedSecret name>`. */

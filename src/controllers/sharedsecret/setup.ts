@@ -1,9 +1,9 @@
 import type { V1Role, V1RoleBinding } from '@kubernetes/client-node';
+import { OWNER_UID_LABEL } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
-import { OWNER_UID_LABEL } from './desired.ts';
 import { BY_OWNER_SECRET, ownerSecretKey, sharedSecretReconciler } from './reconcile.ts';
 
 /**

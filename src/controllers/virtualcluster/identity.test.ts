@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { INSTANCE_UID_LABEL } from '../../api/labels.ts';
 import {
   desiredSyncerIdentity,
-  INSTANCE_UID_LABEL,
   instanceKeyOf,
   roleBindingMatches,
   SYNCER_CLUSTER_ROLES,

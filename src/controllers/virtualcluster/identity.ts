@@ -1,8 +1,14 @@
 import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
+import {
+  INSTANCE_ANNOTATION,
+  INSTANCE_UID_LABEL,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  SYNCER_SERVICE_ACCOUNT_PREFIX,
+} from '../../api/labels.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { deepEqual } from '../../runtime/json.ts';
 import type { SyncedKind } from '../../sync/translate.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../common.ts';
 import { hashedChildName } from '../names.ts';
 
 /**
@@ -15,10 +21,6 @@ import { hashedChildName } from '../names.ts';
  * configure it.
  */
 
-/** Label on the syncer's ServiceAccount and RoleBindings: the instance's uid. */
-export const INSTANCE_UID_LABEL = 'management.platform/virtualclusterinstance-uid';
-/** Annotation on the same objects: `<namespace>/<name>` of the instance (maps them back to its key). */
-export const INSTANCE_ANNOTATION = 'management.platform/virtualclusterinstance';
 /** The label `app.kubernetes.io/component` of the same objects. */
 export const SYNCER_COMPONENT = 'vcluster-syncer';
 
@@ -38,12 +40,6 @@ export interface SyncerIdentity {
 type InstanceRef = Pick<VirtualClusterInstance, 'metadata'>;
 
 const identityOf = (vci: InstanceRef) => `${vci.metadata.namespace ?? ''}/${vci.metadata.name ?? ''}`;
-
-/**
- * Every syncer ServiceAccount's name starts with this: admission knows syncers by it (a tenant
- * naming its own ServiceAccount so only makes that one weaker).
- */
-export const SYNCER_SERVICE_ACCOUNT_PREFIX = 'vcluster-syncer-';
 
 /** The syncer's ServiceAccount name: readable, unique per instance even beside other projects' instances. */
 export function syncerServiceAccountName(vci: InstanceRef): string {

@@ -1,5 +1,6 @@
 import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { CLEANUP_FINALIZER } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type {
   VirtualClusterInstance,
@@ -44,7 +45,6 @@ import {
   syncedKinds,
 } from '../../sync/controllers/syncer.ts';
 import type { SyncedKind } from '../../sync/translate.ts';
-import { CLEANUP_FINALIZER } from '../common.ts';
 import {
   asksToBeSynced,
   instanceOutcome,

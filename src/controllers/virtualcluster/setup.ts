@@ -1,13 +1,13 @@
 import type { V1Namespace, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
+import { INSTANCE_UID_LABEL, PROJECT_LABEL } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { ownValue } from '../../runtime/json.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
-import { PROJECT_LABEL } from '../project/desired.ts';
 import { asksToBeSynced, placementOf } from './desired.ts';
-import { INSTANCE_UID_LABEL, instanceKeyOf } from './identity.ts';
+import { instanceKeyOf } from './identity.ts';
 import { namedHostNamespaces } from './placement.ts';
 import {
   BY_INSTANCE_UID,

@@ -1,7 +1,10 @@
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../../api/config.ts';
 import { configWarnings } from '../../api/config-warnings.ts';
-import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../../controllers/secretsync/desired.ts';
-import { SYNCER_SERVICE_ACCOUNT_PREFIX } from '../../controllers/virtualcluster/identity.ts';
+import {
+  SOURCE_NAME_LABEL,
+  SOURCE_NAMESPACE_LABEL,
+  SYNCER_SERVICE_ACCOUNT_PREFIX,
+} from '../../api/labels.ts';
 import { type AdmissionDecision, allow, type Cause, forbidden, invalid } from '../decision.ts';
 import type { AdmittedObject, UserInfo } from '../review.ts';
 
