@@ -5,6 +5,8 @@
  * request body: they may hold secrets.
  */
 
+import { prototypeKeyPaths } from '../runtime/json.ts';
+
 /** The `reason` of a `details.causes[]` entry, as kube-apiserver spells field errors. */
 export type CauseReason =
   | 'FieldValueInvalid'
@@ -148,6 +150,27 @@ export const invalid = (
       .join(', ')}`,
     { name, group, kind, causes },
   );
+
+/**
+ * Refuses (422, one cause per key with its field path, `metadata.labels.__proto__`) a request body
+ * holding a key `__proto__` anywhere: zod drops such a key without a word (it assigns it, which
+ * sets a prototype), so the body would be read as if the key were not there. No field or map of
+ * the platform's kinds can hold one (the CRDs and label rules refuse it too). Call it before
+ * parsing the body with its schema.
+ */
+export function refusePrototypeKeys(kind: string, name: string, body: unknown): void {
+  const paths = prototypeKeyPaths(body);
+  if (paths.length === 0) return;
+  throw invalid(
+    kind,
+    name,
+    paths.map((path) => ({
+      reason: 'FieldValueNotSupported',
+      field: path.map(String).join('.'),
+      message: 'the key "__proto__" is not supported',
+    })),
+  );
+}
 
 /** A 422 from a schema's issues, each a cause with its field path (`spec.ttl`). */
 export const invalidFromIssues = (

@@ -158,6 +158,36 @@ describe('directTokensEndpoint', () => {
     expect((invalid as StatusError).code).toBe(422);
   });
 
+  it('refuses a body with a key __proto__ anywhere, naming its path, instead of reading it as absent (issue 29)', async () => {
+    const { call } = await setup();
+    // As the gateway decodes a JSON body: __proto__ is a key of its own, which zod would drop.
+    const body = JSON.parse(
+      '{"__proto__":{},"metadata":{"labels":{"__proto__":"x","constructor":"c"}},"spec":{"scope":{"__proto__":{"clusters":[{"cluster":"east"}]}}}}',
+    );
+    const refused = await call(body).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(StatusError);
+    expect((refused as StatusError).code).toBe(422);
+    expect((refused as StatusError).details?.causes).toEqual([
+      {
+        reason: 'FieldValueNotSupported',
+        field: '__proto__',
+        message: 'the key "__proto__" is not supported',
+      },
+      {
+        reason: 'FieldValueNotSupported',
+        field: 'metadata.labels.__proto__',
+        message: 'the key "__proto__" is not supported',
+      },
+      {
+        reason: 'FieldValueNotSupported',
+        field: 'spec.scope.__proto__',
+        message: 'the key "__proto__" is not supported',
+      },
+    ]);
+    // The other names of Object.prototype's members are keys as any other.
+    await expect(call({ metadata: { labels: { constructor: 'c', toString: 't' } } })).resolves.toBeDefined();
+  });
+
   it('reads the key ring at most once per cache period', async () => {
     const { call, clock, reads } = await setup();
     for (let i = 0; i < 5; i++) await call({});

@@ -4,7 +4,14 @@ import type { User } from '../../api/identity.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import { resources } from '../../api/resources.ts';
-import { conflict, forbidden, invalidFromIssues, notFound, serviceUnavailable } from '../../api/status.ts';
+import {
+  conflict,
+  forbidden,
+  invalidFromIssues,
+  notFound,
+  refusePrototypeKeys,
+  serviceUnavailable,
+} from '../../api/status.ts';
 import { validateScope } from '../../authz/scope.ts';
 import type { Endpoint } from '../../http/endpoint.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
@@ -105,10 +112,12 @@ export function directTokensEndpoint(deps: DirectTokenDeps): GatewayEndpoint {
     handle: async (request) => {
       const identity = request.identity as AuthenticatedIdentity;
       // apiVersion and kind may be left out (the path names them); wrong ones are refused.
+      const body = request.object();
+      refusePrototypeKeys('DirectClusterEndpointToken', '', body);
       const parsed = DirectClusterEndpointTokenSchema.safeParse({
         apiVersion: GROUP_VERSION,
         kind: 'DirectClusterEndpointToken',
-        ...request.object(),
+        ...body,
       });
       if (!parsed.success) {
         throw invalidFromIssues('DirectClusterEndpointToken', '', parsed.error.issues);

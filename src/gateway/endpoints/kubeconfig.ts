@@ -8,6 +8,7 @@ import {
   invalid,
   invalidFromIssues,
   notFound,
+  refusePrototypeKeys,
   StatusError,
   sanitize,
   serviceUnavailable,
@@ -123,6 +124,7 @@ async function kubeConfig(
       { name, group: 'management.platform', kind: 'virtualclusterinstances' },
     );
   }
+  refusePrototypeKeys('VirtualClusterInstanceKubeConfig', name, body);
   const parsed = VirtualClusterInstanceKubeConfigSchema.safeParse({
     apiVersion: GROUP_VERSION,
     kind: 'VirtualClusterInstanceKubeConfig',
