@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { decodeJwt } from 'jose';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
 import * as client from 'openid-client';
 import type { Browser } from 'playwright-core';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { repoRoot } from '../../src/dev/binaries.ts';
+import { generateSigningKey, ringFromSecret, SIGNING_KEYS_SECRET } from '../../src/identity/signing-keys.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { readDoc } from '../docs/markdown.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
@@ -252,6 +254,78 @@ ${oidcProviderSection([{ clientId: 'argocd', clientSecret: SECRET, redirectURIs:
     const claims = decodeJwt(idToken);
     expect(claims).toMatchObject({ iss: issuer, aud: 'argocd', sub: name, email: `${name}@example.com` });
     expect(claims.groups).toContain(`platform:team:${team}`);
+  });
+
+  it("signs ID tokens with the platform's signing keys, and follows their rotation", async () => {
+    await env().configure(
+      oidcProviderSection([{ clientId: 'argocd', clientSecret: SECRET, redirectURIs: [REDIRECT] }]),
+    );
+    const g = env().gateway;
+    const dispatcher = new Agent({ connect: { ca: env().caPem } });
+    const kids = async (path: string) => {
+      const jwks = (await (await undiciFetch(`${env().platformUrl}${path}`, { dispatcher })).json()) as {
+        keys: { kid: string; d?: string }[];
+      };
+      expect(jwks.keys.every((key) => key.d === undefined)).toBe(true);
+      return jwks.keys.map((key) => key.kid);
+    };
+    const signIn = async () => {
+      const user = await env().userWithPassword('oprotation', 'rotation password 1');
+      const rp = await relyingParty(env(), 'argocd', SECRET, REDIRECT);
+      const started = await authorization(rp);
+      const agent = new ScriptedAgent([env().caPem]);
+      const loginPage = await agent.followUntil(started.url, `${env().platformUrl}/auth/login`);
+      const posted = await agent.request(
+        `${env().platformUrl}/auth/password/login${new URL(loginPage).search}`,
+        {
+          method: 'POST',
+          form: { username: user, password: 'rotation password 1' },
+        },
+      );
+      const tokens = await exchange(
+        rp,
+        started,
+        await agent.followUntil(posted.location as string, REDIRECT),
+      );
+      return decodeProtectedHeader(tokens.id_token ?? '').kid;
+    };
+    // The provider's keys are the ring that signs direct tokens (the gateway's JWKS).
+    const before = await kids('/oidc/jwks');
+    expect(before.length).toBeGreaterThan(0);
+    expect([...(await kids('/openid/v1/jwks'))].sort()).toEqual([...before].sort());
+    expect(await signIn()).toBe(before[0]);
+
+    // A successor starts signing (as a rotation makes it, once published): the provider follows.
+    const api = new KubeClient(g.kc);
+    const path = `/api/v1/namespaces/${g.platformNamespace}/secrets/${SIGNING_KEYS_SECRET}`;
+    const secret = await api.request<{ metadata: { resourceVersion: string }; data: Record<string, string> }>(
+      {
+        method: 'GET',
+        path,
+      },
+    );
+    const { kid, privateJwk } = await generateSigningKey();
+    const now = new Date().toISOString();
+    const ring = [
+      ...ringFromSecret(secret),
+      { kid, alg: 'ES256', privateJwk, createdAt: now, signsFrom: now },
+    ];
+    await api.request({
+      method: 'PATCH',
+      path,
+      contentType: 'application/merge-patch+json',
+      body: {
+        metadata: { resourceVersion: secret.metadata.resourceVersion },
+        data: { 'keys.json': Buffer.from(JSON.stringify(ring)).toString('base64') },
+      },
+    });
+    await eventually(
+      async () => (await kids('/oidc/jwks')).includes(kid),
+      60_000,
+      'the new key in /oidc/jwks',
+    );
+    expect(await kids('/oidc/jwks')).toEqual(expect.arrayContaining(before));
+    expect(await signIn()).toBe(kid);
   });
 
   it('refuses a redirect URI the client did not register, without redirecting there', async () => {
