@@ -7,15 +7,13 @@ import type { ReconcileContext } from './controller.ts';
 import { RuntimeError, TerminalError } from './errors.ts';
 import type { EventInput, ObjectReference } from './events.ts';
 import {
-  type Converged,
   convergedConditions,
   failedConditions,
-  objectReconciler,
   PROGRESSING_WITH_RETRY,
-  type ScaffoldStatus,
-  type ScaffoldWrites,
   stalledConditions,
-} from './reconciler.ts';
+} from './reconcile-conditions.ts';
+import { type Converged, objectReconciler } from './reconciler.ts';
+import type { ScaffoldStatus, ScaffoldWrites } from './scaffold-writes.ts';
 import { Store } from './store.ts';
 
 class SomethingBroke extends RuntimeError {}

@@ -1,31 +1,21 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { patchStatus } from './apply.ts';
 import type { Clock } from './clock.ts';
-import { type Condition, type ConditionInput, removeCondition, setCondition } from './conditions.ts';
+import type { Condition } from './conditions.ts';
 import type { ReconcileContext, ReconcileResult, Reconciler } from './controller.ts';
 import { errorMessage, errorReason, isNotFound, TerminalError } from './errors.ts';
 import type { EventRecorder, ObjectReference } from './events.ts';
-import { addFinalizer, hasFinalizer, isBeingDeleted, removeFinalizer } from './finalizers.ts';
+import { hasFinalizer, isBeingDeleted } from './finalizers.ts';
 import type { KubeApi, ResourceRef } from './kube-client.ts';
+import {
+  convergedConditions,
+  failedConditions,
+  type OutcomeConditions,
+  stalledConditions,
+} from './reconcile-conditions.ts';
+import { kubeWrites, type ScaffoldStatus, type ScaffoldWrites } from './scaffold-writes.ts';
 import type { Store } from './store.ts';
 
-/** The condition types the scaffold owns (kstatus reads Reconciling and Stalled; everyone reads Ready). */
-export const READY = 'Ready';
-export const RECONCILING = 'Reconciling';
-export const STALLED = 'Stalled';
-/** Reconciling's reason while a failed reconcile waits for its retry (Flux's word for it). */
-export const PROGRESSING_WITH_RETRY = 'ProgressingWithRetry';
-
-/** The status every object under the scaffold carries: its conditions and the generation they describe. */
-export interface ScaffoldStatus {
-  observedGeneration?: number;
-  conditions?: Condition[];
-}
-
 export type ScaffoldObject = KubernetesObject & { status?: ScaffoldStatus };
-
-/** A condition for the outcome, before generation and transition time are stamped. */
-export type ConditionState = Pick<ConditionInput, 'status' | 'reason' | 'message'>;
 
 /** What converging an object came to, for a controller that writes no status: when to look again. */
 export interface Settled {
@@ -35,15 +25,7 @@ export interface Settled {
 }
 
 /** What converging an object came to (when it did not throw). */
-export interface Converged<S> extends Settled {
-  /** Ready: True when converged, False (or Unknown) for a settled state that is not ready (a disabled key). */
-  ready: ConditionState;
-  /** Work still outstanding (waiting for something to finish): Reconciling=True with this reason. */
-  reconciling?: Omit<ConditionState, 'status'>;
-  /** Conditions of the controller's own besides Ready (for example `Syncing`), set as given. */
-  conditions?: Array<Omit<ConditionInput, 'observedGeneration'>>;
-  /** Condition types of the controller's own to remove. */
-  removeConditions?: string[];
+export interface Converged<S> extends Settled, OutcomeConditions {
   /** Status fields besides conditions and observedGeneration (merged over what `statusOf` gave). */
   status?: Partial<S>;
   /**
@@ -55,36 +37,6 @@ export interface Converged<S> extends Settled {
    * `reconciling` and `requeueAfter` are the error's then (ignored).
    */
   stalled?: TerminalError;
-}
-
-/**
- * The writes the scaffold makes to its own objects. `kubeWrites` makes them through the API;
- * tests pass doubles.
- */
-export interface ScaffoldWrites<T> {
-  /** Adds `finalizer` to the object as read (refused when it changed since); returns the object written. */
-  addFinalizer(obj: T, finalizer: string): Promise<T>;
-  /** Removes `finalizer` from the object; returns the object written. */
-  removeFinalizer(obj: T, finalizer: string): Promise<T>;
-  /**
-   * Writes `status` over the object as read, refused (409) when the object changed since, so a
-   * condition another writer set is never dropped. Returns the object written, or undefined when
-   * the status is unchanged (nothing written).
-   */
-  writeStatus(obj: T, status: ScaffoldStatus): Promise<T | undefined>;
-}
-
-/** The scaffold's writes through the API: JSON patches for finalizers, a merge patch of the status subresource. */
-export function kubeWrites<T extends KubernetesObject>(
-  api: KubeApi,
-  resource: ResourceRef,
-): ScaffoldWrites<T> {
-  return {
-    addFinalizer: (obj, finalizer) => addFinalizer(api, resource, obj, finalizer),
-    removeFinalizer: (obj, finalizer) => removeFinalizer(api, resource, obj, finalizer),
-    // Guarded by the resourceVersion: other writers may own conditions of their own.
-    writeStatus: (obj, status) => patchStatus(api, resource, obj, status, { unchanged: true }),
-  };
 }
 
 interface ReconcilerCommon<T extends ScaffoldObject> {
@@ -150,90 +102,35 @@ export type ObjectReconcilerOptions<T extends ScaffoldObject, S> = ReconcilerCom
   (WithStatus<T, S> | WithoutStatus<T>);
 
 /**
- * The conditions after a reconcile that converged (pure): `Ready` as the outcome says, the
- * controller's own conditions, `Reconciling` only while work is outstanding, no `Stalled`.
- * Every condition written carries `generation`; transition times move only when a status flips.
+ * The one reconcile sequence every controller runs (in the spirit of kube-rs's `finalizer()` and
+ * Flux's reconcilers); a controller supplies only `apply`, `cleanup` and its pure parts.
+ *
+ * 1. Deletion first: a gone object gets `cleanup` of its leftovers; a deleting one gets `cleanup`,
+ *    then its finalizer removed. Nothing else runs for either.
+ * 2. The finalizer is added (and the object written used from then on); one the object no longer
+ *    needs (`needsFinalizer`) is released: `cleanup`, then the finalizer removed.
+ * 3. `apply` converges. Its outcome, or its error, becomes the status, written once at the end:
+ *    - success: `Ready` as the outcome says, `Reconciling=True` only while work is outstanding,
+ *      `Stalled` removed;
+ *    - an ordinary error: `Ready=False` (reason: the error's class), `Reconciling=True`
+ *      (`ProgressingWithRetry`), a Warning Event, and the error rethrown so the key is retried
+ *      with backoff;
+ *    - a `TerminalError`: `Stalled=True` and `Ready=False` with its class as reason, a Warning
+ *      Event, no retry (rethrown as terminal) and no further work on the key until the object
+ *      changes (a resync does not count as a change; a new generation, or any other write to the
+ *      object, does) or what `stalledOn` says of it does. An outcome with `stalled` is the same,
+ *      with the controller's own conditions written beside.
+ * 4. The status write stamps `status.observedGeneration` with the generation `apply` saw; it is
+ *    skipped when nothing changed, and refused (409, retried) when the object changed since it
+ *    was read, so a condition another writer set is never dropped. A failed status write is
+ *    logged, never swallowed: it fails the reconcile (retry) unless `apply` already failed, whose
+ *    error then wins.
+ *
+ * Between an object's creation (or a spec change) and that write, `observedGeneration` lags the
+ * generation, which is how kstatus tells work in flight without a write of its own.
+ *
+ * With `status: false` (objects that have no status of ours) step 4 is left out; the rest holds.
  */
-export function convergedConditions(
-  conditions: readonly Condition[],
-  outcome: Pick<Converged<unknown>, 'ready' | 'reconciling' | 'conditions' | 'removeConditions'>,
-  generation: number | undefined,
-  now: Date,
-): Condition[] {
-  const stamp = stamper(generation, now);
-  let next = ownConditions(removeCondition(conditions, STALLED), outcome, generation, now);
-  next = stamp(next, { type: READY, ...outcome.ready });
-  return outcome.reconciling
-    ? stamp(next, { type: RECONCILING, status: 'True', ...outcome.reconciling })
-    : removeCondition(next, RECONCILING);
-}
-
-/**
- * The conditions after a reconcile that failed (pure): `Ready=False` with the error's class as
- * reason; a `TerminalError` sets `Stalled=True` (and clears `Reconciling`), any other error sets
- * `Reconciling=True` (`ProgressingWithRetry`: a retry is due) and clears `Stalled`.
- */
-export function failedConditions(
-  conditions: readonly Condition[],
-  err: unknown,
-  generation: number | undefined,
-  now: Date,
-): Condition[] {
-  const stamp = stamper(generation, now);
-  const reason = errorReason(err);
-  const message = errorMessage(err);
-  const next = stamp(conditions, { type: READY, status: 'False', reason, message });
-  return err instanceof TerminalError
-    ? stamp(removeCondition(next, RECONCILING), { type: STALLED, status: 'True', reason, message })
-    : stamp(removeCondition(next, STALLED), {
-        type: RECONCILING,
-        status: 'True',
-        reason: PROGRESSING_WITH_RETRY,
-        message: `retrying after: ${message}`,
-      });
-}
-
-/**
- * The conditions after a reconcile whose outcome stalled (pure): the controller's own conditions
- * as the outcome says, then {@link failedConditions} with its `TerminalError`.
- */
-export function stalledConditions(
-  conditions: readonly Condition[],
-  outcome: Pick<Converged<unknown>, 'conditions' | 'removeConditions'> & { stalled: TerminalError },
-  generation: number | undefined,
-  now: Date,
-): Condition[] {
-  return failedConditions(
-    ownConditions(conditions, outcome, generation, now),
-    outcome.stalled,
-    generation,
-    now,
-  );
-}
-
-/** The controller's own conditions set and removed as an outcome says. */
-function ownConditions(
-  conditions: readonly Condition[],
-  outcome: Pick<Converged<unknown>, 'conditions' | 'removeConditions'>,
-  generation: number | undefined,
-  now: Date,
-): Condition[] {
-  const stamp = stamper(generation, now);
-  let next = [...conditions];
-  for (const type of outcome.removeConditions ?? []) next = removeCondition(next, type);
-  for (const condition of outcome.conditions ?? []) next = stamp(next, condition);
-  return next;
-}
-
-function stamper(generation: number | undefined, now: Date) {
-  return (conditions: readonly Condition[], state: Omit<ConditionInput, 'observedGeneration'>) =>
-    setCondition(
-      conditions,
-      { ...state, ...(generation !== undefined ? { observedGeneration: generation } : {}) },
-      now,
-    );
-}
-
 /**
  * The one reconcile sequence every controller runs (in the spirit of kube-rs's `finalizer()` and
  * Flux's reconcilers); a controller supplies only `apply`, `cleanup` and its pure parts.
@@ -267,192 +164,236 @@ function stamper(generation: number | undefined, now: Date) {
 export function objectReconciler<T extends ScaffoldObject, S>(
   options: ObjectReconcilerOptions<T, S>,
 ): Reconciler {
-  const { finalizer } = options;
-  const writes = 'writes' in options ? options.writes : kubeWrites<T>(options.api, options.resource);
+  const scaffold: Scaffold<T, S> = {
+    options,
+    writes: 'writes' in options ? options.writes : kubeWrites<T>(options.api, options.resource),
+    stalled: new Map(),
+  };
+  return (key, ctx) => reconcileObject(scaffold, key, ctx);
+}
+
+/** One controller's scaffold: its options, where it writes, and the keys it holds stalled. */
+interface Scaffold<T extends ScaffoldObject, S> {
+  options: ObjectReconcilerOptions<T, S>;
+  writes: ScaffoldWrites<T>;
   /**
    * key -> the resourceVersion the object had when it stalled (after our status write), and what
    * `stalledOn` said before the `apply` that stalled it.
    */
-  const stalled = new Map<string, { resourceVersion: string; on: string | undefined }>();
-  const stall = (key: string, resourceVersion: string | undefined, on: string | undefined) => {
-    if (resourceVersion) stalled.set(key, { resourceVersion, on });
+  stalled: Map<string, { resourceVersion: string; on: string | undefined }>;
+}
+
+/** The sequence {@link objectReconciler} describes, for the object named `key`. */
+async function reconcileObject<T extends ScaffoldObject, S>(
+  scaffold: Scaffold<T, S>,
+  key: string,
+  ctx: ReconcileContext,
+): Promise<ReconcileResult | undefined> {
+  const { options, stalled } = scaffold;
+  const found = options.store.fresh(key);
+  if (!found) {
+    stalled.delete(key);
+    await options.cleanup?.(key, undefined, ctx);
+    return undefined;
+  }
+  if (isBeingDeleted(found)) {
+    stalled.delete(key);
+    const ours = [...(options.finalizer ? [options.finalizer] : []), ...(options.formerFinalizers ?? [])];
+    const held = ours.filter((f) => hasFinalizer(found, f));
+    if (held.length > 0) await release(scaffold, key, found, held, ctx);
+    return undefined;
+  }
+  const stalledAt = stalled.get(key);
+  if (
+    stalledAt !== undefined &&
+    stalledAt.resourceVersion === found.metadata?.resourceVersion &&
+    stalledAt.on === options.stalledOn?.(found)
+  ) {
+    ctx.logger.debug('stalled and unchanged since; not retrying');
+    return undefined;
+  }
+  stalled.delete(key);
+  const obj = await withFinalizer(scaffold, key, found, ctx);
+  const outcome = await applyAndWriteStatus(scaffold, key, obj, ctx);
+  // A deleted object is not looked at again: its deletion is an event of its own.
+  if (outcome?.deleted || outcome?.requeueAfter === undefined) return undefined;
+  return { requeueAfter: outcome.requeueAfter };
+}
+
+/**
+ * Step 3 and 4: `apply`, then the status its outcome or its error becomes. Rethrows the error
+ * of `apply` (or of a stalled outcome) after its status is written.
+ */
+async function applyAndWriteStatus<T extends ScaffoldObject, S>(
+  scaffold: Scaffold<T, S>,
+  key: string,
+  obj: T,
+  ctx: ReconcileContext,
+): Promise<Settled | undefined> {
+  const { options } = scaffold;
+  // Read before apply: a change of what it depends on while apply runs enqueues the key again,
+  // and that reconcile must see a difference.
+  const on = options.stalledOn?.(obj);
+  const generation = obj.metadata?.generation;
+  const now = new Date(options.clock.now());
+  const fields = options.status === false ? {} : (options.statusOf?.(obj) ?? {});
+  const failed = async (
+    err: unknown,
+    conditionsOf: (c: Condition[]) => Condition[],
+    failedFields: Partial<S>,
+  ) => {
+    warn(scaffold, obj, err);
+    await writeFailureStatus(scaffold, key, obj, err, on, ctx, conditionsOf, failedFields);
+    return err;
   };
 
-  const regardingOf = (obj: T): ObjectReference => ({
+  let outcome: Settled | undefined;
+  /** The outcome of a controller with status (its status written below). */
+  let converged: Converged<S> | undefined;
+  try {
+    if (options.status === false) outcome = await options.apply(obj, ctx);
+    else outcome = converged = await options.apply(obj, ctx);
+  } catch (err) {
+    if (options.status === false) {
+      warn(scaffold, obj, err);
+      if (err instanceof TerminalError) stall(scaffold, key, obj.metadata?.resourceVersion, on);
+      throw err;
+    }
+    throw await failed(err, (conditions) => failedConditions(conditions, err, generation, now), fields);
+  }
+  if (outcome?.deleted || !converged) return outcome;
+  const done = converged;
+  if (done.stalled) {
+    const err = done.stalled;
+    throw await failed(
+      err,
+      (conditions) => stalledConditions(conditions, { ...done, stalled: err }, generation, now),
+      { ...fields, ...done.status },
+    );
+  }
+  try {
+    await writeStatus(scaffold, obj, (conditions) => convergedConditions(conditions, done, generation, now), {
+      ...fields,
+      ...done.status,
+    });
+  } catch (err) {
+    ctx.logger.warn({ err, reason: errorReason(err) }, 'writing the status failed; retrying');
+    throw err;
+  }
+  return outcome;
+}
+
+function stall<T extends ScaffoldObject, S>(
+  scaffold: Scaffold<T, S>,
+  key: string,
+  resourceVersion: string | undefined,
+  on: string | undefined,
+): void {
+  if (resourceVersion) scaffold.stalled.set(key, { resourceVersion, on });
+}
+
+function regardingOf<T extends ScaffoldObject>(kind: string, obj: T): ObjectReference {
+  return {
     apiVersion: obj.apiVersion,
-    kind: options.kind,
+    kind,
     name: obj.metadata?.name,
     ...(obj.metadata?.namespace ? { namespace: obj.metadata.namespace } : {}),
     uid: obj.metadata?.uid,
-  });
-
-  /** Writes the status; returns the resourceVersion the object has afterwards. */
-  async function writeStatus(
-    obj: T,
-    conditionsOf: (conditions: Condition[]) => Condition[],
-    fields: Partial<S>,
-  ): Promise<string | undefined> {
-    const status = {
-      ...obj.status,
-      ...fields,
-      observedGeneration: obj.metadata?.generation,
-      conditions: conditionsOf(obj.status?.conditions ?? []),
-    };
-    try {
-      const written = await writes.writeStatus(obj, status);
-      if (written) options.store.recordWrite(written, obj.metadata?.resourceVersion);
-      return (written ?? obj).metadata?.resourceVersion;
-    } catch (err) {
-      // Deleted meanwhile: there is no status left to write, and its deletion is an event of its own.
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  }
-
-  /** The Warning Event of a failed reconcile. */
-  function warn(obj: T, err: unknown): void {
-    void options.events.record(regardingOf(obj), {
-      type: 'Warning',
-      reason: errorReason(err),
-      action: options.action,
-      note: errorMessage(err),
-    });
-  }
-
-  /**
-   * Writes the status of a failed reconcile (the failure itself is rethrown by the caller, so a
-   * failed write is only logged); a `TerminalError` stalls the key at the resourceVersion written.
-   */
-  async function writeFailureStatus(
-    key: string,
-    obj: T,
-    err: unknown,
-    on: string | undefined,
-    ctx: ReconcileContext,
-    conditionsOf: (conditions: Condition[]) => Condition[],
-    fields: Partial<S>,
-  ): Promise<void> {
-    try {
-      const resourceVersion = await writeStatus(obj, conditionsOf, fields);
-      if (err instanceof TerminalError) stall(key, resourceVersion, on);
-    } catch (statusErr) {
-      ctx.logger.warn(
-        { err: statusErr, reason: errorReason(statusErr) },
-        'writing the failure status failed',
-      );
-    }
-  }
-
-  /** Runs `cleanup`, then removes each of `finalizers` (after cleanup succeeded, never before). */
-  async function release(key: string, obj: T, finalizers: string[], ctx: ReconcileContext): Promise<T> {
-    await options.cleanup?.(key, obj, ctx);
-    let current = obj;
-    try {
-      for (const f of finalizers) current = await writes.removeFinalizer(current, f);
-    } catch (err) {
-      // Gone already: its last finalizer went (an earlier reconcile's, the cache not caught up).
-      if (isNotFound(err)) return current;
-      throw err;
-    }
-    if (current !== obj) options.store.recordWrite(current, obj.metadata?.resourceVersion);
-    return current;
-  }
-
-  /** The finalizer as the object needs it: added (the object written returned), or released. */
-  async function withFinalizer(key: string, found: T, ctx: ReconcileContext): Promise<T> {
-    if (!finalizer) return found;
-    const needed = options.needsFinalizer?.(found) ?? true;
-    if (!needed) return hasFinalizer(found, finalizer) ? release(key, found, [finalizer], ctx) : found;
-    if (hasFinalizer(found, finalizer)) return found;
-    const written = await writes.addFinalizer(found, finalizer);
-    options.store.recordWrite(written, found.metadata?.resourceVersion);
-    return written;
-  }
-
-  return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
-    const found = options.store.fresh(key);
-    if (!found) {
-      stalled.delete(key);
-      await options.cleanup?.(key, undefined, ctx);
-      return undefined;
-    }
-    if (isBeingDeleted(found)) {
-      stalled.delete(key);
-      const ours = [...(finalizer ? [finalizer] : []), ...(options.formerFinalizers ?? [])].filter((f) =>
-        hasFinalizer(found, f),
-      );
-      if (ours.length > 0) await release(key, found, ours, ctx);
-      return undefined;
-    }
-    const stalledAt = stalled.get(key);
-    if (
-      stalledAt !== undefined &&
-      stalledAt.resourceVersion === found.metadata?.resourceVersion &&
-      stalledAt.on === options.stalledOn?.(found)
-    ) {
-      ctx.logger.debug('stalled and unchanged since; not retrying');
-      return undefined;
-    }
-    stalled.delete(key);
-    const obj = await withFinalizer(key, found, ctx);
-    // Read before apply: a change of what it depends on while apply runs enqueues the key again,
-    // and that reconcile must see a difference.
-    const on = options.stalledOn?.(obj);
-    const generation = obj.metadata?.generation;
-    const now = new Date(options.clock.now());
-    const fields = options.status === false ? {} : (options.statusOf?.(obj) ?? {});
-
-    let outcome: Settled | undefined;
-    /** The outcome of a controller with status (its status written below). */
-    let converged: Converged<S> | undefined;
-    try {
-      if (options.status === false) outcome = await options.apply(obj, ctx);
-      else outcome = converged = await options.apply(obj, ctx);
-    } catch (err) {
-      warn(obj, err);
-      if (options.status === false) {
-        if (err instanceof TerminalError) stall(key, obj.metadata?.resourceVersion, on);
-        throw err;
-      }
-      await writeFailureStatus(
-        key,
-        obj,
-        err,
-        on,
-        ctx,
-        (conditions) => failedConditions(conditions, err, generation, now),
-        fields,
-      );
-      throw err;
-    }
-    if (outcome?.deleted) return undefined;
-    if (converged?.stalled) {
-      const done = converged;
-      const err = converged.stalled;
-      warn(obj, err);
-      await writeFailureStatus(
-        key,
-        obj,
-        err,
-        on,
-        ctx,
-        (conditions) => stalledConditions(conditions, { ...done, stalled: err }, generation, now),
-        { ...fields, ...done.status },
-      );
-      throw err;
-    }
-    if (converged) {
-      const done = converged;
-      try {
-        await writeStatus(obj, (conditions) => convergedConditions(conditions, done, generation, now), {
-          ...fields,
-          ...done.status,
-        });
-      } catch (err) {
-        ctx.logger.warn({ err, reason: errorReason(err) }, 'writing the status failed; retrying');
-        throw err;
-      }
-    }
-    return outcome?.requeueAfter !== undefined ? { requeueAfter: outcome.requeueAfter } : undefined;
   };
+}
+
+/** Writes the status; returns the resourceVersion the object has afterwards. */
+async function writeStatus<T extends ScaffoldObject, S>(
+  { options, writes }: Scaffold<T, S>,
+  obj: T,
+  conditionsOf: (conditions: Condition[]) => Condition[],
+  fields: Partial<S>,
+): Promise<string | undefined> {
+  const status = {
+    ...obj.status,
+    ...fields,
+    observedGeneration: obj.metadata?.generation,
+    conditions: conditionsOf(obj.status?.conditions ?? []),
+  };
+  try {
+    const written = await writes.writeStatus(obj, status);
+    if (written) options.store.recordWrite(written, obj.metadata?.resourceVersion);
+    return (written ?? obj).metadata?.resourceVersion;
+  } catch (err) {
+    // Deleted meanwhile: there is no status left to write, and its deletion is an event of its own.
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/** The Warning Event of a failed reconcile. */
+function warn<T extends ScaffoldObject, S>({ options }: Scaffold<T, S>, obj: T, err: unknown): void {
+  void options.events.record(regardingOf(options.kind, obj), {
+    type: 'Warning',
+    reason: errorReason(err),
+    action: options.action,
+    note: errorMessage(err),
+  });
+}
+
+/**
+ * Writes the status of a failed reconcile (the failure itself is rethrown by the caller, so a
+ * failed write is only logged); a `TerminalError` stalls the key at the resourceVersion written.
+ */
+async function writeFailureStatus<T extends ScaffoldObject, S>(
+  scaffold: Scaffold<T, S>,
+  key: string,
+  obj: T,
+  err: unknown,
+  on: string | undefined,
+  ctx: ReconcileContext,
+  conditionsOf: (conditions: Condition[]) => Condition[],
+  fields: Partial<S>,
+): Promise<void> {
+  try {
+    const resourceVersion = await writeStatus(scaffold, obj, conditionsOf, fields);
+    if (err instanceof TerminalError) stall(scaffold, key, resourceVersion, on);
+  } catch (statusErr) {
+    ctx.logger.warn({ err: statusErr, reason: errorReason(statusErr) }, 'writing the failure status failed');
+  }
+}
+
+/** Runs `cleanup`, then removes each of `finalizers` (after cleanup succeeded, never before). */
+async function release<T extends ScaffoldObject, S>(
+  { options, writes }: Scaffold<T, S>,
+  key: string,
+  obj: T,
+  finalizers: string[],
+  ctx: ReconcileContext,
+): Promise<T> {
+  await options.cleanup?.(key, obj, ctx);
+  let current = obj;
+  try {
+    for (const f of finalizers) current = await writes.removeFinalizer(current, f);
+  } catch (err) {
+    // Gone already: its last finalizer went (an earlier reconcile's, the cache not caught up).
+    if (isNotFound(err)) return current;
+    throw err;
+  }
+  if (current !== obj) options.store.recordWrite(current, obj.metadata?.resourceVersion);
+  return current;
+}
+
+/** The finalizer as the object needs it: added (the object written returned), or released. */
+async function withFinalizer<T extends ScaffoldObject, S>(
+  scaffold: Scaffold<T, S>,
+  key: string,
+  found: T,
+  ctx: ReconcileContext,
+): Promise<T> {
+  const { options, writes } = scaffold;
+  const { finalizer } = options;
+  if (!finalizer) return found;
+  const needed = options.needsFinalizer?.(found) ?? true;
+  if (!needed)
+    return hasFinalizer(found, finalizer) ? release(scaffold, key, found, [finalizer], ctx) : found;
+  if (hasFinalizer(found, finalizer)) return found;
+  const written = await writes.addFinalizer(found, finalizer);
+  options.store.recordWrite(written, found.metadata?.resourceVersion);
+  return written;
 }

@@ -13,7 +13,8 @@ import { errorReason, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
-import { objectReconciler, PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
+import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
+import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { type ClusterAccess, readyCondition, recheckAfter } from './desired.ts';
 

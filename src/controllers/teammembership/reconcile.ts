@@ -3,8 +3,8 @@ import { resources, type Stored } from '../../api/resources.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
-import type { ScaffoldStatus } from '../../runtime/reconciler.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
+import type { ScaffoldStatus } from '../../runtime/scaffold-writes.ts';
 import type { Store } from '../../runtime/store.ts';
 
 /** Index of Teams by each user they list in `spec.users`. */

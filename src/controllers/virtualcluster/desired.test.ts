@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterAccess } from '../../clusters/access.ts';
 import { TerminalError } from '../../runtime/errors.ts';
-import { PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
+import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
 import { validateSyncConfig } from '../../sync/config.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
 import {

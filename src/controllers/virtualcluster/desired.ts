@@ -7,7 +7,8 @@ import { type ClusterAccess, reachabilityCondition } from '../../clusters/access
 import type { Connection } from '../../clusters/connection.ts';
 import type { ConditionInput } from '../../runtime/conditions.ts';
 import { errorReason, TerminalError } from '../../runtime/errors.ts';
-import { type Converged, PROGRESSING_WITH_RETRY } from '../../runtime/reconciler.ts';
+import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
+import type { Converged } from '../../runtime/reconciler.ts';
 import type { SyncConfigValidation } from '../../sync/config.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
 import type { PlacementProblem } from './placement.ts';
