@@ -54,6 +54,7 @@ import { MemoryModel, RefreshTokenKeys } from './store.ts';
  */
 
 const RING_CACHE_MS = 30_000;
+const REFRESH_TOKEN_TTL_SECONDS = 14 * 24 * 3600;
 const GRANT_TTL_MS = 5 * 60_000;
 /** Providers kept at once (one per issuer and configuration; the issuer follows the request's host without an external URL). */
 const PROVIDERS_KEPT = 8;
@@ -338,6 +339,17 @@ export class OpenIdProvider {
       jwks,
       cookies: { keys: [mac('openid provider cookies v1', transactionKey)] },
       pkce: { required: () => true },
+      // Lifetimes (seconds), oidc-provider's defaults stated: codes a minute, tokens an hour,
+      // refresh tokens, sessions and grants 14 days (a refresh token's key has it as spec.ttl).
+      ttl: {
+        AuthorizationCode: 60,
+        AccessToken: 3600,
+        IdToken: 3600,
+        Interaction: 3600,
+        RefreshToken: REFRESH_TOKEN_TTL_SECONDS,
+        Session: REFRESH_TOKEN_TTL_SECONDS,
+        Grant: REFRESH_TOKEN_TTL_SECONDS,
+      },
       conformIdTokenClaims: false,
       claims: Object.fromEntries(Object.entries(SCOPE_CLAIMS).map(([scope, claims]) => [scope, [...claims]])),
       scopes: [
