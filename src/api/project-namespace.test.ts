@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import type { Project } from '../api/project.ts';
-import { projectOfNamespace, recordedNamespace } from './projects.ts';
+import type { Project } from './project.ts';
+import { projectNamespaceName, projectOfNamespace, recordedNamespace } from './project-namespace.ts';
 
 const project = (name: string, namespace?: string): Project =>
   ({
@@ -19,6 +19,15 @@ function lookup(projects: Project[], prefix: string) {
     prefix,
   };
 }
+
+describe('the namespace of a project', () => {
+  test('the recorded namespace, otherwise the prefix configured now', () => {
+    expect(projectNamespaceName(project('shop'), 'p-')).toBe('p-shop');
+    expect(projectNamespaceName(project('shop'), 'team-')).toBe('team-shop');
+    expect(projectNamespaceName(project('shop', 'p-shop'), 'team-')).toBe('p-shop');
+    expect(projectNamespaceName(project('shop', ''), 'team-')).toBe('team-shop');
+  });
+});
 
 describe('the project of a namespace', () => {
   const projects = [project('alpha'), project('beta', 'p-beta'), project('moved', 'team-moved-old')];

@@ -1,11 +1,22 @@
-import type { Project } from '../api/project.ts';
+import type { Project } from './project.ts';
 
 /**
- * Which Project a namespace belongs to, pure. A project's namespace is the one recorded in its
- * `status.namespace` (a later change of the prefix never moves a project), otherwise
- * `<projectNamespacePrefix><name>` with the prefix configured now (`Config.status`), as the
- * project controller names it (`projectNamespaceName`).
+ * The project-namespace rule, the one place every component reads it from: a project's namespace
+ * is the one recorded in its `status.namespace` (set once the controller created it; a later
+ * change of the prefix never moves a project), otherwise `<projectNamespacePrefix><name>` with
+ * the prefix configured now (`Config.status`). An empty recorded namespace counts as none.
  */
+
+/** What the rule reads of a Project: its name and recorded namespace. */
+export type ProjectNamespaceFacts = {
+  readonly metadata: { readonly name?: string };
+  readonly status?: { readonly namespace?: string };
+};
+
+/** The namespace of a project, by the rule above. */
+export function projectNamespaceName(project: ProjectNamespaceFacts, prefix: string): string {
+  return project.status?.namespace || `${prefix}${project.metadata.name ?? ''}`;
+}
 
 /** Index of Projects by the namespace recorded in their status. */
 export const BY_PROJECT_NAMESPACE = 'project-namespace';

@@ -6,6 +6,12 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Project } from '../api/project.ts';
+import {
+  BY_PROJECT_NAMESPACE,
+  projectNamespaceName,
+  projectOfNamespace,
+  recordedNamespace,
+} from '../api/project-namespace.ts';
 import { resources, type Stored } from '../api/resources.ts';
 import { platformConfigSource } from '../config/platform-config.ts';
 import type { Endpoint } from '../http/endpoint.ts';
@@ -46,7 +52,6 @@ import {
   Throttle,
   type WatchLimits,
 } from './pipeline/throttle.ts';
-import { BY_PROJECT_NAMESPACE, projectOfNamespace, recordedNamespace } from './projects.ts';
 import { Upstream } from './proxy/upstream.ts';
 import { type GatewayServer, startGatewayServer } from './server.ts';
 
@@ -188,7 +193,11 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
       tokenReviewEndpoint({
         authenticator,
         failures,
-        projectNamespacePrefix: () => config.current().projectNamespacePrefix,
+        projectNamespace: (project) =>
+          projectNamespaceName(
+            projects.store.get(project) ?? { metadata: { name: project } },
+            config.current().projectNamespacePrefix,
+          ),
         directTokens: { ring: signingKeys, issuer, clock, owners: tokenOwners },
       }),
       ...accessKeysEndpoints({

@@ -5,7 +5,6 @@ import {
   memberBindingName,
   namespaceBelongsTo,
   PROJECT_ADMIN_CLUSTER_ROLE,
-  projectNamespaceName,
 } from './desired.ts';
 
 const project = (spec: Project['spec'], status?: Project['status']): Project => ({
@@ -112,13 +111,5 @@ describe('desiredProjectChildren', () => {
     expect(memberBindingName(long)).toMatch(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
     expect(memberBindingName('Role:With.Odd_Chars')).toMatch(/^[a-z0-9-]+$/);
     expect(memberBindingName(`${long}a`)).not.toBe(memberBindingName(`${long}b`));
-  });
-});
-
-describe('projectNamespaceName', () => {
-  test('uses the prefix, but a project keeps the namespace it has', () => {
-    expect(projectNamespaceName(project({}))).toBe('p-shop');
-    expect(projectNamespaceName(project({}), 'team-')).toBe('team-shop');
-    expect(projectNamespaceName(project({}, { namespace: 'p-shop' }), 'team-')).toBe('p-shop');
   });
 });

@@ -1,5 +1,4 @@
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
-import { DEFAULT_PROJECT_NAMESPACE_PREFIX } from '../../api/config.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL } from '../../api/labels.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { Project } from '../../api/project.ts';
@@ -8,17 +7,6 @@ import { hashedChildName } from '../names.ts';
 
 /** The cluster role a project's owner gets in the project's namespace. */
 export const PROJECT_ADMIN_CLUSTER_ROLE = 'platform-project-admin';
-
-/**
- * The project's namespace: the one it already has (a later change of the prefix never moves a
- * project), otherwise `<prefix><project>`.
- */
-export function projectNamespaceName(
-  project: Project,
-  prefix: string = DEFAULT_PROJECT_NAMESPACE_PREFIX,
-): string {
-  return project.status?.namespace || `${prefix}${project.metadata.name}`;
-}
 
 /** Name of the RoleBinding of one cluster role in a project namespace. */
 export function memberBindingName(clusterRole: string): string {

@@ -2,6 +2,7 @@ import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../../api/config.ts';
 import { CLEANUP_FINALIZER, PROJECT_LABEL } from '../../api/labels.ts';
 import type { Project, ProjectStatus } from '../../api/project.ts';
+import { projectNamespaceName } from '../../api/project-namespace.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import { applyObject, deleteObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
@@ -12,7 +13,7 @@ import { deepEqual } from '../../runtime/json.ts';
 import { collectionPath, type KubeApi, objectPath } from '../../runtime/kube-client.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { desiredProjectChildren, namespaceBelongsTo, projectNamespaceName } from './desired.ts';
+import { desiredProjectChildren, namespaceBelongsTo } from './desired.ts';
 
 /** Index of member RoleBindings (and namespaces) by the project named in their label. */
 export const BY_PROJECT = 'project';

@@ -10,6 +10,9 @@ import {
   scopeAdmitsTarget,
 } from './token-review.ts';
 
+/** The namespace of a project that has recorded none: the configured prefix `p-` and its name. */
+const prefixed = (project: string) => `p-${project}`;
+
 describe('token review', () => {
   test('targets from the path', () => {
     expect(reviewTarget('/cluster/edge')).toEqual({ kind: 'Cluster', cluster: 'edge' });
@@ -25,23 +28,37 @@ describe('token review', () => {
   test('scopes admit their cluster or virtual cluster only', () => {
     const edge = { kind: 'Cluster', cluster: 'edge' } as const;
     const dev = { kind: 'VirtualCluster', project: 'web', virtualCluster: 'dev' } as const;
-    expect(scopeAdmitsTarget(undefined, edge, 'p-')).toBe(true);
-    expect(scopeAdmitsTarget({ clusters: [{ cluster: 'edge' }] }, edge, 'p-')).toBe(true);
-    expect(scopeAdmitsTarget({ clusters: [{ cluster: '*' }] }, edge, 'p-')).toBe(true);
-    expect(scopeAdmitsTarget({ clusters: [{ cluster: 'core' }] }, edge, 'p-')).toBe(false);
-    expect(scopeAdmitsTarget({ projects: [{ project: 'web' }] }, dev, 'p-')).toBe(true);
-    expect(scopeAdmitsTarget({ projects: [{ project: 'web' }] }, edge, 'p-')).toBe(false);
+    expect(scopeAdmitsTarget(undefined, edge, prefixed)).toBe(true);
+    expect(scopeAdmitsTarget({ clusters: [{ cluster: 'edge' }] }, edge, prefixed)).toBe(true);
+    expect(scopeAdmitsTarget({ clusters: [{ cluster: '*' }] }, edge, prefixed)).toBe(true);
+    expect(scopeAdmitsTarget({ clusters: [{ cluster: 'core' }] }, edge, prefixed)).toBe(false);
+    expect(scopeAdmitsTarget({ projects: [{ project: 'web' }] }, dev, prefixed)).toBe(true);
+    expect(scopeAdmitsTarget({ projects: [{ project: 'web' }] }, edge, prefixed)).toBe(false);
     expect(
-      scopeAdmitsTarget({ virtualClusters: [{ project: 'web', virtualCluster: 'prod' }] }, dev, 'p-'),
+      scopeAdmitsTarget({ virtualClusters: [{ project: 'web', virtualCluster: 'prod' }] }, dev, prefixed),
     ).toBe(false);
     expect(
       scopeAdmitsTarget(
         { rules: [{ requestTargets: ['Cluster'], cluster: 'edge', verbs: ['get'] }] },
         edge,
-        'p-',
+        prefixed,
       ),
     ).toBe(true);
-    expect(scopeAdmitsTarget({ rules: [{ requestTargets: ['Management'] }] }, edge, 'p-')).toBe(false);
+    expect(scopeAdmitsTarget({ rules: [{ requestTargets: ['Management'] }] }, edge, prefixed)).toBe(false);
+  });
+
+  test("a virtual cluster named by namespace is in the project's recorded namespace, not the prefix's", () => {
+    // The project was created under the prefix team- and keeps team-web after the prefix became p-.
+    const recorded = (project: string) => (project === 'web' ? 'team-web' : prefixed(project));
+    const dev = { kind: 'VirtualCluster', project: 'web', virtualCluster: 'dev' } as const;
+    const namedBy = (namespace: string) => ({
+      rules: [
+        { requestTargets: ['ProjectVirtualCluster' as const], virtualClusters: [{ name: 'dev', namespace }] },
+      ],
+    });
+    expect(scopeAdmitsTarget(namedBy('team-web'), dev, recorded)).toBe(true);
+    expect(scopeAdmitsTarget(namedBy('p-web'), dev, recorded)).toBe(false);
+    expect(scopeAdmitsTarget(namedBy('p-web'), dev, prefixed)).toBe(true);
   });
 
   test('review bodies', () => {
@@ -124,7 +141,7 @@ describe('direct token reviews', () => {
       directTokenReviewDecision(
         token(['edge'], { clusters: [{ cluster: 'edge' }] }),
         edge,
-        'p-',
+        prefixed,
         owners(key),
       ),
     ).toEqual({
@@ -133,26 +150,26 @@ describe('direct token reviews', () => {
       groups: ['platform:authenticated'],
       accessKeyName: 'k',
     });
-    expect(directTokenReviewDecision(token(['web/dev']), dev, 'p-', owners(key))?.username).toBe('ci');
-    expect(directTokenReviewDecision(token(['management.platform']), edge, 'p-', owners(key))?.username).toBe(
-      'ci',
-    );
+    expect(directTokenReviewDecision(token(['web/dev']), dev, prefixed, owners(key))?.username).toBe('ci');
+    expect(
+      directTokenReviewDecision(token(['management.platform']), edge, prefixed, owners(key))?.username,
+    ).toBe('ci');
   });
 
   test('refuses another audience, a scope without the target, an unverified token and a revoked one', () => {
-    expect(directTokenReviewDecision(token(['east']), edge, 'p-', owners(key))).toBeUndefined();
-    expect(directTokenReviewDecision(token(['web/dev']), edge, 'p-', owners(key))).toBeUndefined();
+    expect(directTokenReviewDecision(token(['east']), edge, prefixed, owners(key))).toBeUndefined();
+    expect(directTokenReviewDecision(token(['web/dev']), edge, prefixed, owners(key))).toBeUndefined();
     expect(
       directTokenReviewDecision(
         token(['management.platform'], { clusters: [{ cluster: 'east' }] }),
         edge,
-        'p-',
+        prefixed,
         owners(key),
       ),
     ).toBeUndefined();
-    expect(directTokenReviewDecision(undefined, edge, 'p-', owners(key))).toBeUndefined();
-    expect(directTokenReviewDecision(token(['edge']), edge, 'p-', owners(undefined))).toBeUndefined();
+    expect(directTokenReviewDecision(undefined, edge, prefixed, owners(key))).toBeUndefined();
+    expect(directTokenReviewDecision(token(['edge']), edge, prefixed, owners(undefined))).toBeUndefined();
     const disabled = { ...key, spec: { ...key.spec, disabled: true } } as OwnedAccessKey;
-    expect(directTokenReviewDecision(token(['edge']), edge, 'p-', owners(disabled))).toBeUndefined();
+    expect(directTokenReviewDecision(token(['edge']), edge, prefixed, owners(disabled))).toBeUndefined();
   });
 });

@@ -52,6 +52,12 @@ import type { GatewayEndpoint } from './endpoint.ts';
 
 export const TOKEN_REVIEW_BASE = '/kubernetes/tokenreview';
 
+/**
+ * The namespace of a project by name (`projectNamespaceName`: the namespace recorded on the
+ * Project, otherwise the configured prefix's), for the virtual clusters a scope names by namespace.
+ */
+export type ProjectNamespaceOf = (project: string) => string;
+
 export type ReviewTarget =
   | { readonly kind: 'Cluster'; readonly cluster: string }
   | { readonly kind: 'VirtualCluster'; readonly project: string; readonly virtualCluster: string };
@@ -79,7 +85,10 @@ export function reviewTarget(path: string): ReviewTarget | StatusError {
 }
 
 /** The attributes of "any request into the target", as far as they are known at authentication time. */
-export function targetAttributes(target: ReviewTarget, projectNamespacePrefix: string): RequestAttributes {
+export function targetAttributes(
+  target: ReviewTarget,
+  projectNamespace: ProjectNamespaceOf,
+): RequestAttributes {
   return target.kind === 'Cluster'
     ? nonResourceRequest('get', '/', { target: 'Cluster', cluster: target.cluster })
     : nonResourceRequest('get', '/', {
@@ -87,7 +96,7 @@ export function targetAttributes(target: ReviewTarget, projectNamespacePrefix: s
         project: target.project,
         virtualCluster: {
           name: target.virtualCluster,
-          namespace: `${projectNamespacePrefix}${target.project}`,
+          namespace: projectNamespace(target.project),
         },
       });
 }
@@ -101,10 +110,10 @@ export function targetAttributes(target: ReviewTarget, projectNamespacePrefix: s
 export function scopeAdmitsTarget(
   scope: Scope | undefined,
   target: ReviewTarget,
-  projectNamespacePrefix: string,
+  projectNamespace: ProjectNamespaceOf,
 ): boolean {
   if (!scopeNarrows(scope)) return true;
-  const attributes = targetAttributes(target, projectNamespacePrefix);
+  const attributes = targetAttributes(target, projectNamespace);
   if (checkScope(scope, attributes).allowed) return true;
   if (checkScope(scope, { ...attributes, resourceRequest: true }).allowed) return true;
   return (scope?.rules ?? []).some((rule) => {
@@ -197,10 +206,10 @@ export function tokenReviewResponse(
 export function reviewDecision(
   result: AuthenticationResult,
   target: ReviewTarget,
-  projectNamespacePrefix: string,
+  projectNamespace: ProjectNamespaceOf,
 ): ReviewedUser | undefined {
   if (!result.ok) return undefined;
-  return scopeAdmitsTarget(result.identity.accessKey.scope, target, projectNamespacePrefix)
+  return scopeAdmitsTarget(result.identity.accessKey.scope, target, projectNamespace)
     ? reviewedKeyUser(result.identity)
     : undefined;
 }
@@ -218,13 +227,13 @@ export function targetAudience(target: ReviewTarget): string {
 export function directTokenReviewDecision(
   token: VerifiedDirectToken | undefined,
   target: ReviewTarget,
-  projectNamespacePrefix: string,
+  projectNamespace: ProjectNamespaceOf,
   owners: DirectTokenOwners,
 ): ReviewedUser | undefined {
   if (!token) return undefined;
   const audience = targetAudience(target);
   if (!token.audiences.includes(audience) && !token.audiences.includes(PLATFORM_AUDIENCE)) return undefined;
-  if (!scopeAdmitsTarget(token.claim.scope, target, projectNamespacePrefix)) return undefined;
+  if (!scopeAdmitsTarget(token.claim.scope, target, projectNamespace)) return undefined;
   if (directTokenRevocation(token.claim, owners) !== undefined) return undefined;
   return {
     username: token.username,
@@ -260,7 +269,8 @@ export function reviewerAllowed(scope: Scope | undefined, target: ReviewTarget):
 export interface TokenReviewDeps {
   readonly authenticator: KeyAuthenticator;
   readonly failures: AuthFailureLimiter;
-  readonly projectNamespacePrefix: () => string;
+  /** The namespace of a named project, by the project-namespace rule (its recorded one first), from the caches. */
+  readonly projectNamespace: ProjectNamespaceOf;
   /** What reviewing DirectClusterEndpointTokens needs: the signing keys, the issuer, the caches. */
   readonly directTokens: {
     readonly ring: SigningKeyRing;
@@ -321,7 +331,7 @@ export function tokenReviewEndpoint(deps: TokenReviewDeps): GatewayEndpoint {
         deps.failures.mayBeBlocked(undefined, subject),
       );
       if (!result.ok) await deps.failures.failed(undefined, subject);
-      const identity = reviewDecision(result, target, deps.projectNamespacePrefix());
+      const identity = reviewDecision(result, target, deps.projectNamespace);
       return {
         code: 200,
         object: tokenReviewResponse(review, identity),
@@ -348,5 +358,5 @@ async function reviewDirectToken(
     keys,
     now: clock.now(),
   });
-  return directTokenReviewDecision(verified, target, deps.projectNamespacePrefix(), owners);
+  return directTokenReviewDecision(verified, target, deps.projectNamespace, owners);
 }

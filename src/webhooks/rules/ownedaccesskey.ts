@@ -5,6 +5,7 @@ import {
   LAST_APPLIED_ANNOTATION,
   lastAppliedWithoutKey,
 } from '../../api/ownedaccesskey.ts';
+import { projectNamespaceName } from '../../api/project-namespace.ts';
 import { hashAccessKey, MalformedAccessKey, parseAccessKey } from '../../identity/keys.ts';
 import {
   type AdmissionDecision,
@@ -196,9 +197,8 @@ export function namedSpaces(object: AdmittedObject): SpaceEntry[] {
 }
 
 /**
- * A space is a namespace of its project (the project's own: its recorded `status.namespace`, or
- * `<projectNamespacePrefix><project>`); a `scope.spaces` entry naming another matches nothing,
- * which admission says. `projects` holds each project {@link namedSpaces} named (undefined: no such
+ * A space is a namespace of its project (the project's own, `projectNamespaceName`); a
+ * `scope.spaces` entry naming another matches nothing, which admission says. `projects` holds each project {@link namedSpaces} named (undefined: no such
  * project).
  */
 export function spaceWarnings(
@@ -208,7 +208,12 @@ export function spaceWarnings(
 ): string[] {
   return namedSpaces(object).flatMap(({ index, project, space }) => {
     const found = projects.get(project);
-    const namespace = found ? (found.recordedNamespace ?? `${projectNamespacePrefix}${project}`) : undefined;
+    const namespace = found
+      ? projectNamespaceName(
+          { metadata: { name: project }, status: { namespace: found.recordedNamespace } },
+          projectNamespacePrefix,
+        )
+      : undefined;
     if (namespace === space) return [];
     return [
       `scope.spaces[${index}]: ${space} is not a namespace of project ${project}${found ? ` (its namespace is ${namespace})` : ' (no such project)'}: this entry matches nothing`,
