@@ -1,0 +1,174 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import type { Cluster } from '../../src/dev/controlplane.ts';
+import { hostNameLong } from '../../src/sync/names.ts';
+import {
+  hostKubeConfig,
+  hostKubeconfigPath,
+  kubeConfigFor,
+  uniqueName,
+  useExtraClusters,
+  useNamespace,
+} from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
+import { Api, configYaml, type SpawnedSyncer, spawnSyncer } from './support.ts';
+
+/**
+ * A `reference` patch naming a Service, on another synced kind (a ConfigMap's annotation), with
+ * `platform syncer` between the run's host cluster and a second apiserver as the virtual cluster:
+ * the name goes to the host as the Service's host name, the Service is synced while it is named
+ * (Services are not synced otherwise here), and a host edit of the annotation comes back as the
+ * virtual name. Tests run in order and build on each other's objects.
+ */
+describe('reference patches to a Service, to the host and back', () => {
+  const hostNamespace = useNamespace('sync-ref');
+  const startCluster = useExtraClusters();
+  const vcName = uniqueName('vc');
+  const dir = mkdtempSync(join(tmpdir(), 'platform-sync-ref-e2e-'));
+  const logPath = join(dir, 'syncer.log');
+  const configPath = join(dir, 'vcluster.yaml');
+  const host = new Api(hostKubeConfig());
+  const BACKEND = 'platform.test/backend';
+  let cluster: Cluster;
+  let virtual: Api;
+  let syncer: SpawnedSyncer | undefined;
+
+  const hostName = (name: string) => hostNameLong(name, 'apps', vcName);
+  const waitFor = async <T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, ms = 30_000) => {
+    let last: T | undefined;
+    await eventually(
+      async () => {
+        last = await read();
+        return ok(last);
+      },
+      ms,
+      what,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; last seen: ${JSON.stringify(last)?.slice(0, 2000)}`);
+    });
+    return last as T;
+  };
+  const service = (name: string) => ({
+    metadata: { name },
+    spec: { ports: [{ name: 'http', port: 80 }] },
+  });
+
+  beforeAll(async () => {
+    cluster = await startCluster({ name: uniqueName('vc') });
+    virtual = new Api(kubeConfigFor(cluster));
+    await virtual.createNamespace('apps');
+    writeFileSync(
+      configPath,
+      configYaml({
+        sync: {
+          toHost: {
+            // Services are synced only while a reference names them.
+            services: { enabled: false },
+            configMaps: {
+              enabled: true,
+              patches: [
+                {
+                  path: `metadata.annotations["${BACKEND}"]`,
+                  reference: { apiVersion: 'v1', kind: 'Service' },
+                },
+              ],
+            },
+          },
+        },
+      }),
+    );
+    syncer = await spawnSyncer(
+      {
+        virtualKubeconfig: cluster.kubeconfigPath,
+        hostKubeconfig: hostKubeconfigPath(),
+        hostNamespace: hostNamespace(),
+        name: vcName,
+        config: configPath,
+      },
+      logPath,
+    );
+  });
+  let failed = false;
+  afterEach((ctx) => {
+    if (ctx.task.result?.state !== 'fail') return;
+    failed = true;
+    console.error(`the syncer's log: ${logPath}`);
+  });
+  afterAll(async () => {
+    await syncer?.kill();
+    virtual?.close();
+    host.close();
+    if (!failed) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('the named Service is synced and the name on the host is its host name', async () => {
+    await virtual.create('services', 'apps', service('api'));
+    await virtual.create('services', 'apps', service('web'));
+    await virtual.create('configmaps', 'apps', {
+      metadata: { name: 'routing', annotations: { [BACKEND]: 'api' } },
+      data: { mode: 'fast' },
+    });
+    await waitFor(
+      'the reference translated on the host ConfigMap',
+      () => host.get('configmaps', hostNamespace(), hostName('routing')),
+      (c) => c?.metadata.annotations[BACKEND] === hostName('api'),
+    );
+    const api = await waitFor(
+      'host Service api (referenced)',
+      () => host.get('services', hostNamespace(), hostName('api')),
+      (s) => s !== null,
+    );
+    expect(api.metadata.annotations['vcluster.platform/object-name']).toBe('api');
+    // web is named by nothing: Services are not synced otherwise.
+    expect(await host.get('services', hostNamespace(), hostName('web'))).toBeNull();
+  });
+
+  test('a host edit of the reference comes back as the virtual name; the Services follow it', async () => {
+    await host.patch('configmaps', hostNamespace(), hostName('routing'), {
+      metadata: { annotations: { [BACKEND]: hostName('web') } },
+    });
+    await waitFor(
+      'the virtual ConfigMap naming web',
+      () => virtual.get('configmaps', 'apps', 'routing'),
+      (c) => c?.metadata.annotations[BACKEND] === 'web',
+    );
+    await waitFor(
+      'host Service web (now referenced)',
+      () => host.get('services', hostNamespace(), hostName('web')),
+      (s) => s !== null,
+    );
+    await waitFor(
+      'host Service api removed (no longer referenced)',
+      () => host.get('services', hostNamespace(), hostName('api')),
+      (s) => s === null,
+    );
+    // Translated once: the host keeps the host name, not a translation of it.
+    const routing = await host.get('configmaps', hostNamespace(), hostName('routing'));
+    expect(routing.metadata.annotations[BACKEND]).toBe(hostName('web'));
+    expect(await virtual.get('services', 'apps', 'api')).not.toBeNull();
+  });
+
+  test('a host name that names no virtual object does not come back, and that object is not touched', async () => {
+    // A host Service of nobody's virtual cluster, in the namespace the syncer writes to.
+    await host.create('services', hostNamespace(), service('payments-db'));
+    const before = await host.get('services', hostNamespace(), 'payments-db');
+    // One host write: an annotation that comes back as it is, and the reference to payments-db.
+    await host.patch('configmaps', hostNamespace(), hostName('routing'), {
+      metadata: { annotations: { [BACKEND]: 'payments-db', 'platform.test/note': 'seen' } },
+    });
+    const routing = await waitFor(
+      'the host edit brought back',
+      () => virtual.get('configmaps', 'apps', 'routing'),
+      (c) => c?.metadata.annotations['platform.test/note'] === 'seen',
+    );
+    expect(routing.metadata.annotations[BACKEND]).toBe('web');
+    expect(await virtual.get('services', 'apps', 'payments-db')).toBeNull();
+    const after = await host.get('services', hostNamespace(), 'payments-db');
+    expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    // web is still what the virtual ConfigMap names: its host copy stays.
+    expect(await host.get('services', hostNamespace(), hostName('web'))).not.toBeNull();
+  });
+});
