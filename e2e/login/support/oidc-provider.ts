@@ -15,7 +15,8 @@ import { createCertificateAuthority, issueCertificate } from '../../../src/pki/c
  *
  * `tamper` makes it misbehave as a compromised or mixed-up provider would, by rewriting the ID
  * token of the token response (signed again with the provider's own key): another audience, or
- * another nonce. The relying party must refuse both.
+ * another nonce, which the relying party must refuse; or claims of any name, which it must take
+ * as data.
  */
 
 export interface TestAccount {
@@ -29,8 +30,11 @@ export interface TestOidcProvider {
   readonly clientId: string;
   readonly clientSecret: string;
   readonly accounts: Map<string, TestAccount>;
-  /** Set to rewrite the next ID tokens. */
-  tamper: { audience?: string; nonce?: string } | undefined;
+  /**
+   * Set to rewrite the next ID tokens: another audience or nonce, or `claims` added to (or
+   * replacing) the account's (own keys, `__proto__` included, as the provider signs them).
+   */
+  tamper: { audience?: string; nonce?: string; claims?: Record<string, unknown> } | undefined;
   /** Token requests seen (grant types), to assert a replayed code reached the provider. */
   readonly tokenRequests: string[];
   /** Resource indicators (RFC 8707) asked for, at the authorization and the token endpoint. */
@@ -225,6 +229,7 @@ export async function startTestOidcProvider(options: {
       ...claims,
       ...(state.tamper.audience ? { aud: state.tamper.audience } : {}),
       ...(state.tamper.nonce ? { nonce: state.tamper.nonce } : {}),
+      ...state.tamper.claims,
     })
       .setProtectedHeader({ alg: 'RS256', kid: 'test-key', typ: 'JWT' })
       .sign(signingKey);
