@@ -4,10 +4,12 @@ import {
   CustomObjectsApi,
   EventsV1Api,
   type KubeConfig,
+  type KubernetesObject,
   RbacAuthorizationV1Api,
 } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { OWNER_UID_LABEL } from '../../src/api/labels.ts';
+import { resources } from '../../src/api/resources.ts';
 import type { SharedSecret } from '../../src/api/sharedsecret.ts';
 import { desiredRbac } from '../../src/controllers/sharedsecret/desired.ts';
 import { hostKubeConfig, useNamespace } from '../support/cluster.ts';
@@ -276,6 +278,113 @@ describe('SharedSecret access projected into Roles and RoleBindings', () => {
       expect(await impersonatedStatus(kc, 'zoe', ['platform:authenticated'], 'GET', path)).toBe(200);
       expect(await as('zoe', ['platform:authenticated'], 'GET', ssName)).toBe(403);
     });
+  });
+});
+
+describe('SharedSecret reconciles follow spec changes, not status writes', () => {
+  const namespace = useNamespace('ss-quiet');
+  const kc = hostKubeConfig();
+  const { custom } = clients(kc);
+  beforeAll(() => installCrds(kc));
+  // An operator of its own, running this controller alone: its metrics count this block's reconciles only.
+  const manager = useOperator(namespace, { controllers: ['sharedsecret'] });
+
+  const metric = async (name: string, labels: Record<string, string>) =>
+    ((await manager().registry.getSingleMetric(name)?.get())?.values ?? [])
+      .filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))
+      .reduce((sum, v) => sum + v.value, 0);
+  const reconciles = () => metric('controller_runtime_reconcile_total', { controller: 'sharedsecret' });
+  /**
+   * The reconciles counted once the operator's cache holds `resourceVersion` of the secret (its
+   * informer enqueues as it stores, so the event of that write has been handled) and the queue is
+   * empty with no reconcile running: every reconcile that write could cause has been counted.
+   */
+  const reconcilesAfter = async (name: string, resourceVersion: string | undefined) => {
+    const informer = manager().informer<SharedSecret & KubernetesObject>(resources.sharedSecrets, {
+      namespace: namespace(),
+    });
+    await eventually(
+      async () =>
+        informer.store.get(`${namespace()}/${name}`)?.metadata?.resourceVersion === resourceVersion &&
+        (await metric('workqueue_depth', { name: 'sharedsecret' })) === 0 &&
+        (await metric('controller_runtime_active_workers', { controller: 'sharedsecret' })) === 0,
+      30_000,
+      `the operator to handle resourceVersion ${resourceVersion} of ${name}`,
+    );
+    return reconciles();
+  };
+  const read = async (name: string) =>
+    (await custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: namespace(),
+      plural: PLURAL,
+      name,
+    })) as SharedSecret;
+
+  test("neither its own status write nor another writer's condition causes a reconcile; a spec change does", async () => {
+    // No access rules: no Roles or RoleBindings whose events would wake the secret too.
+    await custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: namespace(),
+      plural: PLURAL,
+      body: sharedSecret('quiet', { data: { user: 'YWRtaW4=' } }),
+    });
+    let secret: SharedSecret | undefined;
+    await eventually(
+      async () => {
+        secret = await read('quiet');
+        return secret.status?.observedGeneration === secret.metadata.generation;
+      },
+      60_000,
+      'the status of quiet',
+    );
+    // One reconcile: the one that wrote the status, whose update event reconciled nothing more.
+    expect(await reconcilesAfter('quiet', secret!.metadata.resourceVersion)).toBe(1);
+
+    // Another writer's condition through the status subresource: a new resourceVersion, the same generation.
+    const conditions = [
+      ...(secret!.status?.conditions ?? []),
+      {
+        type: 'Audited',
+        status: 'True',
+        reason: 'Checked',
+        message: 'by another controller',
+        lastTransitionTime: new Date().toISOString(),
+      },
+    ];
+    const audited = (await custom.patchNamespacedCustomObjectStatus({
+      group: GROUP,
+      version: VERSION,
+      namespace: namespace(),
+      plural: PLURAL,
+      name: 'quiet',
+      body: [{ op: 'replace', path: '/status/conditions', value: conditions }],
+    })) as SharedSecret;
+    expect(audited.metadata.generation).toBe(secret!.metadata.generation);
+    expect(await reconcilesAfter('quiet', audited.metadata.resourceVersion)).toBe(1);
+
+    // A spec change is reconciled: its status write says so.
+    await custom.patchNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: namespace(),
+      plural: PLURAL,
+      name: 'quiet',
+      body: [{ op: 'add', path: '/spec/data/password', value: 'aHVudGVyMg==' }],
+    });
+    await eventually(
+      async () => {
+        secret = await read('quiet');
+        return secret.status?.observedGeneration === secret.metadata.generation;
+      },
+      60_000,
+      'the status of quiet after the spec change',
+    );
+    expect(secret!.status?.dataKeys).toEqual(['password', 'user']);
+    expect(secret!.status?.conditions?.map((c) => c.type)).toContain('Audited');
+    expect(await reconcilesAfter('quiet', secret!.metadata.resourceVersion)).toBe(2);
   });
 });
 

@@ -214,6 +214,17 @@ describe('watchHandler', () => {
     expect(keys).toEqual(['1', '1', '2', '2']);
   });
 
+  it('enqueues a key both objects of an update map to once', () => {
+    const keys: string[] = [];
+    const handler = watchHandler(
+      (obj) => [`${obj.metadata?.namespace}/${obj.metadata?.name}`],
+      [],
+      (key) => keys.push(key),
+    );
+    handler.onUpdate?.(object(1, '1'), object(2, '2'));
+    expect(keys).toEqual(['ns/a']);
+  });
+
   it('enqueues only the events every predicate lets through', () => {
     const keys: string[] = [];
     const handler = watchHandler(

@@ -43,8 +43,8 @@ export interface WatchOptions<T extends KubernetesObject> {
 
 /**
  * The informer handler of one watch: each event that `predicates` let through enqueues the keys
- * `mapper` gives for its object. An update maps both objects: a child whose owner changed must
- * wake the old owner as well as the new one.
+ * `mapper` gives for its object. An update maps both objects (a child whose owner changed must
+ * wake the old owner as well as the new one) and enqueues each key they give once.
  */
 export function watchHandler<T extends KubernetesObject>(
   mapper: (obj: T) => string[],
@@ -60,8 +60,9 @@ export function watchHandler<T extends KubernetesObject>(
     },
     onUpdate: (oldObj, newObj) => {
       if (!passesUpdate(predicates, oldObj, newObj)) return;
-      enqueueKeys(oldObj);
-      enqueueKeys(newObj);
+      // Each key once: a worker waiting for work takes the first add at once, and a second add
+      // of the key it holds would reconcile it again afterwards.
+      for (const key of new Set([...mapper(oldObj), ...mapper(newObj)])) enqueue(key);
     },
     onDelete: (obj) => {
       if (passesDelete(predicates, obj)) enqueueKeys(obj);

@@ -3,12 +3,15 @@ import { OWNER_UID_LABEL } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { SharedSecret } from '../../api/sharedsecret.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
 import { BY_OWNER_SECRET, ownerSecretKey, sharedSecretReconciler } from './reconcile.ts';
 
 /**
- * The SharedSecret controller: primary SharedSecrets; owned Roles and RoleBindings (only those we
- * label, so the caches stay small) map back to their secret.
+ * The SharedSecret controller: primary SharedSecrets, reconciled when their spec changes, their
+ * deletion begins or their finalizers change (the former finalizer is released then), not on
+ * status or label writes; owned Roles and RoleBindings (only those we label, so the caches stay
+ * small) map back to their secret.
  */
 export function setupSharedSecretController(manager: Manager, deps: ControllerDeps) {
   const scope = watchScope(deps);
@@ -27,7 +30,10 @@ export function setupSharedSecretController(manager: Manager, deps: ControllerDe
     roleBindings: roleBindings.store,
   });
   const controller = addController(manager, deps, { name: 'sharedsecret', workers: 4, reconcile });
-  const toOwner = (obj: V1Role | V1RoleBinding) => ownerSecretKey(obj);
-  controller.watchPrimary(sharedSecrets).watch(roles, toOwner).watch(roleBindings, toOwner);
+  controller
+    // Its own status writes (and anyone's metadata edits) change nothing it projects.
+    .watchPrimary(sharedSecrets, { predicates: [anyOf(generationChanged, lifecycleChanged)] })
+    .owns(roles, 'SharedSecret')
+    .owns(roleBindings, 'SharedSecret');
   return { controller, sharedSecrets };
 }
