@@ -157,6 +157,17 @@ describe('the Helm chart', () => {
           allowPrivilegeEscalation: false,
         });
         expect(pod.securityContext).toMatchObject({ runAsNonRoot: true });
+        if (component === 'gateway') {
+          // The OpenID provider listens on a Unix socket under /tmp: writable despite the read-only root.
+          const tmp = (container.volumeMounts ?? []).find(
+            (mount: { mountPath: string }) => mount.mountPath === '/tmp',
+          );
+          expect(tmp).toBeDefined();
+          expect(tmp?.readOnly).not.toBe(true);
+          expect(
+            pod.volumes.find((volume: { name: string }) => volume.name === tmp?.name)?.emptyDir,
+          ).toBeDefined();
+        }
       }
       expect(accounts.size, 'no two components share a ServiceAccount').toBe(deployments.length);
     }
