@@ -51,6 +51,9 @@ export const SsoIdentitySchema = z
   })
   .describe('If available, data of the single-sign-on login of the key.');
 
+/** `spec.identity.connector` of the keys a password sign-in issues (the platform's own user store). */
+export const PASSWORD_CONNECTOR = 'password';
+
 export const OwnedAccessKeySpecSchema = z
   .object({
     displayName: z.string().optional().describe('Name shown in the UI.'),

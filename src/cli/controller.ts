@@ -4,6 +4,7 @@ import { Command } from 'commander';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { CONTROLLER_NAMES, type ControllerName, controllerSetups } from '../controllers/index.ts';
+import { loginIdentityProviders } from '../login/identity-refresh.ts';
 import { EventRecorder } from '../runtime/events.ts';
 import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
 import { Manager } from '../runtime/manager.ts';
@@ -133,6 +134,7 @@ export function createControllerManager(
       clock: manager.clock,
       events,
       kubeConfig,
+      identityProviders: loginIdentityProviders(),
       platformNamespace: options.namespace,
       ...(options.watchNamespace ? { namespace: options.watchNamespace } : {}),
       ...(options.maxConcurrentReconciles

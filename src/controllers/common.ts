@@ -5,6 +5,7 @@ import type { Controller, Reconciler } from '../runtime/controller.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
+import type { IdentityProvidersFactory } from './identityrefresh/providers.ts';
 
 /** What every controller's setup gets from the operator. */
 export interface ControllerDeps {
@@ -22,6 +23,11 @@ export interface ControllerDeps {
    * identity (a syncer's ServiceAccount) are built from it with their own credentials.
    */
   kubeConfig?: KubeConfig;
+  /**
+   * The sign-in connectors, for the identity refresh controller (which cannot run without them):
+   * sign-in implements them and the composition root sets them, so controllers never import login.
+   */
+  identityProviders?: IdentityProvidersFactory;
 }
 
 export const DEFAULT_PLATFORM_NAMESPACE = 'platform-system';

@@ -1,8 +1,8 @@
-import { setupIdentityRefreshController } from '../login/refresh.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { setupAccessKeyController } from './accesskey/setup.ts';
 import { setupClusterController } from './cluster/setup.ts';
 import type { ControllerDeps } from './common.ts';
+import { setupIdentityRefreshController } from './identityrefresh/setup.ts';
 import { setupProjectController } from './project/setup.ts';
 import { setupSecretSyncController } from './secretsync/setup.ts';
 import { setupSharedSecretController } from './sharedsecret/setup.ts';

@@ -2,7 +2,7 @@ import type { ConfigStatus } from '../api/config.ts';
 import type { User } from '../api/identity.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import { isObjectName } from '../api/names.ts';
-import type { OwnedAccessKey, SsoIdentity } from '../api/ownedaccesskey.ts';
+import { type OwnedAccessKey, PASSWORD_CONNECTOR, type SsoIdentity } from '../api/ownedaccesskey.ts';
 import { resources } from '../api/resources.ts';
 import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { isNotFound } from '../runtime/errors.ts';
@@ -23,9 +23,6 @@ export { LoginThrottled };
  * plaintext is returned once. Writes are made with the gateway's own identity; the key's
  * plaintext passes only through admission, which stores its keyed hash.
  */
-
-/** The connector name password sign-ins record in `identity.connector`. */
-export const PASSWORD_CONNECTOR = 'password';
 
 export class PasswordLoginDisabled extends LoginRefused {
   override readonly name = 'PasswordLoginDisabled';

@@ -1,6 +1,8 @@
 import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
-import { IDENTITY_REFRESHED_CONDITION, setupIdentityRefreshController } from '../../../src/login/refresh.ts';
+import { IDENTITY_REFRESHED_CONDITION } from '../../../src/controllers/identityrefresh/desired.ts';
+import { setupIdentityRefreshController } from '../../../src/controllers/identityrefresh/setup.ts';
+import { loginIdentityProviders } from '../../../src/login/identity-refresh.ts';
 import { systemClock } from '../../../src/runtime/clock.ts';
 import { EventRecorder } from '../../../src/runtime/events.ts';
 import { KubeClient } from '../../../src/runtime/kube-client.ts';
@@ -31,8 +33,11 @@ export function useIdentityRefresher(env: () => LoginEnv, intervalMs: number): v
           reportingInstance: 'refresh-test',
         }),
         platformNamespace: g.platformNamespace,
+        identityProviders: loginIdentityProviders(
+          env().providers ? { addresses: env().providers?.addresses } : {},
+        ),
       },
-      { intervalMs, ...(env().providers ? { addresses: env().providers?.addresses } : {}) },
+      { intervalMs },
     );
     await refresher.start();
   });

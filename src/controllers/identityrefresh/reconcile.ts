@@ -1,38 +1,24 @@
 import { PatchStrategy } from '@kubernetes/client-node';
-import type { ConfigStatus } from '../api/config.ts';
-import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
-import { resources, type Stored } from '../api/resources.ts';
-import { platformConfigSource } from '../config/platform-config.ts';
-import {
-  addController,
-  type ControllerDeps,
-  DEFAULT_PLATFORM_NAMESPACE,
-  type ReconcilerDeps,
-  reconcilerDeps,
-} from '../controllers/common.ts';
-import { patchStatus } from '../runtime/apply.ts';
-import { type ConditionInput, setCondition } from '../runtime/conditions.ts';
-import type { Reconciler } from '../runtime/controller.ts';
-import { errorReason, isConflict, isNotFound, RuntimeError } from '../runtime/errors.ts';
-import { objectPath } from '../runtime/kube-client.ts';
-import type { Manager } from '../runtime/manager.ts';
-import { objectReconciler, type Settled } from '../runtime/reconciler.ts';
-import type { Store } from '../runtime/store.ts';
-import { LoginAccounts } from './accounts.ts';
-import { ConnectorMisconfigured, ProviderLoginFailed, RefreshRevoked } from './code-flow.ts';
-import { type ExternalIdentity, LoginRefused } from './identity.ts';
-import { keyIdentity, userNameFor } from './outcome.ts';
-import type { ProviderAddresses } from './providers.ts';
-import { ConnectorRegistry } from './registry.ts';
-import { PASSWORD_CONNECTOR } from './service.ts';
+import type { OwnedAccessKey, SsoIdentity } from '../../api/ownedaccesskey.ts';
+import { resources, type Stored } from '../../api/resources.ts';
+import { patchStatus } from '../../runtime/apply.ts';
+import { type ConditionInput, setCondition } from '../../runtime/conditions.ts';
+import type { Reconciler } from '../../runtime/controller.ts';
+import { errorReason, isConflict, isNotFound, RuntimeError } from '../../runtime/errors.ts';
+import { objectPath } from '../../runtime/kube-client.ts';
+import { objectReconciler, type Settled } from '../../runtime/reconciler.ts';
+import type { Store } from '../../runtime/store.ts';
+import type { ReconcilerDeps } from '../common.ts';
+import { IDENTITY_REFRESHED_CONDITION, refreshFailed, refreshSchedule } from './desired.ts';
+import type { IdentityProviders } from './providers.ts';
 
 /**
  * Identity refresh (`spec.identityRefresh`): a Login key signed in through a provider that can be
  * asked again keeps its `identity` current. Every `intervalMs` after its last refresh, the
  * connector is asked with what it kept in `connectorData` (a refresh token, a provider token; the
  * cluster manager asks with the platform's own key): the answer goes through the same mapping and
- * group rules as a sign-in, the User's groups and team memberships follow it (`accounts.ts`, the
- * User is never made again), and the key's identity, connectorData (a rotated refresh token) and
+ * group rules as a sign-in, the User's groups and team memberships follow it (the connectors' side,
+ * {@link IdentityProviders}, which sign-in implements; the User is never made again), and the key's identity, connectorData (a rotated refresh token) and
  * `identityRefresh` are written.
  *
  * When the provider no longer vouches for the person (a revoked or expired grant, the user gone or
@@ -46,74 +32,12 @@ import { PASSWORD_CONNECTOR } from './service.ts';
  * nothing to refresh.
  */
 
-export const IDENTITY_REFRESHED_CONDITION = 'IdentityRefreshed';
-/** How long an identity stays as the provider last stated it, by default. */
-export const DEFAULT_IDENTITY_REFRESH_INTERVAL_MS = 10 * 60_000;
 const MAX_WRITE_ATTEMPTS = 5;
-
-export type RefreshSchedule =
-  | { readonly action: 'skip' }
-  | { readonly action: 'wait'; readonly inMs: number }
-  | { readonly action: 'refresh' };
-
-/** Whether and when a key's identity is refreshed (pure). */
-export function refreshSchedule(key: OwnedAccessKey, intervalMs: number, now: number): RefreshSchedule {
-  const connector = key.spec.identity?.connector;
-  if (
-    key.spec.type !== 'Login' ||
-    !connector ||
-    connector === PASSWORD_CONNECTOR ||
-    !key.spec.user ||
-    key.spec.disabled === true ||
-    key.metadata.deletionTimestamp
-  )
-    return { action: 'skip' };
-  const last = Date.parse(key.spec.identityRefresh ?? key.metadata.creationTimestamp ?? '');
-  if (Number.isNaN(last)) return { action: 'refresh' };
-  const inMs = last + intervalMs - now;
-  return inMs > 0 ? { action: 'wait', inMs } : { action: 'refresh' };
-}
-
-/**
- * Whether a refresh failure ends the key: the provider refused the grant or the person, or the
- * platform refuses who the provider now says the person is. Unreachable providers, unreadable
- * configuration and failed provider calls are transient.
- */
-export function endsTheKey(err: unknown): err is LoginRefused {
-  if (err instanceof RefreshRevoked) return true;
-  return (
-    err instanceof LoginRefused &&
-    !(err instanceof ProviderLoginFailed || err instanceof ConnectorMisconfigured)
-  );
-}
-
-/** The identity refreshed under another username belongs to another User: not this key's. */
-export class RenamedAtProvider extends LoginRefused {
-  override readonly name = 'RenamedAtProvider';
-  constructor() {
-    super('the identity provider now gives this person another username; sign in again');
-  }
-}
 
 export interface IdentityRefreshDeps extends ReconcilerDeps {
   readonly keys: Store<Stored<OwnedAccessKey>>;
-  readonly config: () => ConfigStatus;
-  readonly connectors: ConnectorRegistry;
+  readonly providers: IdentityProviders;
   readonly intervalMs: number;
-}
-
-/** A refresh that may work when tried again (an unreachable provider, a failed write): retried. */
-export class RefreshFailed extends RuntimeError {}
-
-/**
- * The failure a refresh that failed for `err` is retried with (pure). Its message, which the
- * condition and the Warning Event carry, names only the class of `err`: a provider's answer may
- * hold anything, and stays in the log (the cause).
- */
-export function refreshFailed(err: unknown): RefreshFailed {
-  return new RefreshFailed(`the identity could not be refreshed (${errorReason(err)}); it is tried again`, {
-    cause: err,
-  });
 }
 
 /** The key changed at every attempt to write to it (each read again, each refused as stale). */
@@ -139,8 +63,6 @@ export class KeyKeptChanging extends RuntimeError {}
  * never swallowed; the refresh's failure is the one rethrown.
  */
 export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler {
-  const accounts = new LoginAccounts(deps.api, deps.config);
-
   /** The key as the apiserver has it now (the cache may not show our own last write yet). */
   async function readKey(name: string): Promise<Stored<OwnedAccessKey> | undefined> {
     try {
@@ -202,7 +124,7 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler
    * holds the grant the provider now expects, a rotated refresh token), but `identityRefresh` only
    * when nobody else set it in between (someone asking for a refresh now gets one).
    */
-  async function writeIdentity(read: Stored<OwnedAccessKey>, fresh: ExternalIdentity) {
+  async function writeIdentity(read: Stored<OwnedAccessKey>, identity: SsoIdentity) {
     const name = read.metadata.name ?? '';
     let current: Stored<OwnedAccessKey> | undefined = read;
     for (let attempt = 0; current && attempt < MAX_WRITE_ATTEMPTS; attempt++) {
@@ -215,7 +137,7 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler
           body: {
             metadata: { resourceVersion: current.metadata.resourceVersion },
             spec: {
-              identity: keyIdentity(fresh),
+              identity,
               ...(stillOurs ? { identityRefresh: new Date(deps.clock.now()).toISOString() } : {}),
             },
           },
@@ -229,8 +151,8 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler
     if (current) throw new KeyKeptChanging('the key kept changing while its identity was written');
   }
 
-  async function refreshed(key: Stored<OwnedAccessKey>, fresh: ExternalIdentity) {
-    await writeIdentity(key, fresh);
+  async function refreshed(key: Stored<OwnedAccessKey>, identity: SsoIdentity) {
+    await writeIdentity(key, identity);
     const latest = await readKey(key.metadata.name ?? '');
     if (!latest) return;
     await setRefreshed(latest, {
@@ -240,7 +162,7 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler
     });
   }
 
-  async function ended(key: Stored<OwnedAccessKey>, err: LoginRefused) {
+  async function ended(key: Stored<OwnedAccessKey>, err: Error) {
     // The condition first: the access-key controller reacts to the spec change and rewrites the
     // conditions from the object it then sees, which must already hold this one; and once the key
     // is disabled it is no longer refreshed, so a condition left for later would never come.
@@ -264,25 +186,21 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler
   /** Refreshes the key read from the apiserver (due by the cache and by itself). */
   async function refresh(key: Stored<OwnedAccessKey>): Promise<Settled | undefined> {
     const identity = key.spec.identity ?? {};
-    const method = deps.connectors.method(deps.config().auth, identity.connector ?? '');
-    if (!method) {
-      await setRefreshed(key, {
-        status: 'False',
-        reason: 'ConnectorRemoved',
-        message: `the sign-in method "${identity.connector}" is no longer configured; the identity is no longer refreshed`,
-      });
-      return undefined;
-    }
-    const connector = deps.connectors.connectorFor(method);
-    if (!connector.refresh) return undefined;
     try {
-      const fresh = await connector.refresh(identity);
-      if (userNameFor(fresh.username) !== key.spec.user) throw new RenamedAtProvider();
-      await accounts.applyIdentity(fresh, { createUser: false });
-      await refreshed(key, fresh);
+      const answer = await deps.providers.refresh(key.spec.user ?? '', identity);
+      if (answer.outcome === 'nothingToRefresh') return undefined;
+      if (answer.outcome === 'connectorRemoved') {
+        await setRefreshed(key, {
+          status: 'False',
+          reason: 'ConnectorRemoved',
+          message: `the sign-in method "${identity.connector}" is no longer configured; the identity is no longer refreshed`,
+        });
+        return undefined;
+      }
+      await refreshed(key, answer.identity);
       return { requeueAfter: deps.intervalMs };
     } catch (err) {
-      if (!endsTheKey(err)) throw err;
+      if (!deps.providers.endsTheKey(err)) throw err;
       await ended(key, err);
       return undefined;
     }
@@ -326,34 +244,4 @@ export function identityRefreshReconciler(deps: IdentityRefreshDeps): Reconciler
       }
     },
   });
-}
-
-export interface IdentityRefreshOptions {
-  readonly intervalMs?: number;
-  /** The providers' addresses (tests point them at local servers). */
-  readonly addresses?: ProviderAddresses;
-}
-
-/**
- * The identity refresh controller (leader only, like every controller): primary OwnedAccessKeys;
- * each key is requeued at its next refresh, and a configuration change looks at every key again
- * (a connector added back, or changed).
- */
-export function setupIdentityRefreshController(
-  manager: Manager,
-  deps: ControllerDeps,
-  options: IdentityRefreshOptions = {},
-) {
-  const keys = manager.informer<Stored<OwnedAccessKey>>(resources.ownedAccessKeys);
-  const platformConfig = platformConfigSource(manager, deps.platformNamespace ?? DEFAULT_PLATFORM_NAMESPACE);
-  const reconcile = identityRefreshReconciler({
-    ...reconcilerDeps(deps),
-    keys: keys.store,
-    config: () => platformConfig.current(),
-    connectors: new ConnectorRegistry({ addresses: options.addresses }),
-    intervalMs: options.intervalMs ?? DEFAULT_IDENTITY_REFRESH_INTERVAL_MS,
-  });
-  const controller = addController(manager, deps, { name: 'identityrefresh', workers: 2, reconcile });
-  controller.watchPrimary(keys).watch(platformConfig.informer, () => keys.store.keys());
-  return { controller };
 }

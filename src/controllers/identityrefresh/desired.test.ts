@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
-import { ConnectorMisconfigured, ProviderLoginFailed, RefreshRevoked } from './code-flow.ts';
-import { NotInAllowedGroups } from './identity.ts';
-import { HostedDomainRefused } from './idp-a.ts';
-import { UnknownUser } from './outcome.ts';
-import { endsTheKey, RefreshFailed, RenamedAtProvider, refreshFailed, refreshSchedule } from './refresh.ts';
+import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
+import { RefreshFailed, refreshFailed, refreshSchedule } from './desired.ts';
 
 const key = (spec: Partial<OwnedAccessKey['spec']>, metadata: Partial<OwnedAccessKey['metadata']> = {}) =>
   ({
@@ -15,6 +11,9 @@ const key = (spec: Partial<OwnedAccessKey['spec']>, metadata: Partial<OwnedAcces
   }) as OwnedAccessKey;
 
 const at = (iso: string) => Date.parse(iso);
+
+/** A provider's failure, as sign-in would throw one. */
+class ProviderLoginFailed extends Error {}
 
 describe('when an identity is refreshed', () => {
   it('skips keys that are not single sign-on Login keys, disabled or going away', () => {
@@ -39,28 +38,6 @@ describe('when an identity is refreshed', () => {
     expect(refreshSchedule(key({}, { creationTimestamp: undefined }), 20_000, now)).toEqual({
       action: 'refresh',
     });
-  });
-});
-
-describe('which refresh failures end a key', () => {
-  it('ends it when the provider or the platform no longer accepts the person', () => {
-    for (const err of [
-      new RefreshRevoked('x'),
-      new NotInAllowedGroups(),
-      new HostedDomainRefused(),
-      new UnknownUser(),
-      new RenamedAtProvider(),
-    ])
-      expect(endsTheKey(err)).toBe(true);
-  });
-
-  it('keeps it when the provider could not be asked', () => {
-    for (const err of [
-      new ProviderLoginFailed('x'),
-      new ConnectorMisconfigured('x'),
-      new Error('ECONNRESET'),
-    ])
-      expect(endsTheKey(err)).toBe(false);
   });
 });
 
