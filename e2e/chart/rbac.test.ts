@@ -7,7 +7,7 @@ import { CONTROLLER_NAMES } from '../../src/controllers/index.ts';
 import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
 import { ManagedProcess } from '../../src/dev/processes.ts';
 import { PEPPER_SECRET_NAME } from '../../src/identity/pepper.ts';
-import { SERVING_SECRET_NAME } from '../../src/webhooks/certificates.ts';
+import { SERVING_SECRET_NAME } from '../../src/webhooks/certificates/stored.ts';
 import {
   MUTATING_CONFIGURATION_NAME,
   VALIDATING_CONFIGURATION_NAME,

@@ -2,11 +2,9 @@ import { randomBytes, X509Certificate } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
-import {
-  type CertificatePlan,
-  type SelfManagedCertificates,
-  splitPemBundle,
-} from '../../src/webhooks/certificates.ts';
+import { splitPemBundle } from '../../src/pki/planning.ts';
+import type { CertificatePlan } from '../../src/webhooks/certificates/plan.ts';
+import type { SelfManagedCertificates } from '../../src/webhooks/certificates/self-managed.ts';
 import { uniqueName } from '../support/cluster.ts';
 import {
   expectCause,
@@ -208,6 +206,20 @@ describe('fail closed', () => {
   });
 });
 
+/** Our 422 for an invalid SharedSecret (a dry run), not "failed calling webhook": TLS to the webhook works. */
+async function expectAdmissionAnswers(e: WebhookEnv): Promise<void> {
+  const probe = await rejectionOf(
+    e.custom.createNamespacedCustomObject({
+      ...GV,
+      plural: 'sharedsecrets',
+      namespace: 'default',
+      dryRun: 'All',
+      body: sharedSecretBody('probe', [{ verbs: ['not-a-verb'] }]),
+    }),
+  );
+  expect(probe.code, probe.message).toBe(422);
+}
+
 describe('certificate rotation', () => {
   it('keeps admission working while the serving certificate and the CA rotate', async () => {
     const e = env();
@@ -227,17 +239,8 @@ describe('certificate rotation', () => {
       for (const action of await certificates.reconcile()) seen.add(action);
       servedCerts.add(certificates.current().certPem);
       largestBundle = Math.max(largestBundle, splitPemBundle(certificates.current().caBundlePem).length);
-      // Admission still answers (our 422, not "failed calling webhook") after every step.
-      const probe = await rejectionOf(
-        e.custom.createNamespacedCustomObject({
-          ...GV,
-          plural: 'sharedsecrets',
-          namespace: 'default',
-          dryRun: 'All',
-          body: sharedSecretBody('probe', [{ verbs: ['not-a-verb'] }]),
-        }),
-      );
-      expect(probe.code, probe.message).toBe(422);
+      // Admission still answers after every step.
+      await expectAdmissionAnswers(e);
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
     expect(largestBundle).toBeGreaterThanOrEqual(2);
@@ -249,6 +252,24 @@ describe('certificate rotation', () => {
     };
     expect(Buffer.from(vwc.webhooks[0]!.clientConfig.caBundle, 'base64').toString()).toBe(
       certificates.current().caBundlePem,
+    );
+  });
+
+  it('renews on its own: the rotation is a controller of the Manager, reconciling the Secret every check interval', async () => {
+    const e = env();
+    // Renewal of the serving certificate is due about 5 s after each issue (see above); the CA not.
+    await e.restartWebhooks(
+      { caValidSeconds: 3600, servingValidSeconds: 70, renewBeforeFraction: 0.5 },
+      'webhook-serving-self-renewing',
+      1,
+    );
+    const certificates = e.webhooks.certificates as SelfManagedCertificates;
+    const first = certificates.current().certPem;
+    // Nobody calls reconcile() here: only the controller's requeues can swap the certificate.
+    while (certificates.current().certPem === first) await new Promise((resolve) => setTimeout(resolve, 500));
+    await expectAdmissionAnswers(e);
+    expect(new X509Certificate(certificates.current().certPem).issuer).toBe(
+      new X509Certificate(first).issuer,
     );
   });
 });

@@ -11,11 +11,8 @@ import {
 import { afterAll, beforeAll, expect } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import {
-  type AdmissionWebhooks,
-  type CertificatePolicy,
-  startAdmissionWebhooks,
-} from '../../src/webhooks/index.ts';
+import type { CertificatePolicy } from '../../src/webhooks/certificates/plan.ts';
+import { type AdmissionWebhooks, startAdmissionWebhooks } from '../../src/webhooks/index.ts';
 import { kubeConfigFor, kubectl, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
 import { waitUntilWebhooksServe as waitForWebhooks } from '../support/webhooks-ready.ts';
@@ -41,8 +38,15 @@ export interface WebhookEnv {
     namespace: string,
     name: string,
   ): Promise<{ kc: KubeConfig; path: string; username: string }>;
-  /** Restarts the webhooks; a new `secretName` starts from fresh certificates issued under `policy`. */
-  restartWebhooks(policy?: Partial<CertificatePolicy>, secretName?: string): Promise<void>;
+  /**
+   * Restarts the webhooks; a new `secretName` starts from fresh certificates issued under `policy`,
+   * checked by the rotation controller every `checkIntervalSeconds`.
+   */
+  restartWebhooks(
+    policy?: Partial<CertificatePolicy>,
+    secretName?: string,
+    checkIntervalSeconds?: number,
+  ): Promise<void>;
 }
 
 export interface WebhookEnvOptions {
@@ -59,7 +63,7 @@ export function useWebhookEnv(options: WebhookEnvOptions = {}): () => WebhookEnv
     await installCrds(kc);
     const core = kc.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } });
-    const start = (policy?: Partial<CertificatePolicy>, secretName?: string) =>
+    const start = (policy?: Partial<CertificatePolicy>, secretName?: string, checkIntervalSeconds?: number) =>
       startAdmissionWebhooks({
         kubeConfig: kc,
         host: '127.0.0.1',
@@ -70,6 +74,7 @@ export function useWebhookEnv(options: WebhookEnvOptions = {}): () => WebhookEnv
           mode: 'self-managed',
           ...(policy ? { policy } : {}),
           ...(secretName ? { secretName } : {}),
+          ...(checkIntervalSeconds ? { checkIntervalSeconds } : {}),
         },
       });
     const webhooks = await start(options.policy);
@@ -102,9 +107,9 @@ export function useWebhookEnv(options: WebhookEnvOptions = {}): () => WebhookEnv
         writeFileSync(path, user.exportConfig(), { mode: 0o600 });
         return { kc: user, path, username: `system:serviceaccount:${namespace}:${name}` };
       },
-      restartWebhooks: async (policy, secretName) => {
+      restartWebhooks: async (policy, secretName, checkIntervalSeconds) => {
         await env!.webhooks.stop();
-        env!.webhooks = await start(policy, secretName);
+        env!.webhooks = await start(policy, secretName, checkIntervalSeconds);
         await waitUntilWebhooksServe(env!);
       },
     };

@@ -62,6 +62,18 @@ export async function startAdmissionComponent(
   logger: Logger = componentLogger('webhook', options),
 ): Promise<RunningWebhook> {
   const kubeConfig = loadKubeConfig(options.kubeconfig);
+  // With a health port, one Manager serves /metrics, /healthz and /readyz and runs the certificate
+  // rotation; without, the webhooks run a Manager of their own.
+  const manager =
+    options.healthPort === undefined
+      ? undefined
+      : new Manager({
+          api: new KubeClient(kubeConfig, { fieldManager: fieldManagers.admission }),
+          logger,
+          healthPort: options.healthPort,
+          ...(options.healthHost ? { healthHost: options.healthHost } : {}),
+        });
+  await manager?.start();
   const webhooks = await startAdmissionWebhooks({
     kubeConfig,
     host: options.webhookHost,
@@ -71,20 +83,13 @@ export async function startAdmissionComponent(
     certificates: options.webhookCertDir
       ? { mode: 'mounted', directory: options.webhookCertDir }
       : { mode: 'self-managed' },
+    ...(manager ? { manager } : {}),
     logger,
+  }).catch(async (err: unknown) => {
+    await manager?.stop();
+    throw err;
   });
   logger.info({ port: webhooks.server.port }, 'admission webhooks serving');
-  let manager: Manager | undefined;
-  if (options.healthPort !== undefined) {
-    // Only the health and metrics server: admission keeps no caches.
-    manager = new Manager({
-      api: new KubeClient(kubeConfig, { fieldManager: fieldManagers.admission }),
-      logger,
-      healthPort: options.healthPort,
-      ...(options.healthHost ? { healthHost: options.healthHost } : {}),
-    });
-    await manager.start();
-  }
   return {
     webhooks,
     manager,

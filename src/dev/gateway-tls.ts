@@ -1,7 +1,7 @@
-import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type CertificateAndKey, createCertificateAuthority, issueCertificate } from '../pki/certificates.ts';
+import { caProblem, certificateWithKey, servingProblem } from '../pki/planning.ts';
 
 /**
  * HTTPS for the management gateway of `platform dev`: kubectl sends a bearer token only over TLS,
@@ -49,55 +49,19 @@ export type GatewayTlsPlan =
   | { readonly action: 'issue-serving'; readonly reason: string }
   | { readonly action: 'create-ca'; readonly reason: string };
 
-/** The certificate when it parses and matches its key, else why not (a phrase after "the CA"). */
-function certificateWithKey(
-  certPem: string | undefined,
-  keyPem: string | undefined,
-): X509Certificate | string {
-  if (certPem === undefined || keyPem === undefined) return 'is missing';
-  try {
-    const cert = new X509Certificate(certPem);
-    if (!cert.checkPrivateKey(createPrivateKey(keyPem))) return 'does not match its key';
-    return cert;
-  } catch {
-    return 'is unparseable';
-  }
-}
-
-/** Why `cert` is not usable at `now` for `renewBeforeSeconds` more (a phrase after "is"), or undefined when it is. */
-function lifetimeProblem(cert: X509Certificate, now: Date, renewBeforeSeconds: number): string | undefined {
-  const from = Date.parse(cert.validFrom);
-  const to = Date.parse(cert.validTo);
-  if (now.getTime() < from) return 'not valid yet';
-  if (now.getTime() >= to) return 'expired';
-  if (to - now.getTime() < renewBeforeSeconds * 1000) return 'about to expire';
-  return undefined;
-}
-
-/** What to do with the stored files at `now`; pure. */
+/** What to do with the stored files at `now`; pure (the checks are the one certificate planner's). */
 export function planGatewayTls(stored: StoredGatewayTls, now: Date): GatewayTlsPlan {
   const ca = certificateWithKey(stored.caCertPem, stored.caKeyPem);
   if (typeof ca === 'string') return { action: 'create-ca', reason: `the CA ${ca}` };
-  if (!ca.ca) return { action: 'create-ca', reason: 'the CA certificate is not a CA' };
-  const caLifetime = lifetimeProblem(ca, now, CA_RENEW_BEFORE_SECONDS);
-  if (caLifetime) return { action: 'create-ca', reason: `the CA is ${caLifetime}` };
-
-  const serving = certificateWithKey(stored.servingCertPem, stored.servingKeyPem);
-  if (typeof serving === 'string')
-    return { action: 'issue-serving', reason: `the serving certificate ${serving}` };
-  if (!serving.checkIssued(ca) || !serving.verify(ca.publicKey))
-    return { action: 'issue-serving', reason: 'the serving certificate is not signed by the CA' };
-  const servingLifetime = lifetimeProblem(serving, now, SERVING_RENEW_BEFORE_SECONDS);
-  if (servingLifetime)
-    return { action: 'issue-serving', reason: `the serving certificate is ${servingLifetime}` };
-  const san = serving.subjectAltName ?? '';
-  const names = [
-    ...GATEWAY_SERVING_NAMES.dnsNames.map((name) => `DNS:${name}`),
-    ...GATEWAY_SERVING_NAMES.ipAddresses.map((ip) => `IP Address:${ip}`),
-  ];
-  const missing = names.filter((name) => !san.split(', ').includes(name));
-  if (missing.length > 0)
-    return { action: 'issue-serving', reason: `the serving certificate does not name ${missing.join(', ')}` };
+  const caTrouble = caProblem(ca, now.getTime(), { seconds: CA_RENEW_BEFORE_SECONDS });
+  if (caTrouble) return { action: 'create-ca', reason: `the CA ${caTrouble}` };
+  const serving = servingProblem(
+    { certPem: stored.servingCertPem, keyPem: stored.servingKeyPem },
+    ca,
+    now.getTime(),
+    { renewBefore: { seconds: SERVING_RENEW_BEFORE_SECONDS }, names: GATEWAY_SERVING_NAMES },
+  );
+  if (serving) return { action: 'issue-serving', reason: `the serving certificate ${serving}` };
   return { action: 'keep' };
 }
 

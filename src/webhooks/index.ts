@@ -1,19 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
+import pino, { type Logger } from 'pino';
 import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { RestMapper } from '../runtime/apply.ts';
 import type { Clock } from '../runtime/clock.ts';
+import type { Controller } from '../runtime/controller.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
-import { KubeClient } from '../runtime/kube-client.ts';
+import { type KubeApi, KubeClient } from '../runtime/kube-client.ts';
+import { Manager } from '../runtime/manager.ts';
 import { ADMISSION_PATHS, Admission } from './admission.ts';
-import {
-  type CertificatePolicy,
-  DEFAULT_CERTIFICATE_POLICY,
-  MountedCertificates,
-  SelfManagedCertificates,
-} from './certificates.ts';
+import { MountedCertificates } from './certificates/mounted.ts';
+import { type CertificatePolicy, DEFAULT_CERTIFICATE_POLICY } from './certificates/plan.ts';
+import { runCertificateRotation } from './certificates/rotation.ts';
+import { SelfManagedCertificates } from './certificates/self-managed.ts';
 import { ClusterReader } from './cluster-state.ts';
 import {
   applyWebhookConfigurations,
@@ -23,18 +23,13 @@ import {
 } from './configurations.ts';
 import { AdmissionServer } from './server.ts';
 
-export * from './admission.ts';
-export * from './certificates.ts';
-export * from './configurations.ts';
-export * from './decision.ts';
-export * from './review.ts';
-export * from './server.ts';
-
 export type CertificateMode =
   | {
       readonly mode: 'self-managed';
       readonly policy?: Partial<CertificatePolicy>;
       readonly secretName?: string;
+      /** How often the rotation controller looks at the Secret (default 60 s). */
+      readonly checkIntervalSeconds?: number;
     }
   | { readonly mode: 'mounted'; readonly directory: string };
 
@@ -53,6 +48,11 @@ export interface AdmissionWebhooksOptions {
   readonly registerConfigurations?: boolean;
   /** Prefix of the configuration names (several instances in one cluster, tests). */
   readonly configurationNamePrefix?: string;
+  /**
+   * Runs the self-managed certificates' rotation controller; when absent the webhooks run a
+   * Manager of their own (no health server), stopped with them.
+   */
+  readonly manager?: Manager;
   readonly clock?: Clock;
   readonly random?: RandomBytes;
   readonly logger?: Logger;
@@ -63,7 +63,7 @@ export interface AdmissionWebhooks {
   readonly certificates: SelfManagedCertificates | MountedCertificates;
   /** The configurations as last applied (or as they would be). */
   configurations(): WebhookConfigurations;
-  /** Stops serving and the certificate checks; leaves the configurations registered (fail closed). */
+  /** Stops serving and the certificate rotation; leaves the configurations registered (fail closed). */
   stop(): Promise<void>;
 }
 
@@ -74,59 +74,151 @@ export interface AdmissionWebhooks {
  */
 export async function startAdmissionWebhooks(options: AdmissionWebhooksOptions): Promise<AdmissionWebhooks> {
   const api = new KubeClient(options.kubeConfig, { fieldManager: fieldManagers.admission });
-  const random = options.random ?? randomBytes;
-  const register = options.registerConfigurations ?? true;
-  let endpoint: WebhookEndpoint | undefined = options.endpoint === 'local' ? undefined : options.endpoint;
-  let bundle: string | undefined;
-  const build = () => {
-    if (!endpoint || bundle === undefined) throw new Error('admission webhooks are not started yet');
-    return buildWebhookConfigurations({
-      endpoint,
-      caBundlePem: bundle,
-      platformNamespace: options.platformNamespace,
-      ...(options.configurationNamePrefix ? { namePrefix: options.configurationNamePrefix } : {}),
-    });
+  const registrar = new ConfigurationRegistrar(api, options);
+  const certificates = await loadCertificates(api, options, registrar);
+  let server: AdmissionServer;
+  try {
+    server = await serveAdmission(api, options, certificates.source);
+    await registrar.serving(server.port);
+  } catch (err) {
+    await certificates.stop();
+    throw err;
+  }
+  return {
+    server,
+    certificates: certificates.source,
+    configurations: () => registrar.configurations(),
+    async stop() {
+      await certificates.stop();
+      await server.stop();
+      api.close();
+    },
   };
-  const onCaBundle = async (caBundlePem: string) => {
-    bundle = caBundlePem;
-    if (register && endpoint) await applyWebhookConfigurations(api, build());
-  };
+}
 
-  const certificates =
-    options.certificates.mode === 'self-managed'
-      ? new SelfManagedCertificates({
-          api,
-          namespace: options.platformNamespace,
-          ...(options.certificates.secretName ? { secretName: options.certificates.secretName } : {}),
-          policy: {
-            ...DEFAULT_CERTIFICATE_POLICY,
-            ...servingNames(options),
-            ...options.certificates.policy,
-          },
-          onCaBundle,
-          ...(options.clock ? { clock: options.clock } : {}),
-          ...(options.logger ? { logger: options.logger } : {}),
-        })
-      : new MountedCertificates({
-          directory: options.certificates.directory,
-          ...(options.clock ? { clock: options.clock } : {}),
-          ...(options.logger ? { logger: options.logger } : {}),
-        });
-  await certificates.start();
-  if (certificates instanceof MountedCertificates) {
-    bundle = certificates.current().caBundlePem;
-    certificates.subscribe((material) => {
-      if (material.caBundlePem !== bundle) {
-        onCaBundle(material.caBundlePem).catch((err: unknown) =>
+/**
+ * Keeps the webhook configurations registered with the endpoint and the current CA bundle:
+ * applied once the server serves, and again on every bundle change after that.
+ */
+class ConfigurationRegistrar {
+  private endpoint: WebhookEndpoint | undefined;
+  private bundle: string | undefined;
+  private readonly register: boolean;
+
+  constructor(
+    private readonly api: KubeApi,
+    private readonly options: AdmissionWebhooksOptions,
+  ) {
+    this.endpoint = options.endpoint === 'local' ? undefined : options.endpoint;
+    this.register = options.registerConfigurations ?? true;
+  }
+
+  configurations(): WebhookConfigurations {
+    if (!this.endpoint || this.bundle === undefined)
+      throw new Error('admission webhooks are not started yet');
+    return buildWebhookConfigurations({
+      endpoint: this.endpoint,
+      caBundlePem: this.bundle,
+      platformNamespace: this.options.platformNamespace,
+      ...(this.options.configurationNamePrefix ? { namePrefix: this.options.configurationNamePrefix } : {}),
+    });
+  }
+
+  /** The bundle to register once the server serves. */
+  recordBundle(caBundlePem: string): void {
+    this.bundle = caBundlePem;
+  }
+
+  /** A (new) CA bundle, applied at once (the apiserver must trust a CA before it is served with). */
+  async caBundle(caBundlePem: string): Promise<void> {
+    this.bundle = caBundlePem;
+    if (this.register && this.endpoint) await applyWebhookConfigurations(this.api, this.configurations());
+  }
+
+  /** The server serves on `port` (the `local` endpoint's); applies the configurations. */
+  async serving(port: number): Promise<void> {
+    this.endpoint ??= { url: `https://127.0.0.1:${port}` };
+    if (this.register) await applyWebhookConfigurations(this.api, this.configurations());
+  }
+}
+
+interface LoadedCertificates {
+  readonly source: SelfManagedCertificates | MountedCertificates;
+  /** Stops the rotation (self-managed) or the reloading (mounted). */
+  stop(): Promise<void>;
+}
+
+/** The serving certificates, loaded (or created), with their renewal running. */
+async function loadCertificates(
+  api: KubeApi,
+  options: AdmissionWebhooksOptions,
+  registrar: ConfigurationRegistrar,
+): Promise<LoadedCertificates> {
+  const shared = {
+    ...(options.clock ? { clock: options.clock } : {}),
+  };
+  if (options.certificates.mode === 'mounted') {
+    const mounted = new MountedCertificates({
+      directory: options.certificates.directory,
+      ...shared,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    await mounted.start();
+    let bundle = mounted.current().caBundlePem;
+    registrar.recordBundle(bundle);
+    mounted.subscribe((material) => {
+      if (material.caBundlePem === bundle) return;
+      bundle = material.caBundlePem;
+      registrar
+        .caBundle(material.caBundlePem)
+        .catch((err: unknown) =>
           options.logger?.error(
             { err: err instanceof Error ? err.name : 'unknown' },
             'CA bundle injection failed',
           ),
         );
-      }
     });
+    return { source: mounted, stop: async () => mounted.stop() };
   }
+  const selfManaged = new SelfManagedCertificates({
+    api,
+    namespace: options.platformNamespace,
+    ...(options.certificates.secretName ? { secretName: options.certificates.secretName } : {}),
+    policy: { ...DEFAULT_CERTIFICATE_POLICY, ...servingNames(options), ...options.certificates.policy },
+    onCaBundle: (caBundlePem) => registrar.caBundle(caBundlePem),
+    ...shared,
+  });
+  await selfManaged.reconcile();
+  const ownManager = options.manager
+    ? undefined
+    : new Manager({
+        api,
+        logger: options.logger ?? pino({ level: 'silent' }),
+        ...(options.clock ? { clock: options.clock } : {}),
+      });
+  const manager = options.manager ?? ownManager!;
+  const rotation: Controller = runCertificateRotation(
+    manager,
+    selfManaged,
+    (options.certificates.checkIntervalSeconds ?? 60) * 1000,
+  );
+  await ownManager?.start();
+  return {
+    source: selfManaged,
+    stop: async () => {
+      await manager.removeController(rotation);
+      await ownManager?.stop();
+    },
+  };
+}
 
+/** The HTTPS server answering AdmissionReviews with the policy table (`policies.ts`). */
+function serveAdmission(
+  api: KubeApi,
+  options: AdmissionWebhooksOptions,
+  certificates: SelfManagedCertificates | MountedCertificates,
+): Promise<AdmissionServer> {
+  const random = options.random ?? randomBytes;
   const cluster = new ClusterReader({
     api,
     restMapper: new RestMapper(api),
@@ -135,32 +227,14 @@ export async function startAdmissionWebhooks(options: AdmissionWebhooksOptions):
     random,
   });
   const admission = new Admission(cluster, options.platformNamespace);
-  let server: AdmissionServer;
-  try {
-    server = await AdmissionServer.start({
-      host: options.host,
-      port: options.port,
-      certificates,
-      review: (path, request) => admission.review(path, request),
-      paths: ADMISSION_PATHS,
-      ...(options.logger ? { logger: options.logger } : {}),
-    });
-    endpoint ??= { url: `https://127.0.0.1:${server.port}` };
-    if (register) await applyWebhookConfigurations(api, build());
-  } catch (err) {
-    certificates.stop();
-    throw err;
-  }
-  return {
-    server,
+  return AdmissionServer.start({
+    host: options.host,
+    port: options.port,
     certificates,
-    configurations: build,
-    async stop() {
-      certificates.stop();
-      await server.stop();
-      api.close();
-    },
-  };
+    review: (path, request) => admission.review(path, request),
+    paths: ADMISSION_PATHS,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
 }
 
 /** Names the serving certificate must carry for the chosen endpoint. */

@@ -1,14 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createCertificateAuthority, issueCertificate } from '../pki/certificates.ts';
-import {
-  type CertificatePolicy,
-  decodeStoredCertificates,
-  encodeStoredCertificates,
-  normalizePem,
-  planCertificates,
-  splitPemBundle,
-  trustBundle,
-} from './certificates.ts';
+import { createCertificateAuthority, issueCertificate } from '../../pki/certificates.ts';
+import { normalizePem, splitPemBundle } from '../../pki/planning.ts';
+import { type CertificatePolicy, planCertificates, trustBundle } from './plan.ts';
+import { decodeStoredCertificates, encodeStoredCertificates } from './stored.ts';
 
 const T0 = Date.UTC(2030, 0, 1);
 const DAY = 86_400_000;
@@ -55,6 +49,22 @@ describe('planCertificates', () => {
     ).toBe('renew-serving');
   });
 
+  it('renews a serving certificate whose names only contain the required ones (localhostx is not localhost)', async () => {
+    const stored = await material(T0);
+    const serving = await issueCertificate(
+      stored.ca,
+      {
+        commonName: 'localhostx',
+        dnsNames: ['localhostx'],
+        ipAddresses: ['127.0.0.10'],
+        usage: 'server',
+        validForSeconds: policy.servingValidSeconds,
+      },
+      new Date(T0),
+    );
+    expect(planCertificates({ ...stored, serving }, T0, policy).action).toBe('renew-serving');
+  });
+
   it('stages a new CA before the old one is due, and promotes it only after the propagation delay', async () => {
     const stored = await material(T0);
     const due = T0 + 67 * DAY;
@@ -89,5 +99,14 @@ describe('decodeStoredCertificates', () => {
     for (const key of ['ca.crt', 'ca.key', 'tls.crt', 'tls.key']) {
       expect(decodeStoredCertificates({ data: { ...data, [key]: garbage } })).toBeUndefined();
     }
+  });
+
+  it('treats a serving certificate stored with another key as absent (it could not serve)', async () => {
+    const stored = await material(T0);
+    const data = encodeStoredCertificates({
+      ...stored,
+      serving: { ...stored.serving, keyPem: stored.ca.keyPem },
+    });
+    expect(decodeStoredCertificates({ data })).toBeUndefined();
   });
 });
