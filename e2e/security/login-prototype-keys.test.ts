@@ -1,7 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { teamNameFor, userNameFor } from '../../src/login/outcome.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
-import { oidcSection, signIn, storedUser } from '../login/support/sign-in.ts';
+import {
+  oidcSection,
+  registerSamlServiceProvider,
+  samlSignIn,
+  signIn,
+  storedUser,
+} from '../login/support/sign-in.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -73,7 +79,12 @@ describe("a provider's names for groups and claims are data", () => {
     for (const group of groups) {
       const made = await team(teamNameFor(group));
       expect(made.spec).toMatchObject({ displayName: group, groups: [group] });
-      await eventually(async () => expect((await team(teamNameFor(group))).spec.users).toEqual([username]));
+      await eventually(
+        async () => (await team(teamNameFor(group))).spec.users?.includes(username) === true,
+        30_000,
+        `the Team of group ${group} listing the user`,
+      );
+      expect((await team(teamNameFor(group))).spec.users).toEqual([username]);
     }
   });
 
@@ -128,5 +139,49 @@ describe("a provider's names for groups and claims are data", () => {
       username,
       groups: [],
     });
+  });
+
+  it('a SAML attribute named __proto__ with child elements smuggles no groups or email; attributes named constructor and toString are attributes', async () => {
+    const { saml } = env();
+    await env().configure(`
+auth:
+  saml:
+    redirectURI: ${env().samlCallback}
+    ssoURL: ${saml.ssoUrl}
+    caData: ${saml.caData}
+    ssoIssuer: ${saml.entityId}
+    usernameAttr: constructor
+    emailAttr: mail
+    groupsAttr: roles
+`);
+    registerSamlServiceProvider(env(), 'saml');
+    const prototypeBefore = Object.getOwnPropertyNames(Object.prototype).sort();
+    const account = uniqueName('mallory');
+    // node-saml assigns each attribute into an object: a structured value named __proto__ becomes
+    // the prototype of the attributes (its children roles and mail as values of the form
+    // [{_: text}]). The platform reads own attributes only, so they are not the person's.
+    saml.accounts.set(account, {
+      nameID: `${account}@example.com`,
+      attributes: Object.fromEntries([
+        ['constructor', account],
+        ['toString', 'not a function'],
+        ['__proto__', { elements: '<roles>platform-admins</roles><mail>boss@example.com</mail>' }],
+      ]),
+    });
+    const page = await samlSignIn(env(), 'saml', account);
+    expect(page.status, page.text).toBe(200);
+    expect(page.key).toMatch(/^pak_/);
+    const user = await storedUser(env(), account);
+    expect(user?.spec.username).toBe(account);
+    expect(user?.spec.groups ?? []).toEqual([]);
+    expect(user?.spec.email).toBeUndefined();
+    const [key] = await env().loginKeys(userNameFor(account));
+    expect(key?.spec.identity).toEqual({
+      connector: 'saml',
+      userId: `${account}@example.com`,
+      username: account,
+      groups: [],
+    });
+    expect(Object.getOwnPropertyNames(Object.prototype).sort()).toEqual(prototypeBefore);
   });
 });

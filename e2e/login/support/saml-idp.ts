@@ -17,7 +17,11 @@ import { createCertificateAuthority, issueCertificate } from '../../../src/pki/c
 
 export interface SamlAccount {
   readonly nameID: string;
-  readonly attributes: Record<string, string | string[]>;
+  /**
+   * Attribute values: text, or `{ elements }`, XML placed as is inside one AttributeValue (a
+   * structured value with child elements, as some directories send).
+   */
+  readonly attributes: Record<string, string | string[] | { readonly elements: string }>;
 }
 
 export interface IssueOptions {
@@ -105,9 +109,15 @@ export async function startTestSamlIdp(): Promise<TestSamlIdp> {
     const attributes = Object.entries(account.attributes)
       .map(
         ([name, value]) =>
-          `<saml:Attribute Name="${escapeXml(name)}">${(Array.isArray(value) ? value : [value])
-            .map((v) => `<saml:AttributeValue xsi:type="xs:string">${escapeXml(v)}</saml:AttributeValue>`)
-            .join('')}</saml:Attribute>`,
+          `<saml:Attribute Name="${escapeXml(name)}">${
+            typeof value === 'object' && !Array.isArray(value)
+              ? `<saml:AttributeValue>${value.elements}</saml:AttributeValue>`
+              : (Array.isArray(value) ? value : [value])
+                  .map(
+                    (v) => `<saml:AttributeValue xsi:type="xs:string">${escapeXml(v)}</saml:AttributeValue>`,
+                  )
+                  .join('')
+          }</saml:Attribute>`,
       )
       .join('');
     const { context } = (await idp.createLoginResponse(
