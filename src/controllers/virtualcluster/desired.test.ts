@@ -4,36 +4,24 @@ import { TerminalError } from '../../runtime/errors.ts';
 import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
 import { validateSyncConfig } from '../../sync/config.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
+import type { PlacementProblem } from '../../sync/placement.ts';
 import {
   asksToBeSynced,
   CredentialsMissing,
   InvalidConfig,
   instanceOutcome,
   PlacementNotAllowed,
-  placementOf,
   type SyncerState,
   stalledOutcome,
   stallOf,
   syncerFingerprint,
   syncingCondition,
 } from './desired.ts';
-import type { PlacementProblem } from './placement.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 const vci = (spec: Record<string, unknown> = {}) => ({
   metadata: { name: 'dev', namespace: 'p-team' },
   spec: { endpoint: 'https://vc.example:6443', caData: b64('PEM'), ...spec },
-});
-
-describe('placementOf', () => {
-  it('clusterRef wins, else the instance itself', () => {
-    expect(placementOf(vci())).toEqual({ hostNamespace: 'p-team', vclusterName: 'dev' });
-    expect(
-      placementOf(
-        vci({ clusterRef: { cluster: 'c', namespace: 'vc-host', virtualCluster: 'vc1' } }) as never,
-      ),
-    ).toEqual({ hostNamespace: 'vc-host', vclusterName: 'vc1' });
-  });
 });
 
 describe('syncerFingerprint', () => {

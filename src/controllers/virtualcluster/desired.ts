@@ -11,7 +11,7 @@ import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
 import type { Converged } from '../../runtime/reconciler.ts';
 import type { SyncConfigValidation } from '../../sync/config.ts';
 import type { SyncerStatus } from '../../sync/controllers/syncer.ts';
-import type { PlacementProblem } from './placement.ts';
+import type { PlacementProblem } from '../../sync/placement.ts';
 
 /**
  * The pure parts of the VirtualClusterInstance controller: where a virtual cluster's objects go
@@ -27,17 +27,6 @@ export const SYNCING_CONDITION = 'Syncing';
  */
 export function asksToBeSynced(vci: Pick<VirtualClusterInstance, 'spec'>): boolean {
   return vci.spec.config !== undefined && vci.spec.credentialsSecretRef !== undefined;
-}
-
-/** Where the syncer writes and what it calls the virtual cluster. */
-export function placementOf(vci: Pick<VirtualClusterInstance, 'metadata' | 'spec'>): {
-  hostNamespace: string;
-  vclusterName: string;
-} {
-  return {
-    hostNamespace: vci.spec.clusterRef?.namespace ?? vci.metadata.namespace ?? '',
-    vclusterName: vci.spec.clusterRef?.virtualCluster ?? vci.metadata.name ?? '',
-  };
 }
 
 /**

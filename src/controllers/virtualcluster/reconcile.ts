@@ -44,11 +44,16 @@ import {
   startSyncer,
   syncedKinds,
 } from '../../sync/controllers/syncer.ts';
+import {
+  type PlacementProblem,
+  placementClaims,
+  placementOf,
+  placementProblems,
+} from '../../sync/placement.ts';
 import type { SyncedKind } from '../../sync/translate.ts';
 import {
   asksToBeSynced,
   instanceOutcome,
-  placementOf,
   type SyncerState,
   stalledOutcome,
   stallOf,
@@ -62,7 +67,6 @@ import {
   serviceAccountMatches,
   syncerServiceAccountName,
 } from './identity.ts';
-import { type PlacementProblem, placementClaims, placementProblems } from './placement.ts';
 import { ServiceAccountTokens } from './token.ts';
 
 /** How soon to look again while a new syncer identity's permissions reach the authorizer. */

@@ -5,10 +5,10 @@ import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts
 import { ownValue } from '../../runtime/json.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { namedHostNamespaces, placementOf } from '../../sync/placement.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
-import { asksToBeSynced, placementOf } from './desired.ts';
+import { asksToBeSynced } from './desired.ts';
 import { instanceKeyOf } from './identity.ts';
-import { namedHostNamespaces } from './placement.ts';
 import {
   BY_INSTANCE_UID,
   SyncerSupervisor,

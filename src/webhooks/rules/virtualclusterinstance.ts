@@ -1,6 +1,6 @@
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
-import { namedHostNamespaces, placementProblems } from '../../controllers/virtualcluster/placement.ts';
 import { type SyncConfig, validateSyncConfig } from '../../sync/config.ts';
+import { namedHostNamespaces, placementProblems } from '../../sync/placement.ts';
 import { type AdmissionDecision, allow, type Cause, invalid } from '../decision.ts';
 import type { AdmittedObject } from '../review.ts';
 import { subjectOf } from './ownedaccesskey.ts';

@@ -1,6 +1,5 @@
-import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
-import { NAME_PLACEHOLDER, type SyncConfig } from '../../sync/config.ts';
-import { placementOf } from './desired.ts';
+import type { VirtualClusterInstance } from '../api/virtualclusterinstance.ts';
+import { NAME_PLACEHOLDER, type SyncConfig } from './config.ts';
 
 /**
  * Where an instance's syncer may write, pure. A syncer acts in its instance's own namespace, or
@@ -16,6 +15,17 @@ import { placementOf } from './desired.ts';
  * syncer writes into until syncing into connected clusters is supported.
  */
 export const HOST_CLUSTER_NAME = 'local';
+
+/** Where the syncer writes and what it calls the virtual cluster. */
+export function placementOf(vci: Pick<VirtualClusterInstance, 'metadata' | 'spec'>): {
+  hostNamespace: string;
+  vclusterName: string;
+} {
+  return {
+    hostNamespace: vci.spec.clusterRef?.namespace ?? vci.metadata.namespace ?? '',
+    vclusterName: vci.spec.clusterRef?.virtualCluster ?? vci.metadata.name ?? '',
+  };
+}
 
 /** One host namespace an instance names, and where it is named. */
 export interface NamedHostNamespace {

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { loadSyncConfig, NAME_PLACEHOLDER } from '../../sync/config.ts';
-import { HOST_CLUSTER_NAME, namedHostNamespaces, placementClaims, placementProblems } from './placement.ts';
+import { loadSyncConfig, NAME_PLACEHOLDER } from './config.ts';
+import {
+  HOST_CLUSTER_NAME,
+  namedHostNamespaces,
+  placementClaims,
+  placementOf,
+  placementProblems,
+} from './placement.ts';
 
 const projects: Record<string, string> = { 'p-team': 'team', 'p-team-extra': 'team', 'p-other': 'other' };
 const projectOf = (namespace: string) => projects[namespace];
@@ -12,6 +18,17 @@ const mappings = (byName: Record<string, string>) =>
   loadSyncConfig({ sync: { toHost: { namespaces: { enabled: true, mappings: { byName } } } } });
 const clusterRef = (namespace: string, cluster = HOST_CLUSTER_NAME) => ({
   clusterRef: { cluster, namespace, virtualCluster: 'vc' },
+});
+
+describe('placementOf', () => {
+  it('clusterRef wins, else the instance itself', () => {
+    expect(placementOf(vci())).toEqual({ hostNamespace: 'p-team', vclusterName: 'dev' });
+    expect(
+      placementOf(
+        vci({ clusterRef: { cluster: 'c', namespace: 'vc-host', virtualCluster: 'vc1' } }) as never,
+      ),
+    ).toEqual({ hostNamespace: 'vc-host', vclusterName: 'vc1' });
+  });
 });
 
 describe('placementProblems', () => {
