@@ -51,11 +51,7 @@ export function certificateWithKey(
 }
 
 /** Why `cert` must be replaced at `now` (a phrase after "is"), or undefined while it may stay. */
-export function lifetimeProblem(
-  cert: X509Certificate,
-  now: number,
-  renewBefore: RenewBefore,
-): string | undefined {
+function lifetimeProblem(cert: X509Certificate, now: number, renewBefore: RenewBefore): string | undefined {
   const { from, to } = validityWindow(cert);
   if (now < from) return 'not valid yet';
   if (now >= to) return 'expired';

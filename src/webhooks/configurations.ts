@@ -18,7 +18,7 @@ import { PLATFORM_CONFIG_SECRET } from './rules/secret.ts';
 
 export const VALIDATING_CONFIGURATION_NAME = 'platform-validating-webhooks';
 export const MUTATING_CONFIGURATION_NAME = 'platform-mutating-webhooks';
-export const WEBHOOK_TIMEOUT_SECONDS = 5;
+const WEBHOOK_TIMEOUT_SECONDS = 5;
 export const FIELD_MANAGER = fieldManagers.admission;
 
 /** Where the apiserver reaches the webhook server: a URL (local runs, tests) or a Service. */
@@ -231,25 +231,5 @@ export async function applyWebhookConfigurations(
       body: object,
       contentType: 'application/apply-patch+yaml',
     });
-  }
-}
-
-/** Removes both configurations (uninstall, tests); absent ones are fine. */
-export async function deleteWebhookConfigurations(
-  api: KubeApi,
-  configurations: WebhookConfigurations,
-): Promise<void> {
-  for (const [plural, object] of [
-    ['validatingwebhookconfigurations', configurations.validating],
-    ['mutatingwebhookconfigurations', configurations.mutating],
-  ] as const) {
-    await api
-      .request({
-        method: 'DELETE',
-        path: `/apis/admissionregistration.k8s.io/v1/${plural}/${encodeURIComponent(object.metadata.name)}`,
-      })
-      .catch((err: unknown) => {
-        if ((err as { code?: number }).code !== 404) throw err;
-      });
   }
 }

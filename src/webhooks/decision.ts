@@ -31,7 +31,7 @@ export interface AdmissionDecision {
   readonly patches: readonly JsonPatchOperation[];
 }
 
-export const ALLOW: AdmissionDecision = Object.freeze({
+const ALLOW: AdmissionDecision = Object.freeze({
   allowed: true,
   causes: [],
   warnings: [],

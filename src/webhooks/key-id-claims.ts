@@ -33,7 +33,7 @@ const LEASES: ResourceRef = {
  * by the selectable field `spec.keyId`.
  */
 
-export const CLAIM_PREFIX = 'accesskey-id-';
+const CLAIM_PREFIX = 'accesskey-id-';
 /** How long a claim without its key is honoured (a create in flight takes milliseconds). */
 export const STALE_CLAIM_MS = 5 * 60_000;
 

@@ -7,7 +7,7 @@ import type { AdmissionDecision } from './decision.ts';
  * the rules' {@link AdmissionDecision}.
  */
 
-export const ADMISSION_REVIEW_API_VERSION = 'admission.k8s.io/v1';
+const ADMISSION_REVIEW_API_VERSION = 'admission.k8s.io/v1';
 
 export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
 

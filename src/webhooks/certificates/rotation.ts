@@ -4,7 +4,7 @@ import type { Manager } from '../../runtime/manager.ts';
 import type { SelfManagedCertificates } from './self-managed.ts';
 
 /** The name of the rotation controller (metrics, logs). */
-export const CERTIFICATE_ROTATION_CONTROLLER = 'webhook-certificates';
+const CERTIFICATE_ROTATION_CONTROLLER = 'webhook-certificates';
 
 /** A rotation pass failed; carries only the failure's class or API reason (never a body that could hold key material). */
 export class CertificateRotationFailed extends Error {

@@ -53,7 +53,7 @@ export function controllerReferenceCauses(object: AdmittedObject | null | undefi
 }
 
 /** A human name for an owner: `SharedSecret "db" (management.platform/v1)`. */
-export function describeOwner(reference: AdmittedOwnerReference): string {
+function describeOwner(reference: AdmittedOwnerReference): string {
   return `${reference.kind} "${reference.name}" (${reference.apiVersion})`;
 }
 

@@ -29,7 +29,7 @@ import { scopeFindings } from './scope.ts';
  * management API (which returns the key once) or supplied as `spec.key`.
  */
 
-export const HOW_TO_GET_A_KEY =
+const HOW_TO_GET_A_KEY =
   'create access keys through the management API (POST .../ownedaccesskeys returns the key once), or supply your own key in spec.key (format pak_<id>_<secret><checksum>); the platform stores only its keyed hash';
 
 interface KeySpec {
@@ -55,7 +55,7 @@ export function subjectOf(object: AdmittedObject | null | undefined, kind: strin
  * The patch that takes a plaintext key out of `kubectl apply`'s last-applied annotation (which
  * would otherwise store it in etcd beside its hash). None when it holds no key.
  */
-export function lastAppliedKeyPatch(object: AdmittedObject): JsonPatchOperation[] {
+function lastAppliedKeyPatch(object: AdmittedObject): JsonPatchOperation[] {
   const annotations = (object as { metadata?: { annotations?: Record<string, unknown> } }).metadata
     ?.annotations;
   const applied = annotations?.[LAST_APPLIED_ANNOTATION];

@@ -64,7 +64,7 @@ export function decideSecretSync(source: SharedSecretRef, mayGet: boolean): Admi
 }
 
 /** The configuration text of a platform-config Secret (`data` is base64; `stringData` is merged by the apiserver). */
-export function configText(object: AdmittedObject): string | undefined {
+function configText(object: AdmittedObject): string | undefined {
   const stringData = object.stringData as Record<string, unknown> | undefined;
   if (typeof stringData?.[PLATFORM_CONFIG_KEY] === 'string') return stringData[PLATFORM_CONFIG_KEY] as string;
   const data = object.data as Record<string, unknown> | undefined;
