@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
-import { DEFAULT_AUTH_FAILURE_LIMITS } from '../../src/gateway/pipeline/throttle.ts';
+import { DEFAULT_AUTH_FAILURE_LIMITS } from '../../src/http/failure-limiter.ts';
 import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/identity/keys.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { call, GROUP_VERSION, useGatewayEnv } from './support.ts';

@@ -15,6 +15,11 @@ import {
 import { resources, type Stored } from '../api/resources.ts';
 import { platformConfigSource } from '../config/platform-config.ts';
 import type { Endpoint } from '../http/endpoint.ts';
+import {
+  AuthFailureLimiter,
+  type AuthFailureLimits,
+  DEFAULT_AUTH_FAILURE_LIMITS,
+} from '../http/failure-limiter.ts';
 import { type AccessKeyAuthenticator, setupAccessKeyAuthenticator } from '../identity/authenticator.ts';
 import type { DirectTokenOwners } from '../identity/direct-token.ts';
 import type { RandomBytes } from '../identity/keys.ts';
@@ -44,14 +49,7 @@ import { tokenReviewEndpoint } from './endpoints/token-review.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { EndpointTable } from './pipeline/route.ts';
 import { TrustedProxies } from './pipeline/source.ts';
-import {
-  AuthFailureLimiter,
-  type AuthFailureLimits,
-  DEFAULT_AUTH_FAILURE_LIMITS,
-  DEFAULT_WATCH_LIMITS,
-  Throttle,
-  type WatchLimits,
-} from './pipeline/throttle.ts';
+import { DEFAULT_WATCH_LIMITS, Throttle, type WatchLimits } from './pipeline/throttle.ts';
 import { Upstream } from './proxy/upstream.ts';
 import { type GatewayServer, startGatewayServer } from './server.ts';
 

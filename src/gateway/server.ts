@@ -5,9 +5,10 @@ import type { Logger } from 'pino';
 import { badRequest } from '../api/status.ts';
 import type { Auditor } from './audit/auditor.ts';
 import { isRelay } from './endpoints/endpoint.ts';
+import type { KeyAuthenticator } from './key-authentication.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { beginAudit } from './pipeline/audit.ts';
-import { authenticateExchange, type KeyAuthenticator, needsKey } from './pipeline/authenticate.ts';
+import { authenticateExchange, needsKey } from './pipeline/authenticate.ts';
 import { dispatch } from './pipeline/dispatch.ts';
 import {
   type EncodeDeps,
@@ -66,10 +67,34 @@ export async function startGatewayServer(
   options: GatewayServerOptions,
 ): Promise<GatewayServer> {
   const encode: EncodeDeps = { metrics: deps.metrics, logger: deps.logger };
-  const negotiation = new NegotiationCache();
+  const serve = pipeline(deps, encode);
   const tls = options.tls !== undefined;
+  const handle = (request: IncomingMessage, response: ServerResponse) => {
+    const exchange = receivedExchange(request, response, deps.trustedProxies, tls);
+    serve(exchange).catch((error: unknown) => {
+      sendError(encode, exchange, error);
+    });
+  };
+  const serverOptions: http.ServerOptions = {
+    requestTimeout: options.requestTimeoutMs ?? 60_000,
+    keepAliveTimeout: 65_000,
+    maxHeaderSize: 64 * 1024,
+  };
+  const server = options.tls
+    ? https.createServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key }, handle)
+    : http.createServer(serverOptions, handle);
+  server.on('clientError', answerUnreadable);
+  await listen(server, options.port, options.host);
+  const port = (server.address() as AddressInfo).port;
+  const scheme = options.tls ? 'https' : 'http';
+  const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
+  return { port, url: `${scheme}://${host}:${port}`, close: () => close(server) };
+}
 
-  async function serve(exchange: Exchange): Promise<void> {
+/** The stages one request goes through, in order; a stage's refusal is thrown (and encoded by the caller). */
+function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Exchange) => Promise<void> {
+  const negotiation = new NegotiationCache();
+  return async (exchange) => {
     const query = new URLSearchParams(exchange.search);
     // route
     const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.projectOfNamespace);
@@ -93,7 +118,7 @@ export async function startGatewayServer(
     // throttle (watches), scope
     holdWatchSlot(deps.throttle, exchange);
     checkExchangeScope(exchange);
-    // audit (with the request body, decoded for resource writes)
+    // receive (the body, decoded for resource writes), audit
     const { bytes, body } = await receiveBody(exchange, routed);
     const sensitive = routed.kind === 'endpoint' && routed.endpoint.sensitive === true;
     beginAudit(deps.auditor, exchange, sensitive);
@@ -104,79 +129,75 @@ export async function startGatewayServer(
     );
     if (isRelay(answer)) await sendRelay(encode, exchange, answer);
     else sendAnswer(encode, exchange, answer, sensitive);
-  }
-
-  const handle = (request: IncomingMessage, response: ServerResponse) => {
-    const url = request.url ?? '/';
-    const queryStart = url.indexOf('?');
-    const peer = request.socket.remoteAddress ?? '';
-    const abort = new AbortController();
-    // The response closes when it is finished or when the client went away; only the latter aborts.
-    response.once('close', () => {
-      if (!response.writableFinished) abort.abort(new Error('client went away'));
-    });
-    const exchange: Exchange = {
-      request,
-      response,
-      method: request.method ?? 'GET',
-      path: queryStart < 0 ? url : url.slice(0, queryStart),
-      search: queryStart < 0 ? '' : url.slice(queryStart),
-      source: deps.trustedProxies.clientAddress(peer, request.headers['x-forwarded-for']),
-      secure: deps.trustedProxies.clientSecure(peer, tls, request.headers['x-forwarded-proto']),
-      started: performance.now(),
-      receivedAt: Date.now(),
-      signal: abort.signal,
-      negotiated: JSON_ONLY,
-      routed: undefined,
-      attributes: undefined,
-      identity: undefined,
-      audit: undefined,
-      requestObject: undefined,
-      release: undefined,
-      finished: false,
-    };
-    serve(exchange).catch((error: unknown) => {
-      sendError(encode, exchange, error);
-    });
   };
+}
 
-  const serverOptions: http.ServerOptions = {
-    requestTimeout: options.requestTimeoutMs ?? 60_000,
-    keepAliveTimeout: 65_000,
-    maxHeaderSize: 64 * 1024,
-  };
-  const server = options.tls
-    ? https.createServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key }, handle)
-    : http.createServer(serverOptions, handle);
-  // Malformed HTTP: a Status, then the connection closes (as the HTTP parser left it unusable).
-  server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
-    if (!socket.writable) return socket.destroy();
-    const status = JSON.stringify(
-      badRequest(`the request could not be read (${error.code ?? 'error'})`).toStatus(),
-    );
-    socket.end(
-      `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(status)}\r\nconnection: close\r\n\r\n${status}`,
-    );
+/** A request as the pipeline starts with it: nothing decided yet. */
+function receivedExchange(
+  request: IncomingMessage,
+  response: ServerResponse,
+  trustedProxies: TrustedProxies,
+  tls: boolean,
+): Exchange {
+  const url = request.url ?? '/';
+  const queryStart = url.indexOf('?');
+  const peer = request.socket.remoteAddress ?? '';
+  const abort = new AbortController();
+  // The response closes when it is finished or when the client went away; only the latter aborts.
+  response.once('close', () => {
+    if (!response.writableFinished) abort.abort(new Error('client went away'));
   });
-  await new Promise<void>((resolve, reject) => {
+  return {
+    request,
+    response,
+    method: request.method ?? 'GET',
+    path: queryStart < 0 ? url : url.slice(0, queryStart),
+    search: queryStart < 0 ? '' : url.slice(queryStart),
+    source: trustedProxies.clientAddress(peer, request.headers['x-forwarded-for']),
+    secure: trustedProxies.clientSecure(peer, tls, request.headers['x-forwarded-proto']),
+    started: performance.now(),
+    receivedAt: Date.now(),
+    signal: abort.signal,
+    negotiated: JSON_ONLY,
+    routed: undefined,
+    attributes: undefined,
+    identity: undefined,
+    audit: undefined,
+    requestObject: undefined,
+    release: undefined,
+    finished: false,
+  };
+}
+
+/** Malformed HTTP: a Status, then the connection closes (as the HTTP parser left it unusable). */
+function answerUnreadable(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = JSON.stringify(
+    badRequest(`the request could not be read (${error.code ?? 'error'})`).toStatus(),
+  );
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(status)}\r\nconnection: close\r\n\r\n${status}`,
+  );
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host, () => {
+    server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
-  const scheme = options.tls ? 'https' : 'http';
-  const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
-  return {
-    port,
-    url: `${scheme}://${host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        // Idle keep-alive connections end now; watches end with the server.
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 5000).unref();
-      }),
-  };
+}
+
+function close(server: http.Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    // Idle keep-alive connections end now; watches end with the server.
+    server.closeIdleConnections();
+    setTimeout(() => server.closeAllConnections(), 5000).unref();
+  });
 }

@@ -1,5 +1,5 @@
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { sourceBucket } from '../http/client-address.ts';
+import { FailureCounter, type FailureLimit } from '../http/failure-limiter.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import { LoginRefused } from './identity.ts';
 import { mac, macEqual } from './secrets.ts';
@@ -15,9 +15,10 @@ import { mac, macEqual } from './secrets.ts';
  *   addresses guessing one user's password;
  * - per device token: a stolen device token cannot be used to guess either.
  *
- * "Limit N" means what it means for the gateway's failed keys (`src/gateway/pipeline/throttle.ts`):
- * N failed attempts within the window are checked and answered as failures, the next attempt is
- * refused with `LoginThrottled` (429, `Retry-After`) without being checked, until the block ends.
+ * The counters are the platform's one failure limiter (`src/http/failure-limiter.ts`), so "limit
+ * N" means what it means for the gateway's failed keys: N failed attempts within the window are
+ * checked and answered as failures, the next attempt is refused with `LoginThrottled` (429,
+ * `Retry-After`) without being checked, until the block ends.
  *
  * Checks are expensive (scrypt: 32 MiB and about 0.1 s of a core), so besides counting, the
  * checks running at once are capped per source, per user (or device) and in all: an attempt over
@@ -45,13 +46,6 @@ export class LoginThrottled extends LoginRefused {
   }
 }
 
-export interface ThrottleLimit {
-  /** Failed attempts allowed within the window; the next attempt is refused. */
-  readonly failures: number;
-  readonly windowSeconds: number;
-  readonly blockSeconds: number;
-}
-
 /** Checks that may run at once. */
 export interface ConcurrentChecks {
   /** In all, on this replica. */
@@ -63,9 +57,9 @@ export interface ConcurrentChecks {
 }
 
 export interface LoginThrottleLimits {
-  readonly perSource: ThrottleLimit;
-  readonly perUser: ThrottleLimit;
-  readonly perDevice: ThrottleLimit;
+  readonly perSource: FailureLimit;
+  readonly perUser: FailureLimit;
+  readonly perDevice: FailureLimit;
   /** Default {@link DEFAULT_CONCURRENT_CHECKS}. */
   readonly concurrent?: ConcurrentChecks;
 }
@@ -105,14 +99,6 @@ export interface AdmittedAttempt {
   done(): void;
 }
 
-const limiter = (limit: ThrottleLimit, keyPrefix: string) =>
-  new RateLimiterMemory({
-    keyPrefix,
-    points: limit.failures,
-    duration: limit.windowSeconds,
-    blockDuration: limit.blockSeconds,
-  });
-
 /** Checks running at once, by key (`*` for all); an entry exists only while a check holds it. */
 export class RunningChecks {
   private readonly held = new Map<string, number>();
@@ -150,9 +136,9 @@ export class RunningChecks {
 }
 
 export class LoginThrottle {
-  private readonly bySource: RateLimiterMemory;
-  private readonly byUser: RateLimiterMemory;
-  private readonly byDevice: RateLimiterMemory;
+  private readonly bySource: FailureCounter;
+  private readonly byUser: FailureCounter;
+  private readonly byDevice: FailureCounter;
   readonly running: RunningChecks;
 
   private readonly deviceKey: () => Promise<Uint8Array>;
@@ -164,9 +150,9 @@ export class LoginThrottle {
     private readonly now: () => number = Date.now,
   ) {
     this.deviceKey = typeof deviceKey === 'function' ? deviceKey : async () => deviceKey;
-    this.bySource = limiter(limits.perSource, 'login-source');
-    this.byUser = limiter(limits.perUser, 'login-user');
-    this.byDevice = limiter(limits.perDevice, 'login-device');
+    this.bySource = new FailureCounter(limits.perSource, 'login-source');
+    this.byUser = new FailureCounter(limits.perUser, 'login-user');
+    this.byDevice = new FailureCounter(limits.perDevice, 'login-device');
     this.running = new RunningChecks(limits.concurrent ?? DEFAULT_CONCURRENT_CHECKS);
   }
 
@@ -205,42 +191,28 @@ export class LoginThrottle {
       device !== undefined ? `d:${device}` : attempt.user !== undefined ? `u:${attempt.user}` : undefined;
     const release = this.running.acquire(source, subject);
     if (!release) throw new LoginThrottled(1, 'too many sign-ins at once; try again in 1 second');
-    const counters: Array<[RateLimiterMemory, string]> =
+    const counters: Array<[FailureCounter, string]> =
       device !== undefined
         ? [[this.byDevice, device]]
         : [
             [this.bySource, source],
-            ...(attempt.user === undefined
-              ? []
-              : [[this.byUser, attempt.user] as [RateLimiterMemory, string]]),
+            ...(attempt.user === undefined ? [] : [[this.byUser, attempt.user] as [FailureCounter, string]]),
           ];
     try {
-      for (const [counter, key] of counters) await this.count(counter, key);
+      for (const [counter, key] of counters) {
+        // Counted before the check: one past the limit (or blocked) is refused unchecked.
+        const wait = await counter.count(key);
+        if (wait !== undefined) throw new LoginThrottled(wait);
+      }
     } catch (err) {
       release();
       throw err;
     }
     return {
       succeeded: async () => {
-        for (const [counter, key] of counters) await this.giveBack(counter, key);
+        for (const [counter, key] of counters) await counter.giveBack(key);
       },
       done: release,
     };
-  }
-
-  /** Counts one attempt; {@link LoginThrottled} when it is one past the limit (or blocked). */
-  private async count(counter: RateLimiterMemory, key: string): Promise<void> {
-    try {
-      await counter.consume(key, 1);
-    } catch (err) {
-      if (!(err instanceof RateLimiterRes)) throw err;
-      throw new LoginThrottled(Math.max(1, Math.ceil(err.msBeforeNext / 1000)));
-    }
-  }
-
-  /** Gives back one attempt's count (a window that ended meanwhile holds nothing to give back). */
-  private async giveBack(counter: RateLimiterMemory, key: string): Promise<void> {
-    const current = await counter.get(key);
-    if (current && current.consumedPoints > 0) await counter.reward(key, 1);
   }
 }

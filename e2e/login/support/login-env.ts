@@ -5,7 +5,7 @@ import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { type ConfigStatus, PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../../src/api/config.ts';
 import { platformConfigSource } from '../../../src/config/platform-config.ts';
-import type { AuthFailureLimits } from '../../../src/gateway/pipeline/throttle.ts';
+import type { AuthFailureLimits } from '../../../src/http/failure-limiter.ts';
 import type { ProviderAddresses } from '../../../src/login/providers.ts';
 import type { ConnectorRegistry } from '../../../src/login/registry.ts';
 import type { LoginService } from '../../../src/login/service.ts';

@@ -2,6 +2,7 @@ import { canonicalScopeRole, type Scope } from '../../api/scope.ts';
 import { badRequest, forbidden, notFound, StatusError } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { checkScope, scopeNarrows } from '../../authz/scope.ts';
+import { type AuthFailureLimiter, keySubject } from '../../http/failure-limiter.ts';
 import type { AuthenticatedIdentity, AuthenticationResult } from '../../identity/authenticate.ts';
 import {
   type DirectTokenOwners,
@@ -13,8 +14,7 @@ import {
 } from '../../identity/direct-token.ts';
 import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../pipeline/authenticate.ts';
-import { type AuthFailureLimiter, keySubject } from '../pipeline/throttle.ts';
+import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../key-authentication.ts';
 import type { SigningKeyRing } from './direct-tokens.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
 

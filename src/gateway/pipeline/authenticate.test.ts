@@ -3,6 +3,7 @@ import { describe, expect, test } from 'vitest';
 import { testExchange, testIdentity } from '../../../test-support/gateway-exchange.ts';
 import { StatusError } from '../../api/status.ts';
 import { nonResourceRequest } from '../../authz/attributes.ts';
+import { AuthFailureLimiter } from '../../http/failure-limiter.ts';
 import {
   AccessKeyExpired,
   type AuthenticationResult,
@@ -13,16 +14,10 @@ import { AuthenticatorNotReady } from '../../identity/authenticator.ts';
 import { generateAccessKey } from '../../identity/keys.ts';
 import type { AuditOutcome, AuditRequestInfo } from '../audit/event.ts';
 import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
-import {
-  authenticateExchange,
-  authenticateToken,
-  bearerToken,
-  type KeyAuthenticator,
-  keyIdOf,
-  needsKey,
-} from './authenticate.ts';
+import { authenticateToken, bearerToken, type KeyAuthenticator, keyIdOf } from '../key-authentication.ts';
+import { authenticateExchange, needsKey } from './authenticate.ts';
 import type { Routed } from './route.ts';
-import { AuthFailureLimiter, Throttle } from './throttle.ts';
+import { Throttle } from './throttle.ts';
 
 const key = generateAccessKey((size) => randomBytes(size));
 const other = generateAccessKey((size) => randomBytes(size));

@@ -5,13 +5,14 @@ import {
   testExchange,
   testIdentity,
 } from '../../../test-support/gateway-exchange.ts';
+import { AuthFailureLimiter } from '../../http/failure-limiter.ts';
 import type { GatewayEndpoint, GatewayRequest } from '../endpoints/endpoint.ts';
 import { BASE_PATH } from '../paths.ts';
 import type { ProxyDeps } from '../proxy/proxy.ts';
 import { dispatch } from './dispatch.ts';
 import { receiveBody } from './receive.ts';
 import { EndpointTable } from './route.ts';
-import { AuthFailureLimiter, Throttle } from './throttle.ts';
+import { Throttle } from './throttle.ts';
 
 const api = `${BASE_PATH}/apis/management.platform/v1`;
 const seen: GatewayRequest[] = [];

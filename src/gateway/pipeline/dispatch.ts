@@ -1,11 +1,12 @@
 import { StatusError } from '../../api/status.ts';
+import { userSubject } from '../../http/failure-limiter.ts';
 import { parseObjectBody, type RequestBody } from '../body.ts';
 import type { GatewayAnswer, GatewayRequest } from '../endpoints/endpoint.ts';
 import { impersonationHeaders } from '../proxy/impersonation.ts';
 import { type ProxyDeps, proxy } from '../proxy/proxy.ts';
 import type { Exchange } from './exchange.ts';
 import type { Routed } from './route.ts';
-import { type Throttle, userSubject } from './throttle.ts';
+import type { Throttle } from './throttle.ts';
 
 /**
  * The dispatch stage: the routed request to its endpoint, or to the impersonating proxy.

@@ -3,7 +3,6 @@ import type { RequestAttributes } from '../../authz/attributes.ts';
 import { forwardedSearch, type ParsedPatch, patchContentType, type RequestBody } from '../body.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
 import { type ResourceRoute, upstreamPath } from '../paths.ts';
-import { cappedWatchTimeout } from '../pipeline/throttle.ts';
 import { type Redaction, redactionFor } from './redact.ts';
 import { type HeaderMap, type Upstream, type UpstreamResponse, upstreamFailure } from './upstream.ts';
 
@@ -98,4 +97,16 @@ function withTypeMeta(
   if (attributes.verb === 'delete' || attributes.verb === 'deletecollection') return object;
   const kind = route.info?.kind ?? route.parent.kind;
   return { ...object, apiVersion: object.apiVersion ?? GROUP_VERSION, kind: object.kind ?? kind };
+}
+
+/**
+ * The `timeoutSeconds` a watch is sent upstream with: the client's, at most `max`; `max` when
+ * absent or 0 (the apiserver's "its own default"). A value that is no number is passed on, for
+ * the apiserver to refuse.
+ */
+export function cappedWatchTimeout(requested: string | null, max: number): string {
+  if (requested === null || requested === '') return String(max);
+  if (!/^\d{1,12}$/.test(requested)) return requested;
+  const value = Number(requested);
+  return String(value === 0 ? max : Math.min(value, max));
 }
