@@ -1,5 +1,3 @@
-import type { V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
 import { CLEANUP_FINALIZER } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type {
@@ -20,30 +18,16 @@ import {
   InvalidCredentials,
 } from '../../clusters/connection.ts';
 import { probeCluster } from '../../clusters/reachability.ts';
-import { applyObject } from '../../runtime/apply.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { ReconcileContext, Reconciler } from '../../runtime/controller.ts';
-import { isApiError, isNotFound } from '../../runtime/errors.ts';
+import { isApiError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
-import {
-  type KubeApi,
-  type KubeClient,
-  objectKey,
-  objectPath,
-  type ResourceRef,
-} from '../../runtime/kube-client.ts';
-import type { Manager } from '../../runtime/manager.ts';
+import { type KubeApi, type KubeClient, objectKey } from '../../runtime/kube-client.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { type SyncConfigValidation, validateSyncConfig } from '../../sync/config.ts';
-import {
-  hostNamespacesOf,
-  type Syncer,
-  type SyncerOptions,
-  startSyncer,
-  syncedKinds,
-} from '../../sync/controllers/syncer.ts';
+import { type SyncConfig, type SyncConfigValidation, validateSyncConfig } from '../../sync/config.ts';
+import { hostNamespacesOf, syncedKinds } from '../../sync/controllers/syncer.ts';
 import {
   type PlacementProblem,
   placementClaims,
@@ -59,14 +43,15 @@ import {
   stallOf,
   syncerFingerprint,
 } from './desired.ts';
+import { desiredSyncerIdentity, syncerServiceAccountName } from './identity.ts';
+import type { Running, SyncerSupervisor } from './supervisor.ts';
 import {
-  desiredSyncerIdentity,
-  instanceKeyOf,
-  roleBindingMatches,
-  type SyncerIdentity,
-  serviceAccountMatches,
-  syncerServiceAccountName,
-} from './identity.ts';
+  currentIdentity,
+  deleteIdentityObjects,
+  ensureIdentity,
+  identityLeftBy,
+  type SyncerIdentityStores,
+} from './syncer-identity.ts';
 import { ServiceAccountTokens } from './token.ts';
 
 /** How soon to look again while a new syncer identity's permissions reach the authorizer. */
@@ -109,89 +94,11 @@ export const validatedConfig = (
 ): SyncConfigValidation | undefined =>
   vci.spec.config === undefined ? undefined : validateSyncConfig(vci.spec.config);
 
-/** Index of the syncer identity objects (ServiceAccounts, RoleBindings) by the instance uid label. */
-export const BY_INSTANCE_UID = 'virtualclusterinstance-uid';
-
-interface Running {
-  fingerprint: string;
-  syncer: Syncer;
-  /** The virtual cluster's client (also the reachability probe's). */
-  client: KubeClient;
-  /** The host client acting as the syncer's own ServiceAccount. */
-  hostClient: KubeClient;
-}
-
-export interface SyncerFactoryInput {
-  key: string;
-  virtual: KubeApi;
-  /** The host, as the syncer's own ServiceAccount (never the controller's identity). */
-  host: KubeApi;
-  hostNamespace: string;
-  vclusterName: string;
-  config: SyncerOptions['config'];
-  logger: Logger;
-  onStatusChange: () => void;
-}
-
-/**
- * The syncers this operator replica runs, one per VirtualClusterInstance key. Start, restart and
- * stop happen only inside that key's reconcile (the work queue never runs one key twice at once),
- * or in `stopAll` once the controller stopped.
- */
-export class SyncerSupervisor {
-  private readonly running = new Map<string, Running>();
-
-  constructor(private readonly create: (input: SyncerFactoryInput) => Syncer) {}
-
-  get(key: string): Running | undefined {
-    return this.running.get(key);
-  }
-
-  keys(): string[] {
-    return [...this.running.keys()];
-  }
-
-  start(
-    input: Omit<SyncerFactoryInput, 'virtual' | 'host'> & {
-      fingerprint: string;
-      client: KubeClient;
-      hostClient: KubeClient;
-    },
-  ): Running {
-    const syncer = this.create({ ...input, virtual: input.client, host: input.hostClient });
-    const entry = {
-      fingerprint: input.fingerprint,
-      syncer,
-      client: input.client,
-      hostClient: input.hostClient,
-    };
-    this.running.set(input.key, entry);
-    return entry;
-  }
-
-  async stop(key: string): Promise<void> {
-    const entry = this.running.get(key);
-    if (!entry) return;
-    this.running.delete(key);
-    await entry.syncer.stop();
-    entry.client.close();
-    entry.hostClient.close();
-  }
-
-  async stopAll(): Promise<void> {
-    await Promise.all(this.keys().map((key) => this.stop(key)));
-  }
-}
-
-export interface VirtualClusterReconcilerDeps {
-  /** The host cluster, as the controller (instances' status and finalizer, syncer identities, tokens). */
-  api: KubeApi;
+export interface VirtualClusterReconcilerDeps extends SyncerIdentityStores {
+  /** `api`: the host cluster, as the controller (instances' status and finalizer, syncer identities, tokens). */
   clock: Clock;
   events: EventRecorder;
   instances: Store<Stored<VirtualClusterInstance>>;
-  /** The syncers' ServiceAccounts and RoleBindings (labelled with the instance uid, indexed by {@link BY_INSTANCE_UID}). */
-  serviceAccounts: Store<V1ServiceAccount>;
-  roleBindings: Store<V1RoleBinding>;
   /** The instances whose host namespace is `namespace` (from the instances' cache). */
   instancesPlacedIn: (namespace: string) => readonly Stored<VirtualClusterInstance>[];
   /** The project label of a namespace, if it exists and has one (from a Namespace cache). */
@@ -203,22 +110,6 @@ export interface VirtualClusterReconcilerDeps {
   enqueue: (key: string) => void;
   /** How long the reachability probe of a virtual cluster may take. */
   probeTimeoutMs?: number;
-}
-
-/** The default syncer factory: the syncers run on the operator's manager, each with its own host client. */
-export function syncerFactory(options: { manager: Manager }): (input: SyncerFactoryInput) => Syncer {
-  return (input) =>
-    startSyncer({
-      manager: options.manager,
-      virtual: input.virtual,
-      host: input.host,
-      hostNamespace: input.hostNamespace,
-      name: input.vclusterName,
-      config: input.config,
-      logger: input.logger,
-      controllerPrefix: `syncer:${input.key}:`,
-      onStatusChange: input.onStatusChange,
-    });
 }
 
 /**
@@ -246,238 +137,14 @@ export function syncerFactory(options: { manager: Manager }): (input: SyncerFact
  * (`stalledOn`, and the watches of the setup).
  */
 export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Reconciler {
-  const { api, instances, supervisor } = deps;
-  /** Since when each starting syncer waits for its permissions (by instance key). */
-  const permissionWaits = new Map<string, number>();
-
-  /**
-   * Where an instance that asks to be synced with a valid configuration may not sync, from the
-   * caches (pure): outside its project (admission refuses that; this covers instances admitted
-   * before, or whose namespaces changed project since), or under a placement another instance holds.
-   */
-  const placementRefusals = (
-    vci: Stored<VirtualClusterInstance>,
-    validated: SyncConfigValidation | undefined,
-  ): PlacementProblem[] =>
-    asksToBeSynced(vci) && validated?.config
-      ? [
-          ...placementProblems(vci, validated.config, deps.projectOf),
-          ...placementClaims(vci, deps.instancesPlacedIn(placementOf(vci).hostNamespace)),
-        ]
-      : [];
-
-  /** The syncer identity objects the caches hold for an instance, in any namespace. */
-  const currentIdentity = (vci: Stored<VirtualClusterInstance>) => ({
-    serviceAccounts: deps.serviceAccounts.byIndex(BY_INSTANCE_UID, vci.metadata.uid ?? ''),
-    roleBindings: deps.roleBindings.byIndex(BY_INSTANCE_UID, vci.metadata.uid ?? ''),
-  });
-
-  /** The syncer identity objects the caches hold for an instance key (the instance gone). */
-  const identityLeftBy = (key: string) => {
-    const ofKey = (obj: V1ServiceAccount | V1RoleBinding) => instanceKeyOf(obj).includes(key);
-    return {
-      serviceAccounts: deps.serviceAccounts.list().filter(ofKey),
-      roleBindings: deps.roleBindings.list().filter(ofKey),
-    };
-  };
-
-  /** Applies what differs from the caches, removes what is no longer wanted (other kinds, other namespaces). */
-  async function ensureIdentity(vci: Stored<VirtualClusterInstance>, desired: SyncerIdentity): Promise<void> {
-    const current = currentIdentity(vci);
-    const at = (obj: { metadata?: { namespace?: string; name?: string } }) =>
-      `${obj.metadata?.namespace}/${obj.metadata?.name}`;
-    const apply = (obj: V1ServiceAccount | V1RoleBinding, resource: ResourceRef) =>
-      applyObject(api, obj, { fieldManager: fieldManagers.virtualCluster, force: true, resource });
-    const cachedAccount = current.serviceAccounts.find((sa) => at(sa) === at(desired.serviceAccount));
-    if (!serviceAccountMatches(cachedAccount, desired.serviceAccount))
-      await apply(desired.serviceAccount, resources.serviceAccounts);
-    const cachedBindings = new Map(current.roleBindings.map((binding) => [at(binding), binding]));
-    await Promise.all(
-      desired.roleBindings
-        .filter((binding) => !roleBindingMatches(cachedBindings.get(at(binding)), binding))
-        .map((binding) => apply(binding, resources.roleBindings)),
-    );
-    const wanted = new Set([desired.serviceAccount, ...desired.roleBindings].map(at));
-    await deleteIdentityObjects({
-      serviceAccounts: current.serviceAccounts.filter((sa) => !wanted.has(at(sa))),
-      roleBindings: current.roleBindings.filter((binding) => !wanted.has(at(binding))),
-    });
-  }
-
-  async function deleteIdentityObjects(objects: ReturnType<typeof currentIdentity>): Promise<void> {
-    const remove = async (resource: ResourceRef, obj: V1ServiceAccount | V1RoleBinding) => {
-      try {
-        await api.request({
-          method: 'DELETE',
-          path: objectPath(resource, obj.metadata?.namespace, obj.metadata?.name ?? ''),
-          body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: obj.metadata?.uid } },
-        });
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-      }
-    };
-    await Promise.all([
-      ...objects.roleBindings.map((binding) => remove(resources.roleBindings, binding)),
-      ...objects.serviceAccounts.map((sa) => remove(resources.serviceAccounts, sa)),
-    ]);
-  }
-
-  /** No syncer and no identity any more (the scaffold then removes the finalizer). */
-  async function release(key: string, vci: Stored<VirtualClusterInstance> | undefined): Promise<void> {
-    permissionWaits.delete(key);
-    await supervisor.stop(key);
-    await deleteIdentityObjects(vci ? currentIdentity(vci) : identityLeftBy(key));
-  }
-
-  async function converge(
-    vci: Stored<VirtualClusterInstance>,
-    ctx: ReconcileContext,
-  ): Promise<Converged<VirtualClusterInstanceStatus>> {
-    const key = objectKey(vci);
-    const { spec } = vci;
-    const namespace = vci.metadata.namespace ?? '';
-    const validated = validatedConfig(vci);
-    // What only a change of the instance (or of what its placement was refused for) resolves:
-    // no syncer, no identity, Stalled.
-    const stall = stallOf(vci, validated, placementRefusals(vci, validated));
-    if (stall) {
-      await release(key, vci);
-      return stalledOutcome(stall);
-    }
-    // Set: an instance without it stalled above.
-    const secretName = spec.credentialsSecretRef?.name ?? '';
-    let connection: Connection | undefined;
-    let access: ClusterAccess;
-    try {
-      connection = connectionFor(spec, secretName, await readCredentialsSecret(api, namespace, secretName));
-      access = { phase: 'probed', reachability: { reachable: true, username: '' } };
-    } catch (err) {
-      // The Secret is not watched: it is read again on the next retry.
-      if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
-      access = { phase: 'noCredentials', reason: err.name, message: err.message };
-    }
-    // The syncer's side: what it would be started from, and whether the running one still fits.
-    const { hostNamespace, vclusterName } = placementOf(vci);
-    const configured = asksToBeSynced(vci);
-    const syncConfig = configured ? (validated?.config ?? null) : null;
-    const fingerprint =
-      connection && spec.config !== undefined
-        ? syncerFingerprint({ connection, config: spec.config, hostNamespace, vclusterName })
-        : undefined;
-    let running = supervisor.get(key);
-    if (running && (fingerprint === undefined || running.fingerprint !== fingerprint || !syncConfig)) {
-      await supervisor.stop(key);
-      running = undefined;
-    }
-    // The syncer's identity exists exactly while its syncer may run.
-    let identityProblem: { reason: string; message: string } | undefined;
-    if (syncConfig) {
-      try {
-        const namespaces = hostNamespacesOf({ vclusterName, hostNamespace, config: syncConfig }) ?? [];
-        await ensureIdentity(
-          vci,
-          desiredSyncerIdentity(vci, hostNamespace, syncedKinds(syncConfig), namespaces),
-        );
-      } catch (err) {
-        // The host refused (RBAC, a namespace being deleted): reported, retried on the next recheck.
-        if (!isApiError(err)) throw err;
-        identityProblem = {
-          reason: 'SyncerIdentityFailed',
-          message: `could not set up the syncer's ServiceAccount in namespace ${hostNamespace}: the apiserver answered ${err.code}`,
-        };
-      }
-    } else {
-      await release(key, vci);
-    }
-    // Reachability, with the running syncer's client when there is one.
-    let probeClient: KubeClient | undefined;
-    try {
-      if (connection) {
-        // The syncer started below writes to the virtual cluster through this client.
-        probeClient = running?.client ?? clientForConnection(connection, fieldManagers.syncer);
-        access = {
-          phase: 'probed',
-          reachability: await probeCluster(probeClient, connection.server, deps.probeTimeoutMs),
-        };
-      }
-      let state: SyncerState;
-      if (!syncConfig) state = { phase: 'notConfigured' };
-      else if (access.phase === 'noCredentials')
-        state = { phase: 'noConnection', reason: access.reason, message: access.message };
-      else if (!access.reachability.reachable)
-        state = {
-          phase: 'noConnection',
-          reason: 'Unreachable',
-          message: access.reachability.message,
-        };
-      else if (identityProblem) state = { phase: 'blocked', ...identityProblem };
-      else {
-        let waitingForPermissions = false;
-        if (!running && connection && probeClient && fingerprint) {
-          const tokens = new ServiceAccountTokens({
-            api,
-            namespace: hostNamespace,
-            serviceAccount: syncerServiceAccountName(vci),
-            clock: deps.clock,
-          });
-          const hostClient = deps.hostClientFor(tokens);
-          // New RoleBindings take a moment to reach the apiserver's authorizer: the syncer starts
-          // once its own identity may list what it syncs, rather than backing off on 403s; past a
-          // grace period it starts anyway, and what it may not do shows in its errors.
-          const waitingSince = permissionWaits.get(key) ?? deps.clock.now();
-          const graceOver = deps.clock.now() - waitingSince >= PERMISSIONS_GRACE_MS;
-          let allowed = graceOver;
-          try {
-            allowed ||= await mayListSyncedKinds(hostClient, hostNamespace, syncedKinds(syncConfig));
-          } finally {
-            if (!allowed) hostClient.close();
-          }
-          if (allowed) {
-            permissionWaits.delete(key);
-            ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
-            running = supervisor.start({
-              key,
-              fingerprint,
-              client: probeClient,
-              hostClient,
-              hostNamespace,
-              vclusterName,
-              config: syncConfig,
-              logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
-              onStatusChange: () => deps.enqueue(key),
-            });
-          } else {
-            permissionWaits.set(key, waitingSince);
-            waitingForPermissions = true;
-          }
-        }
-        state = running
-          ? { phase: 'running', status: running.syncer.status() }
-          : waitingForPermissions
-            ? { phase: 'starting', message: "waiting for the syncer's ServiceAccount to get its permissions" }
-            : { phase: 'notConfigured' };
-      }
-      const reachable = access.phase === 'probed' && access.reachability.reachable;
-      const requeueAfter =
-        state.phase === 'starting'
-          ? PERMISSIONS_RETRY_MS
-          : reachable && !identityProblem
-            ? RECHECK_MS
-            : RETRY_CONNECTION_MS;
-      return instanceOutcome(access, state, requeueAfter);
-    } finally {
-      // A probe client the syncer did not take over is closed.
-      if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
-    }
-  }
-
+  const context: VirtualClusterContext = { ...deps, permissionWaits: new Map() };
   return objectReconciler<Stored<VirtualClusterInstance>, VirtualClusterInstanceStatus>({
     kind: 'VirtualClusterInstance',
     resource: resources.virtualClusterInstances,
-    api,
+    api: deps.api,
     clock: deps.clock,
     events: deps.events,
-    store: instances,
+    store: deps.instances,
     // Guards the syncer's host identity, which has no owner reference (it may live in another
     // namespace of the project): an instance has it while it asks to be synced.
     finalizer: CLEANUP_FINALIZER,
@@ -485,8 +152,246 @@ export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Re
     action: 'SyncVirtualCluster',
     // A refused placement depends on other objects too (namespaces' projects, the instance that
     // holds the placement): a stalled instance is looked at again when what they say changes.
-    stalledOn: (vci) => JSON.stringify(placementRefusals(vci, validatedConfig(vci))),
-    apply: converge,
-    cleanup: release,
+    stalledOn: (vci) => JSON.stringify(placementRefusals(deps, vci, validatedConfig(vci))),
+    apply: (vci, ctx) => reconcileVirtualCluster(context, vci, ctx),
+    cleanup: (key, vci) => releaseInstance(context, key, vci),
+  });
+}
+
+/** What reconciles of instances work with: the deps, and since when each starting syncer waits for its permissions (by key). */
+interface VirtualClusterContext extends VirtualClusterReconcilerDeps {
+  permissionWaits: Map<string, number>;
+}
+
+/**
+ * Converges one instance: stalled (no syncer, no identity) when only a change of it resolves
+ * what it asks for; else its syncer's identity, its reachability and its syncer (started,
+ * restarted when what it was started from changed, stopped when it may not run).
+ */
+export async function reconcileVirtualCluster(
+  context: VirtualClusterContext,
+  vci: Stored<VirtualClusterInstance>,
+  ctx: ReconcileContext,
+): Promise<Converged<VirtualClusterInstanceStatus>> {
+  const { supervisor } = context;
+  const key = objectKey(vci);
+  const validated = validatedConfig(vci);
+  // What only a change of the instance (or of what its placement was refused for) resolves:
+  // no syncer, no identity, Stalled.
+  const stall = stallOf(vci, validated, placementRefusals(context, vci, validated));
+  if (stall) {
+    await releaseInstance(context, key, vci);
+    return stalledOutcome(stall);
+  }
+  const { connection, access: credentialsAccess } = await connectionOf(context.api, vci);
+  let access = credentialsAccess;
+  // The syncer's side: what it would be started from, and whether the running one still fits.
+  const { hostNamespace, vclusterName } = placementOf(vci);
+  const syncConfig = asksToBeSynced(vci) ? (validated?.config ?? null) : null;
+  const fingerprint =
+    connection && vci.spec.config !== undefined
+      ? syncerFingerprint({ connection, config: vci.spec.config, hostNamespace, vclusterName })
+      : undefined;
+  let running = supervisor.get(key);
+  if (running && (fingerprint === undefined || running.fingerprint !== fingerprint || !syncConfig)) {
+    await supervisor.stop(key);
+    running = undefined;
+  }
+  const identityProblem = await convergeIdentity(context, key, vci, syncConfig);
+  // Reachability, with the running syncer's client when there is one.
+  let probeClient: KubeClient | undefined;
+  try {
+    if (connection) {
+      // The syncer started below writes to the virtual cluster through this client.
+      probeClient = running?.client ?? clientForConnection(connection, fieldManagers.syncer);
+      access = {
+        phase: 'probed',
+        reachability: await probeCluster(probeClient, connection.server, context.probeTimeoutMs),
+      };
+    }
+    const state = await syncerState(
+      context,
+      { key, vci, access, identityProblem, syncConfig, running, connection, probeClient, fingerprint },
+      ctx,
+    );
+    const reachable = access.phase === 'probed' && access.reachability.reachable;
+    const requeueAfter =
+      state.phase === 'starting'
+        ? PERMISSIONS_RETRY_MS
+        : reachable && !identityProblem
+          ? RECHECK_MS
+          : RETRY_CONNECTION_MS;
+    return instanceOutcome(access, state, requeueAfter);
+  } finally {
+    // A probe client the syncer did not take over is closed.
+    if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
+  }
+}
+
+/**
+ * Where an instance that asks to be synced with a valid configuration may not sync, from the
+ * caches (pure): outside its project (admission refuses that; this covers instances admitted
+ * before, or whose namespaces changed project since), or under a placement another instance holds.
+ */
+function placementRefusals(
+  deps: Pick<VirtualClusterReconcilerDeps, 'projectOf' | 'instancesPlacedIn'>,
+  vci: Stored<VirtualClusterInstance>,
+  validated: SyncConfigValidation | undefined,
+): PlacementProblem[] {
+  return asksToBeSynced(vci) && validated?.config
+    ? [
+        ...placementProblems(vci, validated.config, deps.projectOf),
+        ...placementClaims(vci, deps.instancesPlacedIn(placementOf(vci).hostNamespace)),
+      ]
+    : [];
+}
+
+/** No syncer and no identity any more (the scaffold then removes the finalizer). */
+async function releaseInstance(
+  context: VirtualClusterContext,
+  key: string,
+  vci: Stored<VirtualClusterInstance> | undefined,
+): Promise<void> {
+  context.permissionWaits.delete(key);
+  await context.supervisor.stop(key);
+  await deleteIdentityObjects(
+    context.api,
+    vci ? currentIdentity(context, vci) : identityLeftBy(context, key),
+  );
+}
+
+/**
+ * The connection `spec.credentialsSecretRef` (set: an instance without it is stalled) gives, or
+ * why there is none. The Secret is not watched: it is read again on every reconcile.
+ */
+async function connectionOf(
+  api: KubeApi,
+  vci: Stored<VirtualClusterInstance>,
+): Promise<{ connection?: Connection; access: ClusterAccess }> {
+  const secretName = vci.spec.credentialsSecretRef?.name ?? '';
+  try {
+    const secret = await readCredentialsSecret(api, vci.metadata.namespace ?? '', secretName);
+    return {
+      connection: connectionFor(vci.spec, secretName, secret),
+      access: { phase: 'probed', reachability: { reachable: true, username: '' } },
+    };
+  } catch (err) {
+    if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
+    return { access: { phase: 'noCredentials', reason: err.name, message: err.message } };
+  }
+}
+
+/**
+ * The syncer's identity exists exactly while its syncer may run (`syncConfig`). Returns why the
+ * host refused it (RBAC, a namespace being deleted): reported, retried on the next recheck.
+ */
+async function convergeIdentity(
+  context: VirtualClusterContext,
+  key: string,
+  vci: Stored<VirtualClusterInstance>,
+  syncConfig: SyncConfig | null,
+): Promise<{ reason: string; message: string } | undefined> {
+  if (!syncConfig) {
+    await releaseInstance(context, key, vci);
+    return undefined;
+  }
+  const { hostNamespace, vclusterName } = placementOf(vci);
+  try {
+    const namespaces = hostNamespacesOf({ vclusterName, hostNamespace, config: syncConfig }) ?? [];
+    await ensureIdentity(
+      context,
+      vci,
+      desiredSyncerIdentity(vci, hostNamespace, syncedKinds(syncConfig), namespaces),
+    );
+    return undefined;
+  } catch (err) {
+    if (!isApiError(err)) throw err;
+    return {
+      reason: 'SyncerIdentityFailed',
+      message: `could not set up the syncer's ServiceAccount in namespace ${hostNamespace}: the apiserver answered ${err.code}`,
+    };
+  }
+}
+
+/** What {@link syncerState} decides from. */
+interface SyncerInput {
+  key: string;
+  vci: Stored<VirtualClusterInstance>;
+  access: ClusterAccess;
+  identityProblem: { reason: string; message: string } | undefined;
+  syncConfig: SyncConfig | null;
+  /** The syncer running for the instance, if it still fits. */
+  running: Running | undefined;
+  connection: Connection | undefined;
+  probeClient: KubeClient | undefined;
+  fingerprint: string | undefined;
+}
+
+/** How the instance's syncer does, starting it when it may run and does not yet. */
+async function syncerState(
+  context: VirtualClusterContext,
+  input: SyncerInput,
+  ctx: ReconcileContext,
+): Promise<SyncerState> {
+  const { access, identityProblem, syncConfig } = input;
+  if (!syncConfig) return { phase: 'notConfigured' };
+  if (access.phase === 'noCredentials')
+    return { phase: 'noConnection', reason: access.reason, message: access.message };
+  if (!access.reachability.reachable)
+    return { phase: 'noConnection', reason: 'Unreachable', message: access.reachability.message };
+  if (identityProblem) return { phase: 'blocked', ...identityProblem };
+  const { connection, probeClient, fingerprint } = input;
+  let running = input.running;
+  if (!running && connection && probeClient && fingerprint) {
+    running = await startWhenPermitted(context, { ...input, syncConfig, probeClient, fingerprint }, ctx);
+    if (!running)
+      return { phase: 'starting', message: "waiting for the syncer's ServiceAccount to get its permissions" };
+  }
+  return running ? { phase: 'running', status: running.syncer.status() } : { phase: 'notConfigured' };
+}
+
+/**
+ * Starts the instance's syncer, acting on the host as its own ServiceAccount, once that identity
+ * may list what it syncs; undefined while it waits for that. New RoleBindings take a moment to
+ * reach the apiserver's authorizer: the syncer starts once they did, rather than backing off on
+ * 403s; past a grace period it starts anyway, and what it may not do shows in its errors.
+ */
+async function startWhenPermitted(
+  context: VirtualClusterContext,
+  input: SyncerInput & { syncConfig: SyncConfig; probeClient: KubeClient; fingerprint: string },
+  ctx: ReconcileContext,
+): Promise<Running | undefined> {
+  const { key, vci, syncConfig } = input;
+  const { hostNamespace, vclusterName } = placementOf(vci);
+  const tokens = new ServiceAccountTokens({
+    api: context.api,
+    namespace: hostNamespace,
+    serviceAccount: syncerServiceAccountName(vci),
+    clock: context.clock,
+  });
+  const hostClient = context.hostClientFor(tokens);
+  const waitingSince = context.permissionWaits.get(key) ?? context.clock.now();
+  let allowed = context.clock.now() - waitingSince >= PERMISSIONS_GRACE_MS;
+  try {
+    allowed ||= await mayListSyncedKinds(hostClient, hostNamespace, syncedKinds(syncConfig));
+  } finally {
+    if (!allowed) hostClient.close();
+  }
+  if (!allowed) {
+    context.permissionWaits.set(key, waitingSince);
+    return undefined;
+  }
+  context.permissionWaits.delete(key);
+  ctx.logger.info({ hostNamespace, vclusterName }, 'starting the syncer');
+  return context.supervisor.start({
+    key,
+    fingerprint: input.fingerprint,
+    client: input.probeClient,
+    hostClient,
+    hostNamespace,
+    vclusterName,
+    config: syncConfig,
+    logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
+    onStatusChange: () => context.enqueue(key),
   });
 }

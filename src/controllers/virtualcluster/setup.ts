@@ -9,13 +9,9 @@ import { namedHostNamespaces, placementOf } from '../../sync/placement.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
 import { asksToBeSynced } from './desired.ts';
 import { instanceKeyOf } from './identity.ts';
-import {
-  BY_INSTANCE_UID,
-  SyncerSupervisor,
-  syncerFactory,
-  validatedConfig,
-  virtualClusterReconciler,
-} from './reconcile.ts';
+import { validatedConfig, virtualClusterReconciler } from './reconcile.ts';
+import { SyncerSupervisor, syncerFactory } from './supervisor.ts';
+import { BY_INSTANCE_UID } from './syncer-identity.ts';
 import { clientWithTokens } from './token.ts';
 
 const BY_HOST_NAMESPACE = 'host-namespace';
