@@ -1,5 +1,11 @@
+import { API_GROUP, API_VERSION } from '../api/meta.ts';
+import {
+  reviewAllowed,
+  SUBJECT_ACCESS_REVIEWS_PATH,
+  subjectAccessReview,
+} from '../authz/subject-access-review.ts';
 import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
-import { ACCESS_KEY_EXTRA } from '../identity/groups.ts';
+import { keyUserInfo } from '../identity/user-info.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 import { LoginRefused } from './identity.ts';
 import type { LoginService } from './service.ts';
@@ -35,27 +41,17 @@ export class PasswordApi {
   async mayUpdate(caller: AuthenticatedIdentity, user: string): Promise<boolean> {
     const review = await this.deps.api.request<{ status?: { allowed?: boolean } }>({
       method: 'POST',
-      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
-      body: {
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SubjectAccessReview',
-        spec: {
-          user: caller.username,
-          groups: [...caller.groups],
-          ...(caller.uid ? { uid: caller.uid } : {}),
-          extra: { [ACCESS_KEY_EXTRA]: [caller.accessKey.name] },
-          resourceAttributes: {
-            group: 'management.platform',
-            version: 'v1',
-            resource: 'users',
-            subresource: 'password',
-            name: user,
-            verb: 'update',
-          },
-        },
-      },
+      path: SUBJECT_ACCESS_REVIEWS_PATH,
+      body: subjectAccessReview(keyUserInfo(caller), {
+        group: API_GROUP,
+        version: API_VERSION,
+        resource: 'users',
+        subresource: 'password',
+        name: user,
+        verb: 'update',
+      }),
     });
-    return review.status?.allowed === true;
+    return reviewAllowed(review);
   }
 
   async setPassword(

@@ -2,6 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { ApiException, type V1Secret } from '@kubernetes/client-node';
 import { PROJECT_LABEL } from '../api/labels.ts';
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
+import {
+  reviewAllowed,
+  SUBJECT_ACCESS_REVIEWS_PATH,
+  subjectAccessReview,
+} from '../authz/subject-access-review.ts';
 import { PlatformConfigReader } from '../config/platform-config.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import type { PepperStore } from '../identity/pepper.ts';
@@ -70,20 +75,10 @@ export class ClusterReader implements ClusterState {
   async mayAccess(user: UserInfo, resourceAttributes: Readonly<Record<string, string>>): Promise<boolean> {
     const review = await this.deps.api.request<{ status?: { allowed?: boolean } }>({
       method: 'POST',
-      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
-      body: {
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SubjectAccessReview',
-        spec: {
-          ...(user.username !== undefined ? { user: user.username } : {}),
-          ...(user.uid !== undefined ? { uid: user.uid } : {}),
-          groups: user.groups ?? [],
-          ...(user.extra ? { extra: user.extra } : {}),
-          resourceAttributes,
-        },
-      },
+      path: SUBJECT_ACCESS_REVIEWS_PATH,
+      body: subjectAccessReview(user, resourceAttributes),
     });
-    return review.status?.allowed === true;
+    return reviewAllowed(review);
   }
 
   async ownerResource(reference: AdmittedOwnerReference) {

@@ -4,7 +4,7 @@ import { nonResourceRequest, type RequestAttributes } from '../../authz/attribut
 import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import type { AuditRecord } from '../audit/auditor.ts';
 import type { AuditRequestInfo } from '../audit/event.ts';
-import { auditInfo, auditUser, beginAudit } from './audit.ts';
+import { auditInfo, beginAudit } from './audit.ts';
 
 const created: RequestAttributes = {
   ...nonResourceRequest('create', ''),
@@ -101,7 +101,9 @@ describe('the request side of audit events', () => {
 
   test('the user as the apiserver sees it: the key named in the extra, no uid when there is none', () => {
     const subject = { ...testIdentity('robot'), kind: 'Subject' as const, uid: undefined };
-    expect(auditUser(subject)).toEqual({
+    const exchange = testExchange({ method: 'GET', url: '/kubernetes/management/version' });
+    exchange.identity = subject;
+    expect(auditInfo(exchange).user).toEqual({
       username: 'robot',
       groups: ['platform:authenticated', 'platform:user:robot'],
       extra: { [ACCESS_KEY_EXTRA]: ['key-robot'] },

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
-import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
+import { keyUserInfo } from '../../identity/user-info.ts';
 import { formatMicroTime } from '../../runtime/clock.ts';
 import type { Auditor } from '../audit/auditor.ts';
-import { ANONYMOUS_USER, type AuditRequestInfo, type AuditUser } from '../audit/event.ts';
+import { ANONYMOUS_USER, type AuditRequestInfo } from '../audit/event.ts';
 import { nonResourceAttributes } from '../paths.ts';
 import type { Exchange } from './exchange.ts';
 
@@ -28,18 +27,9 @@ export function auditInfo(exchange: Exchange): AuditRequestInfo {
     auditID: randomUUID(),
     requestURI: exchange.request.url ?? '',
     attributes: exchange.attributes ?? nonResourceAttributes(exchange.method, exchange.path),
-    user: exchange.identity ? auditUser(exchange.identity) : ANONYMOUS_USER,
+    user: exchange.identity ? keyUserInfo(exchange.identity) : ANONYMOUS_USER,
     sourceIPs: [exchange.source],
     ...(userAgent ? { userAgent } : {}),
     requestReceivedTimestamp: formatMicroTime(exchange.receivedAt),
-  };
-}
-
-export function auditUser(identity: AuthenticatedIdentity): AuditUser {
-  return {
-    username: identity.username,
-    ...(identity.uid ? { uid: identity.uid } : {}),
-    groups: identity.groups,
-    extra: { [ACCESS_KEY_EXTRA]: [identity.accessKey.name] },
   };
 }

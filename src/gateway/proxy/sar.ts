@@ -1,7 +1,13 @@
+import { API_GROUP, API_VERSION } from '../../api/meta.ts';
 import { serviceUnavailable } from '../../api/status.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
+import {
+  reviewAllowed,
+  SUBJECT_ACCESS_REVIEWS_PATH,
+  subjectAccessReview,
+} from '../../authz/subject-access-review.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
-import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
+import { keyUserInfo } from '../../identity/user-info.ts';
 import { type Upstream, upstreamFailure } from './upstream.ts';
 
 /** The attributes of a management resource a SubjectAccessReview asks about. */
@@ -25,27 +31,19 @@ export async function subjectAccessAllowed(
   const answer = await upstream
     .json<{ status?: { allowed?: boolean } }>({
       method: 'POST',
-      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+      path: SUBJECT_ACCESS_REVIEWS_PATH,
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SubjectAccessReview',
-        spec: {
-          user: identity.username,
-          groups: [...identity.groups],
-          ...(identity.uid ? { uid: identity.uid } : {}),
-          extra: { [ACCESS_KEY_EXTRA]: [identity.accessKey.name] },
-          resourceAttributes: {
-            group: 'management.platform',
-            version: 'v1',
-            resource: attributes.resource,
-            ...(attributes.subresource ? { subresource: attributes.subresource } : {}),
-            ...(attributes.name ? { name: attributes.name } : {}),
-            ...(attributes.namespace ? { namespace: attributes.namespace } : {}),
-            verb: attributes.verb,
-          },
-        },
-      }),
+      body: JSON.stringify(
+        subjectAccessReview(keyUserInfo(identity), {
+          group: API_GROUP,
+          version: API_VERSION,
+          resource: attributes.resource,
+          ...(attributes.subresource ? { subresource: attributes.subresource } : {}),
+          ...(attributes.name ? { name: attributes.name } : {}),
+          ...(attributes.namespace ? { namespace: attributes.namespace } : {}),
+          verb: attributes.verb,
+        }),
+      ),
       signal,
     })
     .catch((error: unknown) => {
@@ -54,5 +52,5 @@ export async function subjectAccessAllowed(
   if (answer.statusCode !== 201 && answer.statusCode !== 200) {
     throw serviceUnavailable('the authorization check could not be made');
   }
-  return answer.body?.status?.allowed === true;
+  return reviewAllowed(answer.body);
 }
