@@ -1,5 +1,6 @@
 import { isReferenceableKind, type PatchConfig, RESOURCE_BY_KIND, type SyncConfig } from '../config.ts';
 import type { LabelSelector } from '../names.ts';
+import { isReservedMetadataPath } from '../patches/apply.ts';
 import { emptyRecord, isJsonObject, type Json, ownValue } from '../patches/merge-patch.ts';
 import { expandPath, getAt, parsePath } from '../patches/path.ts';
 import {
@@ -177,6 +178,7 @@ export function selectorReferencesOf(
     const ref = patch.reference!;
     if (!isReferenceableKind(ref.apiVersion, ref.kind)) continue;
     for (const path of expandPath(document, parsePath(patch.path))) {
+      if (isReservedMetadataPath(path)) continue;
       const selector = asSelector(getAt(document, path) as Json);
       if (selector !== null) found.push({ kind: ref.kind as ReferenceableKind, namespace, selector });
     }
@@ -204,6 +206,7 @@ export function referencesOf(kind: string, virtual: KubeObject, ctx: SyncContext
   for (const patch of patches) {
     const ref = patch.reference!;
     for (const path of expandPath(document, parsePath(patch.path))) {
+      if (isReservedMetadataPath(path)) continue; // as translateReference skips them
       const value = getAt(document, path) as Json;
       const isObject = isJsonObject(value);
       const name = isObject ? relative(value, ref.namePath) : value;

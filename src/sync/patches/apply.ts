@@ -13,7 +13,7 @@ import {
   virtualLabelSelector,
   virtualServiceSelector,
 } from '../names.ts';
-import { fieldName, RESTRICTED_FIELDS } from '../reserved.ts';
+import { fieldName, isReservedKey, RESTRICTED_FIELDS } from '../reserved.ts';
 import { hostObjectRef, type KubeObject, type SyncContext, virtualObjectRefOf } from '../translate.ts';
 import { cloneJson, isJsonObject, type Json, type JsonObject, ownValue, setOwnValue } from './merge-patch.ts';
 import {
@@ -83,6 +83,23 @@ export class RestrictedFieldPatched extends Error {
   ) {
     super(`${patch}: may not change ${field}`);
   }
+}
+
+/**
+ * Whether a concrete path is a reserved label or annotation (`reserved.ts`: the syncer's
+ * bookkeeping and the keys host components act on). `reference` and `labels` patches reaching one
+ * through `*` skip it: its value is no name or selector of the tenant's (`object-name` would name
+ * the object itself), and on the host the translation's value replaces whatever a patch sets.
+ */
+export function isReservedMetadataPath(path: ConcretePath): boolean {
+  const [metadata, map, key] = path;
+  return (
+    path.length === 3 &&
+    metadata === 'metadata' &&
+    (map === 'labels' || map === 'annotations') &&
+    typeof key === 'string' &&
+    isReservedKey(key)
+  );
 }
 
 /** A patch of the whole object (path `''`) gave something other than an object. */
@@ -426,17 +443,19 @@ export function applyPatches(run: PatchRun): ObjectReference[] {
       pending.push({ name, field, expression, segments, matches });
       continue;
     }
-    const results = matches.map((path): PatchResult => {
-      const current = getAt(run.document, path) as Json;
-      const value = patch.reference
-        ? translateReference(run, name, patch.reference, current, references)
-        : translateSelector(run, current);
-      if (value !== UNRESOLVED) return { path, value };
-      // The virtual object keeps its value (one without the field stays without it).
-      const kept =
-        run.virtualObject === null ? undefined : (getAt(run.virtualObject, path) as Json | undefined);
-      return { path, value: kept === undefined ? undefined : cloneJson(kept) };
-    });
+    const results = matches
+      .filter((path) => !isReservedMetadataPath(path))
+      .map((path): PatchResult => {
+        const current = getAt(run.document, path) as Json;
+        const value = patch.reference
+          ? translateReference(run, name, patch.reference, current, references)
+          : translateSelector(run, current);
+        if (value !== UNRESOLVED) return { path, value };
+        // The virtual object keeps its value (one without the field stays without it).
+        const kept =
+          run.virtualObject === null ? undefined : (getAt(run.virtualObject, path) as Json | undefined);
+        return { path, value: kept === undefined ? undefined : cloneJson(kept) };
+      });
     writeResults(run, name, results);
   }
   flush();
