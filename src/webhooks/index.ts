@@ -5,7 +5,6 @@ import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { RestMapper } from '../runtime/apply.ts';
 import type { Clock } from '../runtime/clock.ts';
-import type { Controller } from '../runtime/controller.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
 import { type KubeApi, KubeClient } from '../runtime/kube-client.ts';
 import { Manager } from '../runtime/manager.ts';
@@ -149,65 +148,76 @@ interface LoadedCertificates {
 }
 
 /** The serving certificates, loaded (or created), with their renewal running. */
-async function loadCertificates(
+function loadCertificates(
   api: KubeApi,
   options: AdmissionWebhooksOptions,
   registrar: ConfigurationRegistrar,
 ): Promise<LoadedCertificates> {
-  const shared = {
+  return options.certificates.mode === 'mounted'
+    ? loadMountedCertificates(options.certificates.directory, options, registrar)
+    : loadSelfManagedCertificates(api, options.certificates, options, registrar);
+}
+
+/** Mounted files, reloaded when they change; a changed CA bundle is registered. */
+async function loadMountedCertificates(
+  directory: string,
+  options: AdmissionWebhooksOptions,
+  registrar: ConfigurationRegistrar,
+): Promise<LoadedCertificates> {
+  const mounted = new MountedCertificates({
+    directory,
     ...(options.clock ? { clock: options.clock } : {}),
-  };
-  if (options.certificates.mode === 'mounted') {
-    const mounted = new MountedCertificates({
-      directory: options.certificates.directory,
-      ...shared,
-      ...(options.logger ? { logger: options.logger } : {}),
-    });
-    await mounted.start();
-    let bundle = mounted.current().caBundlePem;
-    registrar.recordBundle(bundle);
-    mounted.subscribe((material) => {
-      if (material.caBundlePem === bundle) return;
-      bundle = material.caBundlePem;
-      registrar
-        .caBundle(material.caBundlePem)
-        .catch((err: unknown) =>
-          options.logger?.error(
-            { err: err instanceof Error ? err.name : 'unknown' },
-            'CA bundle injection failed',
-          ),
-        );
-    });
-    return { source: mounted, stop: async () => mounted.stop() };
-  }
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  await mounted.start();
+  let bundle = mounted.current().caBundlePem;
+  registrar.recordBundle(bundle);
+  mounted.subscribe((material) => {
+    if (material.caBundlePem === bundle) return;
+    bundle = material.caBundlePem;
+    registrar
+      .caBundle(material.caBundlePem)
+      .catch((err: unknown) =>
+        options.logger?.error(
+          { err: err instanceof Error ? err.name : 'unknown' },
+          'CA bundle injection failed',
+        ),
+      );
+  });
+  return { source: mounted, stop: async () => mounted.stop() };
+}
+
+/** The Secret's material, loaded or created now, then rotated by a controller of the Manager. */
+async function loadSelfManagedCertificates(
+  api: KubeApi,
+  mode: Extract<CertificateMode, { mode: 'self-managed' }>,
+  options: AdmissionWebhooksOptions,
+  registrar: ConfigurationRegistrar,
+): Promise<LoadedCertificates> {
   const selfManaged = new SelfManagedCertificates({
     api,
     namespace: options.platformNamespace,
-    ...(options.certificates.secretName ? { secretName: options.certificates.secretName } : {}),
-    policy: { ...DEFAULT_CERTIFICATE_POLICY, ...servingNames(options), ...options.certificates.policy },
+    ...(mode.secretName ? { secretName: mode.secretName } : {}),
+    policy: { ...DEFAULT_CERTIFICATE_POLICY, ...servingNames(options), ...mode.policy },
     onCaBundle: (caBundlePem) => registrar.caBundle(caBundlePem),
-    ...shared,
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   await selfManaged.reconcile();
-  const ownManager = options.manager
-    ? undefined
-    : new Manager({
-        api,
-        logger: options.logger ?? pino({ level: 'silent' }),
-        ...(options.clock ? { clock: options.clock } : {}),
-      });
-  const manager = options.manager ?? ownManager!;
-  const rotation: Controller = runCertificateRotation(
-    manager,
-    selfManaged,
-    (options.certificates.checkIntervalSeconds ?? 60) * 1000,
-  );
-  await ownManager?.start();
+  const ownsManager = options.manager === undefined;
+  const manager =
+    options.manager ??
+    new Manager({
+      api,
+      logger: options.logger ?? pino({ level: 'silent' }),
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
+  const rotation = runCertificateRotation(manager, selfManaged, (mode.checkIntervalSeconds ?? 60) * 1000);
+  if (ownsManager) await manager.start();
   return {
     source: selfManaged,
     stop: async () => {
       await manager.removeController(rotation);
-      await ownManager?.stop();
+      if (ownsManager) await manager.stop();
     },
   };
 }

@@ -198,8 +198,8 @@ export function namedSpaces(object: AdmittedObject): SpaceEntry[] {
 
 /**
  * A space is a namespace of its project (the project's own, `projectNamespaceName`); a
- * `scope.spaces` entry naming another matches nothing, which admission says. `projects` holds each project {@link namedSpaces} named (undefined: no such
- * project).
+ * `scope.spaces` entry naming another matches nothing, which admission says. `projects` holds
+ * each project {@link namedSpaces} named (undefined: no such project).
  */
 export function spaceWarnings(
   object: AdmittedObject,
