@@ -10,8 +10,8 @@ import {
   type ObjectList,
   objectPath,
   type ResourceRef,
-  type WatchEvent,
 } from '../../src/runtime/kube-client.ts';
+import type { WatchEvent } from '../../src/runtime/kube-watch.ts';
 import { hostKubeConfig, uniqueName, useNamespace } from '../support/cluster.ts';
 import {
   apiserverAddress,

@@ -1,4 +1,5 @@
-import type { KubeApi, Query, RequestOptions, WatchEvent, WatchStream } from './kube-client.ts';
+import type { KubeApi, Query, RequestOptions } from './kube-client.ts';
+import type { WatchEvent, WatchStream } from './kube-watch.ts';
 
 /** The HTTP methods that change state on the apiserver. */
 export const MUTATING_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);

@@ -1,4 +1,5 @@
-import type { KubeApi, Query, RequestOptions, WatchEvent, WatchStream } from './kube-client.ts';
+import type { KubeApi, Query, RequestOptions } from './kube-client.ts';
+import type { WatchEvent, WatchStream } from './kube-watch.ts';
 
 /**
  * Every field manager the platform writes as: the one list (server-side apply and

@@ -15,9 +15,8 @@ import {
   type ObjectList,
   objectKey,
   type ResourceRef,
-  type WatchEvent,
-  type WatchStream,
 } from './kube-client.ts';
+import type { WatchEvent, WatchStream } from './kube-watch.ts';
 import { Latch } from './latch.ts';
 import { type IndexFunc, Store } from './store.ts';
 

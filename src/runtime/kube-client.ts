@@ -5,8 +5,8 @@ import { ApiException, type KubeConfig, type KubernetesObject } from '@kubernete
 import { type Clock, sleep, systemClock } from './clock.ts';
 import { RequestTimeoutError } from './errors.ts';
 import { type FieldManager, withDefaultFieldManager } from './field-managers.ts';
-import { ownValue } from './json.ts';
-import { LineSplitter } from './lines.ts';
+import { abortReason, apiException, transport } from './kube-http.ts';
+import { openWatchStream, type WatchEvent, type WatchStream } from './kube-watch.ts';
 import { BucketRateLimiter } from './rate-limiter.ts';
 import type { RestClientMetrics } from './rest-client-metrics.ts';
 
@@ -23,11 +23,6 @@ export interface ObjectList<T> {
   items: T[];
 }
 
-export interface WatchEvent<T = KubernetesObject> {
-  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
-  object: T;
-}
-
 export type Query = Record<string, string | number | boolean | undefined>;
 
 export interface RequestOptions {
@@ -40,13 +35,6 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Aborts the request (RequestTimeoutError) when no full answer arrived in this time (0: never). */
   timeoutMs?: number;
-}
-
-/** A live watch stream. `done` resolves when the server ends it cleanly, rejects on any error. */
-export interface WatchStream {
-  readonly done: Promise<void>;
-  /** Ends the stream; `done` rejects with `reason`. */
-  abort(reason: Error): void;
 }
 
 /**
@@ -275,78 +263,12 @@ export class KubeClient implements KubeApi {
       headers: { ...credentials.headers, ...this.userAgent(), Accept: 'application/json' },
     };
     const observe = this.options.metrics?.start('WATCH', url.host);
-    return new Promise<WatchStream>((resolveOpen, rejectOpen) => {
-      let settle: { resolve: () => void; reject: (err: Error) => void } | undefined;
-      let finished = false;
-      const done = new Promise<void>((resolve, reject) => {
-        settle = { resolve, reject };
-      });
-      // The stream may fail before anyone awaits `done`; the owner always awaits it eventually.
-      done.catch(() => {});
-      const finish = (err?: Error) => {
-        if (finished) return;
-        finished = true;
-        if (err) settle!.reject(err);
-        else settle!.resolve();
-      };
-      const req = transport(url).request(url, requestOptions, (res) => {
-        const status = res.statusCode ?? 0;
-        observe?.(String(status));
-        if (status !== 200) {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () =>
-            rejectOpen(apiException(status, Buffer.concat(chunks).toString('utf8'), res.headers)),
-          );
-          res.on('error', rejectOpen);
-          return;
-        }
-        resolveOpen({
-          done,
-          abort: (reason) => {
-            finish(reason);
-            req.destroy();
-          },
-        });
-        const lines = new LineSplitter((line) => {
-          if (line === '' || finished) return;
-          try {
-            onEvent(JSON.parse(line) as WatchEvent);
-          } catch (err) {
-            finish(err instanceof Error ? err : new Error(String(err)));
-            req.destroy();
-          }
-        });
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          if (!finished) lines.push(chunk);
-        });
-        res.on('error', (err) => finish(err));
-        res.on('aborted', () => finish(new Error('watch stream aborted by the peer')));
-        res.on('end', () => {
-          // A last event without a trailing newline still counts.
-          if (!finished) lines.end();
-          finish();
-        });
-        res.on('close', () => finish(res.complete ? undefined : new Error('watch connection closed')));
-      });
-      req.on('error', (err) => {
-        observe?.('<error>');
-        finish(err);
-        rejectOpen(err);
-      });
-      if (signal) {
-        const onAbort = () => {
-          const reason = abortReason(signal);
-          finish(reason);
-          rejectOpen(reason);
-          req.destroy();
-        };
-        if (signal.aborted) onAbort();
-        else signal.addEventListener('abort', onAbort, { once: true });
-        done.finally(() => signal.removeEventListener('abort', onAbort)).catch(() => {});
-      }
-      req.end();
+    return openWatchStream({
+      url,
+      requestOptions,
+      onEvent,
+      ...(signal ? { signal } : {}),
+      ...(observe ? { observe } : {}),
     });
   }
 
@@ -460,41 +382,6 @@ function digestOf(tls: https.AgentOptions): string {
       `${value === undefined ? '' : Array.isArray(value) ? value.join('\n') : String(value)}\u0000`,
     );
   return hash.digest('hex');
-}
-
-function transport(url: URL): typeof https | typeof http {
-  return url.protocol === 'https:' ? https : http;
-}
-
-function abortReason(signal: AbortSignal): Error {
-  return signal.reason instanceof Error ? signal.reason : new Error('request aborted');
-}
-
-function apiException(code: number, text: string, headers: http.IncomingHttpHeaders): ApiException<unknown> {
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    // keep the text
-  }
-  const flatHeaders: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined) flatHeaders[name] = Array.isArray(value) ? value.join(', ') : value;
-  }
-  return new ApiException(
-    code,
-    statusMessage(body) ?? (ownValue(http.STATUS_CODES, String(code)) || 'error'),
-    body,
-    flatHeaders,
-  );
-}
-
-function statusMessage(body: unknown): string | undefined {
-  return typeof body === 'object' &&
-    body !== null &&
-    typeof (body as { message?: unknown }).message === 'string'
-    ? (body as { message: string }).message
-    : undefined;
 }
 
 /** Reads `metadata.namespace`/`name` into the `ns/name` key (just `name` when cluster-scoped). */
