@@ -171,4 +171,26 @@ describe('reference patches to a Service, to the host and back', () => {
     // web is still what the virtual ConfigMap names: its host copy stays.
     expect(await host.get('services', hostNamespace(), hostName('web'))).not.toBeNull();
   });
+
+  test('a host name too long to read back (hashed) is found among the virtual Services', async () => {
+    // Its host name is longer than 63 characters, so it ends in a hash: only the syncer's index of
+    // the virtual objects by host name can tell which Service it is.
+    const long = 'a-service-whose-host-name-is-too-long-to-invert';
+    expect(hostName(long).length).toBe(63);
+    expect(hostName(long).startsWith(`${long}-x-apps-x-`)).toBe(false);
+    await virtual.create('services', 'apps', service(long));
+    await host.patch('configmaps', hostNamespace(), hostName('routing'), {
+      metadata: { annotations: { [BACKEND]: hostName(long) } },
+    });
+    await waitFor(
+      'the virtual ConfigMap naming the long-named Service',
+      () => virtual.get('configmaps', 'apps', 'routing'),
+      (c) => c?.metadata.annotations[BACKEND] === long,
+    );
+    await waitFor(
+      'its host copy (now referenced)',
+      () => host.get('services', hostNamespace(), hostName(long)),
+      (s) => s !== null,
+    );
+  });
 });
