@@ -589,6 +589,20 @@ describe('reference and labels patches', () => {
       sandbox: sandboxFor(multi),
     });
     expect((r.object.data as any).ref).toEqual({ name: 'other', namespace: 'h-team', kind: 'Service' });
+    // Back: the namespace maps back by the rules; a host namespace no rule maps does not come back.
+    const back = (ref: Record<string, string>) =>
+      syncToVirtual({
+        kind: 'ConfigMap',
+        source: { ...r.object, data: { ref } as any },
+        previousSource: null,
+        existingTarget: null,
+        ctx: multi,
+        sandbox: sandboxFor(multi),
+      }).object.data;
+    expect(back({ name: 'other', namespace: 'h-team', kind: 'Service' })).toEqual({
+      ref: { name: 'other', namespace: 'team', kind: 'Service' },
+    });
+    expect(back({ name: 'other', namespace: 'kube-system', kind: 'Service' })).toEqual({});
   });
 
   const hostCm = (data: Record<string, unknown>) =>
