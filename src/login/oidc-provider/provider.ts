@@ -12,6 +12,7 @@ import { StatusError } from '../../api/status.ts';
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../../http/endpoint.ts';
 import { currentSigningKey, type SigningKey, SigningKeyStore } from '../../identity/signing-keys.ts';
 import { isNotFound } from '../../runtime/errors.ts';
+import { setOwnValue } from '../../runtime/json.ts';
 import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
 import { errorPage } from '../pages.ts';
 import { type LoginSecrets, mac, SealBroken, seal, unseal } from '../secrets.ts';
@@ -178,7 +179,7 @@ export class OpenIdProvider {
       if (value === undefined || name.startsWith('x-forwarded-') || name === ISSUER_HEADER) continue;
       if (['host', 'connection', 'content-length', 'transfer-encoding', 'keep-alive'].includes(name))
         continue;
-      headers[name] = Array.isArray(value) ? value.join(', ') : value;
+      setOwnValue(headers, name, Array.isArray(value) ? value.join(', ') : value);
     }
     headers['x-forwarded-proto'] = platformUrl.protocol.slice(0, -1);
     headers['x-forwarded-host'] = platformUrl.host;
@@ -198,7 +199,7 @@ export class OpenIdProvider {
       if (value === undefined) continue;
       if (name === 'content-type') contentType = String(value);
       else if (!['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'date'].includes(name))
-        out[name] = value;
+        setOwnValue(out, name, value);
     }
     return { code: answer.statusCode, headers: out, body, contentType };
   }
