@@ -1,3 +1,4 @@
+import type * as http from 'node:http';
 import type * as https from 'node:https';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { abortReason, apiException, transport } from './kube-http.ts';
@@ -57,12 +58,7 @@ export function openWatchStream({
       const status = res.statusCode ?? 0;
       observe?.(String(status));
       if (status !== 200) {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          rejectOpen(apiException(status, Buffer.concat(chunks).toString('utf8'), res.headers)),
-        );
-        res.on('error', rejectOpen);
+        rejectWithAnswer(res, status, rejectOpen);
         return;
       }
       resolveOpen({
@@ -112,4 +108,12 @@ export function openWatchStream({
     }
     req.end();
   });
+}
+
+/** Reads a refused watch's answer and rejects with it as an ApiException. */
+function rejectWithAnswer(res: http.IncomingMessage, status: number, reject: (err: Error) => void): void {
+  const chunks: Buffer[] = [];
+  res.on('data', (chunk: Buffer) => chunks.push(chunk));
+  res.on('end', () => reject(apiException(status, Buffer.concat(chunks).toString('utf8'), res.headers)));
+  res.on('error', reject);
 }
