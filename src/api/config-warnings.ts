@@ -1,4 +1,5 @@
 import { parse as parseYaml } from 'yaml';
+import { isJsonObject } from '../runtime/json.ts';
 
 /** The provider sections of `auth` and of each connector; a connector uses the first it names. */
 export const PROVIDER_SECTIONS = ['oidc', 'saml', 'hostedGit', 'hostedGitGroups', 'idpA', 'idpB'] as const;
@@ -63,7 +64,7 @@ export const IDP_B_SHARED_TENANTS = ['common', 'organizations', 'consumers'] as 
  * admission says so naming the field.
  */
 export function idpBGroupsWithoutTenant(section: unknown): string | undefined {
-  if (!isObject(section)) return undefined;
+  if (!isJsonObject(section)) return undefined;
   const tenant = typeof section.tenant === 'string' && section.tenant !== '' ? section.tenant : 'common';
   if (!(IDP_B_SHARED_TENANTS as readonly string[]).includes(tenant.toLowerCase())) return undefined;
   if (Array.isArray(section.groups) && section.groups.length > 0) return 'groups';
@@ -77,7 +78,7 @@ export function idpBGroupsWithoutTenant(section: unknown): string | undefined {
  * would be refused as another account. The connector refuses it (`saml.ts`), admission warns.
  */
 export function samlTransientNameId(section: unknown): boolean {
-  if (!isObject(section) || typeof section.nameIDPolicyFormat !== 'string') return false;
+  if (!isJsonObject(section) || typeof section.nameIDPolicyFormat !== 'string') return false;
   const format = section.nameIDPolicyFormat;
   return format === 'transient' || format.endsWith(':nameid-format:transient');
 }
@@ -88,9 +89,6 @@ export const SAML_TRANSIENT_NAME_ID_REASON =
 export const idpBGroupsWithoutTenantReason = (path: string) =>
   `groups need a specific tenant: ${path}.tenant must be a tenant id or verified domain, not common, organizations or consumers, whose accounts come from tenants anyone can create`;
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /** The values set where `pattern` names them, with their concrete paths (`auth.connectors[1].idpA`). */
 function presentValues(document: unknown, pattern: string): Array<{ value: unknown; path: string }> {
   const steps = pattern.split('.');
@@ -100,7 +98,7 @@ function presentValues(document: unknown, pattern: string): Array<{ value: unkno
     const key = each ? step.slice(0, -3) : step;
     const next: Array<{ value: unknown; path: string }> = [];
     for (const { value, path } of found) {
-      if (!isObject(value) || !Object.hasOwn(value, key)) continue;
+      if (!isJsonObject(value) || !Object.hasOwn(value, key)) continue;
       const child = value[key];
       if (child === undefined || child === null) continue;
       const childPath = path === '' ? key : `${path}.${key}`;
@@ -151,15 +149,16 @@ export function configWarnings(raw: string): string[] {
         `${path}.nameIDPolicyFormat: accepted; this connector has no effect in this platform (${SAML_TRANSIENT_NAME_ID_REASON})`,
       );
   }
-  const connectors = isObject(document) && isObject(document.auth) ? document.auth.connectors : undefined;
+  const connectors =
+    isJsonObject(document) && isJsonObject(document.auth) ? document.auth.connectors : undefined;
   const topLevel = new Set<string>(
     PROVIDER_SECTIONS.filter(
-      (kind) => isObject(document) && isObject(document.auth) && document.auth[kind] != null,
+      (kind) => isJsonObject(document) && isJsonObject(document.auth) && document.auth[kind] != null,
     ),
   );
   if (Array.isArray(connectors)) {
     connectors.forEach((connector, i) => {
-      if (!isObject(connector)) return;
+      if (!isJsonObject(connector)) return;
       const sections = PROVIDER_SECTIONS.filter((kind) => connector[kind] != null);
       for (const extra of sections.slice(1))
         warnings.push(

@@ -1,3 +1,4 @@
+import { isJsonObject } from '../runtime/json.ts';
 /**
  * Fields the spec (`SPEC.md`) marks deprecated, which objects may still carry, and the warning
  * admission answers when one is set (kubectl prints it as `Warning: ...`). Every deprecated field
@@ -38,14 +39,11 @@ export const DEPRECATED_OWNED_ACCESS_KEY_FIELDS: readonly DeprecatedField[] = [
   },
 ];
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /** The value at a dotted path, or undefined when a step is missing. */
 function valueAt(object: unknown, path: string): unknown {
   let value: unknown = object;
   for (const step of path.split('.')) {
-    if (!isObject(value) || !Object.hasOwn(value, step)) return undefined;
+    if (!isJsonObject(value) || !Object.hasOwn(value, step)) return undefined;
     value = value[step];
   }
   return value;

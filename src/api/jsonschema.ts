@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isJsonObject } from '../runtime/json.ts';
 
 /** A JSON Schema (OpenAPI v3 flavour) node, as the generators emit it. */
 export type JsonSchema = { [key: string]: unknown };
@@ -31,11 +32,11 @@ function clean(node: JsonSchema, target: SchemaTarget): JsonSchema {
   const out: JsonSchema = {};
   for (const [key, value] of Object.entries(node)) {
     if (DROPPED_KEYS.has(key)) continue;
-    if (key === 'properties' && isObject(value)) {
+    if (key === 'properties' && isJsonObject(value)) {
       out.properties = Object.fromEntries(
         Object.entries(value).map(([name, child]) => [name, clean(child as JsonSchema, target)]),
       );
-    } else if ((key === 'items' || key === 'additionalProperties') && isObject(value)) {
+    } else if ((key === 'items' || key === 'additionalProperties') && isJsonObject(value)) {
       out[key] = clean(value, target);
     } else if ((key === 'anyOf' || key === 'oneOf' || key === 'allOf') && Array.isArray(value)) {
       out[key] = value.map((child) => clean(child as JsonSchema, target));
@@ -60,8 +61,4 @@ function clean(node: JsonSchema, target: SchemaTarget): JsonSchema {
   if (out.properties && 'additionalProperties' in out) delete out.additionalProperties;
   if (Array.isArray(out.required) && out.required.length === 0) delete out.required;
   return out;
-}
-
-function isObject(value: unknown): value is JsonSchema {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -9,7 +9,7 @@ import {
   sanitize,
   unsupportedMediaType,
 } from '../api/status.ts';
-import { ownValue } from '../runtime/json.ts';
+import { isJsonObject, ownValue } from '../runtime/json.ts';
 
 /**
  * Request and response bodies, pure: media types, YAML and JSON decoding, JSON patch checks,
@@ -89,9 +89,6 @@ export function decodeDocument(body: Uint8Array, type: 'json' | 'yaml'): unknown
   return type === 'json' ? parseJsonText(text) : parseYamlText(text);
 }
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /**
  * The object of a create or update body (`application/json` or `application/yaml`); 415 for
  * other media types, 400 for anything that is not one object.
@@ -107,7 +104,7 @@ export function parseObjectBody(
   if (!format) return unsupportedMediaType(contentType);
   const value = decodeDocument(body, format);
   if (value instanceof StatusError) return value;
-  if (!isPlainObject(value)) return badRequest('the request body must be one object');
+  if (!isJsonObject(value)) return badRequest('the request body must be one object');
   return value;
 }
 
@@ -125,7 +122,7 @@ export function checkJsonPatch(value: unknown): StatusError | undefined {
   }
   for (const [index, operation] of value.entries()) {
     const at = `operation ${index}`;
-    if (!isPlainObject(operation)) return badRequest(`${at} of the JSON patch is not an object`);
+    if (!isJsonObject(operation)) return badRequest(`${at} of the JSON patch is not an object`);
     const { op, path } = operation;
     if (typeof op !== 'string' || !PATCH_OPS.has(op)) {
       return badRequest(`${at} of the JSON patch has no valid "op" (add, remove, replace, move, copy, test)`);
@@ -168,7 +165,7 @@ export function parsePatchBody(body: Uint8Array, contentType: string | undefined
     const problem = checkJsonPatch(value);
     return problem ?? { type, value };
   }
-  if (!isPlainObject(value))
+  if (!isJsonObject(value))
     return badRequest(`a ${type === 'merge' ? 'merge' : 'apply'} patch must be an object`);
   return { type, value };
 }

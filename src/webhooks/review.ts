@@ -1,5 +1,5 @@
 import type { Status } from '../api/status.ts';
-import { setOwnValue } from '../runtime/json.ts';
+import { isJsonObject, setOwnValue } from '../runtime/json.ts';
 import type { AdmissionDecision } from './decision.ts';
 
 /**
@@ -83,20 +83,17 @@ export class MalformedAdmissionReview extends Error {
 
 const OPERATIONS: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'];
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 function optionalObject(value: unknown, field: string): AdmittedObject | null | undefined {
   if (value === undefined || value === null) return value;
-  if (!isRecord(value)) throw new MalformedAdmissionReview(`request.${field} must be an object`);
-  if (value.metadata !== undefined && !isRecord(value.metadata)) {
+  if (!isJsonObject(value)) throw new MalformedAdmissionReview(`request.${field} must be an object`);
+  if (value.metadata !== undefined && !isJsonObject(value.metadata)) {
     throw new MalformedAdmissionReview(`request.${field}.metadata must be an object`);
   }
   return value as AdmittedObject;
 }
 
 function groupVersionKind(value: unknown, field: string): GroupVersionKind {
-  if (!isRecord(value) || typeof value.kind !== 'string' || typeof value.version !== 'string') {
+  if (!isJsonObject(value) || typeof value.kind !== 'string' || typeof value.version !== 'string') {
     throw new MalformedAdmissionReview(`request.${field} must have group, version and kind`);
   }
   return {
@@ -107,7 +104,7 @@ function groupVersionKind(value: unknown, field: string): GroupVersionKind {
 }
 
 function groupVersionResource(value: unknown): GroupVersionResource {
-  if (!isRecord(value) || typeof value.resource !== 'string' || typeof value.version !== 'string') {
+  if (!isJsonObject(value) || typeof value.resource !== 'string' || typeof value.version !== 'string') {
     throw new MalformedAdmissionReview('request.resource must have group, version and resource');
   }
   return {
@@ -119,10 +116,10 @@ function groupVersionResource(value: unknown): GroupVersionResource {
 
 function userInfo(value: unknown): UserInfo {
   if (value === undefined) return {};
-  if (!isRecord(value)) throw new MalformedAdmissionReview('request.userInfo must be an object');
+  if (!isJsonObject(value)) throw new MalformedAdmissionReview('request.userInfo must be an object');
   const groups = Array.isArray(value.groups) ? value.groups.filter((g) => typeof g === 'string') : undefined;
   const extra: Record<string, string[]> = {};
-  if (isRecord(value.extra)) {
+  if (isJsonObject(value.extra)) {
     for (const [key, values] of Object.entries(value.extra)) {
       if (Array.isArray(values))
         setOwnValue(
@@ -145,14 +142,14 @@ function userInfo(value: unknown): UserInfo {
  * {@link MalformedAdmissionReview}; never trusts a field's type.
  */
 export function parseAdmissionReview(body: unknown): AdmissionRequest {
-  if (!isRecord(body)) throw new MalformedAdmissionReview('the body is not a JSON object');
+  if (!isJsonObject(body)) throw new MalformedAdmissionReview('the body is not a JSON object');
   if (body.apiVersion !== ADMISSION_REVIEW_API_VERSION || body.kind !== 'AdmissionReview') {
     throw new MalformedAdmissionReview(
       `expected kind AdmissionReview, apiVersion ${ADMISSION_REVIEW_API_VERSION}`,
     );
   }
   const request = body.request;
-  if (!isRecord(request)) throw new MalformedAdmissionReview('the review has no request');
+  if (!isJsonObject(request)) throw new MalformedAdmissionReview('the review has no request');
   if (typeof request.uid !== 'string' || request.uid === '') {
     throw new MalformedAdmissionReview('request.uid must be a non-empty string');
   }

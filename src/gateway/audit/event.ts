@@ -1,4 +1,5 @@
 import type { RequestAttributes } from '../../authz/attributes.ts';
+import { isJsonObject } from '../../runtime/json.ts';
 import type { AuditLevel, AuditStage } from './policy.ts';
 
 /**
@@ -179,32 +180,29 @@ export function serializeAuditEvent(event: AuditEvent): string {
   return `${JSON.stringify(event).replace(ACCESS_KEY_TEXT, `$1${REDACTED}`)}\n`;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 function redactAccessKey(object: Record<string, unknown>): Record<string, unknown> {
   const spec = object.spec;
-  if (!isObject(spec)) return object;
+  if (!isJsonObject(spec)) return object;
   const { key: _key, ...rest } = spec;
   const next: Record<string, unknown> = { ...rest };
-  if (isObject(spec.identity)) {
+  if (isJsonObject(spec.identity)) {
     const { connectorData: _data, ...identity } = spec.identity;
     next.identity = identity;
   }
-  if (isObject(spec.oidcLogin)) next.oidcLogin = REDACTED;
+  if (isJsonObject(spec.oidcLogin)) next.oidcLogin = REDACTED;
   return { ...object, spec: next };
 }
 
 function redactSharedSecret(object: Record<string, unknown>): Record<string, unknown> {
   const spec = object.spec;
-  if (!isObject(spec) || !isObject(spec.data)) return object;
+  if (!isJsonObject(spec) || !isJsonObject(spec.data)) return object;
   const data = Object.fromEntries(Object.keys(spec.data).map((key) => [key, REDACTED]));
   return { ...object, spec: { ...spec, data } };
 }
 
 function redactObject(object: unknown, resource: string): unknown {
   if (Array.isArray(object)) return object.map((item) => redactObject(item, resource));
-  if (!isObject(object)) return object;
+  if (!isJsonObject(object)) return object;
   const kind = object.kind;
   if (Array.isArray(object.items))
     return { ...object, items: object.items.map((item) => redactObject(item, resource)) };
@@ -215,13 +213,13 @@ function redactObject(object: unknown, resource: string): unknown {
     return {
       ...object,
       rows: object.rows.map((row) =>
-        isObject(row) && row.object !== undefined
+        isJsonObject(row) && row.object !== undefined
           ? { ...row, object: redactObject(row.object, resource) }
           : row,
       ),
     };
   }
-  if (typeof object.type === 'string' && isObject(object.object)) {
+  if (typeof object.type === 'string' && isJsonObject(object.object)) {
     // A watch event.
     return { ...object, object: redactObject(object.object, resource) };
   }
@@ -229,7 +227,7 @@ function redactObject(object: unknown, resource: string): unknown {
     return redactAccessKey(object);
   if (kind === 'SharedSecret' || (kind === undefined && resource === 'sharedsecrets'))
     return redactSharedSecret(object);
-  if (kind === 'TokenReview' && isObject(object.spec))
+  if (kind === 'TokenReview' && isJsonObject(object.spec))
     return { ...object, spec: { ...object.spec, token: REDACTED } };
   return object;
 }
@@ -240,7 +238,7 @@ export function redactBody(attributes: RequestAttributes, body: unknown): unknow
   if (Array.isArray(body) && (resource === 'sharedsecrets' || resource === 'ownedaccesskeys')) {
     // JSON patch operations: keep what was done where, not the values.
     return body.map((operation) =>
-      isObject(operation) && 'value' in operation ? { ...operation, value: REDACTED } : operation,
+      isJsonObject(operation) && 'value' in operation ? { ...operation, value: REDACTED } : operation,
     );
   }
   return redactObject(body, resource);

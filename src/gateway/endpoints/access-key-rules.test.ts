@@ -122,6 +122,16 @@ describe('changing keys: judged on the object that would be stored', () => {
     expect(checkOwnKeyChange(alice, current, { ...key({}), spec: { user: 'bob' } }, limits)?.code).toBe(403);
   });
 
+  test('compared as stored JSON: a field holding undefined is no change', () => {
+    const current = key({ identity: { connector: 'corp' }, scope: { projects: [{ project: 'web' }] } });
+    const same = key({
+      identity: { connector: 'corp', connectorData: undefined },
+      groups: undefined,
+      scope: { projects: [{ project: 'web', roles: undefined }] },
+    });
+    expect(checkOwnKeyChange(alice, current, same, limits)).toBeUndefined();
+  });
+
   test('a scope only narrows, never beyond the caller', () => {
     const current = key({ scope: { projects: [{ project: 'web' }, { project: 'db' }] } });
     expect(

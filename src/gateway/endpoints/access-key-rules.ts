@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import type { Scope } from '../../api/scope.ts';
@@ -13,7 +12,7 @@ import {
   parseAccessKey,
   type RandomBytes,
 } from '../../identity/keys.ts';
-import { ownValue } from '../../runtime/json.ts';
+import { deepEqual, isJsonObject, ownValue } from '../../runtime/json.ts';
 import { redactAccessKey } from '../proxy/redact.ts';
 
 /**
@@ -63,17 +62,14 @@ export function ownerFieldSelector(identity: AuthenticatedIdentity, clientSelect
   return clientSelector && clientSelector.trim() !== '' ? `${clientSelector},${own}` : own;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 const specOf = (object: unknown): Record<string, unknown> =>
-  isObject(object) && isObject(object.spec) ? object.spec : {};
+  isJsonObject(object) && isJsonObject(object.spec) ? object.spec : {};
 
 const isEmpty = (value: unknown) =>
   value === undefined ||
   value === null ||
   (Array.isArray(value) && value.length === 0) ||
-  (isObject(value) && Object.keys(value).length === 0);
+  (isJsonObject(value) && Object.keys(value).length === 0);
 
 /**
  * A key a non-admin creates: its own, of a user-managed type, without `spec.identity` or
@@ -104,7 +100,8 @@ export function checkOwnKeyCreate(
 
 /**
  * A non-admin's change of one of its keys, judged on the object as it would be stored (`next`)
- * against the stored one (`current`): still its own and of a user-managed type; `spec.identity`
+ * against the stored one (`current`), compared as JSON documents (a key holding `undefined` is
+ * absent, as once stored): still its own and of a user-managed type; `spec.identity`
  * and `spec.groups` unchanged; a changed scope within both the key's current scope and the
  * caller's; a changed lifetime ending no later than the caller's key.
  */
@@ -127,13 +124,13 @@ export function checkOwnKeyChange(
   ) {
     return forbidden('only platform admins may manage access keys of a platform-managed type');
   }
-  if (!isDeepStrictEqual(before.identity, after.identity)) {
+  if (!deepEqual(before.identity, after.identity)) {
     return forbidden('spec.identity is set by the platform at login, never by the key owner');
   }
-  if (!isDeepStrictEqual(before.groups ?? [], after.groups ?? [])) {
+  if (!deepEqual(before.groups ?? [], after.groups ?? [])) {
     return forbidden('only platform admins may change the extra groups of an access key (spec.groups)');
   }
-  if (!isDeepStrictEqual(before.scope, after.scope)) {
+  if (!deepEqual(before.scope, after.scope)) {
     const scope = after.scope as Scope | undefined;
     if (
       !scopeWithin(scope, before.scope as Scope | undefined) ||
@@ -192,7 +189,7 @@ export function capKeyLifetime(
 }
 
 const nameOf = (object: Record<string, unknown>) => {
-  const metadata = isObject(object.metadata) ? object.metadata : {};
+  const metadata = isJsonObject(object.metadata) ? object.metadata : {};
   return typeof metadata.name === 'string'
     ? metadata.name
     : typeof metadata.generateName === 'string'
@@ -219,11 +216,11 @@ export function prepareKeyCreate(
   if (body.kind !== undefined && body.kind !== 'OwnedAccessKey') {
     return badRequest('the kind in the data does not match the expected kind OwnedAccessKey');
   }
-  const metadata = isObject(body.metadata) ? { ...body.metadata } : {};
-  if (body.metadata !== undefined && !isObject(body.metadata))
+  const metadata = isJsonObject(body.metadata) ? { ...body.metadata } : {};
+  if (body.metadata !== undefined && !isJsonObject(body.metadata))
     return badRequest('metadata must be an object');
-  if (body.spec !== undefined && !isObject(body.spec)) return badRequest('spec must be an object');
-  const spec: Record<string, unknown> = isObject(body.spec) ? { ...body.spec } : {};
+  if (body.spec !== undefined && !isJsonObject(body.spec)) return badRequest('spec must be an object');
+  const spec: Record<string, unknown> = isJsonObject(body.spec) ? { ...body.spec } : {};
   const causes: StatusCause[] = [];
   for (const field of ['keyHash', 'keyId'] as const) {
     if (ownValue(spec, field) !== undefined) {

@@ -14,6 +14,7 @@ import {
 } from '../../identity/direct-token.ts';
 import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import type { Clock } from '../../runtime/clock.ts';
+import { isJsonObject } from '../../runtime/json.ts';
 import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../key-authentication.ts';
 import type { SigningKeyRing } from './direct-tokens.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
@@ -140,17 +141,14 @@ export interface TokenReviewRequest {
   readonly audiences: readonly string[] | undefined;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /** Reads a TokenReview request body (v1 or v1beta1). */
 export function parseTokenReview(body: unknown): TokenReviewRequest | StatusError {
-  if (!isObject(body) || body.kind !== 'TokenReview') return badRequest('the body must be a TokenReview');
+  if (!isJsonObject(body) || body.kind !== 'TokenReview') return badRequest('the body must be a TokenReview');
   const apiVersion = body.apiVersion;
   if (apiVersion !== 'authentication.k8s.io/v1' && apiVersion !== 'authentication.k8s.io/v1beta1') {
     return badRequest('the TokenReview must be authentication.k8s.io/v1 or v1beta1');
   }
-  const spec = isObject(body.spec) ? body.spec : {};
+  const spec = isJsonObject(body.spec) ? body.spec : {};
   if (typeof spec.token !== 'string') return badRequest('spec.token must be a string');
   const audiences =
     Array.isArray(spec.audiences) && spec.audiences.every((a) => typeof a === 'string')

@@ -2,6 +2,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { LAST_APPLIED_ANNOTATION, lastAppliedWithoutKey } from '../../api/ownedaccesskey.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
+import { isJsonObject } from '../../runtime/json.ts';
 
 /**
  * What never leaves the platform in an answer, whatever shape the answer has: an object, a list,
@@ -22,9 +23,6 @@ import type { RequestAttributes } from '../../authz/attributes.ts';
 /** Applied to each JSON document of an answer. */
 export type Redaction = (document: unknown) => unknown;
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /** An answer that could not be redacted (not JSON, or an incomplete document). */
 export class UnredactableAnswer extends Error {
   override readonly name = 'UnredactableAnswer';
@@ -37,15 +35,15 @@ export function redactionFor(attributes: Pick<RequestAttributes, 'resource'>): R
 
 /** One access key object without what never leaves. */
 export function redactAccessKey<T>(key: T): T {
-  if (!isObject(key)) return key;
+  if (!isJsonObject(key)) return key;
   const metadata = withoutAppliedKey(key.metadata);
-  if (!isObject(key.spec)) return metadata ? ({ ...key, metadata } as T) : key;
+  if (!isJsonObject(key.spec)) return metadata ? ({ ...key, metadata } as T) : key;
   const { key: _key, ...spec } = key.spec;
-  if (isObject(spec.identity) && 'connectorData' in spec.identity) {
+  if (isJsonObject(spec.identity) && 'connectorData' in spec.identity) {
     const { connectorData: _data, ...identity } = spec.identity;
     spec.identity = identity;
   }
-  if (isObject(spec.oidcLogin)) {
+  if (isJsonObject(spec.oidcLogin)) {
     const { idToken: _id, accessToken: _access, refreshToken: _refresh, ...kept } = spec.oidcLogin;
     spec.oidcLogin = kept;
   }
@@ -58,15 +56,17 @@ export function redactAccessKey<T>(key: T): T {
  * keys by where they are, not by their `kind` (list items need not carry one).
  */
 export function redactAccessKeys(value: unknown): unknown {
-  if (!isObject(value)) return value;
+  if (!isJsonObject(value)) return value;
   if (Array.isArray(value.items)) return { ...value, items: value.items.map(redactAccessKeys) };
   if (Array.isArray(value.rows)) {
     return {
       ...value,
-      rows: value.rows.map((row) => (isObject(row) ? { ...row, object: redactAccessKeys(row.object) } : row)),
+      rows: value.rows.map((row) =>
+        isJsonObject(row) ? { ...row, object: redactAccessKeys(row.object) } : row,
+      ),
     };
   }
-  if (typeof value.type === 'string' && isObject(value.object)) {
+  if (typeof value.type === 'string' && isJsonObject(value.object)) {
     return { ...value, object: redactAccessKeys(value.object) };
   }
   if (value.kind === 'Status') return value;
@@ -75,7 +75,7 @@ export function redactAccessKeys(value: unknown): unknown {
 
 /** Objects applied before admission cleaned the annotation may still hold a key in it. */
 function withoutAppliedKey(metadata: unknown): Record<string, unknown> | undefined {
-  if (!isObject(metadata) || !isObject(metadata.annotations)) return undefined;
+  if (!isJsonObject(metadata) || !isJsonObject(metadata.annotations)) return undefined;
   const applied = metadata.annotations[LAST_APPLIED_ANNOTATION];
   if (typeof applied !== 'string') return undefined;
   const cleaned = lastAppliedWithoutKey(applied);
