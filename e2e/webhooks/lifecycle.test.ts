@@ -1,10 +1,16 @@
 import { randomBytes, X509Certificate } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
+import { createCertificateAuthority, issueCertificate } from '../../src/pki/certificates.ts';
 import { splitPemBundle } from '../../src/pki/planning.ts';
 import type { CertificatePlan } from '../../src/webhooks/certificates/plan.ts';
 import type { SelfManagedCertificates } from '../../src/webhooks/certificates/self-managed.ts';
+import { startAdmissionWebhooks } from '../../src/webhooks/index.ts';
 import { uniqueName } from '../support/cluster.ts';
 import {
   expectCause,
@@ -271,5 +277,61 @@ describe('certificate rotation', () => {
     expect(new X509Certificate(certificates.current().certPem).issuer).toBe(
       new X509Certificate(first).issuer,
     );
+  });
+});
+
+describe('mounted certificates (cert-manager)', () => {
+  /** The fingerprint of the certificate the server at `port` presents. */
+  const servedFingerprint = (port: number) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = tlsConnect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+        const fingerprint = socket.getPeerX509Certificate()?.fingerprint256 ?? '';
+        socket.end();
+        resolve(fingerprint);
+      });
+      socket.on('error', reject);
+    });
+
+  async function writeMountedCertificates(directory: string, caName: string): Promise<string> {
+    const ca = await createCertificateAuthority(caName, 3600);
+    const serving = await issueCertificate(ca, {
+      commonName: 'localhost',
+      dnsNames: ['localhost'],
+      ipAddresses: ['127.0.0.1'],
+      usage: 'server',
+      validForSeconds: 3600,
+    });
+    writeFileSync(join(directory, 'ca.crt'), ca.certPem);
+    writeFileSync(join(directory, 'tls.key'), serving.keyPem);
+    writeFileSync(join(directory, 'tls.crt'), serving.certPem);
+    return new X509Certificate(serving.certPem).fingerprint256;
+  }
+
+  it('serves the mounted files and swaps to new ones when they change, without a restart', async () => {
+    const e = env();
+    const directory = mkdtempSync(join(tmpdir(), 'platform-webhook-mounted-'));
+    const first = await writeMountedCertificates(directory, 'mounted-ca-1');
+    const webhooks = await startAdmissionWebhooks({
+      kubeConfig: e.kc,
+      host: '127.0.0.1',
+      port: 0,
+      platformNamespace: 'platform',
+      endpoint: 'local',
+      certificates: { mode: 'mounted', directory },
+      registerConfigurations: false,
+    });
+    try {
+      expect(await servedFingerprint(webhooks.server.port)).toBe(first);
+      const second = await writeMountedCertificates(directory, 'mounted-ca-2');
+      while ((await servedFingerprint(webhooks.server.port)) !== second) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      expect(webhooks.certificates.current().caBundlePem).toContain('-----BEGIN CERTIFICATE-----');
+      expect(new X509Certificate(webhooks.certificates.current().caBundlePem).subject).toContain(
+        'mounted-ca-2',
+      );
+    } finally {
+      await webhooks.stop();
+    }
   });
 });
