@@ -39,120 +39,140 @@ export interface ProjectReconcilerDeps {
 }
 
 /**
- * Converges a Project's namespace and member RoleBindings and its status (`namespace`, `Ready`).
- * Deletion deletes the namespace (and with it everything in it) before the finalizer goes.
+ * The Project controller's reconciler: {@link reconcileProject} on the scaffold, with the
+ * finalizer that guards the namespace's deletion.
  */
 export function projectReconciler(deps: ProjectReconcilerDeps) {
-  const { api, projects, namespaces, roleBindings } = deps;
-
-  const deleteNamespace = async (project: Stored<Project>) => {
-    const name = projectNamespaceName(project, deps.config().projectNamespacePrefix);
-    const existing = namespaces.get(name);
-    if (existing && namespaceBelongsTo(existing, project))
-      await deleteObject(api, resources.namespaces, existing);
-  };
-
-  /**
-   * The cache holds only labelled namespaces, so a namespace missing from it is created, never
-   * applied: server-side apply would silently take over a namespace someone else made. Returns
-   * false while a namespace of that name is still being deleted.
-   */
-  async function ensureNamespace(project: Stored<Project>, desired: V1Namespace): Promise<boolean> {
-    const name = desired.metadata?.name ?? '';
-    let existing = namespaces.get(name);
-    if (!existing) {
-      try {
-        await api.request({
-          method: 'POST',
-          path: collectionPath(resources.namespaces),
-          query: { fieldManager: fieldManagers.project },
-          body: desired,
-        });
-        return true;
-      } catch (err) {
-        if (!isAlreadyExists(err)) throw err;
-      }
-      existing = await api.request<V1Namespace>({
-        method: 'GET',
-        path: objectPath(resources.namespaces, undefined, name),
-      });
-    }
-    // A terminating namespace goes away by itself (typically an earlier project's of the same
-    // name, whose uid differs): wait for it, whoever it belongs to, rather than call it a conflict.
-    if (existing.metadata?.deletionTimestamp) return false;
-    if (!namespaceBelongsTo(existing, project)) {
-      throw new NamespaceConflict(`namespace ${name} exists and does not belong to this project`);
-    }
-    const upToDate =
-      deepEqual(existing.metadata?.ownerReferences, desired.metadata?.ownerReferences) &&
-      Object.entries(desired.metadata?.labels ?? {}).every(([k, v]) => existing.metadata?.labels?.[k] === v);
-    if (!upToDate) {
-      await applyObject(api, desired, {
-        fieldManager: fieldManagers.project,
-        force: true,
-        resource: resources.namespaces,
-      });
-    }
-    return true;
-  }
-
-  async function converge(project: Stored<Project>): Promise<Converged<ProjectStatus>> {
-    const namespaceName = projectNamespaceName(project, deps.config().projectNamespacePrefix);
-    const desired = desiredProjectChildren(project, namespaceName);
-    if (!(await ensureNamespace(project, desired.namespace))) {
-      const message = `namespace ${namespaceName} is still being deleted; it is created again once it is gone`;
-      return {
-        ready: { status: 'Unknown', reason: 'NamespaceTerminating', message },
-        reconciling: { reason: 'WaitingForNamespace', message },
-        requeueAfter: TERMINATING_RECHECK_MS,
-      };
-    }
-    const current = roleBindings
-      .byIndex(BY_PROJECT, project.metadata.name!)
-      .filter((binding) => binding.metadata?.namespace === namespaceName);
-    const currentByName = new Map(current.map((binding) => [binding.metadata?.name, binding]));
-    await Promise.all(
-      desired.roleBindings
-        .filter((binding) => !bindingMatches(currentByName.get(binding.metadata?.name), binding))
-        .map((binding) =>
-          applyObject(api, binding, {
-            fieldManager: fieldManagers.project,
-            force: true,
-            resource: resources.roleBindings,
-          }),
-        ),
-    );
-    const wanted = new Set(desired.roleBindings.map((binding) => binding.metadata?.name));
-    await Promise.all(
-      current
-        .filter((binding) => !wanted.has(binding.metadata?.name))
-        .map((binding) => deleteObject(api, resources.roleBindings, binding)),
-    );
-    return {
-      ready: {
-        status: 'True',
-        reason: 'Converged',
-        message: `namespace ${namespaceName} and member bindings match the spec`,
-      },
-      status: { namespace: namespaceName },
-    };
-  }
-
   return objectReconciler<Stored<Project>, ProjectStatus>({
     kind: 'Project',
     resource: resources.projects,
-    api,
+    api: deps.api,
     clock: deps.clock,
     events: deps.events,
-    store: projects,
+    store: deps.projects,
     finalizer: CLEANUP_FINALIZER,
     action: 'ConvergeProject',
-    apply: converge,
+    apply: (project) => reconcileProject(deps, project),
     // Gone without our finalizer: the namespace's owner reference lets garbage collection finish.
     cleanup: async (_name, project) => {
-      if (project) await deleteNamespace(project);
+      if (project) await deleteNamespace(deps, project);
     },
   });
+}
+
+/**
+ * Converges a Project's namespace and member RoleBindings and its status (`namespace`, `Ready`).
+ * Deletion deletes the namespace (and with it everything in it) before the finalizer goes.
+ */
+export async function reconcileProject(
+  deps: ProjectReconcilerDeps,
+  project: Stored<Project>,
+): Promise<Converged<ProjectStatus>> {
+  const namespaceName = projectNamespaceName(project, deps.config().projectNamespacePrefix);
+  const desired = desiredProjectChildren(project, namespaceName);
+  if (!(await ensureNamespace(deps.api, deps.namespaces, project, desired.namespace))) {
+    const message = `namespace ${namespaceName} is still being deleted; it is created again once it is gone`;
+    return {
+      ready: { status: 'Unknown', reason: 'NamespaceTerminating', message },
+      reconciling: { reason: 'WaitingForNamespace', message },
+      requeueAfter: TERMINATING_RECHECK_MS,
+    };
+  }
+  await convergeMemberBindings(deps, project, namespaceName, desired.roleBindings);
+  return {
+    ready: {
+      status: 'True',
+      reason: 'Converged',
+      message: `namespace ${namespaceName} and member bindings match the spec`,
+    },
+    status: { namespace: namespaceName },
+  };
+}
+
+async function deleteNamespace(deps: ProjectReconcilerDeps, project: Stored<Project>): Promise<void> {
+  const name = projectNamespaceName(project, deps.config().projectNamespacePrefix);
+  const existing = deps.namespaces.get(name);
+  if (existing && namespaceBelongsTo(existing, project))
+    await deleteObject(deps.api, resources.namespaces, existing);
+}
+
+/**
+ * The cache holds only labelled namespaces, so a namespace missing from it is created, never
+ * applied: server-side apply would silently take over a namespace someone else made. Returns
+ * false while a namespace of that name is still being deleted.
+ */
+async function ensureNamespace(
+  api: KubeApi,
+  namespaces: Store<V1Namespace>,
+  project: Stored<Project>,
+  desired: V1Namespace,
+): Promise<boolean> {
+  const name = desired.metadata?.name ?? '';
+  let existing = namespaces.get(name);
+  if (!existing) {
+    try {
+      await api.request({
+        method: 'POST',
+        path: collectionPath(resources.namespaces),
+        query: { fieldManager: fieldManagers.project },
+        body: desired,
+      });
+      return true;
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+    }
+    existing = await api.request<V1Namespace>({
+      method: 'GET',
+      path: objectPath(resources.namespaces, undefined, name),
+    });
+  }
+  // A terminating namespace goes away by itself (typically an earlier project's of the same
+  // name, whose uid differs): wait for it, whoever it belongs to, rather than call it a conflict.
+  if (existing.metadata?.deletionTimestamp) return false;
+  if (!namespaceBelongsTo(existing, project)) {
+    throw new NamespaceConflict(`namespace ${name} exists and does not belong to this project`);
+  }
+  const upToDate =
+    deepEqual(existing.metadata?.ownerReferences, desired.metadata?.ownerReferences) &&
+    Object.entries(desired.metadata?.labels ?? {}).every(([k, v]) => existing.metadata?.labels?.[k] === v);
+  if (!upToDate) {
+    await applyObject(api, desired, {
+      fieldManager: fieldManagers.project,
+      force: true,
+      resource: resources.namespaces,
+    });
+  }
+  return true;
+}
+
+/** Applies the member RoleBindings that differ from the cache, deletes those no longer wanted. */
+async function convergeMemberBindings(
+  deps: ProjectReconcilerDeps,
+  project: Stored<Project>,
+  namespaceName: string,
+  desired: V1RoleBinding[],
+): Promise<void> {
+  const current = deps.roleBindings
+    .byIndex(BY_PROJECT, project.metadata.name!)
+    .filter((binding) => binding.metadata?.namespace === namespaceName);
+  const currentByName = new Map(current.map((binding) => [binding.metadata?.name, binding]));
+  await Promise.all(
+    desired
+      .filter((binding) => !bindingMatches(currentByName.get(binding.metadata?.name), binding))
+      .map((binding) =>
+        applyObject(deps.api, binding, {
+          fieldManager: fieldManagers.project,
+          force: true,
+          resource: resources.roleBindings,
+        }),
+      ),
+  );
+  const wanted = new Set(desired.map((binding) => binding.metadata?.name));
+  await Promise.all(
+    current
+      .filter((binding) => !wanted.has(binding.metadata?.name))
+      .map((binding) => deleteObject(deps.api, resources.roleBindings, binding)),
+  );
 }
 
 function bindingMatches(existing: V1RoleBinding | undefined, desired: V1RoleBinding): boolean {

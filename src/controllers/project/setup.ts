@@ -4,11 +4,13 @@ import type { Project } from '../../api/project.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import { platformConfigSource } from '../../config/platform-config.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
 import { addController, type ControllerDeps, DEFAULT_PLATFORM_NAMESPACE, reconcilerDeps } from '../common.ts';
 import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
 
 /**
- * The Project controller: primary Projects (cluster-scoped); the namespaces and RoleBindings it
+ * The Project controller: primary Projects (cluster-scoped), reconciled on spec changes, deletion
+ * and finalizer changes (not on status or label writes); the namespaces and RoleBindings it
  * labels with the project map back to it; a platform config change (the namespace prefix)
  * re-evaluates every project.
  */
@@ -31,7 +33,9 @@ export function setupProjectController(manager: Manager, deps: ControllerDeps) {
   });
   const controller = addController(manager, deps, { name: 'project', workers: 2, reconcile });
   controller
-    .watchPrimary(projects)
+    // Its own status writes change nothing it converges; a spec change, the start of a deletion
+    // and a finalizer removed by hand do.
+    .watchPrimary(projects, { predicates: [anyOf(generationChanged, lifecycleChanged)] })
     .watch(namespaces, projectOf)
     .watch(roleBindings, projectOf)
     .watch(config.informer, () => projects.store.keys());
