@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
 import type { KubeApi } from '../runtime/kube-client.ts';
 
@@ -151,7 +152,7 @@ export class SigningKeyStore {
         metadata: {
           name: SIGNING_KEYS_SECRET,
           namespace: this.namespace,
-          labels: { 'app.kubernetes.io/managed-by': 'cluster-platform' },
+          labels: { [MANAGED_BY_LABEL]: MANAGED_BY },
           ...(secret?.metadata?.resourceVersion ? { resourceVersion: secret.metadata.resourceVersion } : {}),
         },
         type: 'Opaque',

@@ -1,3 +1,4 @@
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import { resources } from '../api/resources.ts';
@@ -91,7 +92,7 @@ export class KeyIdClaims {
             metadata: {
               name: `${CLAIM_PREFIX}${key.keyId}`,
               namespace: this.platformNamespace,
-              labels: { 'app.kubernetes.io/managed-by': 'cluster-platform' },
+              labels: { [MANAGED_BY_LABEL]: MANAGED_BY },
               ownerReferences: [
                 { apiVersion: GROUP_VERSION, kind: 'OwnedAccessKey', name: key.name, uid: key.uid },
               ],
