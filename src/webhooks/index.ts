@@ -11,7 +11,7 @@ import { Manager } from '../runtime/manager.ts';
 import { ADMISSION_PATHS, Admission } from './admission.ts';
 import { MountedCertificates } from './certificates/mounted.ts';
 import { type CertificatePolicy, DEFAULT_CERTIFICATE_POLICY } from './certificates/plan.ts';
-import { runCertificateRotation } from './certificates/rotation.ts';
+import { runCertificateRotation, runMountedCertificateReload } from './certificates/rotation.ts';
 import { SelfManagedCertificates } from './certificates/self-managed.ts';
 import { ClusterReader } from './cluster-state.ts';
 import {
@@ -30,7 +30,12 @@ export type CertificateMode =
       /** How often the rotation controller looks at the Secret (default 60 s). */
       readonly checkIntervalSeconds?: number;
     }
-  | { readonly mode: 'mounted'; readonly directory: string };
+  | {
+      readonly mode: 'mounted';
+      readonly directory: string;
+      /** Polling interval besides filesystem events (default 10 s). */
+      readonly pollSeconds?: number;
+    };
 
 export interface AdmissionWebhooksOptions {
   readonly kubeConfig: KubeConfig;
@@ -48,8 +53,8 @@ export interface AdmissionWebhooksOptions {
   /** Prefix of the configuration names (several instances in one cluster, tests). */
   readonly configurationNamePrefix?: string;
   /**
-   * Runs the self-managed certificates' rotation controller; when absent the webhooks run a
-   * Manager of their own (no health server), stopped with them.
+   * Runs the certificates' renewal controller (rotation or reload); when absent the webhooks run
+   * a Manager of their own (no health server), stopped with them.
    */
   readonly manager?: Manager;
   readonly clock?: Clock;
@@ -74,13 +79,26 @@ export interface AdmissionWebhooks {
 export async function startAdmissionWebhooks(options: AdmissionWebhooksOptions): Promise<AdmissionWebhooks> {
   const api = new KubeClient(options.kubeConfig, { fieldManager: fieldManagers.admission });
   const registrar = new ConfigurationRegistrar(api, options);
-  const certificates = await loadCertificates(api, options, registrar);
+  const ownsManager = options.manager === undefined;
+  const manager =
+    options.manager ??
+    new Manager({
+      api,
+      logger: options.logger ?? pino({ level: 'silent' }),
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
+  const certificates = await loadCertificates(api, options, registrar, manager);
+  const stopRenewal = async () => {
+    await certificates.stop();
+    if (ownsManager) await manager.stop();
+  };
   let server: AdmissionServer;
   try {
+    if (ownsManager) await manager.start();
     server = await serveAdmission(api, options, certificates.source);
     await registrar.serving(server.port);
   } catch (err) {
-    await certificates.stop();
+    await stopRenewal();
     throw err;
   }
   return {
@@ -88,7 +106,7 @@ export async function startAdmissionWebhooks(options: AdmissionWebhooksOptions):
     certificates: certificates.source,
     configurations: () => registrar.configurations(),
     async stop() {
-      await certificates.stop();
+      await stopRenewal();
       await server.stop();
       api.close();
     },
@@ -143,33 +161,31 @@ class ConfigurationRegistrar {
 
 interface LoadedCertificates {
   readonly source: SelfManagedCertificates | MountedCertificates;
-  /** Stops the rotation (self-managed) or the reloading (mounted). */
+  /** Stops the rotation (self-managed) or the reloading (mounted) controller. */
   stop(): Promise<void>;
 }
 
-/** The serving certificates, loaded (or created), with their renewal running. */
+/** The serving certificates, loaded (or created), their renewal a controller of `manager`. */
 function loadCertificates(
   api: KubeApi,
   options: AdmissionWebhooksOptions,
   registrar: ConfigurationRegistrar,
+  manager: Manager,
 ): Promise<LoadedCertificates> {
   return options.certificates.mode === 'mounted'
-    ? loadMountedCertificates(options.certificates.directory, options, registrar)
-    : loadSelfManagedCertificates(api, options.certificates, options, registrar);
+    ? loadMountedCertificates(options.certificates, registrar, manager, options.logger)
+    : loadSelfManagedCertificates(api, options.certificates, options, registrar, manager);
 }
 
 /** Mounted files, reloaded when they change; a changed CA bundle is registered. */
 async function loadMountedCertificates(
-  directory: string,
-  options: AdmissionWebhooksOptions,
+  mode: Extract<CertificateMode, { mode: 'mounted' }>,
   registrar: ConfigurationRegistrar,
+  manager: Manager,
+  logger: Logger | undefined,
 ): Promise<LoadedCertificates> {
-  const mounted = new MountedCertificates({
-    directory,
-    ...(options.clock ? { clock: options.clock } : {}),
-    ...(options.logger ? { logger: options.logger } : {}),
-  });
-  await mounted.start();
+  const mounted = new MountedCertificates({ directory: mode.directory });
+  await mounted.reload();
   let bundle = mounted.current().caBundlePem;
   registrar.recordBundle(bundle);
   mounted.subscribe((material) => {
@@ -178,21 +194,20 @@ async function loadMountedCertificates(
     registrar
       .caBundle(material.caBundlePem)
       .catch((err: unknown) =>
-        options.logger?.error(
-          { err: err instanceof Error ? err.name : 'unknown' },
-          'CA bundle injection failed',
-        ),
+        logger?.error({ err: err instanceof Error ? err.name : 'unknown' }, 'CA bundle injection failed'),
       );
   });
-  return { source: mounted, stop: async () => mounted.stop() };
+  const reload = runMountedCertificateReload(manager, mounted, (mode.pollSeconds ?? 10) * 1000);
+  return { source: mounted, stop: () => reload.stop() };
 }
 
-/** The Secret's material, loaded or created now, then rotated by a controller of the Manager. */
+/** The Secret's material, loaded or created now, then rotated by a controller of `manager`. */
 async function loadSelfManagedCertificates(
   api: KubeApi,
   mode: Extract<CertificateMode, { mode: 'self-managed' }>,
   options: AdmissionWebhooksOptions,
   registrar: ConfigurationRegistrar,
+  manager: Manager,
 ): Promise<LoadedCertificates> {
   const selfManaged = new SelfManagedCertificates({
     api,
@@ -203,23 +218,8 @@ async function loadSelfManagedCertificates(
     ...(options.clock ? { clock: options.clock } : {}),
   });
   await selfManaged.reconcile();
-  const ownsManager = options.manager === undefined;
-  const manager =
-    options.manager ??
-    new Manager({
-      api,
-      logger: options.logger ?? pino({ level: 'silent' }),
-      ...(options.clock ? { clock: options.clock } : {}),
-    });
   const rotation = runCertificateRotation(manager, selfManaged, (mode.checkIntervalSeconds ?? 60) * 1000);
-  if (ownsManager) await manager.start();
-  return {
-    source: selfManaged,
-    stop: async () => {
-      await manager.removeController(rotation);
-      if (ownsManager) await manager.stop();
-    },
-  };
+  return { source: selfManaged, stop: () => manager.removeController(rotation) };
 }
 
 /** The HTTPS server answering AdmissionReviews with the policy table (`policies.ts`). */
