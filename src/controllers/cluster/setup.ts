@@ -1,6 +1,7 @@
 import type { Cluster } from '../../api/cluster.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
 import { addController, type ControllerDeps, reconcilerDeps } from '../common.ts';
 import { clusterReconciler } from './reconcile.ts';
 
@@ -13,6 +14,8 @@ export function setupClusterController(manager: Manager, deps: ControllerDeps) {
   const clusters = manager.informer<Stored<Cluster>>(resources.clusters);
   const reconcile = clusterReconciler({ ...reconcilerDeps(deps), clusters: clusters.store });
   const controller = addController(manager, deps, { name: 'cluster', workers: 4, reconcile });
-  controller.watchPrimary(clusters);
+  // Its own status writes (a probe's outcome) would only probe again at once; what it probes
+  // follows from the spec.
+  controller.watchPrimary(clusters, { predicates: [anyOf(generationChanged, lifecycleChanged)] });
   return { controller, clusters };
 }

@@ -5,6 +5,7 @@ import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts
 import { ownValue } from '../../runtime/json.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
 import { namedHostNamespaces, placementOf } from '../../sync/placement.ts';
 import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
 import { asksToBeSynced } from './desired.ts';
@@ -98,9 +99,12 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     enqueue: (key) => enqueue(key),
   });
   const controller = addController(manager, deps, { name: 'virtualcluster', workers: 2, reconcile });
+  const specOrLifecycle = [anyOf(generationChanged, lifecycleChanged)];
   enqueue = (key) => controller.enqueue(key);
   controller
-    .watchPrimary(instances)
+    // Its own status writes would only probe and check the syncer again at once; what it does
+    // follows from the spec, and its deletion (which frees a placement too).
+    .watchPrimary(instances, { predicates: specOrLifecycle })
     .watch(serviceAccounts, instanceKeyOf)
     .watch(roleBindings, instanceKeyOf)
     // A namespace changing project may allow or forbid the instances in it or naming it.
@@ -109,7 +113,7 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     )
     // An instance that comes, goes or moves may take or free the placement of others (the instance
     // created first holds it): they are looked at again, stalled or not.
-    .watch(instances, (vci) => samePlacement(vci, placedIn));
+    .watch(instances, (vci) => samePlacement(vci, placedIn), { predicates: specOrLifecycle });
   // Stopping the controller stops its syncers (a syncer must not outlive its leader).
   const stopController = controller.stop.bind(controller);
   controller.stop = async (drainTimeoutMs?: number) => {
