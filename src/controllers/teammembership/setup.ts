@@ -1,6 +1,7 @@
 import type { Team, User } from '../../api/identity.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
 import { addController, type ControllerDeps, reconcilerDeps } from '../common.ts';
 import {
   BY_LISTED_TEAM,
@@ -27,14 +28,17 @@ export function setupTeamMembershipController(manager: Manager, deps: Controller
     teams: teams.store,
   });
   const controller = addController(manager, deps, { name: 'teammembership', workers: 2, reconcile });
-  controller.watchPrimary(users).watch(teams, membersOf);
+  // Users without predicates: status.teams is what authorization reads, so a write of it by
+  // anyone else is put right at once. A Team's members change with its spec (or it goes).
+  controller.watchPrimary(users).watch(teams, membersOf, { predicates: [generationChanged] });
   const teamController = addController(manager, deps, {
     name: 'team',
     workers: 2,
     reconcile: teamReconciler({ ...reconcilerDeps(deps), users: users.store, teams: teams.store }),
   });
   teamController
-    .watchPrimary(teams)
+    // Its own Ready writes change nothing it decides (spec.users, and the users' status.teams).
+    .watchPrimary(teams, { predicates: [anyOf(generationChanged, lifecycleChanged)] })
     .watch(users, (user) => [
       ...listedTeamsOf(user),
       ...teams.store.byIndex(BY_MEMBER, user.metadata.name ?? '').map((team) => team.metadata.name ?? ''),
