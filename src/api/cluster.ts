@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { base64Schema, HTTP_URL_PATTERN, SecretReferenceSchema } from './common.ts';
 import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
-export const ClusterSpecSchema = z
+const ClusterSpecSchema = z
   .object({
     displayName: z.string().optional().describe('Name shown in the UI.'),
     endpoint: z
@@ -26,7 +26,7 @@ export const ClusterSpecSchema = z
   })
   .describe('Desired state of the connected cluster.');
 
-export const ClusterStatusSchema = z
+const ClusterStatusSchema = z
   .object({ observedGeneration: observedGenerationSchema(), conditions: conditionsSchema().optional() })
   .describe('Observed state of the connected cluster.');
 
@@ -40,5 +40,4 @@ export const ClusterSchema = z
   .describe('A connected cluster.');
 
 export type Cluster = z.infer<typeof ClusterSchema>;
-export type ClusterSpec = z.infer<typeof ClusterSpecSchema>;
 export type ClusterStatus = z.infer<typeof ClusterStatusSchema>;

@@ -10,11 +10,11 @@ import { ObjectMetaSchema, typeMetaShape } from './meta.ts';
 
 /** Default lifetime of login access keys: 20 days. */
 export const DEFAULT_LOGIN_ACCESS_KEY_TTL_SECONDS = 20 * 24 * 60 * 60;
-export const DEFAULT_PROJECT_NAMESPACE_PREFIX = 'p-';
-export const DEFAULT_AUDIT_MAX_SIZE_MB = 100;
-export const DEFAULT_SECRET_STORE_SYNC_INTERVAL = '1m';
-export const DEFAULT_METRICS_RETENTION = '1y';
-export const DEFAULT_OIDC_SCOPES = ['email', 'profile'];
+const DEFAULT_PROJECT_NAMESPACE_PREFIX = 'p-';
+const DEFAULT_AUDIT_MAX_SIZE_MB = 100;
+const DEFAULT_SECRET_STORE_SYNC_INTERVAL = '1m';
+const DEFAULT_METRICS_RETENTION = '1y';
+const DEFAULT_OIDC_SCOPES = ['email', 'profile'];
 
 /** SAML NameID formats, by the last component of their URN (what `nameIDPolicyFormat` may abbreviate). */
 export const SAML_NAME_ID_FORMATS: Readonly<Record<string, string>> = {
@@ -31,10 +31,10 @@ export const SAML_NAME_ID_FORMATS: Readonly<Record<string, string>> = {
 export const DEFAULT_SAML_NAME_ID_FORMAT = SAML_NAME_ID_FORMATS.persistent!;
 
 /** Predefined modules `uiSettings.externalURLs.allow` may name instead of a URL. */
-export const EXTERNAL_URL_MODULES = ['vcluster', 'gtm', 'featurebase'] as const;
+const EXTERNAL_URL_MODULES = ['vcluster', 'gtm', 'featurebase'] as const;
 
 /** `HH:MM-HH:MM`, 24-hour clock. */
-export const TIME_WINDOW_PATTERN = /^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$/;
+const TIME_WINDOW_PATTERN = /^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$/;
 
 const str = (description: string) => z.string().optional().describe(description);
 const bool = (description: string) => z.boolean().optional().describe(description);
@@ -84,7 +84,7 @@ export const OidcProviderSchema = z
   })
   .describe('OIDC authentication.');
 
-export const HostedGitProviderSchema = z
+const HostedGitProviderSchema = z
   .object({
     ...clientFields,
     orgs: z
@@ -105,7 +105,7 @@ export const HostedGitProviderSchema = z
     'Code-hosting provider auth (organization/team based). Group claims are formatted `<org>:<team>`.',
   );
 
-export const HostedGitGroupsProviderSchema = z
+const HostedGitGroupsProviderSchema = z
   .object({
     ...clientFields,
     baseURL: str('Optional; default is the public hosted address of the provider.'),
@@ -115,7 +115,7 @@ export const HostedGitGroupsProviderSchema = z
   })
   .describe('Code-hosting provider auth (group based).');
 
-export const IdpAProviderSchema = z
+const IdpAProviderSchema = z
   .object({
     ...clientFields,
     scopes: stringsOrDefault(['profile', 'email'], 'Scopes sent; default `profile` and `email`.'),
@@ -195,7 +195,7 @@ export const SamlProviderSchema = z
   })
   .describe('SAML auth.');
 
-export const ClusterManagerProviderSchema = z
+const ClusterManagerProviderSchema = z
   .object({
     host: str('Host name.'),
     bearerToken: z
@@ -230,7 +230,7 @@ const requireIdpAAdminEmail = (
   }
 };
 
-export const ConnectorSchema = z
+const ConnectorSchema = z
   .object({
     id: z.string().min(1).describe('The id shown in the URL.'),
     displayName: str('Shown in the UI.'),
@@ -298,7 +298,7 @@ export const AuthSchema = z
   .superRefine(requireIdpAAdminEmail)
   .describe('Authentication providers and access key lifetimes.');
 
-export const PlatformOidcProviderSchema = z
+const PlatformOidcProviderSchema = z
   .object({
     enabled: bool('Whether the platform acts as an OIDC provider.'),
     wildcardRedirect: bool('Allow `*` in client redirect URIs.'),
@@ -318,7 +318,7 @@ export const PlatformOidcProviderSchema = z
     'Deprecated. Platform acting as an OIDC provider (enabled by default but non-functional without clients).',
   );
 
-export const AppsSchema = z
+const AppsSchema = z
   .object({
     noDefault: bool('Do not parse the default apps.'),
     repositories: z
@@ -360,7 +360,7 @@ export const AUDIT_REQUEST_TARGETS = [
   'ProjectVCluster',
 ] as const;
 
-export const AuditPolicyRuleSchema = z
+const AuditPolicyRuleSchema = z
   .object({
     level: z.enum(AUDIT_LEVELS).describe('`None`, `Metadata`, `Request` or `RequestResponse`.'),
     users: strings('By authenticated name; empty means all.'),
@@ -384,7 +384,7 @@ export const AuditPolicyRuleSchema = z
   })
   .describe('One audit policy rule; the first matching rule applies.');
 
-export const AuditPolicySchema = z
+const AuditPolicySchema = z
   .object({
     rules: z
       .array(AuditPolicyRuleSchema)
@@ -399,7 +399,7 @@ export const AuditPolicySchema = z
   })
   .describe('Default: nothing is logged.');
 
-export const AuditSchema = z
+const AuditSchema = z
   .object({
     enabled: bool('When true, incoming API requests are logged per the policy.'),
     disableAgentSyncBack: bool('When true the agent sends no audit logs back.'),
@@ -434,7 +434,7 @@ export const AuditSchema = z
   })
   .describe('Audit logging.');
 
-export const UiSettingsSchema = z
+const UiSettingsSchema = z
   .object({
     platformVersion: str('Current platform version.'),
     logoURL: str('URL of the logo; must be reachable by UI clients.'),
@@ -482,7 +482,7 @@ export const UiSettingsSchema = z
   })
   .describe('UI settings.');
 
-export const SecretStoreSchema = z
+const SecretStoreSchema = z
   .object({
     enabled: bool(
       'Enables syncing secrets to or from the store; does not set up authentication methods or secrets engines for virtual clusters.',
@@ -529,7 +529,7 @@ const ResourceRequirementsSchema = z
   })
   .describe('Compute resources.');
 
-export const MetricsSchema = z
+const MetricsSchema = z
   .object({
     replicas: int('Replicas.'),
     resources: ResourceRequirementsSchema.optional(),
@@ -553,7 +553,7 @@ const price = z
   })
   .optional();
 
-export const CostControlSchema = z
+const CostControlSchema = z
   .object({
     enabled: bool('Whether the ROI dashboard is available and the metrics infrastructure is deployed.'),
     global: z
@@ -595,7 +595,7 @@ export const CostControlSchema = z
   })
   .describe('Cost control.');
 
-export const CloudSchema = z
+const CloudSchema = z
   .object({
     releaseChannel: str('Release channel.'),
     maintenanceWindow: z
@@ -616,7 +616,7 @@ export const CloudSchema = z
   })
   .describe('Settings only for hosted cloud deployments.');
 
-export const ConfigStatusSchema = z
+const ConfigStatusSchema = z
   .object({
     auth: AuthSchema.prefault({}),
     oidc: PlatformOidcProviderSchema.optional(),
@@ -658,8 +658,6 @@ export const ConfigSchema = z
   );
 
 export type ConfigStatus = z.output<typeof ConfigStatusSchema>;
-/** A configuration as written (before defaults). */
-export type ConfigStatusInput = z.input<typeof ConfigStatusSchema>;
 export type Config = z.infer<typeof ConfigSchema>;
 export type AuditConfig = z.output<typeof AuditSchema>;
 export type AuditPolicy = z.output<typeof AuditPolicySchema>;
@@ -668,7 +666,7 @@ export type AuthConfig = z.output<typeof AuthSchema>;
 export type Connector = z.output<typeof ConnectorSchema>;
 
 /** One problem in a configuration, at a field path such as `audit.path` or `auth.connectors[0].id`. */
-export interface ConfigIssue {
+interface ConfigIssue {
   path: string;
   message: string;
 }
@@ -687,7 +685,7 @@ export class ConfigError extends Error {
 }
 
 /** Formats a zod issue path as `a.b[0].c`. */
-export function formatFieldPath(path: readonly PropertyKey[]): string {
+function formatFieldPath(path: readonly PropertyKey[]): string {
   return path
     .map((segment, index) =>
       typeof segment === 'number' ? `[${segment}]` : `${index === 0 ? '' : '.'}${String(segment)}`,
@@ -695,7 +693,7 @@ export function formatFieldPath(path: readonly PropertyKey[]): string {
     .join('');
 }
 
-export type ConfigParseResult = { ok: true; config: ConfigStatus } | { ok: false; error: ConfigError };
+type ConfigParseResult = { ok: true; config: ConfigStatus } | { ok: false; error: ConfigError };
 
 /** The platform configuration lives in this core Secret (in the platform namespace), under {@link PLATFORM_CONFIG_KEY}. */
 export const PLATFORM_CONFIG_SECRET = 'platform-config';

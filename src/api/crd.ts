@@ -4,7 +4,7 @@ import { API_GROUP, API_VERSION } from './meta.ts';
 import { crdName, STORED_KINDS, type StoredKind } from './registry.ts';
 
 /** The category every CRD of the group joins, so `kubectl get platform` lists them all. */
-export const CRD_CATEGORY = 'platform';
+const CRD_CATEGORY = 'platform';
 
 /**
  * The `openAPIV3Schema` of a stored kind. Root-level rules of the apiserver apply: `metadata`

@@ -1,4 +1,5 @@
 import { isJsonObject } from '../runtime/json.ts';
+
 /**
  * Fields the spec (`SPEC.md`) marks deprecated, which objects may still carry, and the warning
  * admission answers when one is set (kubectl prints it as `Warning: ...`). Every deprecated field
@@ -16,7 +17,7 @@ import { isJsonObject } from '../runtime/json.ts';
  * Warnings name the field, never its value (it may hold a token).
  */
 
-export interface DeprecatedField {
+interface DeprecatedField {
   /** Dotted path from the object's root, as kubectl users write it. */
   readonly path: string;
   /** What to use instead, or why there is nothing to use. */
@@ -25,7 +26,7 @@ export interface DeprecatedField {
   readonly effect: string;
 }
 
-export const DEPRECATED_OWNED_ACCESS_KEY_FIELDS: readonly DeprecatedField[] = [
+const DEPRECATED_OWNED_ACCESS_KEY_FIELDS: readonly DeprecatedField[] = [
   {
     path: 'spec.parent',
     instead: 'each key carries its own sign-in data in spec.identity',

@@ -8,7 +8,7 @@ import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaS
  * User made by hand (or one from before subjects were recorded) by setting it; the login writes it
  * only when it creates the User.
  */
-export const UserSsoIdentitySchema = z
+const UserSsoIdentitySchema = z
   .object({
     connector: z.string().min(1).describe('Id of the connector (`identity.connector` of its Login keys).'),
     userId: z
@@ -20,7 +20,7 @@ export const UserSsoIdentitySchema = z
     'The single-sign-on account this user is: set when a sign-in creates the user, or by an admin; a sign-in through another connector, or for another subject whatever its username, is refused.',
   );
 
-export const UserSpecSchema = z
+const UserSpecSchema = z
   .object({
     username: z.string().optional().describe('Name used to log in.'),
     displayName: z.string().optional().describe('Name shown in the UI.'),
@@ -53,7 +53,7 @@ export const UserSpecSchema = z
   })
   .describe('Desired state of the user.');
 
-export const UserStatusSchema = z
+const UserStatusSchema = z
   .object({
     teams: z
       .array(z.string())
@@ -75,7 +75,7 @@ export const UserSchema = z
   })
   .describe('A user of the platform.');
 
-export const TeamSpecSchema = z
+const TeamSpecSchema = z
   .object({
     username: z
       .string()
@@ -94,7 +94,7 @@ export const TeamSpecSchema = z
   })
   .describe('Desired state of the team.');
 
-export const TeamStatusSchema = z
+const TeamStatusSchema = z
   .object({ observedGeneration: observedGenerationSchema(), conditions: conditionsSchema().optional() })
   .describe('Observed state of the team.');
 
@@ -108,8 +108,5 @@ export const TeamSchema = z
   .describe('A team: a group of users.');
 
 export type User = z.infer<typeof UserSchema>;
-export type UserSpec = z.infer<typeof UserSpecSchema>;
-export type UserSsoIdentity = z.infer<typeof UserSsoIdentitySchema>;
 export type Team = z.infer<typeof TeamSchema>;
-export type TeamSpec = z.infer<typeof TeamSpecSchema>;
 export type UserStatus = z.infer<typeof UserStatusSchema>;

@@ -5,7 +5,7 @@ import { isJsonObject } from '../runtime/json.ts';
 export type JsonSchema = { [key: string]: unknown };
 
 /** Which consumer the schema is for: a CRD (structural, apiserver rules) or a served OpenAPI document. */
-export type SchemaTarget = 'crd' | 'openapi';
+type SchemaTarget = 'crd' | 'openapi';
 
 const SAFE_INTEGER_BOUNDS = new Set([Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER]);
 /** Keys zod emits that neither a CRD nor an OpenAPI v3.0 document accepts. */

@@ -23,7 +23,7 @@ export const GROUP_VERSION = `${API_GROUP}/${API_VERSION}` as const;
  * Marks a schema as free-form: any JSON object is accepted and kept as is. The CRD generator
  * turns this into `x-kubernetes-preserve-unknown-fields: true`, so the apiserver does not prune it.
  */
-export const FREE_FORM = { 'x-kubernetes-preserve-unknown-fields': true } as const;
+const FREE_FORM = { 'x-kubernetes-preserve-unknown-fields': true } as const;
 
 /**
  * An RFC 3339 timestamp in UTC as Kubernetes writes it (`2024-01-02T03:04:05Z`, fractional
@@ -32,9 +32,9 @@ export const FREE_FORM = { 'x-kubernetes-preserve-unknown-fields': true } as con
 export const timestampSchema = () => z.iso.datetime({ offset: false, local: false });
 
 /** A free-form JSON object (kept as is, never pruned). */
-export const freeFormObjectSchema = () => z.record(z.string(), z.unknown()).meta(FREE_FORM);
+const freeFormObjectSchema = () => z.record(z.string(), z.unknown()).meta(FREE_FORM);
 
-export const OwnerReferenceSchema = z
+const OwnerReferenceSchema = z
   .object({
     apiVersion: z.string().min(1).describe('API version of the referent.'),
     kind: z.string().min(1).describe('Kind of the referent.'),
@@ -50,7 +50,7 @@ export const OwnerReferenceSchema = z
   })
   .describe('A reference to an object this object depends on.');
 
-export const ManagedFieldsEntrySchema = z
+const ManagedFieldsEntrySchema = z
   .object({
     manager: z.string().optional().describe('Identifier of the workflow managing the fields.'),
     operation: z.enum(['Apply', 'Update']).optional().describe('Allowed values: `Apply`, `Update`.'),
@@ -155,8 +155,8 @@ export const ObjectMetaSchema = z
   })
   .describe('Standard object metadata.');
 
-export const CONDITION_STATUSES = ['True', 'False', 'Unknown'] as const;
-export const CONDITION_SEVERITIES = ['Error', 'Warning', 'Info', ''] as const;
+const CONDITION_STATUSES = ['True', 'False', 'Unknown'] as const;
+const CONDITION_SEVERITIES = ['Error', 'Warning', 'Info', ''] as const;
 
 /**
  * One observation of an object's state. The shape of the established product (Cluster-API style,
@@ -233,8 +233,5 @@ export const typeMetaShape = <K extends string>(kind: K) => ({
     ),
 });
 
-export type ObjectMeta = z.infer<typeof ObjectMetaSchema>;
-export type OwnerReference = z.infer<typeof OwnerReferenceSchema>;
-export type ManagedFieldsEntry = z.infer<typeof ManagedFieldsEntrySchema>;
 export type Condition = z.infer<typeof ConditionSchema>;
 export type ConditionStatus = Condition['status'];

@@ -10,7 +10,7 @@ import {
 import { ScopeSchema } from './scope.ts';
 
 /** `spec.type` values: empty (none), then the kinds the established product knows. */
-export const ACCESS_KEY_TYPES = [
+const ACCESS_KEY_TYPES = [
   '',
   'Login',
   'User',
@@ -27,7 +27,7 @@ export const KEY_HASH_PATTERN = /^[a-f0-9]{64}$/;
 /** The public id part of a key (`<prefix>_<id>_<secret><checksum>`), used to find its object. */
 export const KEY_ID_PATTERN = /^[A-Za-z0-9]{1,64}$/;
 
-export const SsoIdentitySchema = z
+const SsoIdentitySchema = z
   .object({
     userId: z.string().optional().describe('Subject of the user.'),
     username: z.string().optional().describe('Username.'),
@@ -54,7 +54,7 @@ export const SsoIdentitySchema = z
 /** `spec.identity.connector` of the keys a password sign-in issues (the platform's own user store). */
 export const PASSWORD_CONNECTOR = 'password';
 
-export const OwnedAccessKeySpecSchema = z
+const OwnedAccessKeySpecSchema = z
   .object({
     displayName: z.string().optional().describe('Name shown in the UI.'),
     description: z.string().optional().describe('Description.'),
@@ -161,7 +161,7 @@ export const OwnedAccessKeySpecSchema = z
   })
   .describe('Desired state of the access key.');
 
-export const OwnedAccessKeyStatusSchema = z
+const OwnedAccessKeyStatusSchema = z
   .object({
     lastActivity: timestampSchema().optional().describe('The last time the key was used to access the API.'),
     expirationTimestamp: timestampSchema()
@@ -186,7 +186,6 @@ export const OwnedAccessKeySchema = z
   );
 
 export type OwnedAccessKey = z.infer<typeof OwnedAccessKeySchema>;
-export type OwnedAccessKeySpec = z.infer<typeof OwnedAccessKeySpecSchema>;
 export type SsoIdentity = z.infer<typeof SsoIdentitySchema>;
 
 /** Where `kubectl apply` keeps the object as applied: a plaintext `spec.key` included. */

@@ -8,7 +8,7 @@ import type { Project } from './project.ts';
  */
 
 /** What the rule reads of a Project: its name and recorded namespace. */
-export type ProjectNamespaceFacts = {
+type ProjectNamespaceFacts = {
   readonly metadata: { readonly name?: string };
   readonly status?: { readonly namespace?: string };
 };
@@ -25,7 +25,7 @@ export const BY_PROJECT_NAMESPACE = 'project-namespace';
 export const recordedNamespace = (project: Project): string[] =>
   project.status?.namespace ? [project.status.namespace] : [];
 
-export interface ProjectLookup {
+interface ProjectLookup {
   /** Projects whose `status.namespace` is `namespace` (the {@link BY_PROJECT_NAMESPACE} index). */
   readonly byRecordedNamespace: (namespace: string) => readonly Project[];
   readonly byName: (name: string) => Project | undefined;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { OwnerSchema } from './common.ts';
 import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
-export const ProjectMemberSchema = z
+const ProjectMemberSchema = z
   .object({
     kind: z.enum(['User', 'Team']).describe('`User` or `Team`.'),
     name: z.string().min(1).describe('Name of the user or team; `*` means every user.'),
@@ -10,7 +10,7 @@ export const ProjectMemberSchema = z
   })
   .describe('A member of the project.');
 
-export const ProjectSpecSchema = z
+const ProjectSpecSchema = z
   .object({
     displayName: z.string().optional().describe('Name shown in the UI.'),
     description: z.string().optional().describe('Description of the project.'),
@@ -22,7 +22,7 @@ export const ProjectSpecSchema = z
   })
   .describe('Desired state of the project.');
 
-export const ProjectStatusSchema = z
+const ProjectStatusSchema = z
   .object({
     namespace: z
       .string()
@@ -44,7 +44,7 @@ export const ProjectSchema = z
   })
   .describe('A project: owner and members, with a namespace of its own.');
 
-export const EntityInfoSchema = z
+const EntityInfoSchema = z
   .object({
     name: z.string().describe('The cluster-API name of the object.'),
     displayName: z.string().optional().describe('Shown in the UI.'),
@@ -55,7 +55,7 @@ export const EntityInfoSchema = z
   })
   .describe('Who the member is.');
 
-export const ProjectMembersEntrySchema = z.object({ info: EntityInfoSchema });
+const ProjectMembersEntrySchema = z.object({ info: EntityInfoSchema });
 
 export const ProjectMembersSchema = z
   .object({

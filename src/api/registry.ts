@@ -12,11 +12,11 @@ import {
   VirtualClusterInstanceSchema,
 } from './virtualclusterinstance.ts';
 
-export type ResourceScope = 'Namespaced' | 'Cluster';
+type ResourceScope = 'Namespaced' | 'Cluster';
 export type Verb = (typeof KUBERNETES_VERBS)[number];
 
 /** A column of `kubectl get` (a CRD `additionalPrinterColumns` entry). */
-export interface PrinterColumn {
+interface PrinterColumn {
   name: string;
   type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
   jsonPath: string;
@@ -53,7 +53,7 @@ export interface StoredKind extends KindBase {
 }
 
 /** A kind the gateway serves without storing it. */
-export interface VirtualKind extends KindBase {
+interface VirtualKind extends KindBase {
   stored: false;
   /** Set when the kind is served as a subresource of a stored kind (for example `projects/members`). */
   subresourceOf?: { plural: string; subresource: string };
@@ -202,7 +202,7 @@ export const VIRTUAL_CLUSTER_INSTANCE = stored({
   selectableFields: ['.spec.clusterRef.cluster'],
 });
 
-export const DIRECT_CLUSTER_ENDPOINT_TOKEN: VirtualKind = {
+const DIRECT_CLUSTER_ENDPOINT_TOKEN: VirtualKind = {
   stored: false,
   kind: 'DirectClusterEndpointToken',
   schema: DirectClusterEndpointTokenSchema,
@@ -213,7 +213,7 @@ export const DIRECT_CLUSTER_ENDPOINT_TOKEN: VirtualKind = {
   verbs: ['create'],
 };
 
-export const PROJECT_MEMBERS: VirtualKind = {
+const PROJECT_MEMBERS: VirtualKind = {
   stored: false,
   kind: 'ProjectMembers',
   schema: ProjectMembersSchema,
@@ -225,7 +225,7 @@ export const PROJECT_MEMBERS: VirtualKind = {
   subresourceOf: { plural: 'projects', subresource: 'members' },
 };
 
-export const VIRTUAL_CLUSTER_INSTANCE_KUBECONFIG: VirtualKind = {
+const VIRTUAL_CLUSTER_INSTANCE_KUBECONFIG: VirtualKind = {
   stored: false,
   kind: 'VirtualClusterInstanceKubeConfig',
   schema: VirtualClusterInstanceKubeConfigSchema,
@@ -237,7 +237,7 @@ export const VIRTUAL_CLUSTER_INSTANCE_KUBECONFIG: VirtualKind = {
   subresourceOf: { plural: 'virtualclusterinstances', subresource: 'kubeconfig' },
 };
 
-export const CONFIG: VirtualKind = {
+const CONFIG: VirtualKind = {
   stored: false,
   kind: 'Config',
   schema: ConfigSchema,
@@ -264,7 +264,7 @@ export const KINDS: readonly KindInfo[] = [
 ];
 
 export const STORED_KINDS: readonly StoredKind[] = KINDS.filter((k): k is StoredKind => k.stored);
-export const VIRTUAL_KINDS: readonly VirtualKind[] = KINDS.filter((k): k is VirtualKind => !k.stored);
+const VIRTUAL_KINDS: readonly VirtualKind[] = KINDS.filter((k): k is VirtualKind => !k.stored);
 
 /** Subresources each stored kind has, CRD ones and those the gateway serves, by plural. */
 export function subresourcesOf(plural: string): string[] {

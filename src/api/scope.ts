@@ -33,12 +33,12 @@ export const SCOPE_REQUEST_TARGETS = [
 export const NON_RESOURCE_URL_PATTERN = /^(\*|(\/[^/*]*)*(\/\*)?)$/;
 
 /** Bounds on the deprecated rules, keeping the CRD's CEL cost estimate within budget. */
-export const MAX_SCOPE_RULES = 64;
-export const MAX_SCOPE_RULE_RESOURCES = 64;
+const MAX_SCOPE_RULES = 64;
+const MAX_SCOPE_RULE_RESOURCES = 64;
 
 const names = (description: string) => z.array(z.string()).optional().describe(description);
 
-export const ScopeRoleSchema = z
+const ScopeRoleSchema = z
   .object({
     role: z
       .enum(SCOPE_ROLE_NAMES)
@@ -50,26 +50,26 @@ export const ScopeRoleSchema = z
   })
   .describe('A managed permission applied to the key.');
 
-export const ScopeProjectSchema = z.object({
+const ScopeProjectSchema = z.object({
   project: z.string().min(1).describe('Project name; `*` selects all projects.'),
 });
 
-export const ScopeSpaceSchema = z.object({
+const ScopeSpaceSchema = z.object({
   project: z.string().min(1).describe('Project of the space.'),
   space: z.string().min(1).describe('Space name; `*` selects all spaces.'),
 });
 
-export const ScopeVirtualClusterSchema = z.object({
+const ScopeVirtualClusterSchema = z.object({
   project: z.string().min(1).describe('Project of the virtual cluster.'),
   virtualCluster: z.string().min(1).describe('Virtual cluster name; `*` selects all virtual clusters.'),
 });
 
-export const ScopeClusterSchema = z.object({
+const ScopeClusterSchema = z.object({
   cluster: z.string().min(1).describe('Cluster name; `*` selects all clusters.'),
 });
 
 /** Group and resources of an access or audit rule (the shape of Kubernetes' GroupResources). */
-export const GroupResourcesSchema = z
+const GroupResourcesSchema = z
   .object({
     group: z.string().optional().describe('API group; the empty string is the core group.'),
     resources: names(
@@ -92,7 +92,7 @@ export const GroupResourcesSchema = z
   })
   .describe('Resources of one API group.');
 
-export const ScopeRuleSchema = z
+const ScopeRuleSchema = z
   .object({
     verbs: names('Matching verbs. Empty list means every verb.'),
     resources: z
@@ -200,6 +200,5 @@ export function scopeHasRole(scope: Scope | undefined, role: ScopeRoleName): boo
 }
 
 export type Scope = z.infer<typeof ScopeSchema>;
-export type ScopeRole = z.infer<typeof ScopeRoleSchema>;
 export type ScopeRule = z.infer<typeof ScopeRuleSchema>;
-export type GroupResources = z.infer<typeof GroupResourcesSchema>;
+type GroupResources = z.infer<typeof GroupResourcesSchema>;

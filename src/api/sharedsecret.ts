@@ -3,12 +3,12 @@ import { base64Schema, OwnerSchema } from './common.ts';
 import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
 /** A key of `spec.data`: alphanumeric characters, '-', '_' or '.' (as a core Secret's keys). */
-export const SECRET_DATA_KEY_PATTERN = /^[-._a-zA-Z0-9]+$/;
+const SECRET_DATA_KEY_PATTERN = /^[-._a-zA-Z0-9]+$/;
 /** Upper bounds that keep the CRD's CEL cost estimate low; a core Secret is capped at 1 MiB anyway. */
-export const MAX_SECRET_DATA_KEYS = 256;
-export const MAX_SECRET_DATA_KEY_LENGTH = 253;
+const MAX_SECRET_DATA_KEYS = 256;
+const MAX_SECRET_DATA_KEY_LENGTH = 253;
 
-export const SharedSecretAccessSchema = z
+const SharedSecretAccessSchema = z
   .object({
     name: z.string().optional().describe('Optional name of the access rule.'),
     verbs: z
@@ -23,7 +23,7 @@ export const SharedSecretAccessSchema = z
   })
   .describe('Access rights for users and teams, transformed into Roles and RoleBindings.');
 
-export const SharedSecretSpecSchema = z
+const SharedSecretSpecSchema = z
   .object({
     displayName: z.string().optional().describe('Name shown in the UI.'),
     description: z.string().optional().describe('Description of the shared secret.'),
@@ -60,7 +60,7 @@ export const SharedSecretSpecSchema = z
   })
   .describe('Desired state of the shared secret.');
 
-export const SharedSecretStatusSchema = z
+const SharedSecretStatusSchema = z
   .object({
     observedGeneration: observedGenerationSchema(),
     conditions: conditionsSchema().optional(),
@@ -85,6 +85,5 @@ export const SharedSecretSchema = z
   );
 
 export type SharedSecret = z.infer<typeof SharedSecretSchema>;
-export type SharedSecretSpec = z.infer<typeof SharedSecretSpecSchema>;
 export type SharedSecretStatus = z.infer<typeof SharedSecretStatusSchema>;
 export type SharedSecretAccess = z.infer<typeof SharedSecretAccessSchema>;

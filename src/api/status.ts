@@ -8,7 +8,7 @@
 import { prototypeKeyPaths } from '../runtime/json.ts';
 
 /** The `reason` of a `details.causes[]` entry, as kube-apiserver spells field errors. */
-export type CauseReason =
+type CauseReason =
   | 'FieldValueInvalid'
   | 'FieldValueRequired'
   | 'FieldValueForbidden'
@@ -25,7 +25,7 @@ export interface StatusCause {
 /** A cause naming its field, as validation reports it. */
 export type FieldCause = Required<StatusCause>;
 
-export interface StatusDetails {
+interface StatusDetails {
   readonly name?: string;
   readonly group?: string;
   readonly kind?: string;
@@ -82,7 +82,7 @@ export function failureStatus(
 }
 
 /** A `Status` reporting success, as kube-apiserver answers some writes (a subresource that stores nothing to show). */
-export interface SuccessStatus extends Omit<Status, 'status' | 'reason'> {
+interface SuccessStatus extends Omit<Status, 'status' | 'reason'> {
   readonly status: 'Success';
 }
 
@@ -122,9 +122,6 @@ export const notAcceptable = (message: string) => new StatusError(406, 'NotAccep
 
 export const conflict = (message: string, details?: StatusDetails) =>
   new StatusError(409, 'Conflict', message, details);
-
-export const alreadyExists = (message: string, details?: StatusDetails) =>
-  new StatusError(409, 'AlreadyExists', message, details);
 
 export const requestEntityTooLarge = (limitBytes: number) =>
   new StatusError(413, 'RequestEntityTooLarge', `the request body exceeds the limit of ${limitBytes} bytes`);

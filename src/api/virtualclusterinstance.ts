@@ -8,7 +8,7 @@ import {
 } from './common.ts';
 import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
 
-export const VirtualClusterInstanceSpecSchema = z
+const VirtualClusterInstanceSpecSchema = z
   .object({
     displayName: z.string().optional().describe('Name shown in the UI.'),
     owner: OwnerSchema.optional(),
@@ -59,7 +59,7 @@ export const VirtualClusterInstanceSpecSchema = z
   })
   .describe('Desired state of the virtual cluster.');
 
-export const VirtualClusterInstanceStatusSchema = z
+const VirtualClusterInstanceStatusSchema = z
   .object({ observedGeneration: observedGenerationSchema(), conditions: conditionsSchema().optional() })
   .describe('Observed state of the virtual cluster.');
 
@@ -111,6 +111,5 @@ export const VirtualClusterInstanceKubeConfigSchema = z
   );
 
 export type VirtualClusterInstance = z.infer<typeof VirtualClusterInstanceSchema>;
-export type VirtualClusterInstanceSpec = z.infer<typeof VirtualClusterInstanceSpecSchema>;
 export type VirtualClusterInstanceStatus = z.infer<typeof VirtualClusterInstanceStatusSchema>;
 export type VirtualClusterInstanceKubeConfig = z.infer<typeof VirtualClusterInstanceKubeConfigSchema>;

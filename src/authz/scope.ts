@@ -48,12 +48,12 @@ import type { RequestAttributes } from './attributes.ts';
  * decision ({@link RequestAttributes}); this module never guesses it from names.
  */
 
-export type ScopeDecision = { readonly allowed: true } | { readonly allowed: false; readonly reason: string };
+type ScopeDecision = { readonly allowed: true } | { readonly allowed: false; readonly reason: string };
 
 const NOT_NARROWED: ScopeDecision = Object.freeze({ allowed: true });
 
 /** One kind of management request a command-line client makes. */
-export interface ManagementRequestPattern {
+interface ManagementRequestPattern {
   readonly verbs: readonly string[];
   readonly resource: string;
   /** Empty for the resource itself. */
@@ -68,7 +68,7 @@ const READ_VERBS = ['get', 'list', 'watch'] as const;
  * find projects, clusters, spaces and virtual clusters. All are reads, except `create selves`,
  * which only describes the caller's own identity and stores nothing.
  */
-export const PLATFORM_CLI_RESOURCE_REQUESTS: readonly ManagementRequestPattern[] = Object.freeze([
+const PLATFORM_CLI_RESOURCE_REQUESTS: readonly ManagementRequestPattern[] = Object.freeze([
   { verbs: ['create'], resource: 'selves', subresource: '' },
   { verbs: READ_VERBS, resource: 'projects', subresource: '' },
   { verbs: ['get'], resource: 'projects', subresource: 'clusters' },
@@ -79,7 +79,7 @@ export const PLATFORM_CLI_RESOURCE_REQUESTS: readonly ManagementRequestPattern[]
 ]);
 
 /** The non-resource management paths (verb `get`) the role `platform-cli` allows: version and discovery. */
-export const PLATFORM_CLI_NON_RESOURCE_PATHS: readonly string[] = Object.freeze([
+const PLATFORM_CLI_NON_RESOURCE_PATHS: readonly string[] = Object.freeze([
   '/version',
   '/api',
   '/apis',
@@ -91,7 +91,7 @@ export const PLATFORM_CLI_NON_RESOURCE_PATHS: readonly string[] = Object.freeze(
 ]);
 
 /** Whether the role `platform-cli` covers this request (before any project restriction). */
-export function isPlatformCliRequest(request: RequestAttributes): boolean {
+function isPlatformCliRequest(request: RequestAttributes): boolean {
   if (request.target !== 'Management') return false;
   if (!request.resourceRequest)
     return request.verb === 'get' && PLATFORM_CLI_NON_RESOURCE_PATHS.includes(request.path);
@@ -332,13 +332,13 @@ export function checkScope(scope: Scope | undefined, request: RequestAttributes)
 // ---------------------------------------------------------------------------------------------
 // Validation (admission)
 
-export interface ScopeIssue {
+interface ScopeIssue {
   /** Path inside the scope, e.g. `rules[0].resources[1].resources[2]`. */
   readonly path: string;
   readonly message: string;
 }
 
-export interface ScopeValidation {
+interface ScopeValidation {
   readonly errors: ScopeIssue[];
   readonly warnings: string[];
 }
@@ -443,12 +443,7 @@ function validateRule(rule: ScopeRule, at: string, errors: ScopeIssue[]): void {
  * `runner` and `workspace` (the established product's), which open nothing in this platform, so
  * admission refuses them rather than storing a key that is 403 everywhere.
  */
-export const SUPPORTED_SCOPE_ROLES: readonly ScopeRoleName[] = [
-  'platform-cli',
-  'platformCLI',
-  'agent',
-  'vcluster',
-];
+const SUPPORTED_SCOPE_ROLES: readonly ScopeRoleName[] = ['platform-cli', 'platformCLI', 'agent', 'vcluster'];
 
 /** A name with a `*` that is not the whole name: names are matched exactly, so it matches nothing. */
 const partialWildcard = (name: string) => name !== '*' && name.includes('*');

@@ -12,7 +12,7 @@ export interface KubernetesUserInfo {
 }
 
 /** What is asked about (`spec.resourceAttributes`); absent fields mean "any" as RBAC reads them. */
-export interface ReviewedResourceAttributes {
+interface ReviewedResourceAttributes {
   readonly group?: string;
   readonly version?: string;
   readonly resource?: string;

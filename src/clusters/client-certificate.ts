@@ -9,7 +9,7 @@ import type { KubeApi } from '../runtime/kube-client.ts';
  * approve for that signer), waited for within a bound, and deleted afterwards whatever happened.
  */
 
-export const CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client';
+const CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client';
 const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 /** The default lifetime of an issued certificate when none is asked for (one day). */
 export const DEFAULT_CERTIFICATE_TTL_SECONDS = 86_400;
@@ -24,7 +24,7 @@ export class CertificateSigningFailed extends Error {
   override readonly name = 'CertificateSigningFailed';
 }
 
-export interface ClientCertificateRequest {
+interface ClientCertificateRequest {
   readonly username: string;
   readonly groups: readonly string[];
   /**

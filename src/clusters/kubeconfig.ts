@@ -5,7 +5,7 @@ export type KubeConfigCredentials =
   | { readonly token: string }
   | { readonly clientCertificatePem: string; readonly clientKeyPem: string };
 
-export interface KubeConfigInput {
+interface KubeConfigInput {
   /** Name of the cluster, user and context. */
   readonly name: string;
   readonly server: string;

@@ -17,7 +17,7 @@ export type Reachability =
       readonly message: string;
     };
 
-export const DEFAULT_PROBE_TIMEOUT_MS = 5_000;
+const DEFAULT_PROBE_TIMEOUT_MS = 5_000;
 
 export async function probeCluster(
   api: KubeApi,

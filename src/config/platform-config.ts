@@ -25,7 +25,7 @@ import type { Manager } from '../runtime/manager.ts';
  */
 
 /** What the Secret holds, as stored. */
-export interface StoredPlatformConfig {
+interface StoredPlatformConfig {
   /** The configuration text, or undefined when there is no Secret (or no `config` key). */
   readonly raw: string | undefined;
   readonly resourceVersion: string | undefined;
@@ -37,12 +37,12 @@ export interface StoredPlatformConfig {
 export const DEFAULT_PLATFORM_CONFIG: ConfigStatus = parseConfig('');
 
 /** The configuration text a Secret holds. */
-export function configTextOf(secret: V1Secret | undefined): string | undefined {
+function configTextOf(secret: V1Secret | undefined): string | undefined {
   const encoded = secret?.data?.[PLATFORM_CONFIG_KEY];
   return encoded === undefined ? undefined : Buffer.from(encoded, 'base64').toString('utf8');
 }
 
-export interface PlatformConfigReaderOptions {
+interface PlatformConfigReaderOptions {
   /** Told once per stored resourceVersion that is invalid (with the number of issues). */
   readonly onInvalid?: (issues: number, resourceVersion: string | undefined) => void;
 }

@@ -26,7 +26,7 @@ import type { PepperStore } from './pepper.ts';
 /** Index of OwnedAccessKeys by `spec.keyId`, the public part of a bearer key. */
 export const BY_KEY_ID = 'key-id';
 
-export interface AccessKeyAuthenticatorDeps {
+interface AccessKeyAuthenticatorDeps {
   api: KubeApi;
   clock: Clock;
   pepper: PepperStore;

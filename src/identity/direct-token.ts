@@ -27,13 +27,13 @@ import { DEFAULT_ROTATION_POLICY, publicJwks, SIGNING_ALGORITHM, type SigningKey
  */
 
 export const PLATFORM_AUDIENCE = 'management.platform';
-export const PLATFORM_CLAIM = 'management.platform';
+const PLATFORM_CLAIM = 'management.platform';
 /** Lifetime when `spec.ttl` is 0 or unset. */
 export const DEFAULT_DIRECT_TOKEN_TTL_SECONDS = 3600;
 /** No token outlives this (signing keys are kept this long after they retire). */
 export const MAX_DIRECT_TOKEN_TTL_SECONDS = DEFAULT_ROTATION_POLICY.maxTokenTtlMs / 1000;
 
-export interface TokenSubject {
+interface TokenSubject {
   readonly username: string;
   readonly groups: readonly string[];
   readonly uid: string | undefined;
@@ -141,7 +141,7 @@ export function directTokenAudience(scope: Scope | undefined): string[] {
   return [...new Set(named)].sort();
 }
 
-export interface MintInput {
+interface MintInput {
   readonly subject: TokenSubject;
   /** The owner's token generation now (a User's `spec.tokenGeneration`, else 0). */
   readonly generation: number;
@@ -215,7 +215,7 @@ export function tokenGenerationOf(user: User | undefined): number {
 }
 
 /** The `management.platform` claim as the platform reads it back; anything else fails the token. */
-export const PlatformClaimSchema = z.object({
+const PlatformClaimSchema = z.object({
   uid: z.string(),
   name: z.string().min(1),
   kind: z.enum(['User', 'Team', 'Subject']),

@@ -33,7 +33,7 @@ function timestamp(text: string | Date | null | undefined): number | undefined {
 }
 
 /** Seconds of ttl that apply to the key itself (not the global maximum), or undefined for none. */
-export function effectiveTTLSeconds(
+function effectiveTTLSeconds(
   key: AccessKeyLifetimeFields,
   limits: AccessKeyLifetimeLimits,
 ): number | undefined {

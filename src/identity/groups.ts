@@ -23,6 +23,6 @@ export const teamUsername = (team: string) => `platform:team:${team}`;
 export const ACCESS_KEY_EXTRA = 'management.platform/access-key';
 
 /** Prefixes no key may claim in its username or extra groups: Kubernetes' and the platform's own. */
-export const RESERVED_NAME_PREFIXES = ['system:', 'platform:'] as const;
+const RESERVED_NAME_PREFIXES = ['system:', 'platform:'] as const;
 export const isReservedName = (name: string) =>
   RESERVED_NAME_PREFIXES.some((prefix) => name.startsWith(prefix));

@@ -23,10 +23,10 @@ import { KEY_HASH_PATTERN } from '../api/ownedaccesskey.ts';
  * be brute-forced without the pepper.
  */
 
-export const ACCESS_KEY_PREFIX = 'pak';
-export const ACCESS_KEY_ID_LENGTH = 16;
-export const ACCESS_KEY_SECRET_LENGTH = 43;
-export const ACCESS_KEY_CHECKSUM_LENGTH = 6;
+const ACCESS_KEY_PREFIX = 'pak';
+const ACCESS_KEY_ID_LENGTH = 16;
+const ACCESS_KEY_SECRET_LENGTH = 43;
+const ACCESS_KEY_CHECKSUM_LENGTH = 6;
 export const ACCESS_KEY_LENGTH =
   ACCESS_KEY_PREFIX.length +
   1 +
@@ -295,7 +295,7 @@ export function accessKeyDigest(key: string, pepper: Uint8Array | string): Buffe
 }
 
 /** {@link verifyAccessKey} for a digest computed once: the same constant-time comparison. */
-export function digestMatches(digest: Buffer, storedHash: string): boolean {
+function digestMatches(digest: Buffer, storedHash: string): boolean {
   return digestMatchesStored(digest, decodeStoredHash(storedHash));
 }
 

@@ -88,7 +88,7 @@ function teamInfo(team: Team): EntityInfo {
 }
 
 /** Who asks whether they belong to a project: the identity a key acts as. */
-export interface MemberCandidate {
+interface MemberCandidate {
   readonly kind: 'User' | 'Team' | 'Subject';
   readonly name: string;
   /** The identity's groups (`platform:team:<t>` for each of a user's teams). */

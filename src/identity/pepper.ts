@@ -12,7 +12,7 @@ import { MIN_PEPPER_BYTES, type RandomBytes } from './keys.ts';
 export const PEPPER_SECRET_NAME = 'platform-access-key-pepper';
 export const PEPPER_SECRET_KEY = 'pepper';
 /** Bytes of a newly generated pepper (256 bits). */
-export const PEPPER_BYTES = 32;
+const PEPPER_BYTES = 32;
 
 /** The pepper Secret exists but does not hold a usable pepper. The message never shows its content. */
 export class InvalidPepperSecret extends Error {
@@ -25,7 +25,7 @@ export class InvalidPepperSecret extends Error {
 }
 
 /** The pepper Secret was created and deleted again while we tried to read it; retrying is safe. */
-export class PepperSecretVanished extends Error {
+class PepperSecretVanished extends Error {
   override readonly name = 'PepperSecretVanished';
 }
 

@@ -10,7 +10,7 @@ export interface CertificateAndKey {
   keyPem: string;
 }
 
-export interface CertificateRequest {
+interface CertificateRequest {
   commonName: string;
   /** Subject O= entries; for client certificates Kubernetes reads them as groups. */
   organizations?: string[];
