@@ -64,7 +64,7 @@ export function projectReconciler(deps: ProjectReconcilerDeps) {
  * Converges a Project's namespace and member RoleBindings and its status (`namespace`, `Ready`).
  * Deletion deletes the namespace (and with it everything in it) before the finalizer goes.
  */
-export async function reconcileProject(
+async function reconcileProject(
   deps: ProjectReconcilerDeps,
   project: Stored<Project>,
 ): Promise<Converged<ProjectStatus>> {

@@ -73,7 +73,7 @@ export function sharedSecretReconciler(deps: SharedSecretReconcilerDeps) {
  * Writes the Roles and RoleBindings `secret.spec.access` asks for that the cluster lacks or holds
  * otherwise, then deletes those it no longer asks for.
  */
-export async function reconcileSharedSecret(
+async function reconcileSharedSecret(
   deps: SharedSecretReconcilerDeps,
   secret: Stored<SharedSecret>,
 ): Promise<Converged<SharedSecretStatus>> {

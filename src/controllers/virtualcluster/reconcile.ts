@@ -168,7 +168,7 @@ interface VirtualClusterContext extends VirtualClusterReconcilerDeps {
  * what it asks for; else its syncer's identity, its reachability and its syncer (started,
  * restarted when what it was started from changed, stopped when it may not run).
  */
-export async function reconcileVirtualCluster(
+async function reconcileVirtualCluster(
   context: VirtualClusterContext,
   vci: Stored<VirtualClusterInstance>,
   ctx: ReconcileContext,
