@@ -14,7 +14,7 @@ import type { EventRecorder } from '../../runtime/events.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
 import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
-import { objectReconciler } from '../../runtime/reconciler.ts';
+import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { type ClusterAccess, readyCondition, recheckAfter } from './desired.ts';
 
@@ -41,70 +41,76 @@ export interface ClusterReconcilerDeps {
  * Stalled: nothing changes that until its spec does.
  */
 export function clusterReconciler(deps: ClusterReconcilerDeps) {
-  const { api, clusters } = deps;
-  const clientFor =
-    deps.clientFor ?? ((connection: Connection) => clientForConnection(connection, fieldManagers.controller));
-
-  /** Reads the credentials and probes the cluster with them. */
-  async function accessOf(
-    cluster: Stored<Cluster>,
-    ref: NonNullable<Cluster['spec']['credentialsSecretRef']>,
-  ): Promise<ClusterAccess> {
-    let connection: Connection;
-    try {
-      const secretName = `${ref.namespace}/${ref.name}`;
-      connection = connectionFor(
-        cluster.spec,
-        secretName,
-        await readCredentialsSecret(api, ref.namespace, ref.name),
-      );
-    } catch (err) {
-      if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
-      return { phase: 'noCredentials', reason: errorReason(err), message: err.message };
-    }
-    const client = clientFor(connection);
-    try {
-      return {
-        phase: 'probed',
-        reachability: await probeCluster(client, connection.server, deps.probeTimeoutMs),
-      };
-    } finally {
-      client.close();
-    }
-  }
-
   return objectReconciler<Stored<Cluster>, ClusterStatus>({
     kind: 'Cluster',
     resource: resources.clusters,
-    api,
+    api: deps.api,
     clock: deps.clock,
     events: deps.events,
-    store: clusters,
+    store: deps.clusters,
     action: 'ProbeCluster',
-    async apply(cluster) {
-      const ref = cluster.spec.credentialsSecretRef;
-      if (!ref) {
-        // Nothing to look at until the spec changes, which is an event of its own.
-        throw new CredentialsNotConfigured(
-          'spec.credentialsSecretRef is not set, so the platform cannot reach the cluster',
-        );
-      }
-      const access = await accessOf(cluster, ref);
-      const ready = readyCondition(access, cluster.metadata.generation);
-      const after = recheckAfter(access, true);
-      return {
-        ready,
-        // Not reachable yet: probed again shortly (the Secret is not watched).
-        ...(ready.status === 'True'
-          ? {}
-          : {
-              reconciling: { reason: PROGRESSING_WITH_RETRY, message: `probing again in ${after! / 1000} s` },
-            }),
-        ...(after !== undefined ? { requeueAfter: after } : {}),
-      };
-    },
+    apply: (cluster) => reconcileCluster(deps, cluster),
   });
 }
+
+/** Probes the cluster with its credentials; `Ready` says whether it answered, and when to probe again. */
+async function reconcileCluster(
+  deps: ClusterReconcilerDeps,
+  cluster: Stored<Cluster>,
+): Promise<Converged<ClusterStatus>> {
+  const ref = cluster.spec.credentialsSecretRef;
+  if (!ref) {
+    // Nothing to look at until the spec changes, which is an event of its own.
+    throw new CredentialsNotConfigured(
+      'spec.credentialsSecretRef is not set, so the platform cannot reach the cluster',
+    );
+  }
+  const access = await accessOf(deps, cluster, ref);
+  const ready = readyCondition(access, cluster.metadata.generation);
+  const after = recheckAfter(access, true);
+  return {
+    ready,
+    // Not reachable yet: probed again shortly (the Secret is not watched).
+    ...(ready.status === 'True'
+      ? {}
+      : {
+          reconciling: { reason: PROGRESSING_WITH_RETRY, message: `probing again in ${after! / 1000} s` },
+        }),
+    ...(after !== undefined ? { requeueAfter: after } : {}),
+  };
+}
+
+/** Reads the credentials and probes the cluster with them. */
+async function accessOf(
+  deps: ClusterReconcilerDeps,
+  cluster: Stored<Cluster>,
+  ref: NonNullable<Cluster['spec']['credentialsSecretRef']>,
+): Promise<ClusterAccess> {
+  let connection: Connection;
+  try {
+    const secretName = `${ref.namespace}/${ref.name}`;
+    connection = connectionFor(
+      cluster.spec,
+      secretName,
+      await readCredentialsSecret(deps.api, ref.namespace, ref.name),
+    );
+  } catch (err) {
+    if (!(err instanceof CredentialsMissing || err instanceof InvalidCredentials)) throw err;
+    return { phase: 'noCredentials', reason: errorReason(err), message: err.message };
+  }
+  const client = (deps.clientFor ?? defaultClientFor)(connection);
+  try {
+    return {
+      phase: 'probed',
+      reachability: await probeCluster(client, connection.server, deps.probeTimeoutMs),
+    };
+  } finally {
+    client.close();
+  }
+}
+
+const defaultClientFor = (connection: Connection) =>
+  clientForConnection(connection, fieldManagers.controller);
 
 /** A Cluster without `spec.credentialsSecretRef`: it stays unreachable until its spec changes. */
 export class CredentialsNotConfigured extends TerminalError {}
