@@ -12,7 +12,7 @@ import type { ConditionInput } from '../../runtime/conditions.ts';
 import { errorMessage, isConflict, RuntimeError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
-import { objectReconciler } from '../../runtime/reconciler.ts';
+import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 
 /** What to do with a key at `now`: pure, so the decision is table-tested without a cluster. */
@@ -96,14 +96,6 @@ export interface AccessKeyReconcilerDeps {
  * write (none when both are unchanged).
  */
 export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
-  const expiryOf = (key: OwnedAccessKey): Date | null => {
-    try {
-      return accessKeyExpiry(key, deps.config().auth);
-    } catch (err) {
-      if (err instanceof AccessKeyWithoutCreationTimestamp) return null;
-      throw err;
-    }
-  };
   return objectReconciler<Stored<OwnedAccessKey>, OwnedAccessKeyStatus>({
     kind: 'OwnedAccessKey',
     resource: resources.ownedAccessKeys,
@@ -113,43 +105,59 @@ export function accessKeyReconciler(deps: AccessKeyReconcilerDeps) {
     store: deps.keys,
     action: 'ExpireAccessKey',
     // An omitted expirationTimestamp is removed (undefined becomes null in the merge patch).
-    statusOf: (key) => ({ expirationTimestamp: expiryOf(key)?.toISOString() }),
-    async apply(key) {
-      const now = new Date(deps.clock.now());
-      const decision = decideKeyLifecycle(key, deps.config().auth, now);
-      if (decision.action === 'keep') {
-        return {
-          ready: keyReadyCondition(key, decision),
-          ...(decision.recheckInMs !== undefined ? { requeueAfter: decision.recheckInMs } : {}),
-        };
-      }
-      const name = key.metadata.name ?? '';
-      try {
-        // The resourceVersion too: a lastActivity written since we looked may have extended the key.
-        await deleteObject(deps.api, resources.ownedAccessKeys, key, { unchanged: true });
-      } catch (err) {
-        if (isConflict(err)) throw err;
-        // Until the deletion succeeds, the key says it has expired (and why it still exists).
-        const expired = keyReadyCondition(key, decision);
-        throw new ExpiredKeyNotDeleted(`${expired.message}; deleting it failed: ${errorMessage(err)}`, {
-          cause: err,
-        });
-      }
-      const owner = key.spec.user ?? key.spec.team;
-      if (owner) {
-        void deps.events.record(
-          { apiVersion: 'management.platform/v1', kind: key.spec.user ? 'User' : 'Team', name: owner },
-          {
-            type: 'Normal',
-            reason: 'AccessKeyExpired',
-            action: 'DeleteAccessKey',
-            note: `access key ${name} expired at ${decision.expiry?.toISOString() ?? 'an unknown time'} and was deleted`,
-          },
-        );
-      }
-      return { ready: keyReadyCondition(key, decision), deleted: true };
-    },
+    statusOf: (key) => ({ expirationTimestamp: expiryOf(deps, key)?.toISOString() }),
+    apply: (key) => reconcileAccessKey(deps, key),
   });
+}
+
+/** Keeps the key (Ready says how, and when to look again), or deletes it at its deadline. */
+async function reconcileAccessKey(
+  deps: AccessKeyReconcilerDeps,
+  key: Stored<OwnedAccessKey>,
+): Promise<Converged<OwnedAccessKeyStatus>> {
+  const now = new Date(deps.clock.now());
+  const decision = decideKeyLifecycle(key, deps.config().auth, now);
+  if (decision.action === 'keep') {
+    return {
+      ready: keyReadyCondition(key, decision),
+      ...(decision.recheckInMs !== undefined ? { requeueAfter: decision.recheckInMs } : {}),
+    };
+  }
+  const name = key.metadata.name ?? '';
+  try {
+    // The resourceVersion too: a lastActivity written since we looked may have extended the key.
+    await deleteObject(deps.api, resources.ownedAccessKeys, key, { unchanged: true });
+  } catch (err) {
+    if (isConflict(err)) throw err;
+    // Until the deletion succeeds, the key says it has expired (and why it still exists).
+    const expired = keyReadyCondition(key, decision);
+    throw new ExpiredKeyNotDeleted(`${expired.message}; deleting it failed: ${errorMessage(err)}`, {
+      cause: err,
+    });
+  }
+  const owner = key.spec.user ?? key.spec.team;
+  if (owner) {
+    void deps.events.record(
+      { apiVersion: 'management.platform/v1', kind: key.spec.user ? 'User' : 'Team', name: owner },
+      {
+        type: 'Normal',
+        reason: 'AccessKeyExpired',
+        action: 'DeleteAccessKey',
+        note: `access key ${name} expired at ${decision.expiry?.toISOString() ?? 'an unknown time'} and was deleted`,
+      },
+    );
+  }
+  return { ready: keyReadyCondition(key, decision), deleted: true };
+}
+
+/** The key's expiry under the platform configuration (null: none, or no creation time to count from). */
+function expiryOf(deps: AccessKeyReconcilerDeps, key: OwnedAccessKey): Date | null {
+  try {
+    return accessKeyExpiry(key, deps.config().auth);
+  } catch (err) {
+    if (err instanceof AccessKeyWithoutCreationTimestamp) return null;
+    throw err;
+  }
 }
 
 /** An expired key whose deletion failed (it is retried); until then the key says it expired. */
