@@ -4,7 +4,7 @@ import { arbitraryFor, storedObjectArbitrary } from './arbitrary.ts';
 import { ConditionSchema } from './meta.ts';
 import { OwnedAccessKeySchema } from './ownedaccesskey.ts';
 import { KINDS, STORED_KINDS } from './registry.ts';
-import { canonicalScopeRole, type Scope, ScopeSchema, scopeHasRole } from './scope.ts';
+import { canonicalScopeRole } from './scope.ts';
 import { SharedSecretSchema } from './sharedsecret.ts';
 
 describe('schemas', () => {
@@ -81,28 +81,8 @@ describe('schemas', () => {
 });
 
 describe('scope roles', () => {
-  it.each([
-    [{ roles: [{ role: 'platformCLI' }] }, 'platform-cli', true],
-    [{ roles: [{ role: 'platform-cli' }] }, 'platformCLI', true],
-    [{ allowPlatformCli: true }, 'platform-cli', true],
-    [{ allowPlatformCli: false }, 'platform-cli', false],
-    [{ roles: [{ role: 'vcluster' }] }, 'network-peer', true],
-    [{ roles: [{ role: 'agent' }] }, 'network-peer', true],
-    [{ roles: [{ role: 'runner' }] }, 'network-peer', true],
-    [{ roles: [{ role: 'workspace' }] }, 'network-peer', false],
-    [{ roles: [{ role: 'network-peer' }] }, 'vcluster', false],
-    [{}, 'agent', false],
-  ] satisfies [Scope, Parameters<typeof scopeHasRole>[1], boolean][])(
-    '%j has %s: %s',
-    (scope, role, expected) => {
-      expect(ScopeSchema.parse(scope)).toEqual(scope);
-      expect(scopeHasRole(scope, role)).toBe(expected);
-    },
-  );
-
   it('folds the platformCLI spelling only', () => {
     expect(canonicalScopeRole('platformCLI')).toBe('platform-cli');
     expect(canonicalScopeRole('agent')).toBe('agent');
-    expect(scopeHasRole(undefined, 'agent')).toBe(false);
   });
 });

@@ -183,22 +183,5 @@ export function canonicalScopeRole(role: ScopeRoleName): CanonicalScopeRoleName 
   return role === 'platformCLI' ? 'platform-cli' : role;
 }
 
-/**
- * Whether the scope grants `role`, as the established product decides it: the deprecated
- * `allowPlatformCli` grants `platform-cli`; `network-peer` is implied by `vcluster`, `agent` and
- * `runner`.
- */
-export function scopeHasRole(scope: Scope | undefined, role: ScopeRoleName): boolean {
-  if (!scope) return false;
-  const wanted = canonicalScopeRole(role);
-  if (wanted === 'platform-cli' && scope.allowPlatformCli === true) return true;
-  return (scope.roles ?? []).some((entry) => {
-    const held = canonicalScopeRole(entry.role);
-    if (held === wanted) return true;
-    return wanted === 'network-peer' && (held === 'vcluster' || held === 'agent' || held === 'runner');
-  });
-}
-
 export type Scope = z.infer<typeof ScopeSchema>;
 export type ScopeRule = z.infer<typeof ScopeRuleSchema>;
-type GroupResources = z.infer<typeof GroupResourcesSchema>;
