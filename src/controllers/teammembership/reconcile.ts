@@ -3,7 +3,7 @@ import { resources, type Stored } from '../../api/resources.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import type { KubeApi } from '../../runtime/kube-client.ts';
-import { objectReconciler } from '../../runtime/reconciler.ts';
+import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { ScaffoldStatus } from '../../runtime/scaffold-writes.ts';
 import type { Store } from '../../runtime/store.ts';
 
@@ -99,29 +99,32 @@ export function teamReconciler(deps: TeamReconcilerDeps) {
     events: deps.events,
     store: deps.teams,
     action: 'ResolveMembership',
-    apply: async (team) => {
-      const lag = membershipLag(
-        team,
-        (name) => deps.users.get(name),
-        deps.users.byIndex(BY_LISTED_TEAM, team.metadata.name ?? ''),
-      );
-      if (lag.joining.length === 0 && lag.leaving.length === 0)
-        return {
-          ready: {
-            status: 'True',
-            reason: 'MembershipResolved',
-            message: 'every User the team lists has it in status.teams, and no other User has',
-          },
-        };
-      const pending = [
-        ...(lag.joining.length > 0 ? [`joining: ${lag.joining.join(', ')}`] : []),
-        ...(lag.leaving.length > 0 ? [`leaving: ${lag.leaving.join(', ')}`] : []),
-      ].join('; ');
-      const message = `the users' status.teams do not follow the team yet (${pending})`;
-      return {
-        ready: { status: 'Unknown', reason: 'MembershipPending', message },
-        reconciling: { reason: 'MembershipPending', message },
-      };
-    },
+    apply: async (team) => reconcileTeam(deps, team),
   });
+}
+
+/** Ready once the team's membership is in effect, MembershipPending (with who lags) until then. */
+function reconcileTeam(deps: TeamReconcilerDeps, team: Stored<Team>): Converged<ScaffoldStatus> {
+  const lag = membershipLag(
+    team,
+    (name) => deps.users.get(name),
+    deps.users.byIndex(BY_LISTED_TEAM, team.metadata.name ?? ''),
+  );
+  if (lag.joining.length === 0 && lag.leaving.length === 0)
+    return {
+      ready: {
+        status: 'True',
+        reason: 'MembershipResolved',
+        message: 'every User the team lists has it in status.teams, and no other User has',
+      },
+    };
+  const pending = [
+    ...(lag.joining.length > 0 ? [`joining: ${lag.joining.join(', ')}`] : []),
+    ...(lag.leaving.length > 0 ? [`leaving: ${lag.leaving.join(', ')}`] : []),
+  ].join('; ');
+  const message = `the users' status.teams do not follow the team yet (${pending})`;
+  return {
+    ready: { status: 'Unknown', reason: 'MembershipPending', message },
+    reconciling: { reason: 'MembershipPending', message },
+  };
 }
