@@ -42,54 +42,6 @@ const SYNC_SECRET = 'SyncSecret';
  * left alone). Failures are Warning Events on the Secret and retried.
  */
 export function secretSyncReconciler(deps: SecretSyncDeps): Reconciler {
-  async function fill(target: V1Secret): Promise<undefined> {
-    const source = syncSourceOf(target);
-    if (!source) return undefined;
-    const shared = deps.sharedSecrets.get(`${source.namespace}/${source.name}`);
-    const regarding = {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      name: target.metadata?.name,
-      namespace: target.metadata?.namespace,
-      uid: target.metadata?.uid,
-    };
-    if (!shared) {
-      // Leave the data as it is: emptying a Secret a workload mounts is worse than a stale copy.
-      void deps.events.record(regarding, {
-        type: 'Warning',
-        reason: 'SharedSecretNotFound',
-        action: SYNC_SECRET,
-        note: `SharedSecret ${source.namespace}/${source.name} does not exist; the data is left as it is`,
-      });
-      return undefined;
-    }
-    const { data, missingKeys } = desiredSecretData(target, shared);
-    if (missingKeys.length > 0) {
-      void deps.events.record(regarding, {
-        type: 'Warning',
-        reason: 'SharedSecretKeyNotFound',
-        action: SYNC_SECRET,
-        note: `SharedSecret ${source.namespace}/${source.name} has no key(s) ${missingKeys.join(', ')}`,
-      });
-    }
-    const targetData = target.data ?? {};
-    const current = Object.fromEntries(Object.keys(data).map((k) => [k, ownValue(targetData, k)]));
-    const managedKeys = managedDataKeys(target);
-    const unchanged = deepEqual(current, data) && managedKeys.every((k) => Object.hasOwn(data, k));
-    if (unchanged) return undefined;
-    await applyObject(
-      deps.api,
-      {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: target.metadata!.name!, namespace: target.metadata!.namespace! },
-        data,
-      },
-      { fieldManager: fieldManagers.secretSync, force: true, resource: resources.secrets },
-    );
-    return undefined;
-  }
-
   return objectReconciler<V1Secret, never>({
     kind: 'Secret',
     resource: resources.secrets,
@@ -99,8 +51,57 @@ export function secretSyncReconciler(deps: SecretSyncDeps): Reconciler {
     store: deps.secrets,
     action: SYNC_SECRET,
     status: false,
-    apply: fill,
+    apply: (target) => reconcileSecretSync(deps, target),
   });
+}
+
+/** Fills the Secret with what its SharedSecret holds of the keys it asks for (a Warning Event for what it lacks). */
+async function reconcileSecretSync(deps: SecretSyncDeps, target: V1Secret): Promise<undefined> {
+  const source = syncSourceOf(target);
+  if (!source) return undefined;
+  const shared = deps.sharedSecrets.get(`${source.namespace}/${source.name}`);
+  const regarding = {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    name: target.metadata?.name,
+    namespace: target.metadata?.namespace,
+    uid: target.metadata?.uid,
+  };
+  if (!shared) {
+    // Leave the data as it is: emptying a Secret a workload mounts is worse than a stale copy.
+    void deps.events.record(regarding, {
+      type: 'Warning',
+      reason: 'SharedSecretNotFound',
+      action: SYNC_SECRET,
+      note: `SharedSecret ${source.namespace}/${source.name} does not exist; the data is left as it is`,
+    });
+    return undefined;
+  }
+  const { data, missingKeys } = desiredSecretData(target, shared);
+  if (missingKeys.length > 0) {
+    void deps.events.record(regarding, {
+      type: 'Warning',
+      reason: 'SharedSecretKeyNotFound',
+      action: SYNC_SECRET,
+      note: `SharedSecret ${source.namespace}/${source.name} has no key(s) ${missingKeys.join(', ')}`,
+    });
+  }
+  const targetData = target.data ?? {};
+  const current = Object.fromEntries(Object.keys(data).map((k) => [k, ownValue(targetData, k)]));
+  const managedKeys = managedDataKeys(target);
+  const unchanged = deepEqual(current, data) && managedKeys.every((k) => Object.hasOwn(data, k));
+  if (unchanged) return undefined;
+  await applyObject(
+    deps.api,
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: target.metadata!.name!, namespace: target.metadata!.namespace! },
+      data,
+    },
+    { fieldManager: fieldManagers.secretSync, force: true, resource: resources.secrets },
+  );
+  return undefined;
 }
 
 /** The `data` keys our field manager owns, from managedFields (`f:data` > `f:<key>`). */
