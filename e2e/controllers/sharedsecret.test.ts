@@ -33,6 +33,16 @@ function sharedSecret(name: string, spec: SharedSecret['spec']) {
   return { apiVersion: `${GROUP}/${VERSION}`, kind: 'SharedSecret', metadata: { name }, spec };
 }
 
+async function readSharedSecret(custom: CustomObjectsApi, namespace: string, name: string) {
+  return (await custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace,
+    plural: PLURAL,
+    name,
+  })) as SharedSecret;
+}
+
 /** The projected objects reduced to what the spec decides, for exact comparison. */
 function essence(rbac: {
   roles: { metadata?: { name?: string }; rules?: unknown }[];
@@ -55,14 +65,7 @@ describe('SharedSecret access projected into Roles and RoleBindings', () => {
   beforeAll(() => installCrds(kc));
   useOperator(namespace);
 
-  const read = async (name: string) =>
-    (await custom.getNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: namespace(),
-      plural: PLURAL,
-      name,
-    })) as SharedSecret;
+  const read = (name: string) => readSharedSecret(custom, namespace(), name);
   const projected = async (uid: string) => {
     const labelSelector = `${OWNER_UID_LABEL}=${uid}`;
     const [roles, roleBindings] = await Promise.all([
@@ -313,14 +316,21 @@ describe('SharedSecret reconciles follow spec changes, not status writes', () =>
     );
     return reconciles();
   };
-  const read = async (name: string) =>
-    (await custom.getNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: namespace(),
-      plural: PLURAL,
-      name,
-    })) as SharedSecret;
+  const read = (name: string) => readSharedSecret(custom, namespace(), name);
+
+  /** The secret once its status describes its generation. */
+  const statusOfGeneration = async (name: string) => {
+    let secret: SharedSecret | undefined;
+    await eventually(
+      async () => {
+        secret = await read(name);
+        return secret.status?.observedGeneration === secret.metadata.generation;
+      },
+      60_000,
+      `the status of ${name} for its generation`,
+    );
+    return secret!;
+  };
 
   test("neither its own status write nor another writer's condition causes a reconcile; a spec change does", async () => {
     // No access rules: no Roles or RoleBindings whose events would wake the secret too.
@@ -331,21 +341,13 @@ describe('SharedSecret reconciles follow spec changes, not status writes', () =>
       plural: PLURAL,
       body: sharedSecret('quiet', { data: { user: 'YWRtaW4=' } }),
     });
-    let secret: SharedSecret | undefined;
-    await eventually(
-      async () => {
-        secret = await read('quiet');
-        return secret.status?.observedGeneration === secret.metadata.generation;
-      },
-      60_000,
-      'the status of quiet',
-    );
+    let secret = await statusOfGeneration('quiet');
     // One reconcile: the one that wrote the status, whose update event reconciled nothing more.
-    expect(await reconcilesAfter('quiet', secret!.metadata.resourceVersion)).toBe(1);
+    expect(await reconcilesAfter('quiet', secret.metadata.resourceVersion)).toBe(1);
 
     // Another writer's condition through the status subresource: a new resourceVersion, the same generation.
     const conditions = [
-      ...(secret!.status?.conditions ?? []),
+      ...(secret.status?.conditions ?? []),
       {
         type: 'Audited',
         status: 'True',
@@ -362,7 +364,7 @@ describe('SharedSecret reconciles follow spec changes, not status writes', () =>
       name: 'quiet',
       body: [{ op: 'replace', path: '/status/conditions', value: conditions }],
     })) as SharedSecret;
-    expect(audited.metadata.generation).toBe(secret!.metadata.generation);
+    expect(audited.metadata.generation).toBe(secret.metadata.generation);
     expect(await reconcilesAfter('quiet', audited.metadata.resourceVersion)).toBe(1);
 
     // A spec change is reconciled: its status write says so.
@@ -374,17 +376,10 @@ describe('SharedSecret reconciles follow spec changes, not status writes', () =>
       name: 'quiet',
       body: [{ op: 'add', path: '/spec/data/password', value: 'aHVudGVyMg==' }],
     });
-    await eventually(
-      async () => {
-        secret = await read('quiet');
-        return secret.status?.observedGeneration === secret.metadata.generation;
-      },
-      60_000,
-      'the status of quiet after the spec change',
-    );
-    expect(secret!.status?.dataKeys).toEqual(['password', 'user']);
-    expect(secret!.status?.conditions?.map((c) => c.type)).toContain('Audited');
-    expect(await reconcilesAfter('quiet', secret!.metadata.resourceVersion)).toBe(2);
+    secret = await statusOfGeneration('quiet');
+    expect(secret.status?.dataKeys).toEqual(['password', 'user']);
+    expect(secret.status?.conditions?.map((c) => c.type)).toContain('Audited');
+    expect(await reconcilesAfter('quiet', secret.metadata.resourceVersion)).toBe(2);
   });
 });
 
