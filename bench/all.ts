@@ -1,7 +1,7 @@
 // `make bench`: every benchmark at full size, one after another (each on a control plane of its
 // own), then one table of figure, baseline, ratio and goal. `--smoke` runs the small form that
 // `make test` runs. Benchmarks to run may be named: `make bench ARGS="sync gateway"`.
-import { benchmarkNames, figureTable, runBenchmark, succeeded } from './harness.ts';
+import { benchmarkNames, figureTable, runBenchmark, succeeded } from '../e2e/support/benchmarks.ts';
 
 const args = process.argv.slice(2);
 const smoke = args.includes('--smoke');

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { FIGURE_LINE_PREFIX, type Figure } from '../e2e/support/benchmarks.ts';
 import { createOperator, defaultOperatorOptions } from '../src/cli/operator.ts';
 import { ensureControlPlaneBinary } from '../src/dev/binaries.ts';
 import { type Cluster, ControlPlane } from '../src/dev/controlplane.ts';
@@ -56,45 +57,6 @@ export function quantile(values: readonly number[], q: number): number {
 }
 
 /**
- * Successful write requests the apiserver has served (its own `apiserver_request_total`), leaving
- * out the resources in `exclude` (for example `events` and `leases`, which are not the work measured).
- */
-export async function apiserverWrites(cluster: Cluster, exclude: readonly string[] = []): Promise<number> {
-  return apiserverWritesWhere(cluster, (resource) => !exclude.includes(resource));
-}
-
-/** Successful write requests the apiserver has served to the resources `counted` accepts. */
-export async function apiserverWritesWhere(
-  cluster: Cluster,
-  counted: (resource: string) => boolean,
-): Promise<number> {
-  const { request } = await import('node:https');
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = request(
-      `${cluster.server}/metrics`,
-      { ca: cluster.caPem, headers: { authorization: `Bearer ${cluster.adminToken}` } },
-      (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => {
-          body += c.toString();
-        });
-        res.on('end', () => resolve(body));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-  return text
-    .split('\n')
-    .filter(
-      (line) =>
-        line.startsWith('apiserver_request_total{') && /verb="(POST|PUT|PATCH|APPLY|DELETE)"/.test(line),
-    )
-    .filter((line) => /code="2\d\d"/.test(line) && counted(/resource="([^"]*)"/.exec(line)?.[1] ?? ''))
-    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
-}
-
-/**
  * The gateway as `platform operator` serves it (its informers on a manager), without controllers,
  * webhooks or leader election, on loopback over plain HTTP. Not started: `manager.start()`, then
  * `gateway.start()`.
@@ -137,23 +99,6 @@ export function gatewayOnly(
  */
 export type BenchMode = 'full' | 'smoke';
 export const benchMode = (): BenchMode => (process.env.BENCH_SMOKE === '1' ? 'smoke' : 'full');
-
-/** One measured figure beside its baseline from the same run, for `make bench`'s table. */
-export interface Figure {
-  /** What was measured, e.g. `projection time, 2000 SharedSecrets`. */
-  readonly name: string;
-  readonly value: number;
-  readonly unit: string;
-  /** The baseline measured in the same run (for example the raw write rate of the same apiserver). */
-  readonly baseline?: { readonly name: string; readonly value: number; readonly unit: string };
-  /** value ÷ baseline (or the inverse where smaller is better: say so in `goal`). */
-  readonly ratio?: number;
-  /** The goal for the ratio or the value, as text, e.g. `<= 1.5x` or `>= 0.9`. */
-  readonly goal?: string;
-}
-
-/** The prefix of the machine-readable line each figure is printed as (read by bench/all.ts). */
-export const FIGURE_LINE_PREFIX = 'BENCH-FIGURE ';
 
 /** Prints a figure: one human line and one `BENCH-FIGURE {json}` line for the table. */
 export function reportFigure(figure: Figure): void {

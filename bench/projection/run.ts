@@ -21,6 +21,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { CoreV1Api, type KubernetesObject, type V1Role, type V1RoleBinding } from '@kubernetes/client-node';
 import pino from 'pino';
+import { apiserverWrites } from '../../e2e/support/apiserver-writes.ts';
 import { OWNER_UID_LABEL } from '../../src/api/labels.ts';
 import { resources, type Stored } from '../../src/api/resources.ts';
 import type { SharedSecret } from '../../src/api/sharedsecret.ts';
@@ -31,7 +32,7 @@ import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { deepEqual } from '../../src/runtime/json.ts';
 import { collectionPath, KubeClient, objectKey, type ResourceRef } from '../../src/runtime/kube-client.ts';
-import { apiserverWrites, benchMode, pool, reportFigure, stopChild, withBenchCluster } from '../support.ts';
+import { benchMode, pool, reportFigure, stopChild, withBenchCluster } from '../support.ts';
 
 const smoke = benchMode() === 'smoke';
 const N = Number(process.argv[2] ?? (smoke ? 40 : 2000));

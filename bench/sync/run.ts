@@ -34,6 +34,7 @@ import { join } from 'node:path';
 import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import pino from 'pino';
 import { stringify } from 'yaml';
+import { apiserverWrites } from '../../e2e/support/apiserver-writes.ts';
 import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
 import {
   desiredSyncerIdentity,
@@ -52,7 +53,6 @@ import { syncedKinds } from '../../src/sync/controllers/syncer.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import { type KubeObject, type SyncContext, translateToHost } from '../../src/sync/translate.ts';
 import {
-  apiserverWrites,
   benchMode,
   type PlatformRuntime,
   platformEntry,

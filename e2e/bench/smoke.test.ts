@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { benchmarkNames, runBenchmark } from '../../bench/harness.ts';
+import { benchmarkNames, runBenchmark } from '../support/benchmarks.ts';
 
 /**
  * Every benchmark in its smoke form (BENCH_SMOKE=1: small N, seconds), so none can rot unnoticed:

@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { stringify } from 'yaml';
-import { apiserverWritesWhere } from '../../bench/support.ts';
 import { CONTROLLER_NAMES } from '../../src/controllers/index.ts';
 import { syncerServiceAccountName } from '../../src/controllers/virtualcluster/identity.ts';
 import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
@@ -18,6 +17,7 @@ import {
   type RunningComponents,
   startComponents,
 } from '../chart/support.ts';
+import { apiserverWritesWhere } from '../support/apiserver-writes.ts';
 import { uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { helmBinary } from '../support/helm.ts';
 import { eventually } from '../support/wait.ts';

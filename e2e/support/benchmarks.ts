@@ -2,16 +2,34 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FIGURE_LINE_PREFIX, type Figure } from './support.ts';
 
 /**
- * Runs benchmarks as child processes, each bounded in time and in its own process group (so a
+ * The benchmarks' side the tests share (bench/ imports e2e/support, never the other way): runs
+ * benchmarks as child processes, each bounded in time and in its own process group (so a
  * hung benchmark and everything it started are killed at the bound), and collects the figures
  * they print with `reportFigure()`. Used by `make bench` (bench/all.ts, full size, one table)
  * and by the smoke test in `make test` (e2e/bench/smoke.test.ts, BENCH_SMOKE=1).
  */
 
-export const BENCH_DIR = fileURLToPath(new URL('./', import.meta.url));
+/** One measured figure beside its baseline from the same run, for `make bench`'s table. */
+export interface Figure {
+  /** What was measured, e.g. `projection time, 2000 SharedSecrets`. */
+  readonly name: string;
+  readonly value: number;
+  readonly unit: string;
+  /** The baseline measured in the same run (for example the raw write rate of the same apiserver). */
+  readonly baseline?: { readonly name: string; readonly value: number; readonly unit: string };
+  /** value ÷ baseline (or the inverse where smaller is better: say so in `goal`). */
+  readonly ratio?: number;
+  /** The goal for the ratio or the value, as text, e.g. `<= 1.5x` or `>= 0.9`. */
+  readonly goal?: string;
+}
+
+/** The prefix of the machine-readable line each figure is printed as (read by bench/all.ts). */
+export const FIGURE_LINE_PREFIX = 'BENCH-FIGURE ';
+
+/** The benchmarks' folder. */
+export const BENCH_DIR = fileURLToPath(new URL('../../bench/', import.meta.url));
 
 /** Every benchmark: a folder of bench/ with a run.sh. */
 export function benchmarkNames(): string[] {
