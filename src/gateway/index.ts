@@ -13,7 +13,7 @@ import {
   recordedNamespace,
 } from '../api/project-namespace.ts';
 import { resources, type Stored } from '../api/resources.ts';
-import { platformConfigSource } from '../config/platform-config.ts';
+import { type PlatformConfigSource, platformConfigSource } from '../config/platform-config.ts';
 import type { Endpoint } from '../http/endpoint.ts';
 import {
   AuthFailureLimiter,
@@ -28,6 +28,7 @@ import { SigningKeyStore } from '../identity/signing-keys.ts';
 import { type Clock, systemClock } from '../runtime/clock.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
+import type { Informer } from '../runtime/informer.ts';
 import { type KubeApi, objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { Auditor } from './audit/auditor.ts';
@@ -50,8 +51,9 @@ import { GatewayMetrics } from './metrics.ts';
 import { EndpointTable } from './pipeline/route.ts';
 import { TrustedProxies } from './pipeline/source.ts';
 import { DEFAULT_WATCH_LIMITS, Throttle, type WatchLimits } from './pipeline/throttle.ts';
+import type { ProxyDeps } from './proxy/proxy.ts';
 import { Upstream } from './proxy/upstream.ts';
-import { type GatewayServer, startGatewayServer } from './server.ts';
+import { type GatewayServer, type GatewayServerDeps, startGatewayServer } from './server.ts';
 
 export { TOKEN_REVIEW_BASE } from './endpoints/token-review.ts';
 export { BASE_PATH } from './paths.ts';
@@ -144,117 +146,32 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
   );
   const registry = options.registry ?? manager.registry;
   const metrics = new GatewayMetrics(registry);
-  const auditor = new Auditor({
-    onError: (error) => logger.error({ err: error.message }, 'audit log write failed'),
-    ...(options.auditMaxSizeBytes ? { maxSizeBytes: options.auditMaxSizeBytes } : {}),
-  });
-  config.onChange((current) => auditor.configure(current.audit));
+  const auditor = gatewayAuditor(options, config);
 
   let server: GatewayServer | undefined;
   let upstream: Upstream | undefined;
-  const issuer = () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, '');
-  // Direct tokens end with their key and owner, as the authenticator's caches see them.
-  const tokenOwners: DirectTokenOwners = {
-    key: (name) => authenticator.keys.get(name),
-    user: (name) => authenticator.users.get(name),
-    team: (name) => authenticator.teams.get(name),
-  };
   const signingKeys = new SigningKeyRing({
     keys: new SigningKeyStore(options.api, options.platformNamespace),
     clock,
   });
-  const ready = () => authenticator.ready() && projects.hasSynced();
-  // Projects without a recorded namespace own `<configured prefix><name>`.
-  const projectOf = (namespace: string) =>
-    projectOfNamespace(namespace, {
-      byRecordedNamespace: (recorded) => projects.store.byIndex(BY_PROJECT_NAMESPACE, recorded),
-      byName: (name) => projects.store.get(name),
-      prefix: config.current().projectNamespacePrefix,
-    });
-
-  /** The endpoints and the throttle, on a connection to the apiserver. */
-  function pipelineParts(connection: Upstream) {
-    const failures = new AuthFailureLimiter(options.authFailureLimits ?? DEFAULT_AUTH_FAILURE_LIMITS);
-    const watchLimits = options.watchLimits ?? DEFAULT_WATCH_LIMITS;
-    const proxy = { upstream: connection, maxWatchSeconds: watchLimits.maxTimeoutSeconds };
-    const now = () => clock.now();
-    // The documents are served under the issuer URL's path (the root by default).
-    const issuerPath = options.issuer ? new URL(options.issuer).pathname.replace(/\/+$/, '') : '';
-    const own: GatewayEndpoint[] = [
-      ...healthEndpoints(() => {
-        const notReady: string[] = [];
-        if (!authenticator.ready()) notReady.push('access key authenticator (caches or pepper)');
-        if (!projects.hasSynced()) notReady.push('project cache');
-        return { ready: notReady.length === 0, notReady };
-      }),
-      ...oidcEndpoints(issuerPath, issuer, signingKeys),
-      tokenReviewEndpoint({
-        authenticator,
-        failures,
-        projectNamespace: (project) =>
-          projectNamespaceName(
-            projects.store.get(project) ?? { metadata: { name: project } },
-            config.current().projectNamespacePrefix,
-          ),
-        directTokens: { ring: signingKeys, issuer, clock, owners: tokenOwners },
-      }),
-      ...accessKeysEndpoints({
-        upstream: connection,
-        proxy,
-        random,
-        now,
-        limits: () => config.current().auth,
-      }),
-      ...ownerAccessKeysEndpoints({ upstream: connection, keys: authenticator.keys }),
-      membersEndpoint({ upstream: connection, users: authenticator.users, teams: authenticator.teams }),
-      configsEndpoint({ upstream: connection, config, platformNamespace: options.platformNamespace }),
-      directTokensEndpoint({
-        ring: signingKeys,
-        issuer,
-        clock,
-        config: () => config.current(),
-        owners: tokenOwners,
-        readKey: (name) =>
-          options.api
-            .request<OwnedAccessKey>({
-              method: 'GET',
-              path: objectPath(resources.ownedAccessKeys, undefined, name),
-            })
-            .catch((err: unknown) => {
-              if (isNotFound(err)) return undefined;
-              throw err;
-            }),
-      }),
-      tokenRevocationEndpoint({
-        api: options.api,
-        upstream: connection,
-        cachedUser: (name) => authenticator.users.get(name),
-        clock,
-      }),
-      kubeConfigEndpoint({
-        api: options.api,
-        upstream: connection,
-        clock,
-        projectOfNamespace: projectOf,
-        issueKey: (identity, body, signal) =>
-          issueKey({ upstream: connection, random, now }, identity, body, signal),
-        ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
-      }),
-    ];
-    let table: EndpointTable | undefined;
-    const discovery = discoveryEndpoints({
-      serves: (resource, subresource) => table?.serves(resource, subresource) ?? false,
-      version: options.version ?? PLATFORM_VERSION,
-      authenticateVersion: () => config.current().authenticateVersionEndpoint === true,
-    });
-    table = new EndpointTable([...own, ...discovery, ...(options.endpoints ?? [])]);
-    return { table, throttle: new Throttle(failures, watchLimits), proxy };
-  }
+  const projectOf = projectLookup(projects, config);
+  const parts: GatewayParts = {
+    options,
+    authenticator,
+    projects,
+    config,
+    signingKeys,
+    clock,
+    random,
+    projectOf,
+    issuer: () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, ''),
+    tokenOwners: directTokenOwners(authenticator),
+  };
 
   return {
     authenticator,
     registry,
-    ready,
+    ready: () => authenticator.ready() && projects.hasSynced(),
     async start() {
       await pepper.ensure();
       void authenticator
@@ -265,27 +182,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
       void signingKeys
         .current()
         .catch((err: unknown) => logger.warn({ err }, 'token signing keys not ready yet'));
-      const tls = options.certDir
-        ? {
-            cert: readFileSync(join(options.certDir, 'tls.crt')),
-            key: readFileSync(join(options.certDir, 'tls.key')),
-          }
-        : undefined;
-      const parts = pipelineParts(upstream);
-      server = await startGatewayServer(
-        {
-          endpoints: parts.table,
-          authenticator,
-          throttle: parts.throttle,
-          proxy: parts.proxy,
-          auditor,
-          metrics,
-          logger,
-          trustedProxies,
-          projectOfNamespace: projectOf,
-        },
-        { host: options.host, port: options.port, ...(tls ? { tls } : {}) },
-      );
+      server = await serveGateway(parts, upstream, { auditor, metrics, trustedProxies });
       logger.info({ url: server.url }, 'management gateway serving');
       return server;
     },
@@ -298,4 +195,170 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
       await auditor.close();
     },
   };
+}
+
+/** What the gateway's endpoints are built from, besides the connection to the apiserver. */
+interface GatewayParts {
+  readonly options: GatewayOptions;
+  readonly authenticator: AccessKeyAuthenticator;
+  readonly projects: Informer<Stored<Project>>;
+  readonly config: PlatformConfigSource;
+  readonly signingKeys: SigningKeyRing;
+  readonly issuer: () => string;
+  readonly tokenOwners: DirectTokenOwners;
+  readonly clock: Clock;
+  readonly random: RandomBytes;
+  readonly projectOf: (namespace: string) => string | undefined;
+}
+
+/** What the gateway's own endpoints are built from. */
+interface OwnEndpointsContext extends GatewayParts {
+  /** The connection to the apiserver. */
+  readonly connection: Upstream;
+  readonly proxy: ProxyDeps;
+  readonly failures: AuthFailureLimiter;
+}
+
+/** The endpoint table (every endpoint, discovery and other components' included) and the throttle, on a connection to the apiserver. */
+function pipelineParts(parts: GatewayParts, connection: Upstream) {
+  const { options, config } = parts;
+  const failures = new AuthFailureLimiter(options.authFailureLimits ?? DEFAULT_AUTH_FAILURE_LIMITS);
+  const watchLimits = options.watchLimits ?? DEFAULT_WATCH_LIMITS;
+  const proxy = { upstream: connection, maxWatchSeconds: watchLimits.maxTimeoutSeconds };
+  const own = ownEndpoints({ ...parts, connection, proxy, failures });
+  let table: EndpointTable | undefined;
+  const discovery = discoveryEndpoints({
+    serves: (resource, subresource) => table?.serves(resource, subresource) ?? false,
+    version: options.version ?? PLATFORM_VERSION,
+    authenticateVersion: () => config.current().authenticateVersionEndpoint === true,
+  });
+  table = new EndpointTable([...own, ...discovery, ...(options.endpoints ?? [])]);
+  return { endpoints: table, throttle: new Throttle(failures, watchLimits), proxy };
+}
+
+/** The gateway's own endpoints (health, documents, TokenReview, its resources), discovery aside. */
+function ownEndpoints(context: OwnEndpointsContext): GatewayEndpoint[] {
+  const { options, connection, proxy, failures, authenticator, projects, config, signingKeys } = context;
+  const { issuer, tokenOwners, clock, random, projectOf } = context;
+  const now = () => clock.now();
+  // The documents are served under the issuer URL's path (the root by default).
+  const issuerPath = options.issuer ? new URL(options.issuer).pathname.replace(/\/+$/, '') : '';
+  return [
+    ...healthEndpoints(() => {
+      const notReady: string[] = [];
+      if (!authenticator.ready()) notReady.push('access key authenticator (caches or pepper)');
+      if (!projects.hasSynced()) notReady.push('project cache');
+      return { ready: notReady.length === 0, notReady };
+    }),
+    ...oidcEndpoints(issuerPath, issuer, signingKeys),
+    tokenReviewEndpoint({
+      authenticator,
+      failures,
+      projectNamespace: (project) =>
+        projectNamespaceName(
+          projects.store.get(project) ?? { metadata: { name: project } },
+          config.current().projectNamespacePrefix,
+        ),
+      directTokens: { ring: signingKeys, issuer, clock, owners: tokenOwners },
+    }),
+    ...accessKeysEndpoints({
+      upstream: connection,
+      proxy,
+      random,
+      now,
+      limits: () => config.current().auth,
+    }),
+    ...ownerAccessKeysEndpoints({ upstream: connection, keys: authenticator.keys }),
+    membersEndpoint({ upstream: connection, users: authenticator.users, teams: authenticator.teams }),
+    configsEndpoint({ upstream: connection, config, platformNamespace: options.platformNamespace }),
+    directTokensEndpoint({
+      ring: signingKeys,
+      issuer,
+      clock,
+      config: () => config.current(),
+      owners: tokenOwners,
+      readKey: (name) =>
+        options.api
+          .request<OwnedAccessKey>({
+            method: 'GET',
+            path: objectPath(resources.ownedAccessKeys, undefined, name),
+          })
+          .catch((err: unknown) => {
+            if (isNotFound(err)) return undefined;
+            throw err;
+          }),
+    }),
+    tokenRevocationEndpoint({
+      api: options.api,
+      upstream: connection,
+      cachedUser: (name) => authenticator.users.get(name),
+      clock,
+    }),
+    kubeConfigEndpoint({
+      api: options.api,
+      upstream: connection,
+      clock,
+      projectOfNamespace: projectOf,
+      issueKey: (identity, body, signal) =>
+        issueKey({ upstream: connection, random, now }, identity, body, signal),
+      ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
+    }),
+  ];
+}
+
+/** The serving certificate and key of a directory with `tls.crt` and `tls.key`. */
+function tlsFiles(certDir: string): { cert: Buffer; key: Buffer } {
+  return { cert: readFileSync(join(certDir, 'tls.crt')), key: readFileSync(join(certDir, 'tls.key')) };
+}
+
+/** The audit log, configured by the platform config as it changes. */
+function gatewayAuditor(options: GatewayOptions, config: PlatformConfigSource): Auditor {
+  const auditor = new Auditor({
+    onError: (error) => options.logger.error({ err: error.message }, 'audit log write failed'),
+    ...(options.auditMaxSizeBytes ? { maxSizeBytes: options.auditMaxSizeBytes } : {}),
+  });
+  config.onChange((current) => auditor.configure(current.audit));
+  return auditor;
+}
+
+/** The Project a namespace belongs to: recorded on the Project, or `<configured prefix><name>` without one. */
+function projectLookup(
+  projects: Informer<Stored<Project>>,
+  config: PlatformConfigSource,
+): (namespace: string) => string | undefined {
+  return (namespace) =>
+    projectOfNamespace(namespace, {
+      byRecordedNamespace: (recorded) => projects.store.byIndex(BY_PROJECT_NAMESPACE, recorded),
+      byName: (name) => projects.store.get(name),
+      prefix: config.current().projectNamespacePrefix,
+    });
+}
+
+/** Direct tokens end with their key and owner, as the authenticator's caches see them. */
+function directTokenOwners(authenticator: AccessKeyAuthenticator): DirectTokenOwners {
+  return {
+    key: (name) => authenticator.keys.get(name),
+    user: (name) => authenticator.users.get(name),
+    team: (name) => authenticator.teams.get(name),
+  };
+}
+
+/** The gateway's HTTP server, on its endpoints and its connection to the apiserver. */
+function serveGateway(
+  parts: GatewayParts,
+  upstream: Upstream,
+  observers: Pick<GatewayServerDeps, 'auditor' | 'metrics' | 'trustedProxies'>,
+): Promise<GatewayServer> {
+  const { options } = parts;
+  const tls = options.certDir ? tlsFiles(options.certDir) : undefined;
+  return startGatewayServer(
+    {
+      ...pipelineParts(parts, upstream),
+      ...observers,
+      authenticator: parts.authenticator,
+      logger: options.logger,
+      projectOfNamespace: parts.projectOf,
+    },
+    { host: options.host, port: options.port, ...(tls ? { tls } : {}) },
+  );
 }

@@ -7,7 +7,7 @@ import type { Auditor } from './audit/auditor.ts';
 import { isRelay } from './endpoints/endpoint.ts';
 import type { KeyAuthenticator } from './key-authentication.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import { beginAudit } from './pipeline/audit.ts';
+import { auditFailedAuthentication, beginAudit } from './pipeline/audit.ts';
 import { authenticateExchange, needsKey } from './pipeline/authenticate.ts';
 import { dispatch } from './pipeline/dispatch.ts';
 import {
@@ -108,10 +108,15 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
     if (routed.kind === 'refused') throw routed.error;
     exchange.routed = routed;
     exchange.attributes = routed.attributes;
-    // authenticate, throttle (failures)
+    // authenticate; a failure: throttle (counted; 401 or 429), audit
     if (needsKey(routed)) {
-      const pending = authenticateExchange(deps, exchange);
-      if (pending) await pending;
+      const authenticated = authenticateExchange(deps, exchange);
+      const failed = authenticated instanceof Promise ? await authenticated : authenticated;
+      if (failed) {
+        const refusal = await deps.throttle.refusal(exchange.source, failed.failure, failed.keyId);
+        auditFailedAuthentication(deps.auditor, exchange, refusal, failed.failure);
+        throw refusal;
+      }
     }
     if (routed.kind === 'unknown') throw routed.error;
     negotiateExchange(negotiation, exchange);

@@ -1,10 +1,12 @@
 import { describe, expect, test } from 'vitest';
 import { testExchange, testIdentity } from '../../../test-support/gateway-exchange.ts';
+import { unauthorized } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
+import { InvalidAccessKey } from '../../identity/authenticate.ts';
 import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
 import type { AuditRecord } from '../audit/auditor.ts';
-import type { AuditRequestInfo } from '../audit/event.ts';
-import { auditInfo, beginAudit } from './audit.ts';
+import type { AuditOutcome, AuditRequestInfo } from '../audit/event.ts';
+import { auditFailedAuthentication, auditInfo, beginAudit } from './audit.ts';
 
 const created: RequestAttributes = {
   ...nonResourceRequest('create', ''),
@@ -59,6 +61,29 @@ describe('the audit stage', () => {
     beginAudit(audit, exchange, false);
     expect(audit.begun).toEqual([]);
     expect(exchange.audit).toBeUndefined();
+  });
+});
+
+describe('the audit stage for a key not accepted', () => {
+  test('a failed-authentication event: the refusal, the failure, the source, anonymous; never the token', () => {
+    const audited: { request: AuditRequestInfo; outcome: AuditOutcome }[] = [];
+    const auditor = {
+      failedAuthentication: (request: AuditRequestInfo, outcome: AuditOutcome) =>
+        audited.push({ request, outcome }),
+    };
+    const token = 'pak_secret-that-must-not-be-audited';
+    const exchange = testExchange({ headers: { authorization: `Bearer ${token}` } });
+    auditFailedAuthentication(auditor, exchange, unauthorized(), new InvalidAccessKey());
+    expect(audited).toHaveLength(1);
+    expect(audited[0]?.request.sourceIPs).toEqual(['192.0.2.1']);
+    expect(audited[0]?.request.user.username).toBe('system:anonymous');
+    expect(audited[0]?.outcome).toMatchObject({
+      code: 401,
+      status: 'Failure',
+      reason: 'Unauthorized',
+      annotations: { 'authentication.platform/failure': 'InvalidAccessKey' },
+    });
+    expect(JSON.stringify(audited)).not.toContain(token);
   });
 });
 

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type { StatusError } from '../../api/status.ts';
+import type { AuthenticationFailure } from '../../identity/authenticate.ts';
 import { keyUserInfo } from '../../identity/user-info.ts';
 import { formatMicroTime } from '../../runtime/clock.ts';
 import type { Auditor } from '../audit/auditor.ts';
@@ -18,6 +20,25 @@ export function beginAudit(
 ): void {
   if (!auditor.enabled) return;
   exchange.audit = auditor.begin(auditInfo(exchange), sensitive ? undefined : exchange.requestObject);
+}
+
+/**
+ * The audit stage for a request whose key was not accepted: a failed-authentication event (every
+ * policy records it) with the refusal the caller gets and the failure's name, never the token.
+ */
+export function auditFailedAuthentication(
+  auditor: Pick<Auditor, 'failedAuthentication'>,
+  exchange: Exchange,
+  refusal: StatusError,
+  failure: AuthenticationFailure,
+): void {
+  auditor.failedAuthentication(auditInfo(exchange), {
+    code: refusal.code,
+    status: 'Failure',
+    message: refusal.message,
+    reason: refusal.reason,
+    annotations: { 'authentication.platform/failure': failure.name },
+  });
 }
 
 /** The request side of the request's audit events. */

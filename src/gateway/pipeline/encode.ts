@@ -230,7 +230,7 @@ export function sendAnswer(
  * chunked stream), when it must be redacted, re-encoded as YAML, or logged with its body.
  */
 export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Relay): Promise<void> {
-  const { relay: response, redaction } = relay;
+  const response = relay.relay;
   const code = response.statusCode;
   const contentType = headerValue(response.headers['content-type']) ?? 'application/json';
   const headers: OutgoingHttpHeaders = { 'content-type': contentType };
@@ -238,74 +238,104 @@ export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Rel
     const value = headerValue(response.headers[name]);
     if (value !== undefined) headers[name] = value;
   }
-  const isJson = mediaType(contentType) === 'application/json';
-
   if (exchange.attributes?.verb === 'watch' && code === 200) {
-    exchange.audit?.responseStarted({ code });
-    deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000);
-    const audit = exchange.audit;
-    exchange.audit = undefined;
-    const stream = redaction ? response.body.pipe(new RedactingStream(redaction)) : response.body;
-    response.body.once('error', (error) => stream.destroy(error));
-    const raw = exchange.response;
-    // Headers go out at once (a watch may stay silent for minutes); then events as they come.
-    raw.writeHead(code, { ...headers, 'cache-control': 'no-cache, private' });
-    raw.flushHeaders();
-    exchange.finished = true;
-    try {
-      await pump(stream, raw);
-    } catch {
-      // The client went away, the apiserver ended the watch, or an event could not be redacted
-      // (the stream is cut rather than passed on): nothing to answer any more.
-    } finally {
-      audit?.complete({ code });
-      exchange.release?.();
-    }
+    await streamWatch(deps, exchange, relay, headers);
     return;
   }
-
   const wantsBody = exchange.audit?.level === 'RequestResponse';
-  if (!redaction && exchange.negotiated.format === 'json' && !wantsBody) {
-    // Most answers are small: read whole, they go out in one write with their length (the
-    // apiserver sends many without one). Past the limit, what was read goes first and the rest
-    // is streamed.
-    const start = await readUpTo(response.body, BUFFERED_RESPONSE_BYTES);
-    if (start.complete) {
-      write(
-        exchange,
-        code,
-        headers,
-        start.chunks.length === 1 ? start.chunks[0]! : Buffer.concat(start.chunks),
-      );
-      finish(deps, exchange, code, undefined);
-      return;
-    }
-    const raw = exchange.response;
-    raw.writeHead(code, headers);
-    for (const chunk of start.chunks) raw.write(chunk);
-    await pump(response.body, raw).catch(() => {
-      // The client went away, or the apiserver broke off: the answer is incomplete either way.
-    });
+  if (!relay.redaction && exchange.negotiated.format === 'json' && !wantsBody) {
+    await passOn(deps, exchange, response, headers);
+    return;
+  }
+  await rewrite(deps, exchange, relay, headers, mediaType(contentType) === 'application/json');
+}
+
+/** A watch: headers at once (a watch may stay silent for minutes), then events as they come, redacted. */
+async function streamWatch(
+  deps: EncodeDeps,
+  exchange: Exchange,
+  { relay: response, redaction }: Relay,
+  headers: OutgoingHttpHeaders,
+): Promise<void> {
+  const code = response.statusCode;
+  exchange.audit?.responseStarted({ code });
+  deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000);
+  const audit = exchange.audit;
+  exchange.audit = undefined;
+  const stream = redaction ? response.body.pipe(new RedactingStream(redaction)) : response.body;
+  response.body.once('error', (error) => stream.destroy(error));
+  const raw = exchange.response;
+  raw.writeHead(code, { ...headers, 'cache-control': 'no-cache, private' });
+  raw.flushHeaders();
+  exchange.finished = true;
+  try {
+    await pump(stream, raw);
+  } catch {
+    // The client went away, the apiserver ended the watch, or an event could not be redacted
+    // (the stream is cut rather than passed on): nothing to answer any more.
+  } finally {
+    audit?.complete({ code });
+    exchange.release?.();
+  }
+}
+
+/**
+ * An answer nothing needs to look at, passed on as it is. Most are small: read whole, they go
+ * out in one write with their length (the apiserver sends many without one). Past the limit,
+ * what was read goes first and the rest is streamed.
+ */
+async function passOn(
+  deps: EncodeDeps,
+  exchange: Exchange,
+  response: Relay['relay'],
+  headers: OutgoingHttpHeaders,
+): Promise<void> {
+  const code = response.statusCode;
+  const start = await readUpTo(response.body, BUFFERED_RESPONSE_BYTES);
+  if (start.complete) {
+    write(
+      exchange,
+      code,
+      headers,
+      start.chunks.length === 1 ? start.chunks[0]! : Buffer.concat(start.chunks),
+    );
     finish(deps, exchange, code, undefined);
     return;
   }
+  const raw = exchange.response;
+  raw.writeHead(code, headers);
+  for (const chunk of start.chunks) raw.write(chunk);
+  await pump(response.body, raw).catch(() => {
+    // The client went away, or the apiserver broke off: the answer is incomplete either way.
+  });
+  finish(deps, exchange, code, undefined);
+}
 
+/**
+ * An answer read whole to be redacted, re-encoded (YAML) or audited with its body. One that
+ * must be redacted but cannot be read is not passed on (502).
+ */
+async function rewrite(
+  deps: EncodeDeps,
+  exchange: Exchange,
+  { relay: response, redaction }: Relay,
+  headers: OutgoingHttpHeaders,
+  isJson: boolean,
+): Promise<void> {
+  const code = response.statusCode;
   const text = await readBounded(response.body);
-  if (!isJson) {
+  const asItCame = () => {
     if (redaction) throw unredactable();
     write(exchange, code, headers, text);
     finish(deps, exchange, code, undefined);
-    return;
-  }
+  };
+  if (!isJson) return asItCame();
   let documents: { single: unknown } | { many: unknown[] };
   try {
     documents = redactDocuments(text, redaction ?? ((value) => value));
   } catch (error) {
     if (!(error instanceof UnredactableAnswer)) throw error;
-    if (redaction) throw unredactable();
-    write(exchange, code, headers, text);
-    finish(deps, exchange, code, undefined);
-    return;
+    return asItCame();
   }
   if ('many' in documents) {
     // A stream of events read whole (the apiserver ended it): passed on as it came, one per line.
