@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { Readable, Writable } from 'node:stream';
+import type { GatewayEndpoint, GatewayRequest } from '../src/gateway/endpoints/endpoint.ts';
 import { type Exchange, JSON_ONLY } from '../src/gateway/pipeline/exchange.ts';
-import type { EndpointTable, Routed } from '../src/gateway/pipeline/route.ts';
+import { EndpointTable, type Routed } from '../src/gateway/pipeline/route.ts';
 import type { AuthenticatedIdentity } from '../src/identity/authenticate.ts';
 
 /**
@@ -111,6 +112,27 @@ export function testIdentity(
       ttlAfterLastActivity: false,
     },
   };
+}
+
+/**
+ * A table of two endpoints that answer with their name and keep every request they are handed
+ * in `seen`: `configs` (the management API resource: get, create) and `review` (the path prefix
+ * `/kubernetes/tokenreview`: POST). Stored kinds route to the proxy.
+ */
+export function testEndpointTable(seen: GatewayRequest[] = []): EndpointTable {
+  const endpoint = (name: string, route: GatewayEndpoint['route']): GatewayEndpoint => ({
+    name,
+    route,
+    authentication: 'key',
+    handle: (request) => {
+      seen.push(request);
+      return { code: 200, object: { name } };
+    },
+  });
+  return new EndpointTable([
+    endpoint('configs', { kind: 'resource', resource: 'configs', verbs: ['get', 'create'] }),
+    endpoint('review', { kind: 'path', path: '/kubernetes/tokenreview', prefix: true, methods: ['POST'] }),
+  ]);
 }
 
 /**

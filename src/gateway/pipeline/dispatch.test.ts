@@ -2,33 +2,21 @@ import { describe, expect, test } from 'vitest';
 import {
   jsonBody,
   routedTestExchange,
+  testEndpointTable,
   testExchange,
   testIdentity,
 } from '../../../test-support/gateway-exchange.ts';
 import { AuthFailureLimiter } from '../../http/failure-limiter.ts';
-import type { GatewayEndpoint, GatewayRequest } from '../endpoints/endpoint.ts';
+import type { GatewayRequest } from '../endpoints/endpoint.ts';
 import { BASE_PATH } from '../paths.ts';
 import type { ProxyDeps } from '../proxy/proxy.ts';
 import { dispatch } from './dispatch.ts';
 import { receiveBody } from './receive.ts';
-import { EndpointTable } from './route.ts';
 import { Throttle } from './throttle.ts';
 
 const api = `${BASE_PATH}/apis/management.platform/v1`;
 const seen: GatewayRequest[] = [];
-const endpoint = (name: string, route: GatewayEndpoint['route']): GatewayEndpoint => ({
-  name,
-  route,
-  authentication: 'key',
-  handle: (request) => {
-    seen.push(request);
-    return { code: 200, object: { name } };
-  },
-});
-const table = new EndpointTable([
-  endpoint('configs', { kind: 'resource', resource: 'configs', verbs: ['get', 'create'] }),
-  endpoint('review', { kind: 'path', path: '/kubernetes/tokenreview', prefix: true, methods: ['POST'] }),
-]);
+const table = testEndpointTable(seen);
 
 const routed = (
   ...args: Parameters<typeof routedTestExchange> extends [unknown, ...infer Rest] ? Rest : never

@@ -1,21 +1,10 @@
 import { describe, expect, test } from 'vitest';
-import { jsonBody, routedTestExchange } from '../../../test-support/gateway-exchange.ts';
-import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
+import { jsonBody, routedTestExchange, testEndpointTable } from '../../../test-support/gateway-exchange.ts';
 import { BASE_PATH } from '../paths.ts';
 import { receiveBody } from './receive.ts';
-import { EndpointTable } from './route.ts';
 
 const api = `${BASE_PATH}/apis/management.platform/v1`;
-const endpoint = (name: string, route: GatewayEndpoint['route']): GatewayEndpoint => ({
-  name,
-  route,
-  authentication: 'key',
-  handle: () => ({ code: 200, object: { name } }),
-});
-const table = new EndpointTable([
-  endpoint('configs', { kind: 'resource', resource: 'configs', verbs: ['get', 'create'] }),
-  endpoint('review', { kind: 'path', path: '/kubernetes/tokenreview', prefix: true, methods: ['POST'] }),
-]);
+const table = testEndpointTable();
 
 const routed = (
   ...args: Parameters<typeof routedTestExchange> extends [unknown, ...infer Rest] ? Rest : never
