@@ -1,20 +1,9 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { hostNameLong } from '../../src/sync/names.ts';
 import { MEMORY_BUDGET_ENV } from '../../src/sync/patches/memory-budget.ts';
-import {
-  hostKubeConfig,
-  hostKubeconfigPath,
-  kubeConfigFor,
-  uniqueName,
-  useExtraClusters,
-  useNamespace,
-} from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { Api, configYaml, type SpawnedSyncer, serviceAndEndpoints, spawnSyncer } from './support.ts';
+import { serviceAndEndpoints, TEST_CONFIG, useSpawnedSyncer } from './support.ts';
 
 /**
  * The process-wide sandbox memory budget, reached: a syncer whose process may not build one more
@@ -22,48 +11,19 @@ import { Api, configYaml, type SpawnedSyncer, serviceAndEndpoints, spawnSyncer }
  * patches need the sandbox report the refusal as a SyncError Event, the others sync.
  */
 describe('past the sandbox memory budget, new sandboxes are refused and the process lives', () => {
-  const hostNamespace = useNamespace('budget');
-  const startCluster = useExtraClusters();
-  const vcName = uniqueName('vc');
-  const dir = mkdtempSync(join(tmpdir(), 'platform-sync-budget-'));
-  const host = new Api(hostKubeConfig());
-  let virtual: Api;
-  let syncer: SpawnedSyncer | undefined;
-
-  beforeAll(async () => {
-    const cluster = await startCluster({ name: uniqueName('vc') });
-    virtual = new Api(kubeConfigFor(cluster));
-    await virtual.createNamespace('apps');
-    const configPath = join(dir, 'vcluster.yaml');
-    writeFileSync(configPath, configYaml());
-    syncer = await spawnSyncer(
-      {
-        virtualKubeconfig: cluster.kubeconfigPath,
-        hostKubeconfig: hostKubeconfigPath(),
-        hostNamespace: hostNamespace(),
-        name: vcName,
-        config: configPath,
-      },
-      join(dir, 'syncer.log'),
-      // One isolate needs 32 MiB: none fits.
-      { [MEMORY_BUDGET_ENV]: '16' },
-    );
-  });
-  afterAll(async () => {
-    await syncer?.kill();
-    virtual?.close();
-    host.close();
-    rmSync(dir, { recursive: true, force: true });
+  // One isolate needs 32 MiB: none fits.
+  const { hostNamespace, vcName, host, virtual, syncer } = useSpawnedSyncer('budget', TEST_CONFIG, {
+    [MEMORY_BUDGET_ENV]: '16',
   });
 
   test('an object that needs an expression fails with SandboxMemoryBudgetExceeded; one that does not syncs', async () => {
     // The Endpoints' annotation has an expression patch; the Service of "plain" has nothing to evaluate.
     const patched = serviceAndEndpoints('patched', { annotations: { 'platform.test/tier': 'gold' } });
-    await virtual.create('services', 'apps', patched.service);
-    await virtual.create('endpoints', 'apps', patched.endpoints);
+    await virtual().create('services', 'apps', patched.service);
+    await virtual().create('endpoints', 'apps', patched.endpoints);
     const plain = serviceAndEndpoints('plain');
-    await virtual.create('services', 'apps', plain.service);
-    await virtual.create('endpoints', 'apps', plain.endpoints);
+    await virtual().create('services', 'apps', plain.service);
+    await virtual().create('endpoints', 'apps', plain.endpoints);
 
     await eventually(
       async () =>
@@ -74,7 +34,7 @@ describe('past the sandbox memory budget, new sandboxes are refused and the proc
     let note = '';
     await eventually(
       async () => {
-        const events = await virtual.eventsAbout('apps', 'Endpoints', 'patched');
+        const events = await virtual().eventsAbout('apps', 'Endpoints', 'patched');
         note = events.find((e) => e.reason === 'SyncError')?.note ?? '';
         return note !== '';
       },
@@ -87,8 +47,8 @@ describe('past the sandbox memory budget, new sandboxes are refused and the proc
       "a sandbox of 32 MiB does not fit in this process's sandbox memory budget of 16 MiB",
     );
     expect(await host.get('endpoints', hostNamespace(), hostNameLong('patched', 'apps', vcName))).toBeNull();
-    expect(syncer!.child.exitCode).toBeNull();
-    expect(await syncer!.metrics()).toMatch(
+    expect(syncer().child.exitCode).toBeNull();
+    expect(await syncer().metrics()).toMatch(
       /platform_syncer_errors_total\{[^}]*kind="Endpoints"[^}]*reason="SandboxMemoryBudgetExceeded"[^}]*\} [1-9]/,
     );
   });

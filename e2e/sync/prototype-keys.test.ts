@@ -1,20 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import type { Cluster } from '../../src/dev/controlplane.ts';
-import { hostNameLong, PREFIX } from '../../src/sync/names.ts';
-import {
-  hostKubeConfig,
-  hostKubeconfigPath,
-  kubeConfigFor,
-  uniqueName,
-  useExtraClusters,
-  useNamespace,
-} from '../support/cluster.ts';
-import { eventually } from '../support/wait.ts';
-import { Api, configYaml, type SpawnedSyncer, spawnSyncer } from './support.ts';
+import { describe, expect, test } from 'vitest';
+import { PREFIX } from '../../src/sync/names.ts';
+import { useSpawnedSyncer, waitForValue } from './support.ts';
 
 /**
  * Keys named like Object.prototype members (issue 29) through `platform syncer`, between the run's
@@ -24,18 +11,9 @@ import { Api, configYaml, type SpawnedSyncer, spawnSyncer } from './support.ts';
  * host. `__proto__` is a valid data key, not a valid label or annotation key.
  */
 describe('platform syncer: keys named like Object.prototype members', () => {
-  const hostNamespace = useNamespace('sync-proto');
-  const startCluster = useExtraClusters();
-  const vcName = uniqueName('vc');
-  const dir = mkdtempSync(join(tmpdir(), 'platform-sync-proto-e2e-'));
-  const logPath = join(dir, 'syncer.log');
-  const configPath = join(dir, 'vcluster.yaml');
-  const host = new Api(hostKubeConfig());
-  let cluster: Cluster;
-  let virtual: Api;
-  let syncer: SpawnedSyncer | undefined;
-
-  const hostName = (name: string) => hostNameLong(name, 'apps', vcName);
+  const { hostNamespace, host, virtual, hostName } = useSpawnedSyncer('sync-proto', {
+    sync: { toHost: { configMaps: { enabled: true }, secrets: { enabled: true } } },
+  });
   /** JSON as a client sends it: `__proto__` an own key (an object literal would set the prototype). */
   const json = (text: string): Record<string, string | null> => JSON.parse(text);
   /** A map's text with its keys sorted (missing: `{}`), so maps compare as documents. */
@@ -45,61 +23,15 @@ describe('platform syncer: keys named like Object.prototype members', () => {
     Object.fromEntries(Object.entries(map ?? {}).filter(([key]) => !key.startsWith(`${PREFIX}/`)));
   const b64 = (value: string) => Buffer.from(value).toString('base64');
 
-  const waitFor = async <T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean) => {
-    let last: T | undefined;
-    await eventually(
-      async () => {
-        last = await read();
-        return ok(last);
-      },
-      30_000,
-      what,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}; last seen: ${JSON.stringify(last)?.slice(0, 2000)}`);
-    });
-    return last as T;
-  };
   /** Waits until the host copy's data is exactly `expected` (and checks the virtual side has it too). */
   const hostDataBecomes = async (plural: string, name: string, expected: Record<string, string>) => {
-    expect(text((await virtual.get(plural, 'apps', name)).data)).toBe(text(expected));
-    await waitFor(
+    expect(text((await virtual().get(plural, 'apps', name)).data)).toBe(text(expected));
+    await waitForValue(
       `host ${plural} ${name} with data ${text(expected)}`,
       () => host.get(plural, hostNamespace(), hostName(name)),
       (obj) => obj !== null && text(obj.data) === text(expected),
     );
   };
-
-  beforeAll(async () => {
-    cluster = await startCluster({ name: uniqueName('vc') });
-    virtual = new Api(kubeConfigFor(cluster));
-    await virtual.createNamespace('apps');
-    writeFileSync(
-      configPath,
-      configYaml({ sync: { toHost: { configMaps: { enabled: true }, secrets: { enabled: true } } } }),
-    );
-    syncer = await spawnSyncer(
-      {
-        virtualKubeconfig: cluster.kubeconfigPath,
-        hostKubeconfig: hostKubeconfigPath(),
-        hostNamespace: hostNamespace(),
-        name: vcName,
-        config: configPath,
-      },
-      logPath,
-    );
-  });
-  let failed = false;
-  afterEach((ctx) => {
-    if (ctx.task.result?.state !== 'fail') return;
-    failed = true;
-    console.error(`the syncer's log: ${logPath}`);
-  });
-  afterAll(async () => {
-    await syncer?.kill();
-    virtual?.close();
-    host.close();
-    if (!failed) rmSync(dir, { recursive: true, force: true });
-  });
 
   test.each([
     ['configmaps', 'ConfigMap', (v: string) => v],
@@ -108,7 +40,7 @@ describe('platform syncer: keys named like Object.prototype members', () => {
     '%s: data keys constructor, __proto__ and toString added, changed and removed; the host follows exactly',
     async (plural, kind, encode) => {
       const name = `proto-${plural}`;
-      await virtual.create(plural, 'apps', {
+      await virtual().create(plural, 'apps', {
         apiVersion: 'v1',
         kind,
         metadata: { name },
@@ -119,27 +51,27 @@ describe('platform syncer: keys named like Object.prototype members', () => {
       const added = json(
         `{"plain": "${encode('1')}", "constructor": "${encode('c')}", "__proto__": "${encode('p')}", "toString": "${encode('t')}"}`,
       );
-      await virtual.patch(plural, 'apps', name, { data: added });
+      await virtual().patch(plural, 'apps', name, { data: added });
       await hostDataBecomes(plural, name, added as Record<string, string>);
 
       const changed = json(
         `{"plain": "${encode('1')}", "constructor": "${encode('c2')}", "__proto__": "${encode('p2')}", "toString": "${encode('t2')}"}`,
       );
-      await virtual.patch(plural, 'apps', name, { data: changed });
+      await virtual().patch(plural, 'apps', name, { data: changed });
       await hostDataBecomes(plural, name, changed as Record<string, string>);
 
       // Removed one at a time, then the issue's case: replaced by data holding none of them.
-      await virtual.patch(plural, 'apps', name, { data: json('{"constructor": null}') });
+      await virtual().patch(plural, 'apps', name, { data: json('{"constructor": null}') });
       const { constructor: _c, ...withoutConstructor } = changed;
       await hostDataBecomes(plural, name, withoutConstructor as Record<string, string>);
-      await virtual.patch(plural, 'apps', name, { data: json('{"__proto__": null}') });
+      await virtual().patch(plural, 'apps', name, { data: json('{"__proto__": null}') });
       await hostDataBecomes(
         plural,
         name,
         json(`{"plain": "${encode('1')}", "toString": "${encode('t2')}"}`) as any,
       );
-      const current = await virtual.get(plural, 'apps', name);
-      await virtual.client.request({
+      const current = await virtual().get(plural, 'apps', name);
+      await virtual().client.request({
         method: 'PUT',
         path: `/api/v1/namespaces/apps/${plural}/${name}`,
         body: { ...current, data: { a: encode('1') } },
@@ -150,14 +82,14 @@ describe('platform syncer: keys named like Object.prototype members', () => {
 
   test('labels and annotations constructor, toString and valueOf go to the host and come back from it exactly', async () => {
     const name = 'proto-labels';
-    await virtual.create('configmaps', 'apps', {
+    await virtual().create('configmaps', 'apps', {
       apiVersion: 'v1',
       kind: 'ConfigMap',
       metadata: { name, labels: { constructor: 'v1', app: 'a' }, annotations: { toString: 'v1' } },
       data: { a: '1' },
     });
     const hostMapsAre = (labels: Record<string, string>, annotations: Record<string, string>) =>
-      waitFor(
+      waitForValue(
         `host labels ${text(labels)} and annotations ${text(annotations)}`,
         () => host.get('configmaps', hostNamespace(), hostName(name)),
         (obj) =>
@@ -166,9 +98,9 @@ describe('platform syncer: keys named like Object.prototype members', () => {
           text(withoutBookkeeping(obj.metadata.annotations)) === text(annotations),
       );
     const virtualMapsAre = (labels: Record<string, string>, annotations: Record<string, string>) =>
-      waitFor(
+      waitForValue(
         `virtual labels ${text(labels)} and annotations ${text(annotations)}`,
-        () => virtual.get('configmaps', 'apps', name),
+        () => virtual().get('configmaps', 'apps', name),
         (obj) =>
           text(obj.metadata.labels) === text(labels) && text(obj.metadata.annotations) === text(annotations),
       );
@@ -197,7 +129,7 @@ describe('platform syncer: keys named like Object.prototype members', () => {
     await hostMapsAre({ app: 'a' }, { valueOf: 'h1' });
 
     // And the virtual side's own change goes out again.
-    await virtual.patch('configmaps', 'apps', name, {
+    await virtual().patch('configmaps', 'apps', name, {
       metadata: { labels: { hasOwnProperty: 'v2' }, annotations: { valueOf: null, constructor: 'v2' } },
     });
     await hostMapsAre({ app: 'a', hasOwnProperty: 'v2' }, { constructor: 'v2' });

@@ -1,20 +1,6 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import type { Cluster } from '../../src/dev/controlplane.ts';
-import { hostNameLong } from '../../src/sync/names.ts';
-import {
-  hostKubeConfig,
-  hostKubeconfigPath,
-  kubeConfigFor,
-  uniqueName,
-  useExtraClusters,
-  useNamespace,
-} from '../support/cluster.ts';
-import { eventually } from '../support/wait.ts';
-import { Api, configYaml, type SpawnedSyncer, spawnSyncer } from './support.ts';
+import { describe, expect, test } from 'vitest';
+import { useSpawnedSyncer, waitForValue } from './support.ts';
 
 /**
  * A `reference` patch naming a Service, on another synced kind (a ConfigMap's annotation), with
@@ -24,99 +10,42 @@ import { Api, configYaml, type SpawnedSyncer, spawnSyncer } from './support.ts';
  * virtual name. Tests run in order and build on each other's objects.
  */
 describe('reference patches to a Service, to the host and back', () => {
-  const hostNamespace = useNamespace('sync-ref');
-  const startCluster = useExtraClusters();
-  const vcName = uniqueName('vc');
-  const dir = mkdtempSync(join(tmpdir(), 'platform-sync-ref-e2e-'));
-  const logPath = join(dir, 'syncer.log');
-  const configPath = join(dir, 'vcluster.yaml');
-  const host = new Api(hostKubeConfig());
   const BACKEND = 'platform.test/backend';
-  let cluster: Cluster;
-  let virtual: Api;
-  let syncer: SpawnedSyncer | undefined;
-
-  const hostName = (name: string) => hostNameLong(name, 'apps', vcName);
-  const waitFor = async <T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, ms = 30_000) => {
-    let last: T | undefined;
-    await eventually(
-      async () => {
-        last = await read();
-        return ok(last);
+  const { hostNamespace, host, virtual, hostName } = useSpawnedSyncer('sync-ref', {
+    sync: {
+      toHost: {
+        // Services are synced only while a reference names them.
+        services: { enabled: false },
+        configMaps: {
+          enabled: true,
+          patches: [
+            {
+              path: `metadata.annotations["${BACKEND}"]`,
+              reference: { apiVersion: 'v1', kind: 'Service' },
+            },
+          ],
+        },
       },
-      ms,
-      what,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}; last seen: ${JSON.stringify(last)?.slice(0, 2000)}`);
-    });
-    return last as T;
-  };
+    },
+  });
   const service = (name: string) => ({
     metadata: { name },
     spec: { ports: [{ name: 'http', port: 80 }] },
   });
 
-  beforeAll(async () => {
-    cluster = await startCluster({ name: uniqueName('vc') });
-    virtual = new Api(kubeConfigFor(cluster));
-    await virtual.createNamespace('apps');
-    writeFileSync(
-      configPath,
-      configYaml({
-        sync: {
-          toHost: {
-            // Services are synced only while a reference names them.
-            services: { enabled: false },
-            configMaps: {
-              enabled: true,
-              patches: [
-                {
-                  path: `metadata.annotations["${BACKEND}"]`,
-                  reference: { apiVersion: 'v1', kind: 'Service' },
-                },
-              ],
-            },
-          },
-        },
-      }),
-    );
-    syncer = await spawnSyncer(
-      {
-        virtualKubeconfig: cluster.kubeconfigPath,
-        hostKubeconfig: hostKubeconfigPath(),
-        hostNamespace: hostNamespace(),
-        name: vcName,
-        config: configPath,
-      },
-      logPath,
-    );
-  });
-  let failed = false;
-  afterEach((ctx) => {
-    if (ctx.task.result?.state !== 'fail') return;
-    failed = true;
-    console.error(`the syncer's log: ${logPath}`);
-  });
-  afterAll(async () => {
-    await syncer?.kill();
-    virtual?.close();
-    host.close();
-    if (!failed) rmSync(dir, { recursive: true, force: true });
-  });
-
   test('the named Service is synced and the name on the host is its host name', async () => {
-    await virtual.create('services', 'apps', service('api'));
-    await virtual.create('services', 'apps', service('web'));
-    await virtual.create('configmaps', 'apps', {
+    await virtual().create('services', 'apps', service('api'));
+    await virtual().create('services', 'apps', service('web'));
+    await virtual().create('configmaps', 'apps', {
       metadata: { name: 'routing', annotations: { [BACKEND]: 'api' } },
       data: { mode: 'fast' },
     });
-    await waitFor(
+    await waitForValue(
       'the reference translated on the host ConfigMap',
       () => host.get('configmaps', hostNamespace(), hostName('routing')),
       (c) => c?.metadata.annotations[BACKEND] === hostName('api'),
     );
-    const api = await waitFor(
+    const api = await waitForValue(
       'host Service api (referenced)',
       () => host.get('services', hostNamespace(), hostName('api')),
       (s) => s !== null,
@@ -130,17 +59,17 @@ describe('reference patches to a Service, to the host and back', () => {
     await host.patch('configmaps', hostNamespace(), hostName('routing'), {
       metadata: { annotations: { [BACKEND]: hostName('web') } },
     });
-    await waitFor(
+    await waitForValue(
       'the virtual ConfigMap naming web',
-      () => virtual.get('configmaps', 'apps', 'routing'),
+      () => virtual().get('configmaps', 'apps', 'routing'),
       (c) => c?.metadata.annotations[BACKEND] === 'web',
     );
-    await waitFor(
+    await waitForValue(
       'host Service web (now referenced)',
       () => host.get('services', hostNamespace(), hostName('web')),
       (s) => s !== null,
     );
-    await waitFor(
+    await waitForValue(
       'host Service api removed (no longer referenced)',
       () => host.get('services', hostNamespace(), hostName('api')),
       (s) => s === null,
@@ -148,7 +77,7 @@ describe('reference patches to a Service, to the host and back', () => {
     // Translated once: the host keeps the host name, not a translation of it.
     const routing = await host.get('configmaps', hostNamespace(), hostName('routing'));
     expect(routing.metadata.annotations[BACKEND]).toBe(hostName('web'));
-    expect(await virtual.get('services', 'apps', 'api')).not.toBeNull();
+    expect(await virtual().get('services', 'apps', 'api')).not.toBeNull();
   });
 
   test('a host name that names no virtual object does not come back, and that object is not touched', async () => {
@@ -159,13 +88,13 @@ describe('reference patches to a Service, to the host and back', () => {
     await host.patch('configmaps', hostNamespace(), hostName('routing'), {
       metadata: { annotations: { [BACKEND]: 'payments-db', 'platform.test/note': 'seen' } },
     });
-    const routing = await waitFor(
+    const routing = await waitForValue(
       'the host edit brought back',
-      () => virtual.get('configmaps', 'apps', 'routing'),
+      () => virtual().get('configmaps', 'apps', 'routing'),
       (c) => c?.metadata.annotations['platform.test/note'] === 'seen',
     );
     expect(routing.metadata.annotations[BACKEND]).toBe('web');
-    expect(await virtual.get('services', 'apps', 'payments-db')).toBeNull();
+    expect(await virtual().get('services', 'apps', 'payments-db')).toBeNull();
     const after = await host.get('services', hostNamespace(), 'payments-db');
     expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
     // web is still what the virtual ConfigMap names: its host copy stays.
@@ -178,16 +107,16 @@ describe('reference patches to a Service, to the host and back', () => {
     const long = 'a-service-whose-host-name-is-too-long-to-invert';
     expect(hostName(long).length).toBe(63);
     expect(hostName(long).startsWith(`${long}-x-apps-x-`)).toBe(false);
-    await virtual.create('services', 'apps', service(long));
+    await virtual().create('services', 'apps', service(long));
     await host.patch('configmaps', hostNamespace(), hostName('routing'), {
       metadata: { annotations: { [BACKEND]: hostName(long) } },
     });
-    await waitFor(
+    await waitForValue(
       'the virtual ConfigMap naming the long-named Service',
-      () => virtual.get('configmaps', 'apps', 'routing'),
+      () => virtual().get('configmaps', 'apps', 'routing'),
       (c) => c?.metadata.annotations[BACKEND] === long,
     );
-    await waitFor(
+    await waitForValue(
       'its host copy (now referenced)',
       () => host.get('services', hostNamespace(), hostName(long)),
       (s) => s !== null,

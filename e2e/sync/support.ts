@@ -1,12 +1,23 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { stringify } from 'yaml';
 import { freePort } from '../../src/dev/controlplane.ts';
 import { isNotFound } from '../../src/runtime/errors.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { LABEL_MANAGED_BY } from '../../src/sync/names.ts';
+import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
+import {
+  hostKubeConfig,
+  hostKubeconfigPath,
+  kubeConfigFor,
+  uniqueName,
+  useExtraClusters,
+  useNamespace,
+} from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
 /** A client on a cluster with the few calls the sync tests make, as plain JSON. */
@@ -252,5 +263,120 @@ export async function spawnSyncer(
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
     },
+  };
+}
+
+/**
+ * Polls `read` until `ok` holds (default 30 s) and returns the value that satisfied it; on a
+ * timeout the error carries the last value seen.
+ */
+export async function waitForValue<T>(
+  what: string,
+  read: () => Promise<T>,
+  ok: (value: T) => boolean,
+  ms = 30_000,
+): Promise<T> {
+  let last: T | undefined;
+  await eventually(
+    async () => {
+      last = await read();
+      return ok(last);
+    },
+    ms,
+    what,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; last seen: ${JSON.stringify(last)?.slice(0, 2000)}`);
+  });
+  return last as T;
+}
+
+/** The virtual cluster, host namespace and `platform syncer` process of one describe block. */
+export interface SyncerEnvironment {
+  /** The host namespace the syncer writes to. */
+  hostNamespace: () => string;
+  /** The virtual cluster's name (the syncer's `--name`). */
+  vcName: string;
+  /** A client on the run's host cluster. */
+  host: Api;
+  /** A client on the virtual cluster; set once beforeAll ran. */
+  virtual: () => Api;
+  /** The running syncer; set once beforeAll ran. */
+  syncer: () => SpawnedSyncer;
+  /** The host name of the virtual object `name` in the virtual namespace `apps`. */
+  hostName: (name: string) => string;
+  /** Spawns the syncer again (after `syncer().kill()`), with the same arguments. */
+  restart: () => Promise<void>;
+}
+
+/**
+ * For one describe block: a host namespace (`namespacePrefix`), a second apiserver as the virtual
+ * cluster with the namespace `apps`, and `platform syncer` between them as a child process with
+ * `config` (and `env`), started in beforeAll and killed in afterAll. The syncer's log is kept
+ * (and its path printed) when a test failed, removed otherwise.
+ */
+export function useSpawnedSyncer(
+  namespacePrefix: string,
+  config: unknown = TEST_CONFIG,
+  env: NodeJS.ProcessEnv = {},
+): SyncerEnvironment {
+  const hostNamespace = useNamespace(namespacePrefix);
+  const startCluster = useExtraClusters();
+  const vcName = uniqueName('vc');
+  const dir = mkdtempSync(join(tmpdir(), `platform-${namespacePrefix}-e2e-`));
+  const logPath = join(dir, 'syncer.log');
+  const configPath = join(dir, 'vcluster.yaml');
+  const host = new Api(hostKubeConfig());
+  let virtualKubeconfig: string | undefined;
+  let virtual: Api | undefined;
+  let syncer: SpawnedSyncer | undefined;
+
+  const start = async () => {
+    syncer = await spawnSyncer(
+      {
+        virtualKubeconfig: virtualKubeconfig as string,
+        hostKubeconfig: hostKubeconfigPath(),
+        hostNamespace: hostNamespace(),
+        name: vcName,
+        config: configPath,
+      },
+      logPath,
+      env,
+    );
+  };
+
+  beforeAll(async () => {
+    const cluster = await startCluster({ name: uniqueName('vc') });
+    virtualKubeconfig = cluster.kubeconfigPath;
+    virtual = new Api(kubeConfigFor(cluster));
+    await virtual.createNamespace('apps');
+    writeFileSync(configPath, configYaml(config));
+    await start();
+  });
+  let failed = false;
+  afterEach((ctx) => {
+    if (ctx.task.result?.state !== 'fail') return;
+    failed = true;
+    console.error(`the syncer's log: ${logPath}`);
+  });
+  afterAll(async () => {
+    await syncer?.kill();
+    virtual?.close();
+    host.close();
+    // The syncer's log stays after a failure, for reading; it goes otherwise.
+    if (!failed) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const started = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`${what} is not set before beforeAll ran`);
+    return value;
+  };
+  return {
+    hostNamespace,
+    vcName,
+    host,
+    virtual: () => started(virtual, 'the virtual cluster client'),
+    syncer: () => started(syncer, 'the syncer'),
+    hostName: (name) => hostNameLong(name, 'apps', vcName),
+    restart: start,
   };
 }

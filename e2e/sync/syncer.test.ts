@@ -1,20 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import type { Cluster } from '../../src/dev/controlplane.ts';
+import { describe, expect, test } from 'vitest';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
-import {
-  hostKubeConfig,
-  hostKubeconfigPath,
-  kubeConfigFor,
-  uniqueName,
-  useExtraClusters,
-  useNamespace,
-} from '../support/cluster.ts';
-import { eventually } from '../support/wait.ts';
-import { Api, configYaml, type SpawnedSyncer, serviceAndEndpoints, spawnSyncer } from './support.ts';
+import { serviceAndEndpoints, useSpawnedSyncer, waitForValue } from './support.ts';
 
 /**
  * `platform syncer` as a child process between the run's host cluster and a second apiserver
@@ -22,84 +9,26 @@ import { Api, configYaml, type SpawnedSyncer, serviceAndEndpoints, spawnSyncer }
  * copies in this file's host namespace. Tests run in order and build on each other's objects.
  */
 describe('platform syncer: Services and Endpoints between a virtual cluster and its host namespace', () => {
-  const hostNamespace = useNamespace('sync');
-  const startCluster = useExtraClusters();
-  const vcName = uniqueName('vc');
-  const dir = mkdtempSync(join(tmpdir(), 'platform-sync-e2e-'));
-  const logPath = join(dir, 'syncer.log');
-  const configPath = join(dir, 'vcluster.yaml');
-  const host = new Api(hostKubeConfig());
-  let cluster: Cluster;
-  let virtual: Api;
-  let syncer: SpawnedSyncer | undefined;
-
-  const hostName = (name: string) => hostNameLong(name, 'apps', vcName);
-  const start = async () => {
-    syncer = await spawnSyncer(
-      {
-        virtualKubeconfig: cluster.kubeconfigPath,
-        hostKubeconfig: hostKubeconfigPath(),
-        hostNamespace: hostNamespace(),
-        name: vcName,
-        config: configPath,
-      },
-      logPath,
-    );
-  };
+  const { hostNamespace, vcName, host, virtual, syncer, hostName, restart } = useSpawnedSyncer('sync');
   const createPair = async (name: string, options: Parameters<typeof serviceAndEndpoints>[1] = {}) => {
     const { service, endpoints } = serviceAndEndpoints(name, options);
-    await virtual.create('services', 'apps', service);
-    await virtual.create('endpoints', 'apps', endpoints);
+    await virtual().create('services', 'apps', service);
+    await virtual().create('endpoints', 'apps', endpoints);
   };
-  const waitFor = async <T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, ms = 30_000) => {
-    let last: T | undefined;
-    await eventually(
-      async () => {
-        last = await read();
-        return ok(last);
-      },
-      ms,
-      what,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}; last seen: ${JSON.stringify(last)?.slice(0, 2000)}`);
-    });
-    return last as T;
-  };
-
-  beforeAll(async () => {
-    cluster = await startCluster({ name: uniqueName('vc') });
-    virtual = new Api(kubeConfigFor(cluster));
-    await virtual.createNamespace('apps');
-    writeFileSync(configPath, configYaml());
-    await start();
-  });
-  let failed = false;
-  afterEach((ctx) => {
-    if (ctx.task.result?.state !== 'fail') return;
-    failed = true;
-    console.error(`the syncer's log: ${logPath}`);
-  });
-  afterAll(async () => {
-    await syncer?.kill();
-    virtual?.close();
-    host.close();
-    // The syncer's log stays after a failure, for reading; it goes otherwise.
-    if (!failed) rmSync(dir, { recursive: true, force: true });
-  });
 
   test('Services and Endpoints appear on the host, translated and patched', async () => {
-    await virtual.create('services', 'apps', {
+    await virtual().create('services', 'apps', {
       metadata: { name: 'web', labels: { release: 'r1' }, annotations: { 'platform.test/tier': 'gold' } },
       spec: { selector: { app: 'web' }, ports: [{ port: 80, targetPort: 8080 }], type: 'LoadBalancer' },
     });
     await createPair('db', { annotations: { 'platform.test/tier': 'gold' } });
 
-    const web = await waitFor(
+    const web = await waitForValue(
       'host Service web',
       () => host.get('services', hostNamespace(), hostName('web')),
       (s) => s !== null,
     );
-    const virtualWeb = await virtual.get('services', 'apps', 'web');
+    const virtualWeb = await virtual().get('services', 'apps', 'web');
     expect(web.spec.selector).toEqual({
       app: 'web',
       'vcluster.platform/managed-by': vcName,
@@ -122,7 +51,7 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     expect(web.spec.ports[0].nodePort).toBeTruthy();
     expect(web.spec.ports[0].targetPort).toBe(8080);
 
-    const db = await waitFor(
+    const db = await waitForValue(
       'host Endpoints db',
       () => host.get('endpoints', hostNamespace(), hostName('db')),
       (e) => e !== null,
@@ -155,14 +84,14 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
       metadata: { annotations: { 'platform.test/tier': 'host-silver', 'host.test/added': 'yes' } },
       subsets: [{ addresses: [{ ip: '10.9.9.9' }], ports: [{ port: 1 }] }],
     });
-    const back = await waitFor(
+    const back = await waitForValue(
       'the host annotation in the virtual cluster',
-      () => virtual.get('endpoints', 'apps', 'db'),
+      () => virtual().get('endpoints', 'apps', 'db'),
       (e) => e.metadata.annotations?.['platform.test/tier'] === 'silver',
     );
     expect(back.metadata.annotations['host.test/added']).toBe('yes');
     expect(back.subsets[0].addresses[0].ip).toBe('10.1.0.5');
-    const reverted = await waitFor(
+    const reverted = await waitForValue(
       'the host subsets reverted',
       () => host.get('endpoints', hostNamespace(), hostName('db')),
       (e) => e.subsets?.[0]?.addresses?.[0]?.ip === '10.1.0.5',
@@ -176,17 +105,17 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
       body: { status: { loadBalancer: { ingress: [{ ip: '203.0.113.10' }] } } },
       contentType: 'application/merge-patch+json',
     });
-    await waitFor(
+    await waitForValue(
       'the host Service status in the virtual cluster',
-      () => virtual.get('services', 'apps', 'web'),
+      () => virtual().get('services', 'apps', 'web'),
       (svc) => svc.status?.loadBalancer?.ingress?.[0]?.ip === '203.0.113.10',
     );
 
     // And a virtual change goes out again through expression.
-    await virtual.patch('endpoints', 'apps', 'db', {
+    await virtual().patch('endpoints', 'apps', 'db', {
       metadata: { annotations: { 'platform.test/tier': 'bronze' }, labels: { role: 'primary' } },
     });
-    await waitFor(
+    await waitForValue(
       'the virtual change on the host',
       () => host.get('endpoints', hostNamespace(), hostName('db')),
       (e) =>
@@ -196,7 +125,7 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
   });
 
   test('a Service port renamed on the host comes back through its reverse patch', async () => {
-    const before = await waitFor(
+    const before = await waitForValue(
       'host Service db with its patched port name',
       () => host.get('services', hostNamespace(), hostName('db')),
       (s) => s?.spec.ports?.[0]?.name === 't-p',
@@ -204,9 +133,9 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     await host.patch('services', hostNamespace(), hostName('db'), {
       spec: { ports: [{ ...before.spec.ports[0], name: 't-q' }] },
     });
-    await waitFor(
+    await waitForValue(
       'the port name back in the virtual cluster, without the host prefix',
-      () => virtual.get('services', 'apps', 'db'),
+      () => virtual().get('services', 'apps', 'db'),
       (s) => s.spec.ports[0].name === 'q',
     );
     // The way out again gives the host what it has: it keeps its form, nothing flaps.
@@ -220,11 +149,11 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
 
   test('Endpoints created before their Service sync once the Service exists', async () => {
     const { service, endpoints } = serviceAndEndpoints('late');
-    await virtual.create('endpoints', 'apps', endpoints);
+    await virtual().create('endpoints', 'apps', endpoints);
     await new Promise((r) => setTimeout(r, 2000));
     expect(await host.get('endpoints', hostNamespace(), hostName('late'))).toBeNull();
-    await virtual.create('services', 'apps', service);
-    await waitFor(
+    await virtual().create('services', 'apps', service);
+    await waitForValue(
       'host Endpoints late',
       () => host.get('endpoints', hostNamespace(), hostName('late')),
       (e) => e !== null,
@@ -232,8 +161,8 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
   });
 
   test('a Service that gains a selector has its host Endpoints removed', async () => {
-    await virtual.patch('services', 'apps', 'late', { spec: { selector: { app: 'late' } } });
-    await waitFor(
+    await virtual().patch('services', 'apps', 'late', { spec: { selector: { app: 'late' } } });
+    await waitForValue(
       'host Endpoints late gone',
       () => host.get('endpoints', hostNamespace(), hostName('late')),
       (e) => e === null,
@@ -241,33 +170,33 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     const service = await host.get('services', hostNamespace(), hostName('late'));
     expect(service.spec.selector).toMatchObject({ app: 'late', 'vcluster.platform/managed-by': vcName });
     // The virtual Endpoints stay: they are the user's.
-    expect(await virtual.get('endpoints', 'apps', 'late')).not.toBeNull();
+    expect(await virtual().get('endpoints', 'apps', 'late')).not.toBeNull();
   });
 
   test('deletes propagate both ways', async () => {
     await createPair('gone');
-    await waitFor(
+    await waitForValue(
       'host Endpoints gone',
       () => host.get('endpoints', hostNamespace(), hostName('gone')),
       (e) => e !== null,
     );
     // Virtual deleted -> host deleted.
-    await virtual.delete('endpoints', 'apps', 'gone');
-    await waitFor(
+    await virtual().delete('endpoints', 'apps', 'gone');
+    await waitForValue(
       'host Endpoints deleted',
       () => host.get('endpoints', hostNamespace(), hostName('gone')),
       (e) => e === null,
     );
     // Host deleted -> virtual deleted.
-    await waitFor(
+    await waitForValue(
       'host Service gone',
       () => host.get('services', hostNamespace(), hostName('gone')),
       (s) => s !== null,
     );
     await host.delete('services', hostNamespace(), hostName('gone'));
-    await waitFor(
+    await waitForValue(
       'virtual Service deleted',
-      () => virtual.get('services', 'apps', 'gone'),
+      () => virtual().get('services', 'apps', 'gone'),
       (s) => s === null,
     );
   });
@@ -283,28 +212,28 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
       metadata: { name: hostName('taken'), annotations: { owner: 'someone-else' } },
       spec: { ports: [{ port: 81 }] },
     })) as any;
-    await virtual.create('services', 'apps', {
+    await virtual().create('services', 'apps', {
       metadata: { name: 'taken' },
       spec: { ports: [{ port: 80 }] },
     });
-    const events = await waitFor(
+    const events = await waitForValue(
       'a SyncError event on the virtual Service taken',
-      () => virtual.eventsAbout('apps', 'Service', 'taken'),
+      () => virtual().eventsAbout('apps', 'Service', 'taken'),
       (list) => list.some((e) => e.reason === 'SyncError'),
     );
     expect(events.find((e) => e.reason === 'SyncError').note).toMatch(/not managed by virtual cluster/);
     const after = await host.get('services', hostNamespace(), hostName('taken'));
     expect(after.metadata.uid).toBe(foreign.metadata.uid);
     expect(after.metadata.resourceVersion).toBe(foreign.metadata.resourceVersion);
-    expect(await virtual.get('endpoints', 'apps', 'stray')).toBeNull();
+    expect(await virtual().get('endpoints', 'apps', 'stray')).toBeNull();
     expect(await host.get('endpoints', hostNamespace(), 'stray')).not.toBeNull();
   });
 
   test('a hostile patch fails only its own object; the syncer keeps going', async () => {
     await createPair('evil', { annotations: { 'platform.test/hostile': 'yes' } });
-    const events = await waitFor(
+    const events = await waitForValue(
       'a SyncError event on the virtual Endpoints evil',
-      () => virtual.eventsAbout('apps', 'Endpoints', 'evil'),
+      () => virtual().eventsAbout('apps', 'Endpoints', 'evil'),
       (list) => list.some((e) => e.reason === 'SyncError'),
     );
     const event = events.find((e) => e.reason === 'SyncError');
@@ -317,13 +246,13 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     expect(await host.get('endpoints', hostNamespace(), hostName('evil'))).toBeNull();
 
     await createPair('good', { annotations: { 'platform.test/tier': 'gold' } });
-    await waitFor(
+    await waitForValue(
       'host Endpoints good',
       () => host.get('endpoints', hostNamespace(), hostName('good')),
       (e) => e?.metadata.annotations['platform.test/tier'] === 'host-gold',
     );
-    expect(syncer!.child.exitCode).toBeNull();
-    const metrics = await syncer!.metrics();
+    expect(syncer().child.exitCode).toBeNull();
+    const metrics = await syncer().metrics();
     expect(metrics).toMatch(
       /platform_syncer_errors_total\{[^}]*kind="Endpoints"[^}]*reason="ExpressionTimeout"[^}]*\} [1-9]/,
     );
@@ -333,32 +262,32 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
   });
 
   test('ConfigMaps sync when enabled; Secrets only while a synced object references them', async () => {
-    await virtual.create('configmaps', 'apps', { metadata: { name: 'settings' }, data: { mode: 'fast' } });
-    await virtual.create('secrets', 'apps', { metadata: { name: 'web-tls' }, stringData: { key: 'k' } });
-    await virtual.create('secrets', 'apps', { metadata: { name: 'unused' }, stringData: { key: 'u' } });
-    await waitFor(
+    await virtual().create('configmaps', 'apps', { metadata: { name: 'settings' }, data: { mode: 'fast' } });
+    await virtual().create('secrets', 'apps', { metadata: { name: 'web-tls' }, stringData: { key: 'k' } });
+    await virtual().create('secrets', 'apps', { metadata: { name: 'unused' }, stringData: { key: 'u' } });
+    await waitForValue(
       'host ConfigMap settings',
       () => host.get('configmaps', hostNamespace(), hostName('settings')),
       (c) => c?.data?.mode === 'fast',
     );
-    await virtual.patch('configmaps', 'apps', 'settings', { data: { mode: 'safe' } });
-    await waitFor(
+    await virtual().patch('configmaps', 'apps', 'settings', { data: { mode: 'safe' } });
+    await waitForValue(
       'the ConfigMap change on the host',
       () => host.get('configmaps', hostNamespace(), hostName('settings')),
       (c) => c?.data?.mode === 'safe',
     );
 
     // A Service names the Secret through a reference patch: the Secret is copied, the name rewritten.
-    await virtual.patch('services', 'apps', 'web', {
+    await virtual().patch('services', 'apps', 'web', {
       metadata: { annotations: { 'platform.test/tls-secret': 'web-tls' } },
     });
-    const secret = await waitFor(
+    const secret = await waitForValue(
       'host Secret web-tls',
       () => host.get('secrets', hostNamespace(), hostName('web-tls')),
       (s) => s !== null,
     );
     expect(Buffer.from(secret.data.key, 'base64').toString()).toBe('k');
-    await waitFor(
+    await waitForValue(
       'the reference rewritten on the host Service',
       () => host.get('services', hostNamespace(), hostName('web')),
       (s) => s.metadata.annotations['platform.test/tls-secret'] === hostName('web-tls'),
@@ -366,17 +295,17 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     expect(await host.get('secrets', hostNamespace(), hostName('unused'))).toBeNull();
 
     // Once nothing references it, the host copy goes (the virtual Secret stays).
-    await virtual.patch('services', 'apps', 'web', {
+    await virtual().patch('services', 'apps', 'web', {
       metadata: { annotations: { 'platform.test/tls-secret': null } },
     });
-    await waitFor(
+    await waitForValue(
       'host Secret web-tls removed',
       () => host.get('secrets', hostNamespace(), hostName('web-tls')),
       (s) => s === null,
     );
-    expect(await virtual.get('secrets', 'apps', 'web-tls')).not.toBeNull();
-    await virtual.delete('configmaps', 'apps', 'settings');
-    await waitFor(
+    expect(await virtual().get('secrets', 'apps', 'web-tls')).not.toBeNull();
+    await virtual().delete('configmaps', 'apps', 'settings');
+    await waitForValue(
       'host ConfigMap settings removed',
       () => host.get('configmaps', hostNamespace(), hostName('settings')),
       (c) => c === null,
@@ -385,15 +314,15 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
 
   test('reference.labels: the Secrets a Service selects are synced while it selects them', async () => {
     // web selects app=web; its patch reference.labels makes the Secrets it selects references.
-    await virtual.create('secrets', 'apps', {
+    await virtual().create('secrets', 'apps', {
       metadata: { name: 'web-settings', labels: { app: 'web' } },
       stringData: { mode: 'fast' },
     });
-    await virtual.create('secrets', 'apps', {
+    await virtual().create('secrets', 'apps', {
       metadata: { name: 'db-settings', labels: { app: 'db' } },
       stringData: { mode: 'slow' },
     });
-    await waitFor(
+    await waitForValue(
       'host Secret web-settings',
       () => host.get('secrets', hostNamespace(), hostName('web-settings')),
       (s) => s !== null,
@@ -406,21 +335,21 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     });
     expect(await host.get('secrets', hostNamespace(), hostName('db-settings'))).toBeNull();
     // Relabelled, the other Secret is selected too; unlabelled, the first is no longer.
-    await virtual.patch('secrets', 'apps', 'db-settings', { metadata: { labels: { app: 'web' } } });
-    await waitFor(
+    await virtual().patch('secrets', 'apps', 'db-settings', { metadata: { labels: { app: 'web' } } });
+    await waitForValue(
       'host Secret db-settings once selected',
       () => host.get('secrets', hostNamespace(), hostName('db-settings')),
       (s) => s !== null,
     );
-    await virtual.patch('secrets', 'apps', 'web-settings', { metadata: { labels: { app: null } } });
-    await waitFor(
+    await virtual().patch('secrets', 'apps', 'web-settings', { metadata: { labels: { app: null } } });
+    await waitForValue(
       'host Secret web-settings removed once no longer selected',
       () => host.get('secrets', hostNamespace(), hostName('web-settings')),
       (s) => s === null,
     );
-    expect(await virtual.get('secrets', 'apps', 'web-settings')).not.toBeNull();
-    await virtual.delete('secrets', 'apps', 'db-settings');
-    await waitFor(
+    expect(await virtual().get('secrets', 'apps', 'web-settings')).not.toBeNull();
+    await virtual().delete('secrets', 'apps', 'db-settings');
+    await waitForValue(
       'host Secret db-settings removed with the virtual one',
       () => host.get('secrets', hostNamespace(), hostName('db-settings')),
       (s) => s === null,
@@ -430,27 +359,29 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
   test('a restart converges to exactly the virtual state, without duplicates or recreations', async () => {
     const before = await host.get('services', hostNamespace(), hostName('db'));
     const goodBefore = await host.get('services', hostNamespace(), hostName('good'));
-    await syncer!.kill();
+    await syncer().kill();
     // While it is down: a new pair, a removed Service, a recreated pair, a host edit.
     await createPair('after');
-    await virtual.delete('services', 'apps', 'late');
+    await virtual().delete('services', 'apps', 'late');
     // Deleted and created again: new uids, so the host copies must be recreated. (Deleting a
     // Service makes the apiserver delete its Endpoints too, so both are created again.)
-    await virtual.delete('services', 'apps', 'good');
+    await virtual().delete('services', 'apps', 'good');
     const again = serviceAndEndpoints('good', { ip: '10.1.0.99' });
-    const goodAgain = (await virtual.create('services', 'apps', again.service)) as any;
-    await virtual.create('endpoints', 'apps', again.endpoints);
+    const goodAgain = (await virtual().create('services', 'apps', again.service)) as any;
+    await virtual().create('endpoints', 'apps', again.endpoints);
     await host.patch('endpoints', hostNamespace(), hostName('db'), {
       subsets: [{ addresses: [{ ip: '10.6.6.6' }], ports: [{ port: 1 }] }],
     });
-    await start();
+    await restart();
 
     // The expected host state, derived from the virtual cluster as it is now.
     const expected = async () => {
-      const services = (await virtual.list('services', 'apps')).map((s) => s.metadata.name as string);
-      const endpoints = (await virtual.list('endpoints', 'apps')).map((e) => e.metadata.name as string);
+      const services = (await virtual().list('services', 'apps')).map((s) => s.metadata.name as string);
+      const endpoints = (await virtual().list('endpoints', 'apps')).map((e) => e.metadata.name as string);
       const selectorLess = new Set(
-        (await virtual.list('services', 'apps')).filter((s) => !s.spec.selector).map((s) => s.metadata.name),
+        (await virtual().list('services', 'apps'))
+          .filter((s) => !s.spec.selector)
+          .map((s) => s.metadata.name),
       );
       return {
         services: services
@@ -466,7 +397,7 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     const want = await expected();
     expect(want.services).toContain(hostName('after'));
     expect(want.services).not.toContain(hostName('late'));
-    await waitFor(
+    await waitForValue(
       'the host namespace to hold exactly the expected objects',
       async () => ({
         services: await host.managedNames('services', hostNamespace(), vcName),
@@ -484,7 +415,7 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
         state.db === '10.1.0.5',
       60_000,
     );
-    const goodAfter = await waitFor(
+    const goodAfter = await waitForValue(
       'host Service good recreated for the new virtual uid',
       () => host.get('services', hostNamespace(), hostName('good')),
       (svc) => svc?.metadata.annotations['vcluster.platform/object-uid'] === goodAgain.metadata.uid,
