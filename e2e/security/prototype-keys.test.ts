@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
-import { eventually } from '../support/wait.ts';
+import { eventually, waitForValue } from '../support/wait.ts';
 import { conditionOf, MALLORY, MP, TEAM, useTenantPlatform, V1 } from './support.ts';
 
 /**
@@ -28,20 +28,9 @@ describe('keys named like Object.prototype members cannot hurt the platform', ()
     expect(({} as any).user).toBeUndefined();
     expect(({} as any).polluted).toBeUndefined();
   };
-  const waitFor = async <T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, ms = 60_000) => {
-    let last: T | undefined;
-    await eventually(
-      async () => {
-        last = await read();
-        return ok(last);
-      },
-      ms,
-      what,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}; last seen: ${JSON.stringify(last)?.slice(0, 2000)}`);
-    });
-    return last as T;
-  };
+  /** Through the operator and a tenant's syncer: 60 s. */
+  const waitFor = <T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean) =>
+    waitForValue(what, read, ok, 60_000);
 
   test('through her virtual cluster: a ConfigMap and a Secret with such keys sync exactly, and the syncer goes on with the next object', async () => {
     const { virtual, admin } = env();

@@ -1,7 +1,8 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { describe, expect, test } from 'vitest';
 import { PREFIX } from '../../src/sync/names.ts';
-import { useSpawnedSyncer, waitForValue } from './support.ts';
+import { waitForValue } from '../support/wait.ts';
+import { useSpawnedSyncer } from './support.ts';
 
 /**
  * Keys named like Object.prototype members (issue 29) through `platform syncer`, between the run's

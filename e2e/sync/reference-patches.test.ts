@@ -1,6 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { describe, expect, test } from 'vitest';
-import { useSpawnedSyncer, waitForValue } from './support.ts';
+import { waitForValue } from '../support/wait.ts';
+import { useSpawnedSyncer } from './support.ts';
 
 /**
  * A `reference` patch naming a Service, on another synced kind (a ConfigMap's annotation), with

@@ -1,7 +1,8 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 import { describe, expect, test } from 'vitest';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
-import { serviceAndEndpoints, useSpawnedSyncer, waitForValue } from './support.ts';
+import { waitForValue } from '../support/wait.ts';
+import { serviceAndEndpoints, useSpawnedSyncer } from './support.ts';
 
 /**
  * `platform syncer` as a child process between the run's host cluster and a second apiserver
