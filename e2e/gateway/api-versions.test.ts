@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { kubectl, uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { call, GROUP_VERSION, useGatewayEnv } from './support.ts';
+import { call, GROUP_VERSION, useGatewayEnv, writeGatewayKubeconfig } from './support.ts';
 
 /**
  * What the spec leaves to "the server may reject unrecognized apiVersion values", and its
@@ -24,27 +24,7 @@ describe('gateway: API versions and /version', () => {
   beforeAll(async () => {
     await env().core.createNamespace({ body: { metadata: { name: namespace } } });
     admin = await env().user('vadmin', { admin: true });
-    gatewayConfig = join(dir, 'gateway.kubeconfig');
-    writeFileSync(
-      gatewayConfig,
-      `apiVersion: v1
-kind: Config
-clusters:
-- name: platform
-  cluster:
-    server: ${env().base}
-    certificate-authority-data: ${Buffer.from(env().caPem!).toString('base64')}
-contexts:
-- name: platform
-  context: {cluster: platform, user: vadmin}
-current-context: platform
-users:
-- name: vadmin
-  user:
-    token: ${admin}
-`,
-      { mode: 0o600 },
-    );
+    gatewayConfig = writeGatewayKubeconfig(env(), dir, 'vadmin', admin);
     apiserverConfig = join(dir, 'apiserver.kubeconfig');
     writeFileSync(apiserverConfig, env().kc.exportConfig(), { mode: 0o600 });
   });

@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import { Upstream } from '../../src/gateway/proxy/upstream.ts';
 import { kubectl } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { GROUP_VERSION, PLATFORM_NAMESPACE, useGatewayEnv } from './support.ts';
+import { GROUP_VERSION, PLATFORM_NAMESPACE, useGatewayEnv, writeGatewayKubeconfig } from './support.ts';
 
 /**
  * Setting the platform configuration through the spec's own endpoint (`POST .../configs`) answers
@@ -91,30 +91,7 @@ auth:
     };
   };
 
-  const kubeconfig = (name: string, token: string) => {
-    const path = join(dir, `${name}.kubeconfig`);
-    writeFileSync(
-      path,
-      `apiVersion: v1
-kind: Config
-clusters:
-- name: platform
-  cluster:
-    server: ${env().base}
-    certificate-authority-data: ${Buffer.from(env().caPem!).toString('base64')}
-contexts:
-- name: platform
-  context: {cluster: platform, user: ${name}}
-current-context: platform
-users:
-- name: ${name}
-  user:
-    token: ${token}
-`,
-      { mode: 0o600 },
-    );
-    return path;
-  };
+  const kubeconfig = (name: string, token: string) => writeGatewayKubeconfig(env(), dir, name, token);
   const configFile = (name: string, raw: string) => {
     const path = join(dir, `${name}.yaml`);
     writeFileSync(

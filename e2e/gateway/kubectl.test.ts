@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { kubectl, uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { useGatewayEnv } from './support.ts';
+import { useGatewayEnv, writeGatewayKubeconfig } from './support.ts';
 
 /**
  * The real kubectl (the control plane's own build) with a kubeconfig whose server is
@@ -19,30 +19,7 @@ describe('gateway: kubectl', () => {
   let adminConfig: string;
   let bobConfig: string;
 
-  const kubeconfig = (name: string, token: string) => {
-    const path = join(dir, `${name}.kubeconfig`);
-    writeFileSync(
-      path,
-      `apiVersion: v1
-kind: Config
-clusters:
-- name: platform
-  cluster:
-    server: ${env().base}
-    certificate-authority-data: ${Buffer.from(env().caPem!).toString('base64')}
-contexts:
-- name: platform
-  context: {cluster: platform, user: ${name}}
-current-context: platform
-users:
-- name: ${name}
-  user:
-    token: ${token}
-`,
-      { mode: 0o600 },
-    );
-    return path;
-  };
+  const kubeconfig = (name: string, token: string) => writeGatewayKubeconfig(env(), dir, name, token);
   const run = async (config: string, args: string[], stdin?: string) => {
     const result = await kubectl(['--cache-dir', join(dir, 'cache'), ...args], {
       kubeconfig: config,

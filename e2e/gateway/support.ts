@@ -308,6 +308,38 @@ export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv
   };
 }
 
+/**
+ * Writes `<dir>/<name>.kubeconfig` (mode 0600) for kubectl against the gateway: its base URL as
+ * the server, trusting the gateway's CA (an `https` environment), as user `name` with `token`
+ * as the bearer. Returns the path.
+ */
+export function writeGatewayKubeconfig(env: GatewayEnv, dir: string, name: string, token: string): string {
+  if (env.caPem === undefined)
+    throw new Error('a kubeconfig for the gateway needs useGatewayEnv({ https: true })');
+  const path = join(dir, `${name}.kubeconfig`);
+  writeFileSync(
+    path,
+    `apiVersion: v1
+kind: Config
+clusters:
+- name: platform
+  cluster:
+    server: ${env.base}
+    certificate-authority-data: ${Buffer.from(env.caPem).toString('base64')}
+contexts:
+- name: platform
+  context: {cluster: platform, user: ${name}}
+current-context: platform
+users:
+- name: ${name}
+  user:
+    token: ${token}
+`,
+    { mode: 0o600 },
+  );
+  return path;
+}
+
 export function ignoreExists(err: unknown): void {
   if (!(err instanceof ApiException && err.code === 409)) throw err;
 }
