@@ -19,6 +19,7 @@ export function teamsOfUser(teamsListingUser: readonly Team[]): string[] {
   return [...new Set(teamsListingUser.map((team) => team.metadata.name ?? ''))].filter(Boolean).sort();
 }
 
+/** What both controllers of this folder read and write through: the same User and Team caches. */
 export interface TeamMembershipReconcilerDeps {
   api: KubeApi;
   clock: Clock;
@@ -74,14 +75,6 @@ export function membershipLag(
   return { joining: joining.sort(), leaving: [...new Set(leaving)].sort() };
 }
 
-export interface TeamReconcilerDeps {
-  api: KubeApi;
-  clock: Clock;
-  events: EventRecorder;
-  users: Store<Stored<User>>;
-  teams: Store<Stored<Team>>;
-}
-
 /**
  * A Team's status: `Ready` once its membership is in effect for authentication (every User it
  * lists that exists has it in `status.teams`, which the team membership controller writes, and
@@ -90,7 +83,7 @@ export interface TeamReconcilerDeps {
  * team when they are created. Messages depend only on the objects, so nothing is rewritten while
  * nothing changes.
  */
-export function teamReconciler(deps: TeamReconcilerDeps) {
+export function teamReconciler(deps: TeamMembershipReconcilerDeps) {
   return objectReconciler<Stored<Team>, ScaffoldStatus>({
     kind: 'Team',
     resource: resources.teams,
@@ -104,7 +97,7 @@ export function teamReconciler(deps: TeamReconcilerDeps) {
 }
 
 /** Ready once the team's membership is in effect, MembershipPending (with who lags) until then. */
-function reconcileTeam(deps: TeamReconcilerDeps, team: Stored<Team>): Converged<ScaffoldStatus> {
+function reconcileTeam(deps: TeamMembershipReconcilerDeps, team: Stored<Team>): Converged<ScaffoldStatus> {
   const lag = membershipLag(
     team,
     (name) => deps.users.get(name),
