@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { repoRoot } from '../../src/dev/binaries.ts';
 import type { CommandResult } from './cluster.ts';
+import { pinnedToolPath } from './pinned-tool.ts';
 
 /** The chart, as `helm` takes it. */
 export const CHART_DIR = join(repoRoot, 'charts', 'platform');
@@ -12,30 +13,12 @@ export const CHART_DIR = join(repoRoot, 'charts', 'platform');
 /** Long enough for a cold build of helm from the Go module proxy (minutes), for hooks that may trigger one. */
 export const HELM_INSTALL_TIMEOUT_MS = 15 * 60_000;
 
-let binary: Promise<string> | undefined;
-
 /**
  * The pinned helm binary: `hack/helm/install.sh` once per test process (it returns at once when
- * the binary is cached in `.cache/helm/`; CI builds it before the tests). Its progress is passed
- * through to stderr, the path is the last line of its stdout.
+ * the binary is cached in `.cache/helm/`; CI builds it before the tests).
  */
 export function helmBinary(): Promise<string> {
-  binary ??= new Promise<string>((resolve, reject) => {
-    const child = spawn('bash', [join(repoRoot, 'hack', 'helm', 'install.sh')], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const path = stdout.trim().split('\n').pop();
-      if (code === 0 && path) resolve(path);
-      else reject(new Error(`hack/helm/install.sh failed (exit ${code})`));
-    });
-  });
-  return binary;
+  return pinnedToolPath('helm');
 }
 
 /** Runs helm; never throws on a non-zero exit (the result says). */

