@@ -2,7 +2,8 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { type KubeApi, KubeClient, type RequestOptions } from '../../src/runtime/kube-client.ts';
+import type { KubeApi, RequestOptions } from '../../src/runtime/kube-api.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { Manager } from '../../src/runtime/manager.ts';
 import { loadSyncConfig } from '../../src/sync/config.ts';
 import { type Syncer, startSyncer } from '../../src/sync/controllers/syncer.ts';

@@ -2,7 +2,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { ConditionInput } from '../runtime/conditions.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { FieldManager } from '../runtime/field-managers.ts';
-import { type KubeApi, KubeClient } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
+import { KubeClient } from '../runtime/kube-client.ts';
 import { type Connection, kubeConfigOptions } from './connection.ts';
 import type { Reachability } from './reachability.ts';
 

@@ -1,7 +1,7 @@
 import { createCertificateSigningRequest } from '../pki/certificates.ts';
 import { type Clock, sleep } from '../runtime/clock.ts';
 import { isNotFound } from '../runtime/errors.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 
 /**
  * A client certificate from a cluster's own signer: a CertificateSigningRequest with signer

@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { errorReason } from '../runtime/errors.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 
 /**
  * Whether the platform reaches a cluster's API with its credentials: a SelfSubjectReview (the

@@ -3,7 +3,7 @@ import { GROUP_AUTHENTICATED, userGroup as platformUserGroup, teamGroup } from '
 import type { Clock } from '../runtime/clock.ts';
 import type { Controller, Reconciler } from '../runtime/controller.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 import type { Manager } from '../runtime/manager.ts';
 import type { IdentityProvidersFactory } from './identityrefresh/providers.ts';
 

@@ -25,7 +25,8 @@ import {
 import { PepperStore } from '../identity/pepper.ts';
 import { isAlreadyExists, isApiError, isNotFound } from '../runtime/errors.ts';
 import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
-import { collectionPath, type KubeApi, type ObjectList, objectPath } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
+import { collectionPath, type ObjectList, objectPath } from '../runtime/kube-client.ts';
 
 /**
  * The bootstrap platform admin of `platform dev`: a User `admin` holding the cluster role

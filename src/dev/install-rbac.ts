@@ -3,7 +3,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { applyObject, RestMapper } from '../runtime/apply.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 
 const FIELD_MANAGER = fieldManagers.dev;
 

@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import type { KubeApi, RequestOptions } from '../runtime/kube-client.ts';
+import type { KubeApi, RequestOptions } from '../runtime/kube-api.ts';
 import {
   InvalidPepperSecret,
   PEPPER_SECRET_KEY,

@@ -1,5 +1,5 @@
 import { isAlreadyExists, isNotFound } from '../runtime/errors.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 import { MIN_PEPPER_BYTES, type RandomBytes } from './keys.ts';
 
 /**

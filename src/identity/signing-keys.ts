@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 
 /**
  * The keys that sign DirectClusterEndpointTokens, kept in a core Secret of the platform namespace

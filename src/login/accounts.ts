@@ -4,7 +4,8 @@ import type { Team, User } from '../api/identity.ts';
 import type { Project } from '../api/project.ts';
 import { resources } from '../api/resources.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
-import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
+import { collectionPath, objectPath } from '../runtime/kube-client.ts';
 import type { ExternalIdentity } from './identity.ts';
 import {
   filterGroups,

@@ -6,7 +6,7 @@ import {
 } from '../authz/subject-access-review.ts';
 import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
 import { keyUserInfo } from '../identity/user-info.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 import { LoginRefused } from './identity.ts';
 import type { LoginService } from './service.ts';
 

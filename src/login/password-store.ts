@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { User } from '../api/identity.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 
 /**
  * Where password hashes live: one core Secret per user in the platform namespace (never in the

@@ -6,7 +6,8 @@ import { type OwnedAccessKey, PASSWORD_CONNECTOR, type SsoIdentity } from '../ap
 import { resources } from '../api/resources.ts';
 import { generateAccessKey, type RandomBytes } from '../identity/keys.ts';
 import { isNotFound } from '../runtime/errors.ts';
-import { collectionPath, type KubeApi, objectPath } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
+import { collectionPath, objectPath } from '../runtime/kube-client.ts';
 import { LoginAccounts } from './accounts.ts';
 import { passwordLoginEnabled } from './connectors.ts';
 import { type ExternalIdentity, LoginRefused } from './identity.ts';

@@ -5,7 +5,7 @@ import type { Endpoint } from '../http/endpoint.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
 import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 import type { Manager } from '../runtime/manager.ts';
 import { LoginEndpoints, type LoginHttpRequest } from './endpoints.ts';
 import { loginHttpEndpoints } from './http-endpoints.ts';

@@ -2,7 +2,8 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy } from '@kubernetes/client-node';
 import { isAlreadyExists, isNotFound, RuntimeError } from './errors.ts';
 import { mergePatchDiff } from './json.ts';
-import { collectionPath, type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import { collectionPath, objectPath, type ResourceRef } from './kube-client.ts';
 
 /** Discovery of the group version lists no resource of that kind. */
 export class UnknownKind extends RuntimeError {}

@@ -2,7 +2,8 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock, Random } from './clock.ts';
 import { Informer, type InformerOptions, type InformerSelector } from './informer.ts';
-import { groupVersion, type KubeApi, type ResourceRef } from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import { groupVersion, type ResourceRef } from './kube-client.ts';
 import type { IndexFunc } from './store.ts';
 
 /** What every informer of a cluster is started with (watch timeout, watchdog slack, backoff, paging). */

@@ -2,7 +2,8 @@ import { PatchStrategy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { type Clock, formatMicroTime } from './clock.ts';
 import { isNotFound } from './errors.ts';
-import { collectionPath, type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import { collectionPath, objectPath, type ResourceRef } from './kube-client.ts';
 
 export const eventResource: ResourceRef = {
   group: 'events.k8s.io',

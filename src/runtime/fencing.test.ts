@@ -6,7 +6,7 @@ import { FakeClock, flushMicrotasks } from '../../test-support/fake-clock.ts';
 import type { Clock } from './clock.ts';
 import { LeaderElectionLostError } from './errors.ts';
 import { FencedKubeApi, type WriteFence } from './fencing.ts';
-import type { KubeApi, RequestOptions } from './kube-client.ts';
+import type { KubeApi, RequestOptions } from './kube-api.ts';
 import type { WatchStream } from './kube-watch.ts';
 import { LeaderElector, type Lease } from './leader-election.ts';
 import { Manager } from './manager.ts';

@@ -1,4 +1,4 @@
-import type { KubeApi, Query, RequestOptions } from './kube-client.ts';
+import type { KubeApi, Query, RequestOptions } from './kube-api.ts';
 import type { WatchEvent, WatchStream } from './kube-watch.ts';
 
 /**

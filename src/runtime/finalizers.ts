@@ -1,7 +1,8 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy } from '@kubernetes/client-node';
 import { ObjectBeingDeletedError } from './errors.ts';
-import { type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import { objectPath, type ResourceRef } from './kube-client.ts';
 
 /**
  * Finalizer helpers. The contract for callers (reconcilers):

@@ -11,6 +11,7 @@ export * from './field-managers.ts';
 export * from './finalizers.ts';
 export * from './health-server.ts';
 export * from './informer.ts';
+export * from './kube-api.ts';
 export * from './kube-client.ts';
 export * from './leader-election.ts';
 export * from './manager.ts';

@@ -8,14 +8,8 @@ import {
   WatchErrorEventError,
   WatchStalledError,
 } from './errors.ts';
-import {
-  collectionPath,
-  groupVersion,
-  type KubeApi,
-  type ObjectList,
-  objectKey,
-  type ResourceRef,
-} from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import { collectionPath, groupVersion, type ObjectList, objectKey, type ResourceRef } from './kube-client.ts';
 import type { WatchEvent, WatchStream } from './kube-watch.ts';
 import { Latch } from './latch.ts';
 import { type IndexFunc, Store } from './store.ts';

@@ -5,6 +5,7 @@ import { ApiException, type KubeConfig, type KubernetesObject } from '@kubernete
 import { type Clock, sleep, systemClock } from './clock.ts';
 import { RequestTimeoutError } from './errors.ts';
 import { type FieldManager, withDefaultFieldManager } from './field-managers.ts';
+import type { KubeApi, Query, RequestOptions } from './kube-api.ts';
 import { abortReason, apiException, transport } from './kube-http.ts';
 import { openWatchStream, type WatchEvent, type WatchStream } from './kube-watch.ts';
 import { BucketRateLimiter } from './rate-limiter.ts';
@@ -21,35 +22,6 @@ export interface ResourceRef {
 export interface ObjectList<T> {
   metadata?: { resourceVersion?: string; continue?: string };
   items: T[];
-}
-
-export type Query = Record<string, string | number | boolean | undefined>;
-
-export interface RequestOptions {
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-  path: string;
-  query?: Query;
-  body?: unknown;
-  /** Defaults to application/json; patches name their strategy (see `PatchStrategy`). */
-  contentType?: string;
-  signal?: AbortSignal;
-  /** Aborts the request (RequestTimeoutError) when no full answer arrived in this time (0: never). */
-  timeoutMs?: number;
-}
-
-/**
- * The narrow client the runtime talks to the apiserver through. `KubeClient` is the real one;
- * it is an interface so the pure parts can be unit-tested without network.
- */
-export interface KubeApi {
-  request<T = unknown>(options: RequestOptions): Promise<T>;
-  /** `signal` aborts the watch at any stage, including while it is being opened. */
-  watch(
-    path: string,
-    query: Query,
-    onEvent: (event: WatchEvent) => void,
-    signal?: AbortSignal,
-  ): Promise<WatchStream>;
 }
 
 export function groupVersion(resource: Pick<ResourceRef, 'group' | 'version'>): string {

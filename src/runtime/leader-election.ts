@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import { type Clock, formatMicroTime, jitter, type Random, sleep, type Timer } from './clock.ts';
 import { isApiError, isNotFound } from './errors.ts';
-import { collectionPath, type KubeApi, objectPath, type ResourceRef } from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import { collectionPath, objectPath, type ResourceRef } from './kube-client.ts';
 import type { RuntimeMetrics } from './metrics.ts';
 
 export const leaseResource: ResourceRef = {

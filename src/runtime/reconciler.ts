@@ -5,7 +5,8 @@ import type { ReconcileContext, ReconcileResult, Reconciler } from './controller
 import { errorMessage, errorReason, isNotFound, TerminalError } from './errors.ts';
 import type { EventRecorder, ObjectReference } from './events.ts';
 import { hasFinalizer, isBeingDeleted } from './finalizers.ts';
-import type { KubeApi, ResourceRef } from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import type { ResourceRef } from './kube-client.ts';
 import {
   convergedConditions,
   failedConditions,

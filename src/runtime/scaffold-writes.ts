@@ -2,7 +2,8 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { patchStatus } from './apply.ts';
 import type { Condition } from './conditions.ts';
 import { addFinalizer, removeFinalizer } from './finalizers.ts';
-import type { KubeApi, ResourceRef } from './kube-client.ts';
+import type { KubeApi } from './kube-api.ts';
+import type { ResourceRef } from './kube-client.ts';
 
 /** The status every object under the scaffold carries: its conditions and the generation they describe. */
 export interface ScaffoldStatus {

@@ -12,7 +12,7 @@ import type { RandomBytes } from '../identity/keys.ts';
 import type { PepperStore } from '../identity/pepper.ts';
 import { type RestMapper, UnknownKind } from '../runtime/apply.ts';
 import { ownValue } from '../runtime/json.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 import { type ClaimedKey, type ClaimOutcome, KeyIdClaims } from './key-id-claims.ts';
 import type { AdmittedObject, AdmittedOwnerReference, UserInfo } from './review.ts';
 import { PLATFORM_CONFIG_SECRET } from './rules/secret.ts';

@@ -1,7 +1,7 @@
 import { SOURCE_NAME_LABEL, SOURCE_NAMESPACE_LABEL } from '../api/labels.ts';
 import { API_GROUP, API_VERSION } from '../api/meta.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
-import type { KubeApi } from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
 import { MUTATE_PATH, VALIDATE_PATH, VALIDATE_SECRETS_PATH } from './admission.ts';
 import { MUTATING_POLICIES, type PolicyTable, VALIDATING_POLICIES } from './policies.ts';
 import { PLATFORM_CONFIG_SECRET } from './rules/secret.ts';

@@ -3,13 +3,8 @@ import { GROUP_VERSION } from '../api/meta.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import { resources } from '../api/resources.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../runtime/errors.ts';
-import {
-  collectionPath,
-  type KubeApi,
-  type ObjectList,
-  objectPath,
-  type ResourceRef,
-} from '../runtime/kube-client.ts';
+import type { KubeApi } from '../runtime/kube-api.ts';
+import { collectionPath, type ObjectList, objectPath, type ResourceRef } from '../runtime/kube-client.ts';
 
 const LEASES: ResourceRef = {
   group: 'coordination.k8s.io',

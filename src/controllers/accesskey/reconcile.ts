@@ -11,7 +11,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { ConditionInput } from '../../runtime/conditions.ts';
 import { errorMessage, isConflict, RuntimeError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 

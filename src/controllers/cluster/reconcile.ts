@@ -12,7 +12,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import { errorReason, TerminalError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';

@@ -1,6 +1,6 @@
 import type { ConfigStatus } from '../../api/config.ts';
 import type { SsoIdentity } from '../../api/ownedaccesskey.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 
 /** What the key's sign-in connector answered when asked again. */
 export type ProviderAnswer =

@@ -7,7 +7,7 @@ import type { Reconciler } from '../../runtime/controller.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
 import { deepEqual, ownValue } from '../../runtime/json.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import { objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { desiredSecretData, syncSourceOf } from './desired.ts';

@@ -8,7 +8,7 @@ import { errorMessage, isApiError, TerminalError } from '../../runtime/errors.ts
 import type { EventRecorder } from '../../runtime/events.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
 import { deepEqual } from '../../runtime/json.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { desiredRbac } from './desired.ts';

@@ -2,7 +2,7 @@ import type { Team, User, UserStatus } from '../../api/identity.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { ScaffoldStatus } from '../../runtime/scaffold-writes.ts';
 import type { Store } from '../../runtime/store.ts';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import type { KubeApi, KubeClient } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import type { KubeClient } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { type Syncer, type SyncerOptions, startSyncer } from '../../sync/controllers/syncer.ts';
 

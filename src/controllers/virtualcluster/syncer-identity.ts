@@ -4,7 +4,8 @@ import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts
 import { applyObject } from '../../runtime/apply.ts';
 import { isNotFound } from '../../runtime/errors.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
-import { type KubeApi, objectPath, type ResourceRef } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import { objectPath, type ResourceRef } from '../../runtime/kube-client.ts';
 import type { Store } from '../../runtime/store.ts';
 import { instanceKeyOf, roleBindingMatches, type SyncerIdentity, serviceAccountMatches } from './identity.ts';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../../test-support/fake-clock.ts';
-import type { KubeApi, RequestOptions } from '../../runtime/kube-client.ts';
+import type { KubeApi, RequestOptions } from '../../runtime/kube-api.ts';
 import { renewalTime, ServiceAccountTokens, TOKEN_LIFETIME_SECONDS, tokenAction } from './token.ts';
 
 describe('renewal schedule', () => {

@@ -1,7 +1,8 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../runtime/clock.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
-import { type KubeApi, KubeClient } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import { KubeClient } from '../../runtime/kube-client.ts';
 
 /**
  * Short-lived credentials of a ServiceAccount from the TokenRequest API, renewed before they

@@ -34,7 +34,8 @@ import {
 } from '../../identity/signing-keys.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { isConflict, isNotFound } from '../../runtime/errors.ts';
-import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import { objectPath } from '../../runtime/kube-client.ts';
 import { subjectAccessAllowed } from '../proxy/sar.ts';
 import type { Upstream } from '../proxy/upstream.ts';
 import type { GatewayEndpoint } from './endpoint.ts';

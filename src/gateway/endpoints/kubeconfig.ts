@@ -35,7 +35,7 @@ import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import { subjectAccessAllowed } from '../proxy/sar.ts';
 import { type Upstream, upstreamFailure } from '../proxy/upstream.ts';
 import { secondsLeft } from './direct-tokens.ts';

@@ -13,7 +13,8 @@ import type { Endpoint, EndpointAnswer, EndpointRequest } from '../../http/endpo
 import { currentSigningKey, type SigningKey, SigningKeyStore } from '../../identity/signing-keys.ts';
 import { isNotFound } from '../../runtime/errors.ts';
 import { setOwnValue } from '../../runtime/json.ts';
-import { type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import { objectPath } from '../../runtime/kube-client.ts';
 import { errorPage } from '../pages.ts';
 import { type LoginSecrets, mac, SealBroken, seal, unseal } from '../secrets.ts';
 import {

@@ -5,7 +5,8 @@ import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import { resources } from '../../api/resources.ts';
 import { hashAccessKey } from '../../identity/keys.ts';
 import { isNotFound } from '../../runtime/errors.ts';
-import { collectionPath, type KubeApi, objectPath } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import { collectionPath, objectPath } from '../../runtime/kube-client.ts';
 
 /**
  * Where the OpenID provider keeps what it issues (oidc-provider's adapter contract, one adapter

@@ -1,12 +1,12 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed JSON objects
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import type { KubeApi, RequestOptions } from '../../runtime/kube-client.ts';
+import type { KubeApi, RequestOptions } from '../../runtime/kube-api.ts';
 import { Store } from '../../runtime/store.ts';
 import { loadSyncConfig } from '../config.ts';
 import { hostNameLong } from '../names.ts';
 import { createSandbox, syncToHost } from '../sync.ts';
-import type { KubeObject, SyncContext } from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
 import { HostObjectIneligible } from './errors.ts';
 import { kindSyncer, ObjectSyncFailed, type SyncReporter } from './resource.ts';
 

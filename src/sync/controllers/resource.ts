@@ -3,28 +3,18 @@ import { patchStatus } from '../../runtime/apply.ts';
 import type { ReconcileResult } from '../../runtime/controller.ts';
 import { errorReason, isNotFound, RuntimeError } from '../../runtime/errors.ts';
 import { deepEqual, mergePatchDiff } from '../../runtime/json.ts';
-import {
-  collectionPath,
-  type KubeApi,
-  objectPath,
-  type ResourceRef,
-  splitKey,
-} from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import { collectionPath, objectPath, type ResourceRef, splitKey } from '../../runtime/kube-client.ts';
 import type { Store } from '../../runtime/store.ts';
+import { isManagedHostObject } from '../metadata.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
+import { hostObjectRef, NamespaceNotMapped } from '../object-refs.ts';
 import type { HostToVirtualLookup } from '../patches/apply.ts';
 import { isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
 import type { Sandbox } from '../patches/sandbox.ts';
 import { syncToHost } from '../sync.ts';
-import {
-  hostObjectRef,
-  isManagedHostObject,
-  type KubeObject,
-  NamespaceNotMapped,
-  type ObjectRef,
-  type SyncContext,
-  type SyncedKind,
-} from '../translate.ts';
+import type { KubeObject, ObjectRef, SyncContext } from '../sync-context.ts';
+import type { SyncedKind } from '../translate.ts';
 import { desiredPair, type SyncRecord } from './desired.ts';
 import {
   describeSyncError,

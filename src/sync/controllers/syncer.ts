@@ -5,21 +5,19 @@ import { EventRecorder } from '../../runtime/events.ts';
 import { asFieldManager, fieldManagers } from '../../runtime/field-managers.ts';
 import type { ReadinessReport } from '../../runtime/health-server.ts';
 import type { Informer } from '../../runtime/informer.ts';
-import { type KubeApi, objectKey, type ResourceRef, splitKey } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
+import { objectKey, type ResourceRef, splitKey } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { type IndexFunc, NamespaceIndex } from '../../runtime/store.ts';
 import type { SyncConfig } from '../config.ts';
+import { isManagedHostObject } from '../metadata.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
+import { namespaceRules } from '../object-refs.ts';
 import type { HostToVirtualLookup } from '../patches/apply.ts';
 import type { SandboxOptions } from '../patches/sandbox.ts';
 import { createSandbox } from '../sync.ts';
-import {
-  isManagedHostObject,
-  type KubeObject,
-  namespaceRules,
-  type SyncContext,
-  type SyncedKind,
-} from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
+import type { SyncedKind } from '../translate.ts';
 import { SyncerMetrics } from './metrics.ts';
 import { virtualKeyOfHost } from './plan.ts';
 import {

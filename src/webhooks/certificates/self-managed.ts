@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { type Clock, systemClock } from '../../runtime/clock.ts';
-import type { KubeApi } from '../../runtime/kube-client.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import type { CertificateSource, ServingMaterial } from '../server.ts';
 import { type CertificatePlan, type CertificatePolicy, carryOutPlan, planCertificates } from './plan.ts';
 import { PublishedMaterial } from './published.ts';
