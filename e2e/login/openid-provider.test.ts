@@ -13,11 +13,12 @@ import { readDoc } from '../docs/markdown.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { launchChromium, ScriptedAgent } from './support/browse.ts';
-import { type StoredKey, useLoginEnv } from './support/login-env.ts';
+import { useLoginEnv } from './support/login-env.ts';
 import {
   authorization,
   exchange,
   oidcProviderSection,
+  refreshKeysOf,
   refusal,
   relyingParty,
 } from './support/relying-party.ts';
@@ -89,16 +90,6 @@ async function person(password: string): Promise<{ name: string; team: string }>
   return { name, team };
 }
 
-async function refreshKeys(user: string): Promise<StoredKey[]> {
-  const list = (await env().gateway.custom.listClusterCustomObject({
-    group: 'management.platform',
-    version: 'v1',
-    plural: 'ownedaccesskeys',
-    fieldSelector: `spec.user=${user}`,
-  })) as { items: StoredKey[] };
-  return list.items.filter((key) => key.spec.type === 'OIDCRefreshToken');
-}
-
 describe('the platform as an OpenID provider', () => {
   it('signs a person in for an application through the login page, with claims and a refresh token', async () => {
     await env().configure(
@@ -146,7 +137,7 @@ describe('the platform as an OpenID provider', () => {
     // The refresh token is an OwnedAccessKey holding its keyed hash only, naming the client.
     const refreshToken = tokens.refresh_token ?? '';
     expect(refreshToken).not.toBe('');
-    const [stored, ...others] = await refreshKeys(name);
+    const [stored, ...others] = await refreshKeysOf(env(), name);
     expect(others).toEqual([]);
     expect(stored?.spec.oidcProvider).toMatchObject({ clientId: 'argocd', nonce: started.nonce });
     expect(stored?.spec.oidcProvider.scopes).toContain('openid');

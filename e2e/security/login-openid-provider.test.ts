@@ -5,13 +5,14 @@ import { describe, expect, it } from 'vitest';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { call } from '../gateway/support.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
-import { type StoredKey, useLoginEnv } from '../login/support/login-env.ts';
+import { useLoginEnv } from '../login/support/login-env.ts';
 import {
   type Authorization,
   authorization,
   exchange,
   oidcProviderSection,
   type RelyingParty,
+  refreshKeysOf,
   refusal,
   relyingParty,
 } from '../login/support/relying-party.ts';
@@ -76,16 +77,6 @@ async function signedInParty(user: string) {
   return { rp, started, callback };
 }
 
-async function refreshKeys(user: string): Promise<StoredKey[]> {
-  const list = (await env().gateway.custom.listClusterCustomObject({
-    group: 'management.platform',
-    version: 'v1',
-    plural: 'ownedaccesskeys',
-    fieldSelector: `spec.user=${user}`,
-  })) as { items: StoredKey[] };
-  return list.items.filter((key) => key.spec.type === 'OIDCRefreshToken');
-}
-
 /** An authorization request answered by the provider itself, without following it. */
 async function authorize(rp: RelyingParty, url: string) {
   const response = await (rp.config[client.customFetch] as client.CustomFetch)(url, {
@@ -100,7 +91,7 @@ describe('attacks on the platform as an OpenID provider', () => {
     const user = await env().userWithPassword('opreplay', PASSWORD);
     const { rp, started, callback } = await signedInParty(user);
     const tokens = await exchange(rp, started, callback);
-    expect(await refreshKeys(user)).toHaveLength(1);
+    expect(await refreshKeysOf(env(), user)).toHaveLength(1);
     expect(await refusal(exchange(rp, started, callback))).toMatchObject({
       status: 400,
       error: 'invalid_grant',
@@ -131,7 +122,7 @@ describe('attacks on the platform as an OpenID provider', () => {
       status: 400,
       error: 'invalid_grant',
     });
-    expect(await refreshKeys(user)).toEqual([]);
+    expect(await refreshKeysOf(env(), user)).toEqual([]);
   });
 
   it('a redirect URI with * is refused unless wildcardRedirect is on; a code is bound to its redirect URI', async () => {
@@ -178,7 +169,7 @@ describe('attacks on the platform as an OpenID provider', () => {
       status: 400,
       error: 'invalid_grant',
     });
-    expect(await refreshKeys(user)).toEqual([]);
+    expect(await refreshKeysOf(env(), user)).toEqual([]);
   });
 
   it('a refresh token ends when its key is disabled or deleted, and is never an access key', async () => {
@@ -187,7 +178,7 @@ describe('attacks on the platform as an OpenID provider', () => {
     const first = await signedInParty(user);
     const tokens = await exchange(first.rp, first.started, first.callback);
     const refreshToken = tokens.refresh_token ?? '';
-    const [key] = await refreshKeys(user);
+    const [key] = await refreshKeysOf(env(), user);
     const name = key?.metadata.name ?? '';
     // Not a platform key: the gateway refuses it as a bearer token.
     const asKey = await call(`${env().gateway.api}/apis/management.platform/v1/ownedaccesskeys`, {
@@ -209,7 +200,7 @@ describe('attacks on the platform as an OpenID provider', () => {
 
     const second = await signedInParty(user);
     const again = await exchange(second.rp, second.started, second.callback);
-    const secondKey = (await refreshKeys(user)).find((stored) => stored.metadata.name !== name);
+    const secondKey = (await refreshKeysOf(env(), user)).find((stored) => stored.metadata.name !== name);
     await env().gateway.custom.deleteClusterCustomObject({
       group: 'management.platform',
       version: 'v1',
@@ -268,7 +259,7 @@ describe('attacks on the platform as an OpenID provider', () => {
     // The attacker, holding the interaction's cookie, resumes: it is sent to sign in, no code.
     const resumed = await attacker.followUntil(started.url, `${env().platformUrl}/auth/login`);
     expect(new URL(resumed).pathname).toBe('/auth/login');
-    expect(await refreshKeys(victim)).toEqual([]);
+    expect(await refreshKeysOf(env(), victim)).toEqual([]);
   });
 
   it('enabled: false serves nothing under /oidc', async () => {

@@ -1,6 +1,6 @@
 import * as client from 'openid-client';
 import { Agent, fetch as undiciFetch } from 'undici';
-import type { LoginEnv } from './login-env.ts';
+import type { LoginEnv, StoredKey } from './login-env.ts';
 
 /**
  * A relying party of the platform as an OpenID provider, as an application (Argo CD, Grafana)
@@ -102,4 +102,15 @@ export async function refusal(
       return { status: err.status, error: String(err.cause[0]?.parameters.error ?? '') };
     throw err;
   }
+}
+
+/** The refresh-token keys (`OIDCRefreshToken`) the platform as OpenID provider stored for `user`. */
+export async function refreshKeysOf(env: LoginEnv, user: string): Promise<StoredKey[]> {
+  const list = (await env.gateway.custom.listClusterCustomObject({
+    group: 'management.platform',
+    version: 'v1',
+    plural: 'ownedaccesskeys',
+    fieldSelector: `spec.user=${user}`,
+  })) as { items: StoredKey[] };
+  return list.items.filter((key) => key.spec.type === 'OIDCRefreshToken');
 }
