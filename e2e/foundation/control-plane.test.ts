@@ -1,10 +1,14 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import {
   AuthorizationV1Api,
   CoreV1Api,
   RbacAuthorizationV1Api,
   type V1ConfigMap,
 } from '@kubernetes/client-node';
-import { describe, expect, test } from 'vitest';
+import { describe, expect, inject, test } from 'vitest';
+import { repoRoot } from '../../src/dev/binaries.ts';
 import {
   hostKubeConfig,
   kubeConfigFor,
@@ -14,6 +18,8 @@ import {
   useNamespace,
 } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
+
+const execFileAsync = promisify(execFile);
 
 describe('the host control plane', () => {
   const namespace = useNamespace('foundation');
@@ -84,6 +90,13 @@ describe('the host control plane', () => {
       serverVersion: { gitVersion: string };
     };
     expect(parsed.serverVersion.gitVersion).toBe(parsed.clientVersion.gitVersion);
+  });
+
+  test('`platform controlplane build` prints the path of the cached binary this run uses (README, Commands)', async () => {
+    const build = await execFileAsync(join(repoRoot, 'bin', 'platform.js'), ['controlplane', 'build'], {
+      cwd: repoRoot,
+    });
+    expect(build.stdout).toBe(`${inject('controlPlaneBinary')}\n`);
   });
 });
 
