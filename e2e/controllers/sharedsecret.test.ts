@@ -179,11 +179,21 @@ describe('SharedSecret access projected into Roles and RoleBindings', () => {
     });
     const secret = await converged('tampered');
     const [role] = desiredRbac(secret).roles;
+    const [roleBinding] = desiredRbac(secret).roleBindings;
+    // Left over from an earlier spec: labelled and controlled by the secret, but no rule asks for them.
+    const stale = { ...role!.metadata!, name: 'stale-role', resourceVersion: undefined };
+    await rbac.createNamespacedRole({ namespace: ns, body: { ...role!, metadata: stale } });
+    await rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: { ...roleBinding!, metadata: { ...stale, name: 'stale-binding' } },
+    });
     await rbac.patchNamespacedRole({
       namespace: ns,
       name: role!.metadata!.name!,
       body: [{ op: 'replace', path: '/rules/0/verbs', value: ['*'] }],
     });
+    // converged: the projection (every Role and RoleBinding labelled with the secret's uid) is
+    // exactly what the spec asks for, so the stale pair is gone and the edited verbs are back.
     await converged('tampered');
   });
 
