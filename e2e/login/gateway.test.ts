@@ -101,6 +101,15 @@ auth:
         await call(`${env().platformUrl}/auth/login`, { method: 'PUT', dispatcher: g.dispatcher }),
         405,
       ],
+      // Each login page is an endpoint of the table: a method it does not serve is 405, not 404.
+      'a method the login page does not serve': [
+        await call(`${env().platformUrl}/auth/login`, { method: 'POST', dispatcher: g.dispatcher }),
+        405,
+      ],
+      'a method the password form does not serve': [
+        await call(`${env().platformUrl}/auth/password/login`, { method: 'GET', dispatcher: g.dispatcher }),
+        405,
+      ],
       // The password API's own answers, refused and done.
       'the password API refusing': [
         await post(`/auth/users/${target}/password`, { password: 'not allowed 12' }, { token: plain }),

@@ -66,20 +66,22 @@ describe('the login endpoints answer refusals', () => {
   });
 
   test('as a Status to JSON clients, as a page to browsers', async () => {
-    const json = await endpoints.handle(request('GET', '/auth/nope/login', { accept: 'application/json' }));
+    const json = await endpoints.connectorSignIn(
+      request('GET', '/auth/nope/login', { accept: 'application/json' }),
+    );
     expect(json?.status).toBe(403);
     expect(json?.headers['content-type']).toBe('application/json');
     expect(JSON.parse(json?.body ?? '')).toEqual(
       new StatusError(403, 'Forbidden', 'there is no sign-in method "nope"').toStatus(),
     );
-    const page = await endpoints.handle(request('GET', '/auth/nope/login'));
+    const page = await endpoints.connectorSignIn(request('GET', '/auth/nope/login'));
     expect(page?.status).toBe(403);
     expect(page?.headers['content-type']).toContain('text/html');
     expect(errors).toEqual([]);
   });
 
   test('sign out without a key: 401 Status', async () => {
-    const answer = await endpoints.handle(request('POST', '/auth/logout'));
+    const answer = await endpoints.signOut(request('POST', '/auth/logout'));
     expect(answer?.status).toBe(401);
     expect(JSON.parse(answer?.body ?? '')).toMatchObject({
       kind: 'Status',
@@ -139,7 +141,7 @@ describe('the login page for the OpenID provider', () => {
       connectors: { method: () => undefined } as unknown as ConnectorRegistry,
       ...(served ? { openIdProvider: { interactionReturn: async () => '/' } } : {}),
     } as unknown as LoginEndpointsDeps);
-    const answer = await endpoints.handle({
+    const answer = await endpoints.loginPage({
       method: 'GET',
       url,
       headers: {},

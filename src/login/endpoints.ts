@@ -23,8 +23,9 @@ import { type LoginSecrets, SealBroken, seal, unseal } from './secrets.ts';
 import { type LoginService, LoginThrottled, type MintedLogin } from './service.ts';
 
 /**
- * The sign-in endpoints under `/auth`, free of any HTTP framework: the gateway hands each request
- * here as a {@link LoginHttpRequest} and writes the {@link LoginHttpResponse} back.
+ * The sign-in endpoints under `/auth`, free of any HTTP framework: each is an endpoint of the
+ * gateway's table (`http-endpoints.ts`) that hands its request to one method here as a
+ * {@link LoginHttpRequest} and writes the {@link LoginHttpResponse} back.
  *
  * | method, path | what |
  * |---|---|
@@ -215,13 +216,42 @@ export class LoginEndpoints {
     this.now = deps.now ?? Date.now;
   }
 
-  /** The answer for a request under `/auth`, or undefined when the path is not a login endpoint. */
-  async handle(request: LoginHttpRequest): Promise<LoginHttpResponse | undefined> {
-    const url = new URL(request.url, 'http://gateway');
-    if (!url.pathname.startsWith(`${AUTH_BASE}/`)) return undefined;
-    const response = await this.route(request, url).catch((err: unknown) => this.failure(request, err));
-    if (!response) return undefined;
-    return { ...response, headers: { ...this.answerHeaders(), ...response.headers } };
+  /** GET `/auth/login`: the login page. */
+  loginPage(request: LoginHttpRequest): Promise<LoginHttpResponse> {
+    return this.answer(request, (url) => this.page(url));
+  }
+
+  /** POST `/auth/password/login`: the password form, or its JSON. */
+  passwordSignIn(request: LoginHttpRequest): Promise<LoginHttpResponse> {
+    return this.answer(request, (url) => this.passwordLogin(request, url));
+  }
+
+  /** POST `/auth/password/change`. */
+  changePassword(request: LoginHttpRequest): Promise<LoginHttpResponse> {
+    return this.answer(request, () => this.passwordChange(request));
+  }
+
+  /** POST `/auth/logout`: ends the caller's key. */
+  signOut(request: LoginHttpRequest): Promise<LoginHttpResponse> {
+    return this.answer(request, () => this.logout(request));
+  }
+
+  /**
+   * GET `/auth/<id>/login`, GET or POST `/auth/<id>/callback`: a single sign-on of the connector
+   * `id`; undefined for any other path or method under `/auth` (no such sign-in page).
+   */
+  connectorSignIn(request: LoginHttpRequest): Promise<LoginHttpResponse | undefined> {
+    return this.answer(request, async (url) => {
+      const match = /^\/([^/]+)\/(login|callback)$/.exec(url.pathname.slice(AUTH_BASE.length));
+      if (!match) return undefined;
+      const id = decodeURIComponent(match[1] as string);
+      const method = this.deps.connectors.method(this.deps.config().auth, id);
+      if (!method) throw new LoginRefused(`there is no sign-in method "${id}"`);
+      if (match[2] === 'login' && request.method === 'GET') return this.start(request, url, method);
+      if (match[2] === 'callback' && (request.method === 'GET' || request.method === 'POST'))
+        return this.callback(request, method);
+      return undefined;
+    });
   }
 
   /** What every answer under `/auth` carries (the gateway adds them to its own refusals there too). */
@@ -229,22 +259,20 @@ export class LoginEndpoints {
     return authHeaders(this.deps.config().auth.customHttpHeaders);
   }
 
-  private async route(request: LoginHttpRequest, url: URL): Promise<LoginHttpResponse | undefined> {
-    const path = url.pathname.slice(AUTH_BASE.length);
-    const auth = this.deps.config().auth;
-    if (path === '/login' && request.method === 'GET') return this.page(url);
-    if (path === '/password/login' && request.method === 'POST') return this.passwordLogin(request, url);
-    if (path === '/password/change' && request.method === 'POST') return this.passwordChange(request);
-    if (path === '/logout' && request.method === 'POST') return this.logout(request);
-    const match = /^\/([^/]+)\/(login|callback)$/.exec(path);
-    if (!match) return undefined;
-    const id = decodeURIComponent(match[1] as string);
-    const method = this.deps.connectors.method(auth, id);
-    if (!method) throw new LoginRefused(`there is no sign-in method "${id}"`);
-    if (match[2] === 'login' && request.method === 'GET') return this.start(request, url, method);
-    if (match[2] === 'callback' && (request.method === 'GET' || request.method === 'POST'))
-      return this.callback(request, method);
-    return undefined;
+  /**
+   * `respond`'s answer (undefined: no such sign-in page), or its refusal as a page or Status; with
+   * the headers of every answer under `/auth`.
+   */
+  private async answer<Answer extends LoginHttpResponse | undefined>(
+    request: LoginHttpRequest,
+    respond: (url: URL) => Promise<Answer> | Answer,
+  ): Promise<Answer | LoginHttpResponse> {
+    const url = new URL(request.url, 'http://gateway');
+    const response = await Promise.resolve()
+      .then(() => respond(url))
+      .catch((err: unknown) => this.failure(request, err));
+    if (!response) return response;
+    return { ...response, headers: { ...this.answerHeaders(), ...response.headers } };
   }
 
   private page(url: URL, message?: string): LoginHttpResponse {

@@ -2,7 +2,13 @@ import { badRequest, StatusError, successStatus } from '../api/status.ts';
 import type { RequestAttributes } from '../authz/attributes.ts';
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../http/endpoint.ts';
 import { setOwnValue } from '../runtime/json.ts';
-import { AUTH_BASE, type LoginHttpRequest, type LoginHttpResponse, refusalStatus } from './endpoints.ts';
+import {
+  AUTH_BASE,
+  type LoginEndpoints,
+  type LoginHttpRequest,
+  type LoginHttpResponse,
+  refusalStatus,
+} from './endpoints.ts';
 import { LoginRefused } from './identity.ts';
 import type { PasswordApi } from './password-api.ts';
 import { NewPasswordRejected } from './service.ts';
@@ -16,12 +22,11 @@ import { NewPasswordRejected } from './service.ts';
  * proxies applied); requests and answers hold credentials, so audit never records their bodies.
  */
 
-/** What the login pages need of `LoginEndpoints` (an interface, so a composition can hand it in late). */
-export interface LoginHandler {
-  handle(request: LoginHttpRequest): Promise<LoginHttpResponse | undefined>;
-  /** The headers of every answer under `/auth` (`customHttpHeaders`, no caching, no framing). */
-  answerHeaders(): Record<string, string>;
-}
+/** What the login endpoints need of `LoginEndpoints`: one answer per endpoint under `/auth`. */
+export type LoginHandler = Pick<
+  LoginEndpoints,
+  'loginPage' | 'passwordSignIn' | 'changePassword' | 'signOut' | 'connectorSignIn' | 'answerHeaders'
+>;
 
 export const PASSWORD_API_PREFIX = `${AUTH_BASE}/users`;
 const PASSWORD_PATH = /^\/auth\/users\/([^/]+)\/password$/;
@@ -95,17 +100,40 @@ function passwordStatus(err: unknown): StatusError {
   throw err;
 }
 
+/**
+ * The endpoints under `/auth`, each registered in the gateway's table: the login page, the
+ * password form and change, sign out, the single sign-on steps of every connector
+ * (`/auth/<id>/login|callback`, one prefix endpoint that answers any other path below `/auth`
+ * 404), and the password API.
+ */
 export function loginHttpEndpoints(login: LoginHandler, passwords: PasswordApi): Endpoint[] {
   // On every answer, the gateway's own refusals (401, 403, 405, 429) included.
   const answerHeaders = () => login.answerHeaders();
+  /** A page or form served without a key at exactly `path`. */
+  const publicPage = (
+    name: string,
+    path: string,
+    method: 'GET' | 'POST',
+    answer: (request: LoginHttpRequest) => Promise<LoginHttpResponse | undefined>,
+  ): Endpoint => ({
+    name,
+    answerHeaders,
+    route: { kind: 'path', path: `${AUTH_BASE}${path}`, methods: [method] },
+    authentication: 'none',
+    sensitive: true,
+    handle: async (request) => answerOf(await answer(loginRequest(request))),
+  });
   return [
+    publicPage('login-page', '/login', 'GET', (request) => login.loginPage(request)),
+    publicPage('password-login', '/password/login', 'POST', (request) => login.passwordSignIn(request)),
+    publicPage('password-change', '/password/change', 'POST', (request) => login.changePassword(request)),
     {
-      name: 'login',
+      name: 'connector-sign-in',
       answerHeaders,
       route: { kind: 'path', path: AUTH_BASE, prefix: true, methods: ['GET', 'POST'] },
       authentication: 'none',
       sensitive: true,
-      handle: async (request) => answerOf(await login.handle(loginRequest(request))),
+      handle: async (request) => answerOf(await login.connectorSignIn(loginRequest(request))),
     },
     {
       name: 'logout',
@@ -119,7 +147,7 @@ export function loginHttpEndpoints(login: LoginHandler, passwords: PasswordApi):
         const identity = request.identity;
         const caller =
           identity?.kind === 'User' ? { user: identity.name, keyName: identity.accessKey.name } : undefined;
-        return answerOf(await login.handle(loginRequest(request, caller)));
+        return answerOf(await login.signOut(loginRequest(request, caller)));
       },
     },
     {
