@@ -11,7 +11,7 @@ import {
   useExtraClusters,
 } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { call, useGatewayEnv } from './support.ts';
+import { call, reviewToken, useGatewayEnv } from './support.ts';
 
 /**
  * DirectClusterEndpointTokens end with what minted them (issue 30): a token is accepted by the
@@ -55,13 +55,7 @@ describe('gateway: direct cluster endpoint tokens are revocable', () => {
 
   /** The platform's TokenReview of `token` for the cluster edge, as edge's apiserver sends it. */
   const review = async (token: string) => {
-    const answer = await call(`${env().server.url}/kubernetes/tokenreview/cluster/edge`, {
-      method: 'POST',
-      token: reviewer,
-      dispatcher: env().dispatcher,
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }),
-    });
+    const answer = await reviewToken(env(), token, reviewer);
     expect(answer.status, answer.text).toBe(200);
     return answer.json.status as { authenticated: boolean; user?: Record<string, unknown> };
   };

@@ -381,3 +381,23 @@ export async function call(
   }
   return { status: response.status, headers: response.headers, text, json };
 }
+
+/**
+ * A TokenReview of `token` sent to the platform's token review webhook for `target` (default
+ * `cluster/edge`) as that cluster's apiserver sends it, with `credential` (a reviewer's) as the
+ * bearer; none when omitted.
+ */
+export function reviewToken(
+  env: GatewayEnv,
+  token: string,
+  credential?: string,
+  target = 'cluster/edge',
+): Promise<Answer> {
+  return call(`${env.server.url}/kubernetes/tokenreview/${target}`, {
+    method: 'POST',
+    ...(credential ? { token: credential } : {}),
+    dispatcher: env.dispatcher,
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }),
+  });
+}

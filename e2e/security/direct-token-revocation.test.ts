@@ -1,6 +1,6 @@
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { call, useGatewayEnv } from '../gateway/support.ts';
+import { call, reviewToken, useGatewayEnv } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -36,12 +36,7 @@ describe('security: direct cluster endpoint token revocation', () => {
     return answer.json.status.token as string;
   };
   const review = async (token: string) => {
-    const answer = await call(`${env().server.url}/kubernetes/tokenreview/cluster/edge`, {
-      method: 'POST',
-      token: reviewer,
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }),
-    });
+    const answer = await reviewToken(env(), token, reviewer);
     expect(answer.status, answer.text).toBe(200);
     return answer.json.status as { authenticated: boolean; error?: string; user?: unknown };
   };
@@ -119,12 +114,7 @@ describe('security: direct cluster endpoint token revocation', () => {
     expect((await mint(token)).status).toBe(401);
     expect((await call(`${env().base}/apis`, { token })).status).toBe(401);
     // Nor does a review with the token as the reviewer credential get anywhere.
-    const asReviewer = await call(`${env().server.url}/kubernetes/tokenreview/cluster/edge`, {
-      method: 'POST',
-      token,
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }),
-    });
+    const asReviewer = await reviewToken(env(), token, token);
     expect(asReviewer.status).toBe(401);
   });
 

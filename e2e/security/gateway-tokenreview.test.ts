@@ -3,7 +3,7 @@ import { Agent } from 'undici';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/identity/keys.ts';
-import { call, useGatewayEnv } from '../gateway/support.ts';
+import { call, reviewToken, useGatewayEnv } from '../gateway/support.ts';
 import { tokenWebhookConfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -47,14 +47,8 @@ describe('security: bogus TokenReviews cannot switch off platform keys', () => {
     edgeDispatcher = new Agent({ connect: { ca: edge.caPem } });
   });
 
-  const review = (token: string, credential?: string, target = 'cluster/edge') =>
-    call(`${env().server.url}/kubernetes/tokenreview/${target}`, {
-      method: 'POST',
-      ...(credential ? { token: credential } : {}),
-      dispatcher: env().dispatcher,
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }),
-    });
+  const review = (token: string, credential?: string, target?: string) =>
+    reviewToken(env(), token, credential, target);
   const onEdge = (token: string) =>
     call(`${edge.server}/apis/authentication.k8s.io/v1/selfsubjectreviews`, {
       method: 'POST',
