@@ -51,7 +51,8 @@ import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../
 import { loadSyncConfig } from '../../src/sync/config.ts';
 import { syncedKinds } from '../../src/sync/controllers/syncer.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
-import { type KubeObject, type SyncContext, translateToHost } from '../../src/sync/translate.ts';
+import type { KubeObject, SyncContext } from '../../src/sync/sync-context.ts';
+import { translateToHost } from '../../src/sync/translate.ts';
 import {
   benchMode,
   type PlatformRuntime,

@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { loadSyncConfig } from '../sync/config.ts';
 import { createSandbox, syncToHost, syncToVirtual } from '../sync/sync.ts';
-import type { KubeObject, SyncContext } from '../sync/translate.ts';
+import type { KubeObject, SyncContext } from '../sync/sync-context.ts';
 
 /**
  * `platform sync preview`: prints the object the syncer would write, computed by the syncer's own

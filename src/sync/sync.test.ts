@@ -5,21 +5,18 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import { loadSyncConfig } from './config.ts';
 import { referencesOf } from './controllers/references.ts';
+import {
+  isManagedHostObject,
+  syncAnnotationsBidirectionally,
+  syncLabelsBidirectionally,
+} from './metadata.ts';
 import { hostLabelKey } from './names.ts';
+import { hostObjectRef, NamespaceNotMapped } from './object-refs.ts';
 import type { Json } from './patches/merge-patch.ts';
 import { ExpressionError } from './patches/sandbox.ts';
 import { createSandbox, syncToHost, syncToVirtual } from './sync.ts';
-import {
-  hostObjectRef,
-  isManagedHostObject,
-  type KubeObject,
-  NamespaceNotMapped,
-  type SyncContext,
-  syncAnnotationsBidirectionally,
-  syncLabelsBidirectionally,
-  translateToHost,
-  translateToVirtual,
-} from './translate.ts';
+import type { KubeObject, SyncContext } from './sync-context.ts';
+import { translateToHost, translateToVirtual } from './translate.ts';
 
 const ctxWith = (config: unknown, vclusterName = 'vc'): SyncContext => ({
   vclusterName,

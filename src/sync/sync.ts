@@ -1,4 +1,5 @@
 import { RESOURCE_BY_KIND } from './config.ts';
+import { namespaceRules } from './object-refs.ts';
 import {
   applyPatches,
   type Direction,
@@ -17,14 +18,8 @@ import {
 } from './patches/merge-patch.ts';
 import { Sandbox, type SandboxOptions } from './patches/sandbox.ts';
 import { isReservedKey } from './reserved.ts';
-import {
-  assertSyncedKind,
-  type KubeObject,
-  namespaceRules,
-  type SyncContext,
-  translateToHost,
-  translateToVirtual,
-} from './translate.ts';
+import type { KubeObject, SyncContext } from './sync-context.ts';
+import { assertSyncedKind, translateToHost, translateToVirtual } from './translate.ts';
 
 /**
  * The syncer's entry points: translation plus patches, for create (no target yet: the patches see

@@ -4,7 +4,8 @@ import { loadSyncConfig } from '../config.ts';
 import { applyMergePatch, type Json } from '../patches/merge-patch.ts';
 import { ExpressionTimeout } from '../patches/sandbox.ts';
 import { createSandbox, syncToHost } from '../sync.ts';
-import { type KubeObject, type SyncContext, type SyncedKind, translateToHost } from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
+import { type SyncedKind, translateToHost } from '../translate.ts';
 import { desiredPair, type SyncRecord } from './desired.ts';
 
 const ctx: SyncContext = {

@@ -2,7 +2,8 @@ import type { HostToVirtualLookup } from '../patches/apply.ts';
 import { cloneJson, jsonEqual } from '../patches/merge-patch.ts';
 import type { Sandbox } from '../patches/sandbox.ts';
 import { syncToHost, syncToVirtual } from '../sync.ts';
-import type { KubeObject, SyncContext, SyncedKind } from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
+import type { SyncedKind } from '../translate.ts';
 import { resourceVersionOf, virtualOwnedFields } from './plan.ts';
 
 /**

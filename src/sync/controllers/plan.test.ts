@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadSyncConfig } from '../config.ts';
-import { type KubeObject, type SyncContext, translateToHost } from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
+import { translateToHost } from '../translate.ts';
 import {
   hasSelector,
   hostIneligibility,

@@ -1,3 +1,4 @@
+import { gvkString, isControlledElsewhere } from '../metadata.ts';
 import {
   ANNOTATION_OBJECT_KIND,
   ANNOTATION_OBJECT_NAME,
@@ -6,13 +7,8 @@ import {
   ANNOTATION_SKIP_BACKSYNC,
 } from '../names.ts';
 import { isJsonObject, type JsonObject, ownValue } from '../patches/merge-patch.ts';
-import {
-  gvkString,
-  isControlledElsewhere,
-  type KubeObject,
-  SERVICE_BIDIRECTIONAL_FIELDS,
-  type SyncedKind,
-} from '../translate.ts';
+import type { KubeObject } from '../sync-context.ts';
+import { SERVICE_BIDIRECTIONAL_FIELDS, type SyncedKind } from '../translate.ts';
 
 /**
  * The pure decisions of the syncer controllers: what to do with one virtual key given what the

@@ -5,7 +5,7 @@ import { loadSyncConfig } from '../config.ts';
 import { PREFIX } from '../names.ts';
 import { applyMergePatch, type Json, type JsonObject, mergePatchDiff } from '../patches/merge-patch.ts';
 import { createSandbox, syncToHost } from '../sync.ts';
-import type { KubeObject, SyncContext } from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
 import { desiredPair, type SyncRecord } from './desired.ts';
 import { virtualWritableView, writableView } from './plan.ts';
 

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSyncConfig } from '../config.ts';
 import { createSandbox, syncToHost } from '../sync.ts';
-import type { KubeObject, SyncContext } from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
 import {
   hasReferencePatches,
   hostNameIndexValues,

@@ -1,17 +1,11 @@
 import { isReferenceableKind, type PatchConfig, RESOURCE_BY_KIND, type SyncConfig } from '../config.ts';
 import type { LabelSelector } from '../names.ts';
+import { hostObjectRef, NamespaceNotMapped } from '../object-refs.ts';
 import { isReservedMetadataPath } from '../patches/apply.ts';
 import { emptyRecord, isJsonObject, type Json, ownValue } from '../patches/merge-patch.ts';
 import { expandPath, getAt, parsePath } from '../patches/path.ts';
-import {
-  hostObjectRef,
-  type KubeObject,
-  NamespaceNotMapped,
-  SYNCED_KINDS,
-  type SyncContext,
-  type SyncedKind,
-  translateToHost,
-} from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
+import { SYNCED_KINDS, type SyncedKind, translateToHost } from '../translate.ts';
 
 /**
  * Which objects of the synced kinds (Services, Endpoints, Secrets, ConfigMaps) a virtual object

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { recordWithPrototypeKeys } from '../../testing/prototype-keys.ts';
 import { loadSyncConfig, type PatchConfig } from '../config.ts';
 import { createSandbox } from '../sync.ts';
-import type { SyncContext } from '../translate.ts';
+import type { SyncContext } from '../sync-context.ts';
 import {
   applyPatches,
   mayReadObjects,

@@ -13,8 +13,9 @@ import {
   virtualLabelSelector,
   virtualServiceSelector,
 } from '../names.ts';
+import { hostObjectRef, virtualObjectRefOf } from '../object-refs.ts';
 import { fieldName, isReservedKey, RESTRICTED_FIELDS } from '../reserved.ts';
-import { hostObjectRef, type KubeObject, type SyncContext, virtualObjectRefOf } from '../translate.ts';
+import type { KubeObject, SyncContext } from '../sync-context.ts';
 import { cloneJson, isJsonObject, type Json, type JsonObject, ownValue, setOwnValue } from './merge-patch.ts';
 import {
   type ConcretePath,

@@ -2,8 +2,9 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSyncConfig } from '../config.ts';
+import { virtualToHostDns } from '../object-refs.ts';
 import { createSandbox } from '../sync.ts';
-import { type SyncContext, virtualToHostDns } from '../translate.ts';
+import type { SyncContext } from '../sync-context.ts';
 import {
   defaultSandboxMemoryBudgetMiB,
   MEMORY_BUDGET_ENV,
