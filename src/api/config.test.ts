@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { ConfigError, parseConfig, safeParseConfig } from './config.ts';
 import {
-  ConfigError,
   DEFAULT_LOGIN_ACCESS_KEY_TTL_SECONDS,
   DEFAULT_SAML_NAME_ID_FORMAT,
-  parseConfig,
   SAML_NAME_ID_FORMATS,
-  safeParseConfig,
-} from './config.ts';
+} from './config-auth.ts';
 import { parseGoDuration } from './duration.ts';
 
 const COMPLETE_CONFIG = `

@@ -1,5 +1,5 @@
-import type { AuthConfig } from '../api/config.ts';
-import { DEFAULT_LOGIN_ACCESS_KEY_TTL_SECONDS } from '../api/config.ts';
+import type { AuthConfig } from '../api/config-auth.ts';
+import { DEFAULT_LOGIN_ACCESS_KEY_TTL_SECONDS } from '../api/config-auth.ts';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 
 /** The parts of an OwnedAccessKey its lifetime depends on. */

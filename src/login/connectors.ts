@@ -1,4 +1,4 @@
-import type { AuthConfig } from '../api/config.ts';
+import type { AuthConfig } from '../api/config-auth.ts';
 import { CONNECTOR_ID_PATTERN, PROVIDER_SECTIONS } from '../api/config-warnings.ts';
 
 /**

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OidcProviderSchema, SamlProviderSchema } from '../api/config.ts';
+import { OidcProviderSchema, SamlProviderSchema } from '../api/config-auth.ts';
 import { PROTOTYPE_KEYS, prototypeKey, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import {
   EmailNotVerified,

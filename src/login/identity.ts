@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { z } from 'zod';
-import type { OidcProviderSchema, SamlProviderSchema } from '../api/config.ts';
+import type { OidcProviderSchema, SamlProviderSchema } from '../api/config-auth.ts';
 import { ownValue } from '../runtime/json.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { IdpBProviderSchema } from '../api/config.ts';
+import { IdpBProviderSchema } from '../api/config-auth.ts';
 import { ConnectorMisconfigured } from './code-flow.ts';
 import { IdpBConnector, isConfiguredTenant } from './idp-b.ts';
 import { PUBLIC_PROVIDER_ADDRESSES } from './providers.ts';

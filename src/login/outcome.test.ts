@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AuthSchema } from '../api/config.ts';
+import { AuthSchema } from '../api/config-auth.ts';
 import type { Team, User } from '../api/identity.ts';
 import type { Project } from '../api/project.ts';
 import type { ExternalIdentity } from './identity.ts';

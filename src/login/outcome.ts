@@ -1,4 +1,4 @@
-import type { AuthConfig } from '../api/config.ts';
+import type { AuthConfig } from '../api/config-auth.ts';
 import type { Team, User } from '../api/identity.ts';
 import type { SsoIdentity } from '../api/ownedaccesskey.ts';
 import type { Project } from '../api/project.ts';

@@ -1,4 +1,4 @@
-import type { AuthConfig } from '../api/config.ts';
+import type { AuthConfig } from '../api/config-auth.ts';
 import { ClusterManagerConnector } from './cluster-manager.ts';
 import { type LoginMethod, loginMethods } from './connectors.ts';
 import { HostedGitConnector } from './hosted-git.ts';

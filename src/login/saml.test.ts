@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SamlProviderSchema } from '../api/config.ts';
+import { SamlProviderSchema } from '../api/config-auth.ts';
 import { createCertificateAuthority } from '../pki/certificates.ts';
 import { ConnectorMisconfigured } from './code-flow.ts';
 import { SamlConnector } from './saml.ts';

@@ -1,4 +1,4 @@
-import type { AuditConfig, AuditPolicy } from '../../api/config.ts';
+import type { AuditConfig, AuditPolicy } from '../../api/config-audit.ts';
 import { formatMicroTime } from '../../runtime/clock.ts';
 import { AuditFileBackend } from './backend.ts';
 import {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { AUDIT_LEVELS } from '../../api/config.ts';
+import { AUDIT_LEVELS } from '../../api/config-audit.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { generateAccessKey } from '../../identity/keys.ts';
 import { recordWithPrototypeKeys } from '../../testing/prototype-keys.ts';

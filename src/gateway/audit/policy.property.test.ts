@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import type { AuditPolicy, AuditPolicyRule } from '../../api/config.ts';
-import { AUDIT_LEVELS, AUDIT_REQUEST_TARGETS, AUDIT_STAGES } from '../../api/config.ts';
+import type { AuditPolicy, AuditPolicyRule } from '../../api/config-audit.ts';
+import { AUDIT_LEVELS, AUDIT_REQUEST_TARGETS, AUDIT_STAGES } from '../../api/config-audit.ts';
 import type { RequestTarget } from '../../authz/attributes.ts';
 import { type AuditRequestAttributes, auditLevelFor } from './policy.ts';
 

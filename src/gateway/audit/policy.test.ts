@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { AuditPolicy, AuditPolicyRule } from '../../api/config.ts';
+import type { AuditPolicy, AuditPolicyRule } from '../../api/config-audit.ts';
 import type { RequestTarget } from '../../authz/attributes.ts';
 import {
   type AuditDecision,

@@ -5,7 +5,7 @@ import {
   type AuditConfig,
   type AuditPolicy,
   type AuditPolicyRule,
-} from '../../api/config.ts';
+} from '../../api/config-audit.ts';
 import { API_GROUP } from '../../api/meta.ts';
 import type { RequestAttributes, RequestTarget } from '../../authz/attributes.ts';
 import { ruleTargetMatches } from '../../authz/scope.ts';
