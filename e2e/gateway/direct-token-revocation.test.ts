@@ -11,7 +11,7 @@ import {
   useExtraClusters,
 } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { call, reviewToken, useGatewayEnv } from './support.ts';
+import { call, reviewToken, selfSubjectReview, useGatewayEnv } from './support.ts';
 
 /**
  * DirectClusterEndpointTokens end with what minted them (issue 30): a token is accepted by the
@@ -207,14 +207,7 @@ describe('gateway: direct cluster endpoint tokens are revocable', () => {
     const dave = uniqueName('dt-dave');
     const daveKey = await env().user(dave);
     const token = await mint(daveKey);
-    const whoamiOnEdge = () =>
-      call(`${edge.server}/apis/authentication.k8s.io/v1/selfsubjectreviews`, {
-        method: 'POST',
-        token,
-        dispatcher: edgeDispatcher,
-        headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }),
-      });
+    const whoamiOnEdge = () => selfSubjectReview(edge.server, edgeDispatcher, token);
     const whoamiOnEast = () =>
       kubectl(['auth', 'whoami', '-o', 'json'], { kubeconfig: tokenKubeconfig(east, token) });
     await eventually(async () => (await whoamiOnEdge()).status === 201, 30_000, 'edge to accept the token');

@@ -401,3 +401,17 @@ export function reviewToken(
     body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }),
   });
 }
+
+/**
+ * A SelfSubjectReview with `token` as the bearer, on the apiserver at `server` (a cluster that
+ * trusts the platform's tokens), reached through `dispatcher` (trusting that apiserver's CA).
+ */
+export function selfSubjectReview(server: string, dispatcher: Dispatcher, token: string): Promise<Answer> {
+  return call(`${server}/apis/authentication.k8s.io/v1/selfsubjectreviews`, {
+    method: 'POST',
+    token,
+    dispatcher,
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }),
+  });
+}

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { tokenWebhookConfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { call, useGatewayEnv } from './support.ts';
+import { call, selfSubjectReview, useGatewayEnv } from './support.ts';
 
 /**
  * Trust from other clusters: a second real kube-apiserver started with
@@ -36,14 +36,7 @@ describe('gateway: TokenReview', () => {
     dispatcher = new Agent({ connect: { ca: edge.caPem } });
   });
 
-  const whoami = (bearer: string) =>
-    call(`${edge.server}/apis/authentication.k8s.io/v1/selfsubjectreviews`, {
-      method: 'POST',
-      token: bearer,
-      dispatcher,
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }),
-    });
+  const whoami = (bearer: string) => selfSubjectReview(edge.server, dispatcher, bearer);
 
   test('a valid key authenticates on the other cluster with its user and groups', async () => {
     const answer = await whoami(token);

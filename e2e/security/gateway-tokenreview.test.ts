@@ -3,7 +3,7 @@ import { Agent } from 'undici';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/identity/keys.ts';
-import { call, reviewToken, useGatewayEnv } from '../gateway/support.ts';
+import { reviewToken, selfSubjectReview, useGatewayEnv } from '../gateway/support.ts';
 import { tokenWebhookConfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -49,14 +49,7 @@ describe('security: bogus TokenReviews cannot switch off platform keys', () => {
 
   const review = (token: string, credential?: string, target?: string) =>
     reviewToken(env(), token, credential, target);
-  const onEdge = (token: string) =>
-    call(`${edge.server}/apis/authentication.k8s.io/v1/selfsubjectreviews`, {
-      method: 'POST',
-      token,
-      dispatcher: edgeDispatcher,
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }),
-    });
+  const onEdge = (token: string) => selfSubjectReview(edge.server, edgeDispatcher, token);
 
   test('nobody but a reviewer credential of that cluster reviews anything', async () => {
     const key = await env().key({ user });
