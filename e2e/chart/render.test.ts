@@ -182,6 +182,27 @@ describe('the Helm chart', () => {
     expect(dockerfile).toContain('--no-node-snapshot');
   });
 
+  test("the gateway's --issuer-url: gateway.externalURL, else the ingress host over HTTPS, else none (docs/trust.md, the `iss` claim)", async () => {
+    const issuerArgs = async (values: object) => {
+      const gateway = find(await renderChart({ values }), 'Deployment', `${RELEASE}-gateway`);
+      return (gateway.spec.template.spec.containers[0].args as string[]).filter((arg) =>
+        arg.startsWith('--issuer-url'),
+      );
+    };
+    expect(await issuerArgs({})).toEqual([]);
+    expect(
+      await issuerArgs({ gateway: { ingress: { enabled: true, host: 'platform.example.test' } } }),
+    ).toEqual(['--issuer-url=https://platform.example.test']);
+    expect(
+      await issuerArgs({
+        gateway: {
+          externalURL: 'https://platform.example.com/',
+          ingress: { enabled: true, host: 'platform.example.test' },
+        },
+      }),
+    ).toEqual(['--issuer-url=https://platform.example.com']);
+  });
+
   test('optional parts render only when asked for', async () => {
     const kinds = (manifests: Manifest[]) => new Set(manifests.map((m) => m.kind));
     const defaults = await renderChart();
