@@ -1,13 +1,8 @@
 import { describe, expect, it, test } from 'vitest';
 import type { ConfigStatus } from '../api/config.ts';
 import { StatusError } from '../api/status.ts';
-import {
-  authHeaders,
-  LoginEndpoints,
-  type LoginEndpointsDeps,
-  type LoginHttpRequest,
-  refusalStatus,
-} from './endpoints.ts';
+import { LoginEndpoints, type LoginEndpointsDeps } from './endpoints.ts';
+import { authHeaders, type LoginHttpRequest, refusalStatus } from './http-answers.ts';
 import { LoginRefused } from './identity.ts';
 import type { ConnectorRegistry } from './registry.ts';
 import { SealBroken } from './secrets.ts';

@@ -1,13 +1,23 @@
-import { validateHeaderName, validateHeaderValue } from 'node:http';
 import type { ConfigStatus } from '../api/config.ts';
 import type { SsoIdentity } from '../api/ownedaccesskey.ts';
-import { badRequest, reasonForCode, StatusError } from '../api/status.ts';
-import { setOwnValue } from '../runtime/json.ts';
-import { cliPublicKey, sealForCli, verificationCode } from './cli-handoff.ts';
+import { StatusError } from '../api/status.ts';
+import { type CliRequest, cliQuery, cliRequestOf, oidcInteractionOf } from './carried-query.ts';
+import { sealForCli, verificationCode } from './cli-handoff.ts';
 import { type LoginMethod, loginMethods, passwordLoginEnabled } from './connectors.ts';
+import {
+  AUTH_BASE,
+  authHeaders,
+  cookieOf,
+  deviceCookie,
+  HTML,
+  type LoginHttpRequest,
+  type LoginHttpResponse,
+  refusalStatus,
+  statusAnswer,
+  wantsJson,
+} from './http-answers.ts';
 import { LoginRefused } from './identity.ts';
 import type { OidcConnector } from './oidc.ts';
-import { INTERACTION_UID as OIDC_INTERACTION_UID } from './oidc-provider/clients.ts';
 import {
   accessKeyFormPage,
   cliCodePage,
@@ -20,7 +30,7 @@ import {
 } from './pages.ts';
 import type { ConnectorRegistry } from './registry.ts';
 import { type LoginSecrets, SealBroken, seal, unseal } from './secrets.ts';
-import { type LoginService, LoginThrottled, type MintedLogin } from './service.ts';
+import type { LoginService, MintedLogin } from './service.ts';
 
 /**
  * The sign-in endpoints under `/auth`, free of any HTTP framework: each is an endpoint of the
@@ -42,30 +52,8 @@ import { type LoginService, LoginThrottled, type MintedLogin } from './service.t
  * its loopback `return` by POST, or shown to be pasted into it.
  */
 
-export const AUTH_BASE = '/auth';
 const COOKIE_PREFIX = 'platform_login_';
 const TRANSACTION_TTL_MS = 10 * 60_000;
-
-export interface LoginHttpRequest {
-  readonly method: string;
-  /** Path and query, e.g. `/auth/oidc/callback?code=...`. */
-  readonly url: string;
-  readonly headers: Readonly<Record<string, string | undefined>>;
-  /** The body as text (forms and JSON), when there is one. */
-  readonly body?: string | undefined;
-  /** The client address (trusted proxies applied by the gateway). */
-  readonly source: string;
-  /** The caller's identity when the request carried a valid key (for logout). */
-  readonly caller?: { readonly user: string; readonly keyName: string } | undefined;
-  /** Whether the client reached the gateway over HTTPS (cookies are then `Secure`). */
-  readonly secure: boolean;
-}
-
-export interface LoginHttpResponse {
-  readonly status: number;
-  readonly headers: Record<string, string | string[]>;
-  readonly body: string;
-}
 
 interface Transaction {
   readonly connector: string;
@@ -75,35 +63,6 @@ interface Transaction {
   readonly cli?: CliRequest | undefined;
   /** The OpenID provider's interaction the sign-in is for, if any (`oidc-provider/`). */
   readonly oidc?: string | undefined;
-}
-
-/** A sign-in for `platform login`: its public key, and its loopback listener when the browser is local. */
-interface CliRequest {
-  readonly key: string;
-  readonly returnTo?: string | undefined;
-}
-
-/** The `platform login` a URL's query names (`cli`, `return`), when its key is well formed. */
-function cliRequestOf(query: URLSearchParams): CliRequest | undefined {
-  const key = cliPublicKey(query.get('cli'));
-  if (!key) return undefined;
-  const returnTo = loopbackReturn(query.get('return'))?.toString();
-  return { key, ...(returnTo ? { returnTo } : {}) };
-}
-
-/** The OpenID provider's interaction a URL's query names (`oidc`), when it is well formed. */
-function oidcInteractionOf(query: URLSearchParams): string | undefined {
-  const uid = query.get('oidc');
-  return uid && OIDC_INTERACTION_UID.test(uid) ? uid : undefined;
-}
-
-/** The query carrying a `platform login` or an OpenID provider's interaction on to the next page. */
-function cliQuery(cli: CliRequest | undefined, oidc?: string): URLSearchParams {
-  const query = new URLSearchParams();
-  if (cli) query.set('cli', cli.key);
-  if (cli?.returnTo) query.set('return', cli.returnTo);
-  if (oidc) query.set('oidc', oidc);
-  return query;
 }
 
 /** The platform as an OpenID provider, as the login hands a sign-in back to it. */
@@ -126,87 +85,6 @@ export interface LoginEndpointsDeps {
   readonly onError?: (err: unknown) => void;
   /** Sign-ins for other applications (`/auth/login?oidc=<interaction>`), when the provider is served. */
   readonly openIdProvider?: OpenIdInteractions;
-}
-
-const HTML = 'text/html; charset=utf-8';
-
-/** Headers `customHttpHeaders` may not set: they frame or route the answer itself. */
-const RESERVED_HEADERS = new Set([
-  'connection',
-  'content-encoding',
-  'content-length',
-  'content-type',
-  'keep-alive',
-  'location',
-  'set-cookie',
-  'transfer-encoding',
-  'upgrade',
-]);
-
-/**
- * The headers every answer under `/auth` carries: no caching, no framing, and
- * `auth.customHttpHeaders` (names in lower case; a header with an invalid name or value, or one
- * that frames the answer itself, is left out rather than breaking every sign-in).
- */
-export function authHeaders(custom: Readonly<Record<string, string>> | undefined): Record<string, string> {
-  const headers: Record<string, string> = { 'cache-control': 'no-store', 'x-frame-options': 'DENY' };
-  for (const [name, value] of Object.entries(custom ?? {})) {
-    const lower = name.toLowerCase();
-    if (RESERVED_HEADERS.has(lower)) continue;
-    try {
-      validateHeaderName(lower);
-      validateHeaderValue(lower, value);
-    } catch {
-      continue;
-    }
-    setOwnValue(headers, lower, value);
-  }
-  return headers;
-}
-
-function cookieOf(request: LoginHttpRequest, name: string): string | undefined {
-  for (const part of (request.headers.cookie ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
-}
-
-/** The cookie keeping a device token (see `throttle.ts`) for the password form. */
-const deviceCookie = (token: string, secure: boolean) =>
-  `platform_device=${token}; Path=${AUTH_BASE}/password/; Max-Age=${90 * 24 * 3600}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`;
-
-const wantsJson = (request: LoginHttpRequest) =>
-  (request.headers['content-type'] ?? '').startsWith('application/json') ||
-  (request.headers.accept ?? '').startsWith('application/json');
-
-/**
- * A sign-in refusal as the platform's one Kubernetes `Status` error (src/api/status.ts): its code
- * and message, the reason Kubernetes gives that code, `Retry-After` when throttled. Anything that
- * is no refusal is a 500 without details (the caller learns nothing of what broke).
- */
-export function refusalStatus(err: unknown): StatusError {
-  if (err instanceof LoginThrottled) {
-    return new StatusError(
-      err.code,
-      reasonForCode(err.code),
-      err.message,
-      { retryAfterSeconds: err.retryAfterSeconds },
-      { 'Retry-After': String(err.retryAfterSeconds) },
-    );
-  }
-  if (err instanceof LoginRefused) return new StatusError(err.code, reasonForCode(err.code), err.message);
-  if (err instanceof SealBroken) return badRequest(err.message);
-  return new StatusError(500, 'InternalError', 'the sign-in failed on the server; try again later');
-}
-
-/** A `Status` answer for JSON clients. */
-function statusAnswer(error: StatusError): LoginHttpResponse {
-  return {
-    status: error.code,
-    headers: { ...error.headers, 'content-type': 'application/json' },
-    body: JSON.stringify(error.toStatus()),
-  };
 }
 
 export class LoginEndpoints {

@@ -2,13 +2,8 @@ import { badRequest, StatusError, successStatus } from '../api/status.ts';
 import type { RequestAttributes } from '../authz/attributes.ts';
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../http/endpoint.ts';
 import { setOwnValue } from '../runtime/json.ts';
-import {
-  AUTH_BASE,
-  type LoginEndpoints,
-  type LoginHttpRequest,
-  type LoginHttpResponse,
-  refusalStatus,
-} from './endpoints.ts';
+import type { LoginEndpoints } from './endpoints.ts';
+import { AUTH_BASE, type LoginHttpRequest, type LoginHttpResponse, refusalStatus } from './http-answers.ts';
 import { LoginRefused } from './identity.ts';
 import type { PasswordApi } from './password-api.ts';
 import { NewPasswordRejected } from './service.ts';
