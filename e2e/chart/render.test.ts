@@ -183,7 +183,7 @@ describe('the Helm chart', () => {
   });
 
   test("the gateway's --issuer-url: gateway.externalURL, else the ingress host over HTTPS, else none (docs/trust.md, the `iss` claim)", async () => {
-    const issuerArgs = async (values: object) => {
+    const issuerArgs = async (values: Record<string, unknown>) => {
       const gateway = find(await renderChart({ values }), 'Deployment', `${RELEASE}-gateway`);
       return (gateway.spec.template.spec.containers[0].args as string[]).filter((arg) =>
         arg.startsWith('--issuer-url'),
