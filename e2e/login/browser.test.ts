@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../support/cluster.ts';
 import { launchChromium } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
-import { oidcSection, registerSamlServiceProvider } from './support/sign-in.ts';
+import { oidcSection, registerSamlServiceProvider, samlSection } from './support/sign-in.ts';
 
 /**
  * Signing in as a person does: chromium (the machine's, or the one hack/chromium/install.sh brings),
@@ -81,10 +81,7 @@ ${oidcSection(env())}
     await env().configure(`
 auth:
   password: { disabled: true }
-  saml:
-    redirectURI: ${env().samlCallback}
-    ssoURL: ${saml.ssoUrl}
-    caData: ${saml.caData}
+${samlSection(env())}
     ssoIssuer: ${saml.entityId}
 `);
     registerSamlServiceProvider(env(), 'saml');

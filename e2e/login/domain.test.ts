@@ -10,7 +10,7 @@ import { kubectl, uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
-import { oidcSection, registerSamlServiceProvider, samlSignIn } from './support/sign-in.ts';
+import { oidcSection, registerSamlServiceProvider, samlSection, samlSignIn } from './support/sign-in.ts';
 import { startRedirect, viaUrl } from './support/sso.ts';
 
 /**
@@ -209,10 +209,7 @@ describe('SAML sign-in', () => {
     const { saml } = env();
     await env().configure(`
 auth:
-  saml:
-    redirectURI: ${env().samlCallback}
-    ssoURL: ${saml.ssoUrl}
-    caData: ${saml.caData}
+${samlSection(env())}
     ssoIssuer: ${saml.entityId}
     usernameAttr: uid
     emailAttr: mail

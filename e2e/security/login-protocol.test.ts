@@ -9,6 +9,7 @@ import {
   keyOn,
   oidcSection,
   registerSamlServiceProvider,
+  samlSection,
   signIn,
   storedUser,
 } from '../login/support/sign-in.ts';
@@ -148,10 +149,7 @@ describe('SAML attacks', () => {
     const { saml } = env();
     await env().configure(`
 auth:
-  saml:
-    redirectURI: ${env().samlCallback}
-    ssoURL: ${saml.ssoUrl}
-    caData: ${saml.caData}
+${samlSection(env())}
     insecureSkipSignatureValidation: true
 `);
     registerSamlServiceProvider(env(), 'saml');

@@ -4,6 +4,7 @@ import { useLoginEnv } from '../login/support/login-env.ts';
 import {
   oidcSection,
   registerSamlServiceProvider,
+  samlSection,
   samlSignIn,
   signIn,
   storedUser,
@@ -145,10 +146,7 @@ describe("a provider's names for groups and claims are data", () => {
     const { saml } = env();
     await env().configure(`
 auth:
-  saml:
-    redirectURI: ${env().samlCallback}
-    ssoURL: ${saml.ssoUrl}
-    caData: ${saml.caData}
+${samlSection(env())}
     ssoIssuer: ${saml.entityId}
     usernameAttr: constructor
     emailAttr: mail

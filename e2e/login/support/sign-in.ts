@@ -132,6 +132,19 @@ export function oidcSection(env: LoginEnv): string {
 }
 
 /**
+ * The start of the `auth.saml` section (YAML, indented under `auth:`) for the test's SAML identity
+ * provider: the platform's callback, the provider's SSO URL and CA. The caller adds the lines the
+ * test is about (`ssoIssuer`, attribute names, ...), indented by four spaces.
+ */
+export function samlSection(env: LoginEnv): string {
+  const { saml } = env;
+  return `  saml:
+    redirectURI: ${env.samlCallback}
+    ssoURL: ${saml.ssoUrl}
+    caData: ${saml.caData}`;
+}
+
+/**
  * The client lines of a connector section (`clientId`, `clientSecret`, `redirectURI`), indented by
  * `indent`: the client registered at a stand-in, and the platform's callback for connector `id`.
  */
