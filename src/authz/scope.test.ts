@@ -2,14 +2,9 @@ import fc from 'fast-check';
 import { describe, expect, it, test } from 'vitest';
 import type { Scope, ScopeRule } from '../api/scope.ts';
 import type { RequestAttributes, RequestTarget } from './attributes.ts';
-import {
-  checkScope,
-  groupResourcesMatch,
-  nonResourcePathMatches,
-  scopeRuleMatches,
-  scopeWithin,
-  validateScope,
-} from './scope.ts';
+import { checkScope, groupResourcesMatch, nonResourcePathMatches, scopeRuleMatches } from './scope.ts';
+import { scopeWithin } from './scope-comparison.ts';
+import { validateScope } from './scope-validation.ts';
 
 const MGMT = 'management.platform';
 

@@ -2,7 +2,7 @@ import { GROUP_VERSION } from '../../api/meta.ts';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
 import type { Scope } from '../../api/scope.ts';
 import { badRequest, forbidden, invalid, type StatusCause, type StatusError } from '../../api/status.ts';
-import { scopeWithin } from '../../authz/scope.ts';
+import { scopeWithin } from '../../authz/scope-comparison.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { type AccessKeyLifetimeLimits, accessKeyExpiry } from '../../identity/expiry.ts';
 import { GROUP_ADMINS } from '../../identity/groups.ts';

@@ -12,7 +12,7 @@ import {
   refusePrototypeKeys,
   serviceUnavailable,
 } from '../../api/status.ts';
-import { validateScope } from '../../authz/scope.ts';
+import { validateScope } from '../../authz/scope-validation.ts';
 import type { Endpoint } from '../../http/endpoint.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import {

@@ -1,5 +1,5 @@
 import type { Scope } from '../../api/scope.ts';
-import { validateScope } from '../../authz/scope.ts';
+import { validateScope } from '../../authz/scope-validation.ts';
 import type { Cause } from '../decision.ts';
 
 /**
