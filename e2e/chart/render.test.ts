@@ -203,6 +203,22 @@ describe('the Helm chart', () => {
     ).toEqual(['--issuer-url=https://platform.example.com']);
   });
 
+  test('rollouts never go below the replica count; the gateway Service is ClusterIP on 80, or 443 with TLS (docs/install-helm.md)', async () => {
+    const defaults = await renderChart();
+    for (const deployment of defaults.filter((m) => m.kind === 'Deployment'))
+      expect(deployment.spec.strategy.rollingUpdate, deployment.metadata.name).toMatchObject({
+        maxUnavailable: 0,
+      });
+    const gatewayService = (manifests: Manifest[]) => find(manifests, 'Service', `${RELEASE}-gateway`).spec;
+    expect(gatewayService(defaults)).toMatchObject({
+      type: 'ClusterIP',
+      ports: [{ name: 'http', port: 80 }],
+    });
+    expect(gatewayService(await renderChart({ values: FULL_VALUES }))).toMatchObject({
+      ports: [{ name: 'https', port: 443 }],
+    });
+  });
+
   test('optional parts render only when asked for', async () => {
     const kinds = (manifests: Manifest[]) => new Set(manifests.map((m) => m.kind));
     const defaults = await renderChart();
