@@ -86,7 +86,6 @@ export function testExchange(options: TestExchangeOptions = {}): TestExchange {
     attributes: undefined,
     identity: options.identity,
     audit: undefined,
-    requestObject: undefined,
     release: undefined,
     finished: false,
   };

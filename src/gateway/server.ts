@@ -124,9 +124,9 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
     holdWatchSlot(deps.throttle, exchange);
     checkExchangeScope(exchange);
     // receive (the body, decoded for resource writes), audit
-    const { bytes, body } = await receiveBody(exchange, routed);
+    const { bytes, body, requestObject } = await receiveBody(exchange, routed);
     const sensitive = routed.kind === 'endpoint' && routed.endpoint.sensitive === true;
-    beginAudit(deps.auditor, exchange, sensitive);
+    beginAudit(deps.auditor, exchange, { requestObject, sensitive });
     // dispatch, encode
     const answer = await dispatch(
       { proxy: deps.proxy, throttle: deps.throttle },
@@ -168,7 +168,6 @@ function receivedExchange(
     attributes: undefined,
     identity: undefined,
     audit: undefined,
-    requestObject: undefined,
     release: undefined,
     finished: false,
   };

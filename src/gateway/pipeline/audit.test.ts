@@ -37,8 +37,7 @@ describe('the audit stage', () => {
     const audit = auditor();
     const exchange = testExchange({ method: 'POST', identity: testIdentity('alice') });
     exchange.attributes = created;
-    exchange.requestObject = { spec: { data: { a: 'YQ==' } } };
-    beginAudit(audit, exchange, false);
+    beginAudit(audit, exchange, { requestObject: { spec: { data: { a: 'YQ==' } } }, sensitive: false });
     expect(exchange.audit).toBe(audit.record);
     expect(audit.begun).toHaveLength(1);
     expect(audit.begun[0]?.requestObject).toEqual({ spec: { data: { a: 'YQ==' } } });
@@ -49,8 +48,7 @@ describe('the audit stage', () => {
     const audit = auditor();
     const exchange = testExchange({ method: 'POST', identity: testIdentity('alice') });
     exchange.attributes = created;
-    exchange.requestObject = { password: 'hunter2' };
-    beginAudit(audit, exchange, true);
+    beginAudit(audit, exchange, { requestObject: { password: 'hunter2' }, sensitive: true });
     expect(audit.begun[0]?.requestObject).toBeUndefined();
     expect(JSON.stringify(audit.begun)).not.toContain('hunter2');
   });
@@ -58,7 +56,7 @@ describe('the audit stage', () => {
   test('nothing when no audit log is configured', () => {
     const audit = auditor(false);
     const exchange = testExchange({ identity: testIdentity('alice') });
-    beginAudit(audit, exchange, false);
+    beginAudit(audit, exchange, { sensitive: false });
     expect(audit.begun).toEqual([]);
     expect(exchange.audit).toBeUndefined();
   });

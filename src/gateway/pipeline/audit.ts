@@ -16,10 +16,11 @@ import type { Exchange } from './exchange.ts';
 export function beginAudit(
   auditor: Pick<Auditor, 'enabled' | 'begin'>,
   exchange: Exchange,
-  sensitive: boolean,
+  received: { readonly requestObject?: unknown; readonly sensitive: boolean },
 ): void {
   if (!auditor.enabled) return;
-  exchange.audit = auditor.begin(auditInfo(exchange), sensitive ? undefined : exchange.requestObject);
+  const requestObject = received.sensitive ? undefined : received.requestObject;
+  exchange.audit = auditor.begin(auditInfo(exchange), requestObject);
 }
 
 /**

@@ -36,8 +36,6 @@ export interface Exchange {
   attributes: RequestAttributes | undefined;
   identity: AuthenticatedIdentity | undefined;
   audit: AuditRecord | undefined;
-  /** The decoded request body, for the audit log. */
-  requestObject: unknown;
   /** Resources to give back when the answer is complete (a watch slot). */
   release: (() => void) | undefined;
   /** Set by `encode` once the answer is written (or streaming). */

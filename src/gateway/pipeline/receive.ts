@@ -22,6 +22,8 @@ export interface ReceivedBody {
   readonly bytes: Buffer;
   /** The body decoded by the verb, for resource writes. */
   readonly body: RequestBody | undefined;
+  /** The decoded body as the audit log records it (a patch: its document), for resource writes. */
+  readonly requestObject?: unknown;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -36,6 +38,6 @@ export async function receiveBody(
   if (routed.resource === undefined || !decodesBody(verb, bytes)) return { bytes, body: undefined };
   const body = decodeRequestBody(bytes, exchange.request.headers['content-type'], verb);
   if (body instanceof StatusError) throw body;
-  exchange.requestObject = verb === 'patch' ? (body as { value: unknown }).value : body;
-  return { bytes, body };
+  const requestObject = verb === 'patch' ? (body as { value: unknown }).value : body;
+  return { bytes, body, requestObject };
 }
