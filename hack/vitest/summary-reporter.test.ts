@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { startVitest } from 'vitest/node';
-import SummaryReporter, { type RunSummary } from './summary-reporter.ts';
+import SummaryReporter, { formatSummary, type RunSummary } from './summary-reporter.ts';
 
 const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
@@ -54,5 +54,16 @@ describe('summary reporter', () => {
   it('lists the slowest files above the line', async () => {
     const { output } = await run(['before-all-throws.fixture.ts', 'after-all-throws.fixture.ts']);
     expect(output).toMatch(/slowest 2 test files:\n +\d+\.\d s {2}(before|after)-all-throws\.fixture\.ts\n/);
+  });
+
+  it('lists the ten slowest files of a larger run, slowest first (README, `make test`)', () => {
+    const slowest = Array.from({ length: 12 }, (_, i) => ({
+      file: `f${i}.test.ts`,
+      durationMs: (12 - i) * 1000,
+    }));
+    const printed = formatSummary({ passed: 12, failed: 0, skipped: 0, slowest, failures: [] });
+    const listed = printed.split('\n').filter((l) => l.endsWith('.test.ts'));
+    expect(printed).toContain('slowest 10 test files:');
+    expect(listed.map((l) => l.trim().split(/\s+/).pop())).toEqual(slowest.slice(0, 10).map((f) => f.file));
   });
 });
