@@ -28,7 +28,8 @@ import { type KubeClient, objectKey } from '../../runtime/kube-client.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
 import { type SyncConfig, type SyncConfigValidation, validateSyncConfig } from '../../sync/config.ts';
-import { hostNamespacesOf, syncedKinds } from '../../sync/controllers/syncer.ts';
+import { syncedKinds } from '../../sync/controllers/syncer.ts';
+import { hostNamespacesOf } from '../../sync/controllers/syncer-caches.ts';
 import {
   type PlacementProblem,
   placementClaims,
