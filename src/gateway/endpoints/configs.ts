@@ -1,4 +1,9 @@
-import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET, safeParseConfig } from '../../api/config.ts';
+import {
+  type ConfigStatus,
+  PLATFORM_CONFIG_KEY,
+  PLATFORM_CONFIG_SECRET,
+  safeParseConfig,
+} from '../../api/config.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
 import {
   badRequest,
@@ -14,7 +19,7 @@ import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { impersonationHeaders } from '../proxy/impersonation.ts';
 import { subjectAccessAllowed } from '../proxy/sar.ts';
 import { type Upstream, upstreamFailure } from '../proxy/upstream.ts';
-import type { GatewayEndpoint } from './endpoint.ts';
+import type { GatewayAnswer, GatewayEndpoint } from './endpoint.ts';
 import { rbacForbidden } from './rbac.ts';
 
 /**
@@ -49,76 +54,86 @@ export function configsEndpoint(deps: ConfigsDeps): GatewayEndpoint {
       if (!(await subjectAccessAllowed(deps.upstream, identity, attributes, signal))) {
         throw rbacForbidden(identity.username, attributes);
       }
-      if (attributes.verb === 'get') {
-        const stored = deps.config.stored();
-        const parsed = safeParseConfig(stored.raw ?? '');
-        return {
-          code: 200,
-          object: {
-            apiVersion: GROUP_VERSION,
-            kind: 'Config',
-            metadata: { name: attributes.name },
-            spec: { raw: stored.raw ?? '' },
-            ...(parsed.ok ? { status: parsed.config } : {}),
-          },
-        };
-      }
+      if (attributes.verb === 'get') return storedConfig(deps, attributes.name);
       if (deps.config.current().disableConfigEndpoint === true) {
         throw forbidden('setting the platform config through the API is disabled (disableConfigEndpoint)');
       }
-      const object = request.object();
-      const metadata = (object.metadata ?? {}) as { name?: unknown };
-      const given = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : undefined;
-      if (attributes.verb === 'update' && given !== undefined && given !== attributes.name) {
-        throw badRequest(
-          `the name of the object (${sanitize(given)}) does not match the name on the URL (${sanitize(attributes.name)})`,
-        );
-      }
-      const name = attributes.verb === 'update' ? attributes.name : (given ?? 'config');
-      const spec = object.spec as { raw?: unknown } | undefined;
-      if (object.kind !== undefined && object.kind !== 'Config')
-        throw badRequest('the kind in the data does not match the expected kind Config');
-      if (typeof spec?.raw !== 'string') {
-        throw invalid('Config', name, [
-          {
-            field: 'spec.raw',
-            reason: 'FieldValueRequired',
-            message: 'the raw configuration text is required',
-          },
-        ]);
-      }
-      const parsed = safeParseConfig(spec.raw);
-      if (!parsed.ok) {
-        throw invalid(
-          'Config',
-          name,
-          parsed.error.issues.map((issue) => ({
-            field: issue.path ? `spec.raw: ${issue.path}` : 'spec.raw',
-            reason: 'FieldValueInvalid',
-            message: issue.message,
-          })),
-        );
-      }
-      const { warnings } = await writeConfigSecret(
-        deps,
-        identity,
-        spec.raw,
-        dryRunSearch(request.query),
-        signal,
-      );
+      const isUpdate = attributes.verb === 'update';
+      const { name, raw, config } = receivedConfig(request.object(), isUpdate ? attributes.name : undefined);
+      const { warnings } = await writeConfigSecret(deps, identity, raw, dryRunSearch(request.query), signal);
       return {
-        code: attributes.verb === 'update' ? 200 : 201,
+        code: isUpdate ? 200 : 201,
         object: {
           apiVersion: GROUP_VERSION,
           kind: 'Config',
           metadata: { name },
-          spec: { raw: spec.raw },
-          status: parsed.config,
+          spec: { raw },
+          status: config,
         },
         ...(warnings.length > 0 ? { headers: { warning: warnings } } : {}),
       };
     },
   };
+}
+
+/** The answer to a `get`: the stored text, and the parsed configuration when the text is valid. */
+function storedConfig(deps: ConfigsDeps, name: string): GatewayAnswer {
+  const stored = deps.config.stored();
+  const parsed = safeParseConfig(stored.raw ?? '');
+  return {
+    code: 200,
+    object: {
+      apiVersion: GROUP_VERSION,
+      kind: 'Config',
+      metadata: { name },
+      spec: { raw: stored.raw ?? '' },
+      ...(parsed.ok ? { status: parsed.config } : {}),
+    },
+  };
+}
+
+/**
+ * The Config a `create` or `update` sends: its name (the URL's for an update, `urlName`, which
+ * the object's own must match; else the object's, or `config`), its text and that text parsed.
+ * Throws the apiserver's refusals (400 for a wrong name or kind, 422 for a missing or invalid text).
+ */
+function receivedConfig(
+  object: Record<string, unknown>,
+  urlName: string | undefined,
+): { name: string; raw: string; config: ConfigStatus } {
+  const metadata = (object.metadata ?? {}) as { name?: unknown };
+  const given = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : undefined;
+  if (urlName !== undefined && given !== undefined && given !== urlName) {
+    throw badRequest(
+      `the name of the object (${sanitize(given)}) does not match the name on the URL (${sanitize(urlName)})`,
+    );
+  }
+  const name = urlName ?? given ?? 'config';
+  const spec = object.spec as { raw?: unknown } | undefined;
+  if (object.kind !== undefined && object.kind !== 'Config')
+    throw badRequest('the kind in the data does not match the expected kind Config');
+  if (typeof spec?.raw !== 'string') {
+    throw invalid('Config', name, [
+      {
+        field: 'spec.raw',
+        reason: 'FieldValueRequired',
+        message: 'the raw configuration text is required',
+      },
+    ]);
+  }
+  const parsed = safeParseConfig(spec.raw);
+  if (!parsed.ok) {
+    throw invalid(
+      'Config',
+      name,
+      parsed.error.issues.map((issue) => ({
+        field: issue.path ? `spec.raw: ${issue.path}` : 'spec.raw',
+        reason: 'FieldValueInvalid',
+        message: issue.message,
+      })),
+    );
+  }
+  return { name, raw: spec.raw, config: parsed.config };
 }
 
 /**
