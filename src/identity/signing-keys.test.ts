@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   currentSigningKey,
+  DEFAULT_ROTATION_POLICY,
   type KeyFactory,
   publicJwks,
   type RotationPolicy,
@@ -71,6 +72,17 @@ describe('rotateKeyRing', () => {
     const generate = factory();
     const ring = await rotateKeyRing([], 0, policy, generate);
     expect(await rotateKeyRing(ring, HOUR, policy, generate)).toBe(ring);
+  });
+
+  it('by default, a successor every 30 days, published ten minutes before it signs (docs/trust.md)', async () => {
+    const DAY = 24 * HOUR;
+    const generate = factory();
+    const first = await rotateKeyRing([], 0, DEFAULT_ROTATION_POLICY, generate);
+    expect(await rotateKeyRing(first, 30 * DAY - 1, DEFAULT_ROTATION_POLICY, generate)).toBe(first);
+    const rotated = await rotateKeyRing(first, 30 * DAY, DEFAULT_ROTATION_POLICY, generate);
+    expect(rotated.map((key) => key.kid)).toEqual(['k1', 'k2']);
+    expect(currentSigningKey(rotated, 30 * DAY + 10 * 60_000 - 1)?.kid).toBe('k1');
+    expect(currentSigningKey(rotated, 30 * DAY + 10 * 60_000)?.kid).toBe('k2');
   });
 
   it('publishes no private key material', async () => {
