@@ -46,7 +46,8 @@ describe('ServiceAccountTokens', () => {
     expect(requests[0]).toMatchObject({
       method: 'POST',
       path: '/api/v1/namespaces/p-team/serviceaccounts/sa/token',
-      body: { kind: 'TokenRequest', spec: { expirationSeconds: TOKEN_LIFETIME_SECONDS } },
+      // One hour, as docs/security.md says of the syncers' tokens.
+      body: { kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
     });
     await clock.advance(lifetimeMs * 0.8 - 1);
     expect(await tokens.current()).toBe('token-1');
