@@ -82,7 +82,6 @@ export function testExchange(options: TestExchangeOptions = {}): TestExchange {
     receivedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678),
     signal: new AbortController().signal,
     negotiated: JSON_ONLY,
-    routed: undefined,
     attributes: undefined,
     identity: options.identity,
     audit: undefined,
@@ -155,7 +154,6 @@ export function routedTestExchange(
   const query = new URLSearchParams(exchange.search);
   const route = table.route(method, exchange.path, query, () => undefined);
   if (route.kind === 'refused' || route.kind === 'unknown') throw new Error(`${url} is not served`);
-  exchange.routed = route;
   exchange.attributes = route.attributes;
   return { exchange, route: route as Exclude<Routed, { kind: 'unknown' }>, query };
 }

@@ -21,7 +21,7 @@ import {
 import { type Exchange, JSON_ONLY } from './pipeline/exchange.ts';
 import { receiveBody } from './pipeline/receive.ts';
 import type { EndpointTable } from './pipeline/route.ts';
-import { checkExchangeScope } from './pipeline/scope.ts';
+import { checkRoutedScope } from './pipeline/scope.ts';
 import type { TrustedProxies } from './pipeline/source.ts';
 import { holdWatchSlot, type Throttle } from './pipeline/throttle.ts';
 import type { ProxyDeps } from './proxy/proxy.ts';
@@ -106,7 +106,6 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
     if (headers)
       for (const [name, value] of Object.entries(headers)) exchange.response.setHeader(name, value);
     if (routed.kind === 'refused') throw routed.error;
-    exchange.routed = routed;
     exchange.attributes = routed.attributes;
     // authenticate; a failure: throttle (counted; 401 or 429), audit
     if (needsKey(routed)) {
@@ -119,10 +118,10 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
       }
     }
     if (routed.kind === 'unknown') throw routed.error;
-    negotiateExchange(negotiation, exchange);
+    negotiateExchange(negotiation, exchange, routed);
     // throttle (watches), scope
     holdWatchSlot(deps.throttle, exchange);
-    checkExchangeScope(exchange);
+    checkRoutedScope(exchange.identity, routed);
     // receive (the body, decoded for resource writes), audit
     const { bytes, body, requestObject } = await receiveBody(exchange, routed);
     const sensitive = routed.kind === 'endpoint' && routed.endpoint.sensitive === true;
@@ -164,7 +163,6 @@ function receivedExchange(
     receivedAt: Date.now(),
     signal: abort.signal,
     negotiated: JSON_ONLY,
-    routed: undefined,
     attributes: undefined,
     identity: undefined,
     audit: undefined,

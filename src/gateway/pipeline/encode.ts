@@ -10,6 +10,7 @@ import type { GatewayMetrics } from '../metrics.ts';
 import { RedactingStream, redactDocuments, UnredactableAnswer } from '../proxy/redact.ts';
 import { upstreamFailure } from '../proxy/upstream.ts';
 import type { Exchange } from './exchange.ts';
+import type { Routed } from './route.ts';
 
 /**
  * The encode stage, the only one that writes responses: objects in the negotiated format (JSON,
@@ -93,8 +94,7 @@ function asListFirst(negotiated: Negotiated): boolean {
 }
 
 /** Whether the routed endpoint answers one of the accepted media types itself (`produces`). */
-function answersItself(exchange: Exchange): boolean {
-  const routed = exchange.routed;
+function answersItself(exchange: Exchange, routed: Routed | undefined): boolean {
   const produces = routed?.kind === 'endpoint' ? routed.endpoint.produces : undefined;
   if (!produces || produces.length === 0) return false;
   const accept = exchange.request.headers.accept ?? '';
@@ -105,9 +105,10 @@ function answersItself(exchange: Exchange): boolean {
  * Negotiates the exchange's answer format from its Accept header (throws 406); a request for a
  * media type its endpoint answers itself gets JSON for everything else (its errors).
  */
-export function negotiateExchange(cache: NegotiationCache, exchange: Exchange): void {
+export function negotiateExchange(cache: NegotiationCache, exchange: Exchange, routed?: Routed): void {
   let negotiated = cache.negotiate(exchange.request.headers.accept);
-  if (negotiated instanceof StatusError && answersItself(exchange)) negotiated = cache.negotiate(undefined);
+  if (negotiated instanceof StatusError && answersItself(exchange, routed))
+    negotiated = cache.negotiate(undefined);
   if (negotiated instanceof StatusError) throw negotiated;
   const refusal = exchange.attributes?.resourceRequest
     ? objectAsListRefusal(negotiated, exchange.attributes.verb)

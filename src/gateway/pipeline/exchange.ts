@@ -3,7 +3,6 @@ import type { RequestAttributes } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { AuditRecord } from '../audit/auditor.ts';
 import type { Negotiated } from '../body.ts';
-import type { Routed } from './route.ts';
 
 /**
  * One request on its way through the pipeline (route → authenticate → throttle → scope → audit →
@@ -31,7 +30,6 @@ export interface Exchange {
   readonly signal: AbortSignal;
   /** JSON until the Accept header was read. */
   negotiated: Negotiated;
-  routed: Routed | undefined;
   /** The routed attributes (metrics and audit label the request with them once known). */
   attributes: RequestAttributes | undefined;
   identity: AuthenticatedIdentity | undefined;

@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'vitest';
-import { testExchange } from '../../../test-support/gateway-exchange.ts';
 import { nonResourceRequest } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
-import { checkExchangeScope, scopeRefusal } from './scope.ts';
+import type { Routed } from './route.ts';
+import { checkRoutedScope, scopeRefusal } from './scope.ts';
 
 const identity = (scope: AuthenticatedIdentity['accessKey']['scope']): AuthenticatedIdentity => ({
   kind: 'User',
@@ -41,18 +41,12 @@ describe('the scope stage', () => {
 
   test('the stage judges the routed request by how its endpoint says; proxied requests always', () => {
     const narrow = identity({ spaces: [{ project: 'web', space: 'p-web' }] });
-    const exchangeOf = (routed: NonNullable<ReturnType<typeof testExchange>['routed']>) => {
-      const exchange = testExchange({ identity: narrow });
-      exchange.routed = routed;
-      return exchange;
-    };
+    const check = (routed: Routed) => () => checkRoutedScope(narrow, routed);
     const outside = inSpace('p-other');
-    expect(() =>
-      checkExchangeScope(exchangeOf({ kind: 'proxy', attributes: outside, resource: {} as never })),
-    ).toThrow(expect.objectContaining({ code: 403 }));
-    expect(() =>
-      checkExchangeScope(exchangeOf({ kind: 'proxy', attributes: inSpace('p-web'), resource: {} as never })),
-    ).not.toThrow();
+    expect(check({ kind: 'proxy', attributes: outside, resource: {} as never })).toThrow(
+      expect.objectContaining({ code: 403 }),
+    );
+    expect(check({ kind: 'proxy', attributes: inSpace('p-web'), resource: {} as never })).not.toThrow();
     const endpoint = (scope: GatewayEndpoint['scope']): GatewayEndpoint => ({
       name: 'e',
       route: { kind: 'nonResource', paths: ['/x'] },
@@ -61,13 +55,13 @@ describe('the scope stage', () => {
       handle: () => ({ code: 200, object: {} }),
     });
     const routedTo = (scope: GatewayEndpoint['scope']) =>
-      exchangeOf({ kind: 'endpoint', endpoint: endpoint(scope), attributes: outside, resource: undefined });
-    expect(() => checkExchangeScope(routedTo(undefined))).toThrow(expect.objectContaining({ code: 403 }));
-    expect(() => checkExchangeScope(routedTo('handler'))).not.toThrow();
-    expect(() => checkExchangeScope(routedTo('any'))).not.toThrow();
+      check({ kind: 'endpoint', endpoint: endpoint(scope), attributes: outside, resource: undefined });
+    expect(routedTo(undefined)).toThrow(expect.objectContaining({ code: 403 }));
+    expect(routedTo('handler')).not.toThrow();
+    expect(routedTo('any')).not.toThrow();
     // Not authenticated (an endpoint without a key): nothing to narrow.
-    const anonymous = testExchange();
-    anonymous.routed = { kind: 'proxy', attributes: outside, resource: {} as never };
-    expect(() => checkExchangeScope(anonymous)).not.toThrow();
+    expect(() =>
+      checkRoutedScope(undefined, { kind: 'proxy', attributes: outside, resource: {} as never }),
+    ).not.toThrow();
   });
 });

@@ -3,7 +3,7 @@ import type { RequestAttributes } from '../../authz/attributes.ts';
 import { checkScope } from '../../authz/scope.ts';
 import type { EndpointScope } from '../../http/endpoint.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
-import type { Exchange } from './exchange.ts';
+import type { Routed } from './route.ts';
 
 /**
  * The scope stage: the key's scope narrows what RBAC may then allow (403 with the reason). The
@@ -20,10 +20,9 @@ export function scopeRefusal(
   return decision.allowed ? undefined : forbidden(`${describe(attributes, identity)}: ${decision.reason}`);
 }
 
-/** The scope stage for a routed, authenticated request: throws the refusal. */
-export function checkExchangeScope(exchange: Exchange): void {
-  const { identity, routed } = exchange;
-  if (identity === undefined || routed === undefined) return;
+/** The scope stage for a routed request: throws the refusal (none when no key was read). */
+export function checkRoutedScope(identity: AuthenticatedIdentity | undefined, routed: Routed): void {
+  if (identity === undefined) return;
   const how = routed.kind === 'endpoint' ? routed.endpoint.scope : undefined;
   const refusal = scopeRefusal(identity, routed.attributes, how);
   if (refusal) throw refusal;
