@@ -76,6 +76,9 @@ describe('gateway: directclusterendpointtokens', () => {
     expect(jwks.json.keys.length).toBeGreaterThan(0);
     expect(jwks.json.keys[0]).toMatchObject({ kty: 'EC', crv: 'P-256', use: 'sig', alg: 'ES256' });
     expect(jwks.json.keys[0]).not.toHaveProperty('d');
+    // docs/trust.md: both are served with a cache time of 60 s.
+    for (const answer of [discovery, jwks])
+      expect(answer.headers.get('cache-control')).toMatch(/\bmax-age=60\b/);
   });
 
   test('a token for cluster east authenticates there as the caller, with the platform groups', async () => {
