@@ -25,12 +25,7 @@ export class RuntimeMetrics {
   readonly activeWorkers: Gauge<'controller'>;
   readonly maxConcurrentReconciles: Gauge<'controller'>;
   readonly leaderStatus: Gauge<'name'>;
-  private readonly depth: Gauge<'name'>;
-  private readonly adds: Counter<'name'>;
-  private readonly retries: Counter<'name'>;
-  private readonly queueDuration: Histogram<'name'>;
-  private readonly workDuration: Histogram<'name'>;
-  private readonly queues = new Map<string, WorkQueue>();
+  private readonly workQueues: WorkQueueMetrics;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -83,6 +78,30 @@ export class RuntimeMetrics {
       labelNames: ['name'],
       registers,
     });
+    this.workQueues = new WorkQueueMetrics(registers);
+  }
+
+  /** Hooks for a queue named `name` (the controller name, as in controller-runtime). */
+  queueHooks(name: string): WorkQueueMetricsHooks {
+    return this.workQueues.hooks(name);
+  }
+
+  /** Makes the queue's in-progress gauges visible at scrape time; the latest queue of a name wins. */
+  registerQueue(queue: WorkQueue): void {
+    this.workQueues.register(queue);
+  }
+}
+
+/** client-go's workqueue metrics, per queue name. */
+class WorkQueueMetrics {
+  private readonly depth: Gauge<'name'>;
+  private readonly adds: Counter<'name'>;
+  private readonly retries: Counter<'name'>;
+  private readonly queueDuration: Histogram<'name'>;
+  private readonly workDuration: Histogram<'name'>;
+  private readonly queues = new Map<string, WorkQueue>();
+
+  constructor(registers: Registry[]) {
     this.depth = new Gauge({
       name: 'workqueue_depth',
       help: 'Current depth of workqueue',
@@ -136,8 +155,7 @@ export class RuntimeMetrics {
     });
   }
 
-  /** Hooks for a queue named `name` (the controller name, as in controller-runtime). */
-  queueHooks(name: string): WorkQueueMetricsHooks {
+  hooks(name: string): WorkQueueMetricsHooks {
     const labels = { name };
     return {
       depth: (depth) => this.depth.set(labels, depth),
@@ -148,8 +166,7 @@ export class RuntimeMetrics {
     };
   }
 
-  /** Makes the queue's in-progress gauges visible at scrape time; the latest queue of a name wins. */
-  registerQueue(queue: WorkQueue): void {
+  register(queue: WorkQueue): void {
     this.queues.set(queue.name, queue);
   }
 }
