@@ -53,6 +53,22 @@ afterAll(() => {
   quick.dispose();
 });
 
+describe('the default limits (docs/sync-patches.md, "The sandbox and its limits")', () => {
+  it('50 ms per evaluation, 250 ms per object, a 32 MiB heap, 1 MiB of JSON per result', () => {
+    const defaults = createSandbox(ctx);
+    try {
+      expect(defaults).toMatchObject({
+        timeoutMs: 50,
+        objectTimeoutMs: 250,
+        memoryLimitMiB: 32,
+        maxOutputChars: 1024 * 1024,
+      });
+    } finally {
+      defaults.dispose();
+    }
+  });
+});
+
 const input = (value: unknown) => ({
   value: value as never,
   path: 'spec.x',
