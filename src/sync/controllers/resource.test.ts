@@ -8,7 +8,8 @@ import { hostNameLong } from '../names.ts';
 import { createSandbox, syncToHost } from '../sync.ts';
 import type { KubeObject, SyncContext } from '../sync-context.ts';
 import { HostObjectIneligible } from './errors.ts';
-import { kindSyncer, ObjectSyncFailed, type SyncReporter } from './resource.ts';
+import type { SyncReporter } from './kind-sync.ts';
+import { kindSyncer, ObjectSyncFailed } from './resource.ts';
 
 /**
  * The eligibility checks run again on the object as the patches made it, right before it is

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { EventRecorder } from '../../runtime/events.ts';
 import type { SyncedKind } from '../translate.ts';
+import type { SyncReporter } from './kind-sync.ts';
 import type { SyncerMetrics } from './metrics.ts';
-import type { SyncReporter } from './resource.ts';
 
 /**
  * What a syncer reports of its objects: metrics of every sync, and the objects whose last sync

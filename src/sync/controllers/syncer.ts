@@ -17,6 +17,7 @@ import type { Sandbox, SandboxOptions } from '../patches/sandbox.ts';
 import { createSandbox } from '../sync.ts';
 import type { KubeObject, SyncContext } from '../sync-context.ts';
 import type { SyncedKind } from '../translate.ts';
+import type { SyncReporter } from './kind-sync.ts';
 import { SyncerMetrics } from './metrics.ts';
 import { virtualKeyOfHost } from './plan.ts';
 import {
@@ -27,7 +28,7 @@ import {
   SELECTOR_REFERENCES_INDEX,
   selectorIndexValue,
 } from './references.ts';
-import { kindSyncer, type SyncReporter } from './resource.ts';
+import { kindSyncer } from './resource.ts';
 import {
   RESOURCES,
   type SelectedBy,
