@@ -40,6 +40,15 @@ describe('the Helm chart', () => {
     }
   });
 
+  test('installs on Kubernetes 1.31 or newer only (docs/install-helm.md: selectable fields)', async () => {
+    const onVersion = (version: string) =>
+      helm(['template', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--kube-version', version]);
+    expect((await onVersion('1.31.0')).code).toBe(0);
+    const older = await onVersion('1.30.9');
+    expect(older.code).not.toBe(0);
+    expect(older.stderr).toMatch(/kubeVersion/);
+  });
+
   test('values.schema.json rejects bad values', async () => {
     const bad: Array<[string[], RegExp]> = [
       [['--set', 'controller.replicas=-1'], /\/controller\/replicas/],
