@@ -171,7 +171,6 @@ export class ControlPlane {
     const { stateDir, binary } = this.options;
     const dir = join(stateDir, 'clusters', name);
     mkdirSync(dir, { recursive: true });
-    const pki = join(stateDir, 'pki');
 
     const serving = await loadOrIssue(dir, 'apiserver', this.ca, {
       commonName: 'kube-apiserver',
@@ -181,51 +180,11 @@ export class ControlPlane {
       validForSeconds: 365 * DAY,
     });
     const tokenFile = join(dir, 'tokens.csv');
-    if (!existsSync(tokenFile)) {
-      writeFileSync(tokenFile, `${randomBytes(24).toString('hex')},admin,admin,"system:masters"\n`, {
-        mode: 0o600,
-      });
-    }
-    const adminToken = readFileSync(tokenFile, 'utf8').split(',')[0]!;
+    const adminToken = loadOrCreateAdminToken(tokenFile);
 
     const port = clusterOptions.port ?? (await freePort());
     const server = `https://127.0.0.1:${port}`;
-    const args = [
-      'kube-apiserver',
-      `--etcd-servers=${clusterOptions.etcdServers ?? this.etcdUrl}`,
-      `--etcd-prefix=${clusterOptions.etcdPrefix ?? `/${name}/registry`}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
-      `--secure-port=${port}`,
-      `--cert-dir=${dir}`,
-      `--tls-cert-file=${serving.certPath}`,
-      `--tls-private-key-file=${serving.keyPath}`,
-      `--client-ca-file=${join(pki, 'ca.crt')}`,
-      `--token-auth-file=${tokenFile}`,
-      '--authorization-mode=RBAC',
-      `--service-account-issuer=https://kubernetes.default.svc/${name}`,
-      `--service-account-key-file=${this.serviceAccountKeys.publicPath}`,
-      `--service-account-signing-key-file=${this.serviceAccountKeys.privatePath}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
-      // Loopback addresses are not valid Endpoints, so the apiserver must not publish itself.
-      '--endpoint-reconciler-type=none',
-      '--profiling=false',
-    ];
-    if (clusterOptions.tokenWebhookConfig !== undefined) {
-      const path = join(dir, 'token-webhook.kubeconfig');
-      writeFileSync(path, clusterOptions.tokenWebhookConfig, { mode: 0o600 });
-      // A short cache keeps revocation tests meaningful.
-      args.push(
-        `--authentication-token-webhook-config-file=${path}`,
-        '--authentication-token-webhook-cache-ttl=1s',
-      );
-    }
-    if (clusterOptions.authenticationConfig !== undefined) {
-      const path = join(dir, 'authentication-config.yaml');
-      writeFileSync(path, clusterOptions.authenticationConfig);
-      args.push(`--authentication-config=${path}`);
-    }
-    args.push(...(clusterOptions.extraApiServerArgs ?? []));
+    const args = this.apiServerArgs(clusterOptions, dir, port, serving, tokenFile);
 
     this.options.log(`starting kube-apiserver "${name}" on ${server}`);
     const apiServer = await ManagedProcess.start({
@@ -270,6 +229,58 @@ export class ControlPlane {
     };
     this.clusters.set(name, cluster);
     return cluster;
+  }
+
+  /**
+   * The command line of the cluster's kube-apiserver; writes the token webhook and
+   * authentication configurations it names into the cluster's directory `dir`.
+   */
+  private apiServerArgs(
+    clusterOptions: ClusterOptions,
+    dir: string,
+    port: number,
+    serving: { certPath: string; keyPath: string },
+    tokenFile: string,
+  ): string[] {
+    const { name } = clusterOptions;
+    const pki = join(this.options.stateDir, 'pki');
+    const args = [
+      'kube-apiserver',
+      `--etcd-servers=${clusterOptions.etcdServers ?? this.etcdUrl}`,
+      `--etcd-prefix=${clusterOptions.etcdPrefix ?? `/${name}/registry`}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${port}`,
+      `--cert-dir=${dir}`,
+      `--tls-cert-file=${serving.certPath}`,
+      `--tls-private-key-file=${serving.keyPath}`,
+      `--client-ca-file=${join(pki, 'ca.crt')}`,
+      `--token-auth-file=${tokenFile}`,
+      '--authorization-mode=RBAC',
+      `--service-account-issuer=https://kubernetes.default.svc/${name}`,
+      `--service-account-key-file=${this.serviceAccountKeys.publicPath}`,
+      `--service-account-signing-key-file=${this.serviceAccountKeys.privatePath}`,
+      '--service-cluster-ip-range=10.0.0.0/24',
+      // Loopback addresses are not valid Endpoints, so the apiserver must not publish itself.
+      '--endpoint-reconciler-type=none',
+      '--profiling=false',
+    ];
+    if (clusterOptions.tokenWebhookConfig !== undefined) {
+      const path = join(dir, 'token-webhook.kubeconfig');
+      writeFileSync(path, clusterOptions.tokenWebhookConfig, { mode: 0o600 });
+      // A short cache keeps revocation tests meaningful.
+      args.push(
+        `--authentication-token-webhook-config-file=${path}`,
+        '--authentication-token-webhook-cache-ttl=1s',
+      );
+    }
+    if (clusterOptions.authenticationConfig !== undefined) {
+      const path = join(dir, 'authentication-config.yaml');
+      writeFileSync(path, clusterOptions.authenticationConfig);
+      args.push(`--authentication-config=${path}`);
+    }
+    args.push(...(clusterOptions.extraApiServerArgs ?? []));
+    return args;
   }
 
   private async startControllerManager(
@@ -358,6 +369,16 @@ export class ControlPlane {
       tail,
     );
   }
+}
+
+/** The admin's bearer token, in the apiserver's static token file (created on first start). */
+function loadOrCreateAdminToken(tokenFile: string): string {
+  if (!existsSync(tokenFile)) {
+    writeFileSync(tokenFile, `${randomBytes(24).toString('hex')},admin,admin,"system:masters"\n`, {
+      mode: 0o600,
+    });
+  }
+  return readFileSync(tokenFile, 'utf8').split(',')[0]!;
 }
 
 function adminKubeconfig(name: string, server: string, caPem: string, token: string): string {
