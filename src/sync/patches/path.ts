@@ -37,87 +37,112 @@ function classifyBare(word: string): PathSegment {
   return { type: 'key', key: word };
 }
 
+/** A position in a path being parsed; each read advances it past what it read. */
+class PathCursor {
+  i = 0;
+  constructor(
+    readonly path: string,
+    readonly text: string,
+  ) {}
+
+  fail(reason: string, at = this.i): never {
+    throw new InvalidPatchPath(this.path, at, reason);
+  }
+
+  /** A quoted key (a backslash escapes the next character), from its opening quote. */
+  readQuoted(): string {
+    const { text } = this;
+    const quote = text[this.i];
+    const start = this.i;
+    this.i++;
+    let out = '';
+    while (this.i < text.length && text[this.i] !== quote) {
+      if (text[this.i] === '\\') {
+        this.i++;
+        if (this.i >= text.length) break;
+      }
+      out += text[this.i];
+      this.i++;
+    }
+    if (this.i >= text.length) this.fail('unclosed quote', start);
+    this.i++;
+    return out;
+  }
+
+  /** A bracket, from its `[`: an index, `*` or a quoted key. */
+  readBracket(): PathSegment {
+    const { text } = this;
+    const open = this.i;
+    this.i++;
+    const q = text[this.i];
+    let segment: PathSegment;
+    if (q === '"' || q === "'") {
+      segment = { type: 'key', key: this.readQuoted() };
+    } else {
+      let content = '';
+      while (this.i < text.length && text[this.i] !== ']') {
+        if (text[this.i] === '[') this.fail('bracket inside bracket');
+        content += text[this.i];
+        this.i++;
+      }
+      if (this.i >= text.length) this.fail('unclosed bracket', open);
+      if (content === '*') segment = { type: 'wildcard' };
+      else if (INDEX.test(content)) segment = { type: 'index', index: Number(content) };
+      else if (content === '') this.fail('empty brackets', open);
+      else {
+        this.fail(`bracket holds neither an index, "*" nor a quoted key: ${JSON.stringify(content)}`, open);
+      }
+    }
+    if (text[this.i] !== ']') this.fail('unclosed bracket', open);
+    this.i++;
+    return segment;
+  }
+
+  /** A segment outside brackets: a quoted key, or a bare word up to the next `.`, `[`, `]` or quote. */
+  readSegment(): PathSegment {
+    const { text } = this;
+    const c = text[this.i];
+    if (c === '"' || c === "'") return { type: 'key', key: this.readQuoted() };
+    let word = '';
+    while (this.i < text.length && !'.[]"\''.includes(text[this.i]!)) {
+      word += text[this.i];
+      this.i++;
+    }
+    if (/\s/.test(word)) this.fail('whitespace in an unquoted segment');
+    return classifyBare(word);
+  }
+}
+
 export function parsePath(path: string): PathSegment[] {
   const text = path.trim();
   const segments: PathSegment[] = [];
-  let i = 0;
-  const fail = (reason: string, at = i): never => {
-    throw new InvalidPatchPath(path, at, reason);
-  };
-  const readQuoted = (): string => {
-    const quote = text[i];
-    const start = i;
-    i++;
-    let out = '';
-    while (i < text.length && text[i] !== quote) {
-      if (text[i] === '\\') {
-        i++;
-        if (i >= text.length) break;
-      }
-      out += text[i];
-      i++;
-    }
-    if (i >= text.length) fail('unclosed quote', start);
-    i++;
-    return out;
-  };
   // The empty path names the whole object.
   if (text === '') return segments;
+  const cursor = new PathCursor(path, text);
   // true after a segment: the next character must be `.`, `[` or the end.
   let afterSegment = false;
   let expectSegment = true;
-  while (i < text.length) {
-    const c = text[i]!;
+  while (cursor.i < text.length) {
+    const c = text[cursor.i]!;
     if (c === '.') {
-      if (expectSegment) fail('empty segment');
+      if (expectSegment) cursor.fail('empty segment');
       expectSegment = true;
       afterSegment = false;
-      i++;
+      cursor.i++;
       continue;
     }
     if (c === '[') {
-      if (expectSegment && segments.length > 0) fail('empty segment');
-      const open = i;
-      i++;
-      const q = text[i];
-      if (q === '"' || q === "'") {
-        segments.push({ type: 'key', key: readQuoted() });
-      } else {
-        let content = '';
-        while (i < text.length && text[i] !== ']') {
-          if (text[i] === '[') fail('bracket inside bracket');
-          content += text[i];
-          i++;
-        }
-        if (i >= text.length) fail('unclosed bracket', open);
-        if (content === '*') segments.push({ type: 'wildcard' });
-        else if (INDEX.test(content)) segments.push({ type: 'index', index: Number(content) });
-        else if (content === '') fail('empty brackets', open);
-        else fail(`bracket holds neither an index, "*" nor a quoted key: ${JSON.stringify(content)}`, open);
-      }
-      if (text[i] !== ']') fail('unclosed bracket', open);
-      i++;
-      afterSegment = true;
-      expectSegment = false;
-      continue;
-    }
-    if (c === ']') fail('bracket close without bracket');
-    if (afterSegment) fail('expected ".", "[" or the end');
-    if (c === '"' || c === "'") {
-      segments.push({ type: 'key', key: readQuoted() });
+      if (expectSegment && segments.length > 0) cursor.fail('empty segment');
+      segments.push(cursor.readBracket());
     } else {
-      let word = '';
-      while (i < text.length && !'.[]"\''.includes(text[i]!)) {
-        word += text[i];
-        i++;
-      }
-      if (/\s/.test(word)) fail('whitespace in an unquoted segment');
-      segments.push(classifyBare(word));
+      if (c === ']') cursor.fail('bracket close without bracket');
+      if (afterSegment) cursor.fail('expected ".", "[" or the end');
+      segments.push(cursor.readSegment());
     }
     afterSegment = true;
     expectSegment = false;
   }
-  if (expectSegment) fail('empty segment');
+  if (expectSegment) cursor.fail('empty segment');
   return segments;
 }
 
