@@ -6,7 +6,7 @@ import pino from 'pino';
 import { CONTROLLER_NAMES } from '../controllers/index.ts';
 import { ensureControlPlaneBinary, repoRoot } from '../dev/binaries.ts';
 import { bootstrapAdmin, waitUntilGatewayAccepts } from '../dev/bootstrap.ts';
-import { ControlPlane } from '../dev/controlplane.ts';
+import { type Cluster, ControlPlane } from '../dev/controlplane.ts';
 import { ensureGatewayTls } from '../dev/gateway-tls.ts';
 import { installCrds } from '../dev/install-crds.ts';
 import { installPlatformRoles } from '../dev/install-rbac.ts';
@@ -77,19 +77,127 @@ function reportReplacedPort(what: string, kubeconfig: string, port: PersistentPo
     );
 }
 
-export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
-  const controlPlaneDir = join(stateDir, 'controlplane');
-  if (reset) {
-    progress(`resetting ${shown(stateDir)}`);
-    // A platform dev still running on this state dir would otherwise keep running without its files.
-    if (existsSync(join(controlPlaneDir, 'pids.json')))
-      new PidFile(join(controlPlaneDir, 'pids.json')).reapStale();
-    rmSync(stateDir, { recursive: true, force: true });
-  }
-  mkdirSync(stateDir, { recursive: true });
+/** The host apiserver (with a controller manager) on its port of the last run, its admin kubeconfig copied to `hostKubeconfig`. */
+async function startHost(plane: ControlPlane, portsFile: string, hostKubeconfig: string): Promise<Cluster> {
+  const apiServerPort = await persistentPort(portsFile, 'apiserver');
+  reportReplacedPort('apiserver', 'host.kubeconfig', apiServerPort);
+  const host = await plane.startCluster({
+    name: 'host',
+    controllerManager: true,
+    port: apiServerPort.port,
+  });
+  writeFileSync(hostKubeconfig, readFileSync(host.kubeconfigPath), { mode: 0o600 });
+  chmodSync(hostKubeconfig, 0o600);
+  return host;
+}
 
-  let plane: ControlPlane | undefined;
-  let operator: RunningOperator | undefined;
+/** Installs the CRDs, the platform's roles and namespace on the host; answers a client writing as `platform dev`. */
+async function installPlatformBasics(kubeConfig: KubeConfig): Promise<KubeClient> {
+  progress('installing the CRDs, the project roles and the syncer roles');
+  await installCrds(kubeConfig);
+  const api = new KubeClient(kubeConfig, { fieldManager: fieldManagers.dev });
+  await installPlatformRoles(api);
+  await kubeConfig
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } }, fieldManager: fieldManagers.dev })
+    .catch((err: unknown) => {
+      if (!isAlreadyExists(err)) throw err; // it exists from an earlier run
+    });
+  return api;
+}
+
+/**
+ * The operator of a local platform: every controller, the admission webhooks and the gateway on
+ * `gatewayPort`; its JSON log to `operatorLog`, errors to stderr too (stdout stays the summary).
+ */
+function startDevOperator(
+  hostKubeconfig: string,
+  gatewayPort: number,
+  certDir: string,
+  operatorLog: string,
+): Promise<RunningOperator> {
+  return startOperator(
+    defaultOperatorOptions({
+      kubeconfig: hostKubeconfig,
+      namespace: PLATFORM_NAMESPACE,
+      // Every controller, the virtual-cluster syncers (virtualcluster) included.
+      controllers: CONTROLLER_NAMES,
+      // One replica per state directory (a second `platform dev` on it reaps the first's
+      // control plane), so there is nobody to elect against; with election, a restart after a
+      // crash would wait out the old lease before reconciling.
+      leaderElect: false,
+      healthPort: 0,
+      healthHost: '127.0.0.1',
+      webhookHost: '127.0.0.1',
+      webhookPort: 0,
+      webhookEndpoint: 'local',
+      gatewayHost: '127.0.0.1',
+      gatewayPort,
+      gatewayCertDir: certDir,
+    }),
+    // The operator logs JSON: all of it to a file, errors to stderr too; stdout stays the summary.
+    pino(
+      { level: 'info', base: { component: 'operator' } },
+      pino.multistream([
+        { level: 'info', stream: pino.destination({ dest: operatorLog, sync: true }) },
+        { level: 'error', stream: process.stderr },
+      ]),
+    ),
+  );
+}
+
+/** The summary on stdout once the platform runs: where everything is and what to try. */
+function printRunning(running: {
+  kubectl: string;
+  gatewayServer: string;
+  hostServer: string;
+  operator: RunningOperator;
+  operatorLog: string;
+  adminKubeconfig: string;
+  hostKubeconfig: string;
+  stateDir: string;
+}): void {
+  const {
+    kubectl,
+    gatewayServer,
+    hostServer,
+    operator,
+    operatorLog,
+    adminKubeconfig,
+    hostKubeconfig,
+    stateDir,
+  } = running;
+  process.stdout.write(
+    [
+      '',
+      'The platform is running.',
+      `  management gateway  ${gatewayServer}`,
+      `  Kubernetes          ${hostServer}`,
+      `  operator            metrics http://127.0.0.1:${operator.manager.healthPort}/metrics, admission webhooks on port ${operator.webhooks?.server.port}, log ${shown(operatorLog)}`,
+      '',
+      'Kubeconfigs:',
+      `  ${shown(adminKubeconfig)}  platform admin "admin" through the gateway (keep it private: it holds the access key)`,
+      `  ${shown(hostKubeconfig)}   cluster admin of the host apiserver`,
+      '',
+      'Try:',
+      `  kubectl --kubeconfig ${shown(adminKubeconfig)} get sharedsecrets.management.platform -A`,
+      `  kubectl --kubeconfig ${shown(adminKubeconfig)} get ownedaccesskeys.management.platform`,
+      `  kubectl --kubeconfig ${shown(hostKubeconfig)} get namespaces`,
+      `  kubectl --kubeconfig ${shown(hostKubeconfig)} get platform -A   (every platform object)`,
+      `  (a kubectl of the same version: ${kubectl})`,
+      '',
+      `Press Ctrl-C to stop; the state stays in ${shown(stateDir)} (use --reset to start from nothing).`,
+      '',
+    ].join('\n'),
+  );
+}
+
+/**
+ * On SIGINT or SIGTERM, stops the operator and then the control plane `running` answers (what has
+ * started so far) and exits; a second signal, or a stop that takes too long, forces the exit.
+ * Answers whether a stop has begun.
+ */
+function stopOnSignals(running: () => { plane?: ControlPlane; operator?: RunningOperator }): () => boolean {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) {
@@ -103,44 +211,47 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
       process.exit(1);
     }, STOP_TIMEOUT_MS).unref();
     void (async () => {
+      const { plane, operator } = running();
       await operator?.stop().catch((err: unknown) => progress(`stopping the operator: ${String(err)}`));
       await plane?.stop();
       progress('stopped');
       process.exit(0);
     })();
   };
-  // Installed before anything starts, so a signal during startup also cleans up.
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  return () => stopping;
+}
+
+/** Deletes the state of earlier runs, after stopping a `platform dev` still running on it. */
+function resetState(stateDir: string, controlPlaneDir: string): void {
+  progress(`resetting ${shown(stateDir)}`);
+  // A platform dev still running on this state dir would otherwise keep running without its files.
+  if (existsSync(join(controlPlaneDir, 'pids.json')))
+    new PidFile(join(controlPlaneDir, 'pids.json')).reapStale();
+  rmSync(stateDir, { recursive: true, force: true });
+}
+
+export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
+  const controlPlaneDir = join(stateDir, 'controlplane');
+  if (reset) resetState(stateDir, controlPlaneDir);
+  mkdirSync(stateDir, { recursive: true });
+
+  let plane: ControlPlane | undefined;
+  let operator: RunningOperator | undefined;
+  // Installed before anything starts, so a signal during startup also cleans up.
+  const stopping = stopOnSignals(() => ({ plane, operator }));
 
   const binary = await ensureControlPlaneBinary((line) => progress(line.replace(/^controlplane: /, '')));
   try {
     plane = await ControlPlane.start({ stateDir: controlPlaneDir, binary, persist: true, log: progress });
     const portsFile = join(stateDir, 'ports.json');
     // Asked only now: starting the control plane reaped whatever an earlier run left listening.
-    const apiServerPort = await persistentPort(portsFile, 'apiserver');
-    reportReplacedPort('apiserver', 'host.kubeconfig', apiServerPort);
-    const host = await plane.startCluster({
-      name: 'host',
-      controllerManager: true,
-      port: apiServerPort.port,
-    });
     const hostKubeconfig = join(stateDir, 'host.kubeconfig');
-    writeFileSync(hostKubeconfig, readFileSync(host.kubeconfigPath), { mode: 0o600 });
-    chmodSync(hostKubeconfig, 0o600);
+    const host = await startHost(plane, portsFile, hostKubeconfig);
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(hostKubeconfig);
-
-    progress('installing the CRDs, the project roles and the syncer roles');
-    await installCrds(kubeConfig);
-    const api = new KubeClient(kubeConfig, { fieldManager: fieldManagers.dev });
-    await installPlatformRoles(api);
-    await kubeConfig
-      .makeApiClient(CoreV1Api)
-      .createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } }, fieldManager: fieldManagers.dev })
-      .catch((err: unknown) => {
-        if (!isAlreadyExists(err)) throw err; // it exists from an earlier run
-      });
+    const api = await installPlatformBasics(kubeConfig);
 
     const tls = await ensureGatewayTls(join(stateDir, 'gateway'));
     if (tls.plan.action === 'create-ca')
@@ -154,34 +265,7 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
       `starting the operator: controllers ${CONTROLLER_NAMES.join(', ')}; admission webhooks; the gateway on https://127.0.0.1:${gatewayPort.port}`,
     );
     const operatorLog = join(stateDir, 'operator.log');
-    operator = await startOperator(
-      defaultOperatorOptions({
-        kubeconfig: hostKubeconfig,
-        namespace: PLATFORM_NAMESPACE,
-        // Every controller, the virtual-cluster syncers (virtualcluster) included.
-        controllers: CONTROLLER_NAMES,
-        // One replica per state directory (a second `platform dev` on it reaps the first's
-        // control plane), so there is nobody to elect against; with election, a restart after a
-        // crash would wait out the old lease before reconciling.
-        leaderElect: false,
-        healthPort: 0,
-        healthHost: '127.0.0.1',
-        webhookHost: '127.0.0.1',
-        webhookPort: 0,
-        webhookEndpoint: 'local',
-        gatewayHost: '127.0.0.1',
-        gatewayPort: gatewayPort.port,
-        gatewayCertDir: tls.certDir,
-      }),
-      // The operator logs JSON: all of it to a file, errors to stderr too; stdout stays the summary.
-      pino(
-        { level: 'info', base: { component: 'operator' } },
-        pino.multistream([
-          { level: 'info', stream: pino.destination({ dest: operatorLog, sync: true }) },
-          { level: 'error', stream: process.stderr },
-        ]),
-      ),
-    );
+    operator = await startDevOperator(hostKubeconfig, gatewayPort.port, tls.certDir, operatorLog);
     const gateway = operator.gateway;
     if (!gateway) throw new Error('the operator started without its gateway');
 
@@ -209,32 +293,18 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
       caPem: tls.caPem,
     });
 
-    const kubectl = join(dirname(binary), 'kubectl');
-    process.stdout.write(
-      [
-        '',
-        'The platform is running.',
-        `  management gateway  ${gatewayServer}`,
-        `  Kubernetes          ${host.server}`,
-        `  operator            metrics http://127.0.0.1:${operator.manager.healthPort}/metrics, admission webhooks on port ${operator.webhooks?.server.port}, log ${shown(operatorLog)}`,
-        '',
-        'Kubeconfigs:',
-        `  ${shown(adminKubeconfig)}  platform admin "admin" through the gateway (keep it private: it holds the access key)`,
-        `  ${shown(hostKubeconfig)}   cluster admin of the host apiserver`,
-        '',
-        'Try:',
-        `  kubectl --kubeconfig ${shown(adminKubeconfig)} get sharedsecrets.management.platform -A`,
-        `  kubectl --kubeconfig ${shown(adminKubeconfig)} get ownedaccesskeys.management.platform`,
-        `  kubectl --kubeconfig ${shown(hostKubeconfig)} get namespaces`,
-        `  kubectl --kubeconfig ${shown(hostKubeconfig)} get platform -A   (every platform object)`,
-        `  (a kubectl of the same version: ${kubectl})`,
-        '',
-        `Press Ctrl-C to stop; the state stays in ${shown(stateDir)} (use --reset to start from nothing).`,
-        '',
-      ].join('\n'),
-    );
+    printRunning({
+      kubectl: join(dirname(binary), 'kubectl'),
+      gatewayServer,
+      hostServer: host.server,
+      operator,
+      operatorLog,
+      adminKubeconfig,
+      hostKubeconfig,
+      stateDir,
+    });
   } catch (err) {
-    if (stopping) return; // a signal arrived mid-start; stop() exits when done
+    if (stopping()) return; // a signal arrived mid-start; stop() exits when done
     await operator?.stop().catch(() => {});
     await plane?.stop();
     throw err;
