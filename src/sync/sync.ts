@@ -1,11 +1,6 @@
 import { RESOURCE_BY_KIND } from './config.ts';
 import { namespaceRules } from './object-refs.ts';
-import {
-  applyPatches,
-  type Direction,
-  type HostToVirtualLookup,
-  type ObjectReference,
-} from './patches/apply.ts';
+import { applyPatches } from './patches/apply.ts';
 import {
   applyMergePatch,
   cloneJson,
@@ -16,6 +11,7 @@ import {
   mergePatchDiff,
   ownValue,
 } from './patches/merge-patch.ts';
+import type { Direction, HostToVirtualLookup, ObjectReference } from './patches/reference-patches.ts';
 import { Sandbox, type SandboxOptions } from './patches/sandbox.ts';
 import { isReservedKey } from './reserved.ts';
 import type { KubeObject, SyncContext } from './sync-context.ts';

@@ -1,5 +1,5 @@
-import type { HostToVirtualLookup } from '../patches/apply.ts';
 import { cloneJson, jsonEqual } from '../patches/merge-patch.ts';
+import type { HostToVirtualLookup } from '../patches/reference-patches.ts';
 import type { Sandbox } from '../patches/sandbox.ts';
 import { syncToHost, syncToVirtual } from '../sync.ts';
 import type { KubeObject, SyncContext } from '../sync-context.ts';

@@ -1,6 +1,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { errorReason, RuntimeError } from '../../runtime/errors.ts';
-import { ReferencePatchError, RestrictedFieldPatched, WholeObjectPatchInvalid } from '../patches/apply.ts';
+import { RestrictedFieldPatched, WholeObjectPatchInvalid } from '../patches/apply.ts';
+import { ReferencePatchError } from '../patches/reference-patches.ts';
 import { ExpressionFailure } from '../patches/sandbox.ts';
 
 /**

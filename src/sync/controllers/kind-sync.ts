@@ -8,8 +8,8 @@ import { collectionPath, objectPath, type ResourceRef } from '../../runtime/kube
 import type { Store } from '../../runtime/store.ts';
 import { isManagedHostObject } from '../metadata.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
-import type { HostToVirtualLookup } from '../patches/apply.ts';
 import { isJsonObject, type JsonObject } from '../patches/merge-patch.ts';
+import type { HostToVirtualLookup } from '../patches/reference-patches.ts';
 import type { Sandbox } from '../patches/sandbox.ts';
 import { syncToHost } from '../sync.ts';
 import { type KubeObject, metadataOf, type ObjectRef, type SyncContext } from '../sync-context.ts';

@@ -5,7 +5,7 @@ import type { ResourceRef } from '../../runtime/kube-client.ts';
 import { type IndexFunc, NamespaceIndex } from '../../runtime/store.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
 import { namespaceRules } from '../object-refs.ts';
-import type { HostToVirtualLookup } from '../patches/apply.ts';
+import type { HostToVirtualLookup } from '../patches/reference-patches.ts';
 import type { KubeObject, SyncContext } from '../sync-context.ts';
 import type { SyncedKind } from '../translate.ts';
 import {

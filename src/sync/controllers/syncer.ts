@@ -12,7 +12,7 @@ import type { Manager } from '../../runtime/manager.ts';
 import type { Store } from '../../runtime/store.ts';
 import type { SyncConfig } from '../config.ts';
 import { isManagedHostObject } from '../metadata.ts';
-import type { HostToVirtualLookup } from '../patches/apply.ts';
+import type { HostToVirtualLookup } from '../patches/reference-patches.ts';
 import type { Sandbox, SandboxOptions } from '../patches/sandbox.ts';
 import { createSandbox } from '../sync.ts';
 import type { KubeObject, SyncContext } from '../sync-context.ts';

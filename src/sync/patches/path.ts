@@ -1,3 +1,5 @@
+import { isJsonObject, type Json, type JsonObject, setOwnValue } from './merge-patch.ts';
+
 /**
  * Patch paths: `spec.ports[0].port`, `metadata.annotations["a.b/c"]`, `metadata.labels['x']`,
  * `subsets[*].addresses.*.ip`, `spec.rules."a.b".0`.
@@ -249,4 +251,33 @@ export function pathsIndependent(a: readonly PathSegment[], b: readonly PathSegm
     if (i === a.length - 1 || i === b.length - 1) return false;
   }
   return false;
+}
+
+/**
+ * Writes one result. The whole object (the empty path) takes the result's top-level fields, as
+ * the reference does (a field the result leaves out stays; `null` removes it).
+ */
+export function setAt(doc: JsonObject, path: ConcretePath, value: Json, isMergePatch: boolean): void {
+  if (path.length === 0) {
+    for (const [key, field] of Object.entries(value as JsonObject)) {
+      if (field === null && !isMergePatch) delete doc[key];
+      else setOwnValue(doc, key, field);
+    }
+    return;
+  }
+  const parent = getAt(doc, path.slice(0, -1));
+  const last = path[path.length - 1]!;
+  if (Array.isArray(parent) && typeof last === 'number') parent[last] = value;
+  else if (isJsonObject(parent) && typeof last === 'string') setOwnValue(parent, last, value);
+}
+
+/** Removes one value; in a merge patch it is written as `null` (delete) instead. */
+export function removeAt(doc: JsonObject, path: ConcretePath, isMergePatch: boolean): void {
+  const parent = getAt(doc, path.slice(0, -1));
+  const last = path[path.length - 1]!;
+  if (Array.isArray(parent) && typeof last === 'number') parent.splice(last, 1);
+  else if (isJsonObject(parent) && typeof last === 'string') {
+    if (isMergePatch) setOwnValue(parent, last, null);
+    else delete parent[last];
+  }
 }
