@@ -3,16 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cliPublicKey, sealForCli, verificationCode } from '../login/cli-handoff.ts';
-import {
-  browserOpener,
-  CodeRefused,
-  deviceTokenFor,
-  deviceTokensPath,
-  keepDeviceToken,
-  openCode,
-  signInKeys,
-  signInUrl,
-} from './login.ts';
+import { browserOpener } from './login/browser-opener.ts';
+import { CodeRefused, openCode, signInKeys, signInUrl } from './login/browser-sign-in.ts';
+import { deviceTokenFor, deviceTokensPath, keepDeviceToken } from './login/password.ts';
 
 const URL_WITH_QUERY = 'https://platform.example/auth/login?cli=abc&return=http%3A%2F%2F127.0.0.1%3A5000%2F';
 
