@@ -1,6 +1,3 @@
-import { PLATFORM_ADMIN_CLUSTER_ROLE } from '../api/common.ts';
-import type { Team, User } from '../api/identity.ts';
-import { API_GROUP } from '../api/meta.ts';
 import type { AccessKeyType, OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Scope } from '../api/scope.ts';
 import {
@@ -9,13 +6,12 @@ import {
   accessKeyExpiry,
 } from './expiry.ts';
 import {
-  GROUP_ADMINS,
-  GROUP_AUTHENTICATED,
-  isReservedName,
-  teamGroup,
-  teamUsername,
-  userGroup,
-} from './groups.ts';
+  type AccessKeyOwnerInvalid,
+  type KeyOwner,
+  type OwnerLookups,
+  resolveOwner,
+  type UserDisabled,
+} from './key-owner.ts';
 import {
   accessKeyDigest,
   checksumMatches,
@@ -60,6 +56,8 @@ import {
  * system identity, whatever admission let through.
  */
 
+export { AccessKeyOwnerInvalid, givenToEarlierUser, type KeyOwner, UserDisabled } from './key-owner.ts';
+
 /** Unknown key id or wrong secret; deliberately one class with one message for both. */
 export class InvalidAccessKey extends Error {
   override readonly name = 'InvalidAccessKey';
@@ -82,18 +80,6 @@ export class AccessKeyExpired extends Error {
   }
 }
 
-/** The key names no usable owner: none or several of user/team/subject, a missing user or team, or a reserved name. */
-export class AccessKeyOwnerInvalid extends Error {
-  override readonly name = 'AccessKeyOwnerInvalid';
-}
-
-export class UserDisabled extends Error {
-  override readonly name = 'UserDisabled';
-  constructor() {
-    super("the access key's user is disabled");
-  }
-}
-
 export type AuthenticationFailure =
   | MalformedAccessKey
   | InvalidAccessKey
@@ -102,17 +88,7 @@ export type AuthenticationFailure =
   | AccessKeyOwnerInvalid
   | UserDisabled;
 
-export interface AuthenticatedIdentity {
-  /** Who the key acts as: a user, a team or a bare subject. */
-  readonly kind: 'User' | 'Team' | 'Subject';
-  /** The User or Team object name, or the subject. */
-  readonly name: string;
-  /** Kubernetes username to impersonate. */
-  readonly username: string;
-  /** Kubernetes groups to impersonate; sorted, without duplicates. */
-  readonly groups: readonly string[];
-  /** UID of the User or Team object, when there is one. */
-  readonly uid: string | undefined;
+export interface AuthenticatedIdentity extends KeyOwner {
   readonly accessKey: {
     /** Object name of the OwnedAccessKey (for activity records and audit). */
     readonly name: string;
@@ -140,7 +116,7 @@ export type AuthenticationResult =
       readonly keyId: string | undefined;
     };
 
-export interface AuthenticationContext {
+export interface AuthenticationContext extends OwnerLookups {
   /** The key objects whose `spec.keyId` is `id` (an informer-cache index): normally one or none. */
   readonly lookupKey: (id: string) => readonly OwnedAccessKey[];
   /**
@@ -150,8 +126,6 @@ export interface AuthenticationContext {
    * touches is most of its cost (bench/auth).
    */
   readonly lookupRecords?: (id: string) => readonly KeyRecord[];
-  readonly lookupUser: (name: string) => User | undefined;
-  readonly lookupTeam: (name: string) => Team | undefined;
   /** The HMAC key of `spec.keyHash`. */
   readonly pepper: Uint8Array | string;
   readonly now: () => Date;
@@ -172,13 +146,6 @@ const fail = (failure: AuthenticationFailure, keyId?: string): AuthenticationRes
   failure,
   keyId,
 });
-
-const isAdmin = (holder: { spec: { clusterRoles?: { name: string }[] | undefined } }) =>
-  (holder.spec.clusterRoles ?? []).some((role) => role.name === PLATFORM_ADMIN_CLUSTER_ROLE);
-
-const sortedUnique = (items: readonly string[]) => [...new Set(items)].sort();
-
-type Owner = Omit<AuthenticatedIdentity, 'accessKey'>;
 
 /**
  * Per key object (informers replace objects, never change them): what the decision reads of it,
@@ -208,7 +175,7 @@ export interface KeyRecord {
   expiryLimits: AccessKeyLifetimeLimits | undefined;
   expiresAt: Date | null;
   /** The owner last resolved, the lookups that resolution made, and the caches' version then. */
-  owner: Owner | undefined;
+  owner: KeyOwner | undefined;
   ownerLookups: readonly Lookup[];
   ownerVersion: number | undefined;
   /**
@@ -217,7 +184,7 @@ export interface KeyRecord {
    * per identity, such as the impersonation headers).
    */
   answer: AuthenticationResult | undefined;
-  answerOwner: Owner | undefined;
+  answerOwner: KeyOwner | undefined;
   /** The second of the last activity its holder recorded for it (the authenticator's, once per second). */
   activitySecond: number;
 }
@@ -254,7 +221,7 @@ function recordOf(key: OwnedAccessKey): KeyRecord {
   return record;
 }
 
-function ownerOf(record: KeyRecord, context: AuthenticationContext): Owner | AuthenticationFailure {
+function ownerOf(record: KeyRecord, context: AuthenticationContext): KeyOwner | AuthenticationFailure {
   const cached = record.owner;
   const version = context.ownersVersion?.();
   if (cached && version !== undefined && record.ownerVersion === version) return cached;
@@ -286,97 +253,6 @@ function ownerOf(record: KeyRecord, context: AuthenticationContext): Owner | Aut
 const lookup = (context: AuthenticationContext, kind: 'user' | 'team', name: string): unknown =>
   kind === 'user' ? context.lookupUser(name) : context.lookupTeam(name);
 
-/**
- * Whether a user key was given to an earlier User of the same name, deleted since (a User made
- * again, say for another person with that username, must not inherit its keys), as kube-apiserver
- * checks a service-account token against the uid of the account it was issued for:
- * - a key that records its User (an owner reference of kind User with that name, as Login keys
- *   get at sign-in) belongs to the User of that uid only;
- * - a Login key created before its User was (the apiserver's creation timestamps) was given to an
- *   earlier one: login mints a key only for a User that exists, so this holds for Login keys made
- *   before keys recorded the uid, and for any whose owner reference was removed since.
- * Other keys without the record (made by an admin or by the person) are bound by name only.
- */
-export function givenToEarlierUser(key: OwnedAccessKey, user: User): boolean {
-  const recorded = (key.metadata.ownerReferences ?? []).find(
-    (owner) =>
-      owner.kind === 'User' &&
-      owner.apiVersion.startsWith(`${API_GROUP}/`) &&
-      owner.name === user.metadata.name,
-  );
-  if (recorded && recorded.uid !== user.metadata.uid) return true;
-  if (key.spec.type !== 'Login') return false;
-  const keyCreated = Date.parse(key.metadata.creationTimestamp ?? '');
-  const userCreated = Date.parse(user.metadata.creationTimestamp ?? '');
-  return keyCreated < userCreated;
-}
-
-function resolveOwner(key: OwnedAccessKey, context: AuthenticationContext): Owner | AuthenticationFailure {
-  const { user: userName, team: teamName, subject } = key.spec;
-  const extraGroups = key.spec.groups ?? [];
-  const set = [userName, teamName, subject].filter((value) => value !== undefined && value !== '');
-  if (set.length !== 1)
-    return new AccessKeyOwnerInvalid('the access key must name exactly one user, team or subject');
-  if (extraGroups.some(isReservedName)) {
-    return new AccessKeyOwnerInvalid('the access key claims a reserved group (system: or platform: prefix)');
-  }
-
-  if (userName) {
-    const user = context.lookupUser(userName);
-    if (!user) return new AccessKeyOwnerInvalid("the access key's user does not exist");
-    if (givenToEarlierUser(key, user))
-      return new AccessKeyOwnerInvalid('the access key belongs to an earlier user of this name');
-    if (user.spec.disabled === true) return new UserDisabled();
-    const username = user.spec.subject || userName;
-    if (isReservedName(username))
-      return new AccessKeyOwnerInvalid("the access key's user has a reserved username");
-    const teams = (user.status?.teams ?? [])
-      .map((name) => context.lookupTeam(name))
-      .filter((team): team is Team => team !== undefined);
-    const admin = isAdmin(user) || teams.some(isAdmin);
-    return {
-      kind: 'User',
-      name: userName,
-      username,
-      uid: user.metadata.uid,
-      groups: sortedUnique([
-        GROUP_AUTHENTICATED,
-        userGroup(userName),
-        ...teams.map((team) => teamGroup(team.metadata.name ?? '')),
-        ...extraGroups,
-        ...(admin ? [GROUP_ADMINS] : []),
-      ]),
-    };
-  }
-
-  if (teamName) {
-    const team = context.lookupTeam(teamName);
-    if (!team) return new AccessKeyOwnerInvalid("the access key's team does not exist");
-    return {
-      kind: 'Team',
-      name: teamName,
-      username: teamUsername(teamName),
-      uid: team.metadata.uid,
-      groups: sortedUnique([
-        GROUP_AUTHENTICATED,
-        teamGroup(teamName),
-        ...extraGroups,
-        ...(isAdmin(team) ? [GROUP_ADMINS] : []),
-      ]),
-    };
-  }
-
-  const name = subject ?? '';
-  if (isReservedName(name)) return new AccessKeyOwnerInvalid('the access key claims a reserved subject');
-  return {
-    kind: 'Subject',
-    name,
-    username: name,
-    uid: undefined,
-    groups: sortedUnique([GROUP_AUTHENTICATED, ...extraGroups]),
-  };
-}
-
 /** Decides who a bearer token is, or why it is nobody. See the module comment for the rules. */
 export function authenticateAccessKey(token: string, context: AuthenticationContext): AuthenticationResult {
   const parsed = parseAccessKeyShape(token);
@@ -399,7 +275,20 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
       ? fail(new InvalidAccessKey(), id)
       : fail(new MalformedAccessKey('checksum'));
   }
+  return keyStanding(record, id, context);
+}
 
+/**
+ * Steps 3 to 5 of the decision (see the module comment) for the key of `record`, whose secret
+ * verified: whether it is disabled or expired now, and who it acts as. A holder of records asks
+ * it again for a key that authenticated earlier (a connection it opened is still open): the
+ * same checks, so a connection lives exactly as long as its key would still authenticate.
+ */
+export function keyStanding(
+  record: KeyRecord,
+  id: string,
+  context: AuthenticationContext,
+): AuthenticationResult {
   if (record.disabled) return fail(new AccessKeyDisabled(), id);
 
   const { activityBased } = record;
