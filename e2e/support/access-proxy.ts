@@ -1,0 +1,417 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
+import { afterAll, beforeAll } from 'vitest';
+import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
+import type { Scope } from '../../src/api/scope.ts';
+import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
+import type { Cluster } from '../../src/dev/controlplane.ts';
+import { ACCESS_KEY_EXTRA } from '../../src/identity/groups.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { type GatewayEnv, type GatewayEnvOptions, GROUP_VERSION, useGatewayEnv } from '../gateway/support.ts';
+import { type CommandResult, kubeConfigFor, kubectl, uniqueName, useExtraClusters } from './cluster.ts';
+import { eventually } from './wait.ts';
+
+/**
+ * The access proxy's world (issue 26, docs/access-proxy.md): the platform (the gateway with its
+ * own kube-apiserver, the "host", where the project's space lives), a second kube-apiserver
+ * connected as the `Cluster` {@link CLUSTER}, and a third as the `VirtualClusterInstance`
+ * {@link VIRTUAL_CLUSTER} of the project {@link PROJECT}. On the two targets the only thing
+ * installed for the platform is its identity (a ServiceAccount) and the one ClusterRole and
+ * binding that let it impersonate ({@link impersonatorRbac}); every request it makes there
+ * impersonates the caller. Used by e2e/access-proxy/, e2e/security/ and bench/proxy.
+ */
+
+export const CLUSTER = 'edge';
+export const PROJECT = 'web';
+export const PROJECT_NAMESPACE = `p-${PROJECT}`;
+export const VIRTUAL_CLUSTER = 'dev';
+
+/** The three proxy paths. `space` is the project's namespace on the host. */
+export type ProxyPath = 'cluster' | 'virtualcluster' | 'space';
+export const PROXY_PATHS: readonly ProxyPath[] = ['cluster', 'virtualcluster', 'space'];
+
+/** The platform's identity on a target: a ServiceAccount whose token the credentials Secret holds. */
+export const PROXY_IDENTITY = { namespace: 'kube-system', name: 'platform-access-proxy' } as const;
+export const IMPERSONATOR_ROLE = 'platform-impersonator';
+
+/**
+ * The one ClusterRole and binding a target needs (docs/access-proxy.md shows the same objects):
+ * `impersonate` on users, groups and the access-key extra the platform sends, nothing else.
+ */
+export function impersonatorRbac(subject: { kind: 'ServiceAccount'; namespace: string; name: string }) {
+  return {
+    clusterRole: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: IMPERSONATOR_ROLE },
+      rules: [
+        { apiGroups: [''], resources: ['users', 'groups'], verbs: ['impersonate'] },
+        {
+          apiGroups: ['authentication.k8s.io'],
+          resources: [`userextras/${ACCESS_KEY_EXTRA}`],
+          verbs: ['impersonate'],
+        },
+      ],
+    },
+    clusterRoleBinding: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: IMPERSONATOR_ROLE },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: IMPERSONATOR_ROLE },
+      subjects: [subject],
+    },
+  };
+}
+
+/**
+ * Makes `cluster` a target the platform may reach: its ServiceAccount, the impersonation RBAC,
+ * and a token for it (one day). Returns the token, for a credentials Secret.
+ */
+export async function prepareTarget(cluster: Cluster): Promise<string> {
+  const admin = new KubeClient(kubeConfigFor(cluster));
+  try {
+    const { namespace, name } = PROXY_IDENTITY;
+    await admin.request({
+      method: 'POST',
+      path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
+      body: { metadata: { name } },
+    });
+    const rbac = impersonatorRbac({ kind: 'ServiceAccount', namespace, name });
+    await admin.request({
+      method: 'POST',
+      path: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+      body: rbac.clusterRole,
+    });
+    await admin.request({
+      method: 'POST',
+      path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+      body: rbac.clusterRoleBinding,
+    });
+    const review = await admin.request<{ status: { token: string } }>({
+      method: 'POST',
+      path: `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 86_400 },
+      },
+    });
+    return review.status.token;
+  } finally {
+    admin.close();
+  }
+}
+
+/**
+ * The person's side of a test, installed by tests (not the platform): a ClusterRole they bind
+ * per namespace to give an impersonated person ordinary rights on a target.
+ */
+export const EDITOR_ROLE = 'access-proxy-e2e-editor';
+const EDITOR_RULES = [
+  {
+    apiGroups: [''],
+    resources: ['configmaps', 'secrets', 'services', 'endpoints', 'services/proxy'],
+    verbs: ['*'],
+  },
+  { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['*'] },
+];
+
+export interface ProxyTargetInfo {
+  /** The kube-apiserver behind the path. */
+  readonly cluster: Cluster;
+  /** The path's URL on the gateway, without a trailing slash. */
+  readonly prefix: string;
+  /** A namespace of the target tests work in (the space itself for `space`). */
+  readonly namespace: string;
+}
+
+export interface ResponseBytes {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: Buffer;
+  /** The body parsed as JSON, when it is. */
+  // biome-ignore lint/suspicious/noExplicitAny: test convenience
+  readonly json: any;
+}
+
+export interface AccessProxyEnv {
+  readonly gateway: GatewayEnv;
+  readonly host: Cluster;
+  readonly connected: Cluster;
+  readonly virtual: Cluster;
+  target(path: ProxyPath): ProxyTargetInfo;
+  /** A key of the person `user` (created if new) with `scope` (none: not narrowed), accepted by the gateway. */
+  keyFor(user: string, scope?: Scope): Promise<string>;
+  /** Binds {@link EDITOR_ROLE} to the user `user` in the path's work namespace (or `namespace`) on its target. */
+  grant(path: ProxyPath, user: string, namespace?: string): Promise<void>;
+  /** Removes that binding. */
+  revoke(path: ProxyPath, user: string, namespace?: string): Promise<void>;
+  /** Writes a kubeconfig whose server is the path's proxy URL and whose bearer is `token`; returns its path. */
+  kubeconfig(path: ProxyPath, token: string): string;
+  /** Runs kubectl through the path with `token`. */
+  kubectl(path: ProxyPath, token: string, args: string[], stdin?: string): Promise<CommandResult>;
+  /** A request through the proxy: `upstreamPath` on the target, `token` as the bearer. */
+  viaProxy(path: ProxyPath, token: string, upstreamPath: string, init?: RawInit): Promise<ResponseBytes>;
+  /** The same request made directly to the target as its admin (impersonating `as` when given). */
+  direct(path: ProxyPath, upstreamPath: string, init?: RawInit & { as?: string }): Promise<ResponseBytes>;
+  /** A cluster-admin client of the path's target. */
+  admin(path: ProxyPath): KubeClient;
+  /** Closes the clients and agents above. */
+  close(): Promise<void>;
+}
+
+export interface RawInit {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+  signal?: AbortSignal;
+}
+
+/** One HTTP request, its answer's body kept as bytes. */
+export async function rawRequest(
+  url: string,
+  dispatcher: Dispatcher | undefined,
+  init: RawInit = {},
+): Promise<ResponseBytes> {
+  const response = await undiciFetch(url, {
+    method: init.method ?? 'GET',
+    headers: init.headers ?? {},
+    ...(init.body !== undefined ? { body: init.body } : {}),
+    ...(dispatcher ? { dispatcher } : {}),
+    ...(init.signal ? { signal: init.signal } : {}),
+  });
+  const body = Buffer.from(await response.arrayBuffer());
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers as unknown as Headers, body, json };
+}
+
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+/**
+ * Starts the access proxy's world for the calling describe block (see the module comment).
+ * `options` go to the gateway environment (HTTPS always: kubectl sends tokens only over TLS).
+ */
+export function useAccessProxyEnv(options: Omit<GatewayEnvOptions, 'https'> = {}): () => AccessProxyEnv {
+  const gateway = useGatewayEnv({
+    ...options,
+    https: true,
+    controllers: options.controllers ?? ['sharedsecret', 'project'],
+  });
+  const startCluster = useExtraClusters();
+  let env: AccessProxyEnv | undefined;
+  beforeAll(async () => {
+    const g = gateway();
+    const host = g.cluster;
+    if (!host) throw new Error('the access proxy environment needs the gateway on an apiserver of its own');
+    const [connected, virtual] = await Promise.all([
+      startCluster({ name: uniqueName('connected') }),
+      startCluster({ name: uniqueName('virtual') }),
+    ]);
+    const [connectedToken, virtualToken] = await Promise.all([
+      prepareTarget(connected),
+      prepareTarget(virtual),
+    ]);
+    await createProject(g);
+    await connectCluster(g, connected, connectedToken);
+    await connectVirtualCluster(g, virtual, virtualToken);
+    const targets: Record<ProxyPath, ProxyTargetInfo> = {
+      cluster: {
+        cluster: connected,
+        prefix: `${g.server.url}/kubernetes/cluster/${CLUSTER}`,
+        namespace: 'work',
+      },
+      virtualcluster: {
+        cluster: virtual,
+        prefix: `${g.server.url}/kubernetes/project/${PROJECT}/virtualcluster/${VIRTUAL_CLUSTER}`,
+        namespace: 'work',
+      },
+      space: {
+        cluster: host,
+        prefix: `${g.server.url}/kubernetes/project/${PROJECT}/space/${PROJECT_NAMESPACE}`,
+        namespace: PROJECT_NAMESPACE,
+      },
+    };
+    env = makeEnv(g, host, connected, virtual, targets);
+    for (const path of PROXY_PATHS) {
+      const admin = env.admin(path);
+      await admin.request({
+        method: 'POST',
+        path: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+        body: { metadata: { name: EDITOR_ROLE }, rules: EDITOR_RULES },
+      });
+      if (path !== 'space')
+        await admin.request({
+          method: 'POST',
+          path: '/api/v1/namespaces',
+          body: { metadata: { name: 'work' } },
+        });
+    }
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+  return () => {
+    if (!env) throw new Error('the access proxy environment is not started');
+    return env;
+  };
+}
+
+/** The project whose space and virtual cluster the paths reach; the project controller makes its namespace. */
+async function createProject(g: GatewayEnv): Promise<void> {
+  await g.custom.createClusterCustomObject({
+    group: API_GROUP,
+    version: API_VERSION,
+    plural: 'projects',
+    body: { apiVersion: GROUP_VERSION, kind: 'Project', metadata: { name: PROJECT }, spec: {} },
+  });
+  await eventually(
+    async () =>
+      (await g.core.readNamespace({ name: PROJECT_NAMESPACE }).catch(() => undefined)) !== undefined,
+    30_000,
+    'the project namespace',
+  );
+}
+
+async function connectCluster(g: GatewayEnv, connected: Cluster, token: string): Promise<void> {
+  await g.core.createNamespacedSecret({
+    namespace: g.platformNamespace,
+    body: { metadata: { name: `${CLUSTER}-credentials` }, stringData: { token } },
+  });
+  await g.custom.createClusterCustomObject({
+    group: API_GROUP,
+    version: API_VERSION,
+    plural: 'clusters',
+    body: {
+      apiVersion: GROUP_VERSION,
+      kind: 'Cluster',
+      metadata: { name: CLUSTER },
+      spec: {
+        endpoint: connected.server,
+        caData: b64(connected.caPem),
+        credentialsSecretRef: { name: `${CLUSTER}-credentials`, namespace: g.platformNamespace },
+      },
+    },
+  });
+}
+
+async function connectVirtualCluster(g: GatewayEnv, virtual: Cluster, token: string): Promise<void> {
+  await g.core.createNamespacedSecret({
+    namespace: PROJECT_NAMESPACE,
+    body: { metadata: { name: `${VIRTUAL_CLUSTER}-credentials` }, stringData: { token } },
+  });
+  await g.custom.createNamespacedCustomObject({
+    group: API_GROUP,
+    version: API_VERSION,
+    namespace: PROJECT_NAMESPACE,
+    plural: 'virtualclusterinstances',
+    body: {
+      apiVersion: GROUP_VERSION,
+      kind: 'VirtualClusterInstance',
+      metadata: { name: VIRTUAL_CLUSTER },
+      spec: {
+        endpoint: virtual.server,
+        caData: b64(virtual.caPem),
+        credentialsSecretRef: { name: `${VIRTUAL_CLUSTER}-credentials` },
+      },
+    },
+  });
+}
+
+function makeEnv(
+  g: GatewayEnv,
+  host: Cluster,
+  connected: Cluster,
+  virtual: Cluster,
+  targets: Record<ProxyPath, ProxyTargetInfo>,
+): AccessProxyEnv {
+  const admins = new Map<ProxyPath, KubeClient>();
+  const directAgents = new Map<ProxyPath, Agent>();
+  const admin = (path: ProxyPath) => {
+    let client = admins.get(path);
+    if (!client) {
+      client = new KubeClient(kubeConfigFor(targets[path].cluster));
+      admins.set(path, client);
+    }
+    return client;
+  };
+  const directAgent = (path: ProxyPath) => {
+    let agent = directAgents.get(path);
+    if (!agent) {
+      agent = new Agent({ connect: { ca: targets[path].cluster.caPem } });
+      directAgents.set(path, agent);
+    }
+    return agent;
+  };
+  const bindingName = (user: string) => `${EDITOR_ROLE}-${user}`;
+  const kubeconfig = (path: ProxyPath, token: string) => {
+    const file = join(
+      targets[path].cluster.kubeconfigPath,
+      '..',
+      `${uniqueName(`proxy-${path}`)}.kubeconfig`,
+    );
+    writeFileSync(
+      file,
+      kubeConfigYaml({
+        name: `proxy-${path}`,
+        server: targets[path].prefix,
+        ...(g.caPem ? { caPem: g.caPem } : {}),
+        credentials: { token },
+      }),
+      { mode: 0o600 },
+    );
+    return file;
+  };
+  return {
+    gateway: g,
+    host,
+    connected,
+    virtual,
+    target: (path) => targets[path],
+    admin,
+    close: async () => {
+      for (const client of admins.values()) client.close();
+      await Promise.all([...directAgents.values()].map((agent) => agent.close()));
+    },
+    keyFor: (user, scope) => g.user(user, scope ? { keySpec: { scope } } : {}),
+    grant: async (path, user, namespace = targets[path].namespace) => {
+      await admin(path).request({
+        method: 'POST',
+        path: `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`,
+        body: {
+          metadata: { name: bindingName(user) },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: EDITOR_ROLE },
+          subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+        },
+      });
+    },
+    revoke: async (path, user, namespace = targets[path].namespace) => {
+      await admin(path).request({
+        method: 'DELETE',
+        path: `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings/${bindingName(user)}`,
+      });
+    },
+    kubeconfig,
+    kubectl: (path, token, args, stdin) =>
+      kubectl(args, { kubeconfig: kubeconfig(path, token), ...(stdin !== undefined ? { stdin } : {}) }),
+    viaProxy: (path, token, upstreamPath, init = {}) =>
+      rawRequest(`${targets[path].prefix}${upstreamPath}`, g.dispatcher, {
+        ...init,
+        headers: { authorization: `Bearer ${token}`, ...init.headers },
+      }),
+    direct: (path, upstreamPath, init = {}) =>
+      rawRequest(`${targets[path].cluster.server}${upstreamPath}`, directAgent(path), {
+        ...init,
+        headers: {
+          authorization: `Bearer ${targets[path].cluster.adminToken}`,
+          ...(init.as ? { 'impersonate-user': init.as } : {}),
+          ...init.headers,
+        },
+      }),
+  };
+}
