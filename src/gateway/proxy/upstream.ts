@@ -94,7 +94,7 @@ export class Upstream {
 
   static async create(kubeConfig: KubeConfig, options: UpstreamOptions = {}): Promise<Upstream> {
     if (!kubeConfig.getCurrentCluster()) throw new Error('the kubeconfig has no current cluster');
-    const { tls, authorization } = await credentials(kubeConfig);
+    const { tls, authorization } = await kubeConfigCredentials(kubeConfig);
     return new Upstream(kubeConfig, tls, authorization, options);
   }
 
@@ -143,7 +143,7 @@ export class Upstream {
 
   private maybeRefresh(): void {
     if (this.refreshing || Date.now() - this.refreshedAt < this.refreshMs) return;
-    this.refreshing = credentials(this.kubeConfig)
+    this.refreshing = kubeConfigCredentials(this.kubeConfig)
       .then(({ authorization }) => {
         this.authorization = authorization;
       })
@@ -157,7 +157,12 @@ export class Upstream {
   }
 }
 
-async function credentials(
+/**
+ * The TLS material (`ca`, `cert`, `key`, `servername`, `rejectUnauthorized`) and the
+ * `Authorization` header value (bearer or basic) a kubeconfig's current context holds, as
+ * client-node applies them (a service account's token file is read again on each call). Never logged.
+ */
+export async function kubeConfigCredentials(
   kubeConfig: KubeConfig,
 ): Promise<{ tls: https.RequestOptions; authorization: string | undefined }> {
   const options: https.RequestOptions = {};
