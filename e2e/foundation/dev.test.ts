@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { tokenOfKubeconfig } from '../../src/dev/bootstrap.ts';
+import { tokenOfKubeconfig } from '../../src/dev/admin-objects.ts';
 import { kubectl, uniqueName } from '../support/cluster.ts';
 
 /**

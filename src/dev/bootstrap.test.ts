@@ -14,10 +14,10 @@ import {
   bootstrapKeyName,
   bootstrapKeyObject,
   platformAdminsBinding,
-  retryWhileUnavailable,
-  storedKeyVerdict,
   tokenOfKubeconfig,
-} from './bootstrap.ts';
+} from './admin-objects.ts';
+import { retryWhileUnavailable } from './bootstrap.ts';
+import { storedKeyVerdict } from './stored-admin-key.ts';
 
 /** Deterministic bytes: SHA-256 of a counter, so every test sees the same keys. */
 function seededRandom(seed: string): RandomBytes {
