@@ -15,11 +15,12 @@ import type { Manager } from '../src/runtime/manager.ts';
 
 /**
  * Runs `body` against a control plane of its own (so no test or other benchmark disturbs the
- * figures) with our CRDs installed, and tears everything down afterwards.
+ * figures) with our CRDs installed, and tears everything down afterwards. `plane` starts further
+ * apiservers on the same etcd (a cluster the platform connects to), stopped with it.
  */
 export async function withBenchCluster<T>(
   name: string,
-  body: (cluster: Cluster, kc: KubeConfig) => Promise<T>,
+  body: (cluster: Cluster, kc: KubeConfig, plane: ControlPlane) => Promise<T>,
 ): Promise<T> {
   const binary = await ensureControlPlaneBinary(() => {});
   const stateDir = mkdtempSync(join(tmpdir(), `platform-bench-${name}-`));
@@ -29,7 +30,7 @@ export async function withBenchCluster<T>(
     const kc = new KubeConfig();
     kc.loadFromFile(cluster.kubeconfigPath);
     await installCrds(kc);
-    return await body(cluster, kc);
+    return await body(cluster, kc, plane);
   } finally {
     await plane.stop();
     rmSync(stateDir, { recursive: true, force: true });

@@ -32,26 +32,35 @@
  * configuration, so the direct figures and the gateway's are limited by the same apiserver budget
  * and the ratio shows what the gateway costs the apiserver, not what it takes from its CPUs.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import autocannon from 'autocannon';
-import type { User } from '../../src/api/identity.ts';
-import type { OwnedAccessKey } from '../../src/api/ownedaccesskey.ts';
-import { StatusError } from '../../src/api/status.ts';
-import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
+import type { Cluster } from '../../src/dev/controlplane.ts';
 import { BASE_PATH } from '../../src/gateway/index.ts';
-import { impersonationHeaders } from '../../src/gateway/proxy/impersonation.ts';
-import { authenticateAccessKey } from '../../src/identity/authenticate.ts';
-import { generateAccessKey, hashAccessKey } from '../../src/identity/keys.ts';
 import { PepperStore } from '../../src/identity/pepper.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import {
+  autocannonHeaders,
+  bearer,
+  createBenchKey,
+  failures,
+  GATEWAY_CPUS,
+  type GatewayProcess,
+  GROUP,
+  gatewayRuntime,
+  type Headers,
+  load as loadWith,
+  type Measured,
+  PLATFORM_CPUS,
+  pin,
+  reportCpuFigure,
+  rps,
+  START_BOUND_MS,
+  startGatewayProcess,
+} from '../platform-gateway.ts';
+import {
   benchMode,
-  type PlatformRuntime,
   platformEntry,
   reportFigure,
   stopChild,
@@ -64,71 +73,11 @@ const SECONDS = Number(process.argv[2] ?? (smoke ? 2 : 10));
 const CONNECTIONS = Number(process.argv[3] ?? (smoke ? 4 : 16));
 const N = Number(process.argv[4] ?? (smoke ? 5 : 50));
 const WARM_UP_SECONDS = smoke ? 1 : 2;
-/** Bounds on the waits: far beyond what a healthy run takes, so only a hang reaches them. */
-const START_BOUND_MS = 120_000;
 const PLATFORM_NAMESPACE = 'platform-system';
-const GROUP = 'management.platform';
-
-type Headers = Record<string, string>;
-
-/** CPU seconds (user + system, all threads) a process has used so far, from /proc (Linux). */
-function cpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return Number.NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second).
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-interface Measured {
-  readonly result: autocannon.Result;
-  /** CPU milliseconds per answered request, by process. */
-  readonly cpuMs: Record<string, number>;
-}
-
 let processes: Record<string, number | undefined> = {};
 
-async function load(url: string, headers: Headers, seconds = SECONDS): Promise<Measured> {
-  const before = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSeconds(pid)]));
-  const result = await autocannon({
-    url,
-    connections: CONNECTIONS,
-    duration: seconds,
-    workers: 1,
-    headers: { accept: 'application/json', ...headers },
-  });
-  const answered = Math.max(1, result.requests.total);
-  const cpuMs = Object.fromEntries(
-    Object.entries(processes).map(([name, pid]) => [
-      name,
-      ((cpuSeconds(pid) - (before[name] ?? Number.NaN)) * 1000) / answered,
-    ]),
-  );
-  return { result, cpuMs };
-}
-
-const bearer = (token: string): Headers => ({ authorization: `Bearer ${token}` });
-
-/**
- * The gateway's impersonation headers as autocannon headers. autocannon writes each header as
- * one `name: value` line, so a repeated header (one `Impersonate-Group` per group, as the gateway
- * sends them: a comma would be part of the group name) is spelled as more lines in one value.
- */
-function autocannonHeaders(impersonation: Record<string, string | string[]>): Headers {
-  const headers: Headers = {};
-  for (const [name, value] of Object.entries(impersonation)) {
-    headers[name] = Array.isArray(value) ? value.join(`\r\n${name}: `) : value;
-  }
-  return headers;
-}
-
-const rps = (result: autocannon.Result) => result.requests.average;
-const failures = (...results: autocannon.Result[]) =>
-  results.reduce((sum, result) => sum + result.non2xx + result.errors, 0);
+const load = (url: string, headers: Headers, seconds = SECONDS): Promise<Measured> =>
+  loadWith(url, headers, { seconds, connections: CONNECTIONS, processes });
 
 function rows(
   name: string,
@@ -154,71 +103,7 @@ function rows(
   ].join('\n');
 }
 
-interface GatewayProcess {
-  readonly child: ChildProcess;
-  readonly pid: number | undefined;
-  readonly url: string;
-  stop(): Promise<void>;
-}
-
-/** A proxy's CPU per request beside kube-apiserver's for the same requests, in one run. */
-function reportCpuFigure(name: string, request: string, run: Measured, proxy: string, goal?: string): void {
-  const [value, apiserver] = [run.cpuMs[proxy] ?? Number.NaN, run.cpuMs.apiserver ?? Number.NaN];
-  reportFigure({
-    name,
-    value,
-    unit: 'CPU ms',
-    baseline: { name: `kube-apiserver CPU for the same ${request}`, value: apiserver, unit: 'CPU ms' },
-    ratio: value / apiserver,
-    ...(goal ? { goal } : {}),
-  });
-}
-
-const RUNTIME: PlatformRuntime =
-  (process.env.GATEWAY_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist')) === 'tsx' ? 'tsx' : 'dist';
-
-/** `platform gateway`, the component as the chart runs it (plain HTTP), in a process of its own. */
-async function startGatewayProcess(entry: string, kubeconfig: string): Promise<GatewayProcess> {
-  const extra = (process.env.GATEWAY_NODE_OPTIONS ?? '').split(/\s+/).filter((flag) => flag !== '');
-  const [port, healthPort] = [await freePort(), await freePort()];
-  const child = spawn(
-    process.execPath,
-    [
-      '--no-node-snapshot',
-      ...extra,
-      entry,
-      'gateway',
-      '--kubeconfig',
-      kubeconfig,
-      '--namespace',
-      PLATFORM_NAMESPACE,
-      '--gateway-host',
-      '127.0.0.1',
-      '--gateway-port',
-      String(port),
-      '--health-host',
-      '127.0.0.1',
-      '--health-port',
-      String(healthPort),
-      '--log-level',
-      'warn',
-    ],
-    { stdio: ['ignore', 'inherit', 'inherit'] },
-  );
-  const stop = () => stopChild(child);
-  try {
-    await waitUntil(
-      'the gateway to be ready',
-      async () =>
-        (await fetch(`http://127.0.0.1:${healthPort}/readyz`).catch(() => undefined))?.status === 200,
-      { boundMs: START_BOUND_MS, child, intervalMs: 200 },
-    );
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return { child, pid: child.pid, url: `http://127.0.0.1:${port}`, stop };
-}
+const RUNTIME = gatewayRuntime(smoke);
 
 /**
  * The floor: `bare-proxy.mjs` (Node's HTTP server and an undici pool as the gateway's, nothing
@@ -256,42 +141,6 @@ async function startBareProxy(
   return { child, pid: child.pid, url: `http://127.0.0.1:${Number.parseInt(output, 10)}`, stop };
 }
 
-/**
- * The impersonation headers the gateway sends for the key: the same decision and the same headers
- * as the gateway makes them, from the stored objects (for the direct impersonated baseline).
- */
-function impersonationOf(
-  token: string,
-  key: OwnedAccessKey,
-  user: User,
-  pepper: Uint8Array,
-): Record<string, string | string[]> {
-  const result = authenticateAccessKey(token, {
-    lookupKey: () => [key],
-    lookupUser: (name) => (name === user.metadata.name ? user : undefined),
-    lookupTeam: () => undefined,
-    pepper,
-    now: () => new Date(),
-    limits: {},
-  });
-  if (!result.ok) throw result.failure;
-  const headers = impersonationHeaders(result.identity);
-  if (headers instanceof StatusError) throw headers;
-  return headers;
-}
-
-const GATEWAY_CPUS = ((): string | undefined => {
-  const asked = process.env.GATEWAY_CPUS;
-  if (asked === 'none' || asked === '') return undefined;
-  return asked ?? (availableParallelism() >= 2 ? '1' : undefined);
-})();
-const PLATFORM_CPUS = process.env.PLATFORM_CPUS ?? '0';
-
-/** Pins a process and all its threads (children started later inherit it). */
-function pin(pid: number, cpus: string): void {
-  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
-}
-
 async function main(): Promise<void> {
   if (GATEWAY_CPUS) pin(process.pid, PLATFORM_CPUS);
   await withBenchCluster('gateway', async (cluster, kc) => {
@@ -321,38 +170,11 @@ async function main(): Promise<void> {
       });
     }
     const pepper = await new PepperStore(new KubeClient(kc), PLATFORM_NAMESPACE, randomBytes).ensure();
-    await custom.createClusterCustomObject({
-      group: GROUP,
-      version: 'v1',
-      plural: 'users',
-      body: {
-        apiVersion: `${GROUP}/v1`,
-        kind: 'User',
-        metadata: { name: 'bench' },
-        spec: { clusterRoles: [{ name: 'platform-admin' }] },
-      },
-    });
-    const key = generateAccessKey((size) => randomBytes(size));
     const entry = platformEntry(RUNTIME);
-    const userObject = (await custom.getClusterCustomObject({
-      group: GROUP,
-      version: 'v1',
-      plural: 'users',
-      name: 'bench',
-    })) as User;
-    const keyObject = (await custom.createClusterCustomObject({
-      group: GROUP,
-      version: 'v1',
-      plural: 'ownedaccesskeys',
-      body: {
-        apiVersion: `${GROUP}/v1`,
-        kind: 'OwnedAccessKey',
-        metadata: { name: 'bench' },
-        spec: { user: 'bench', type: 'User', keyId: key.id, keyHash: hashAccessKey(key.key, pepper) },
-      },
-    })) as OwnedAccessKey;
-    const impersonation = impersonationOf(key.key, keyObject, userObject, pepper);
-    const gateway = await startGatewayProcess(entry, cluster.kubeconfigPath);
+    const { token, impersonation } = await createBenchKey(kc, pepper, 'bench', {
+      clusterRoles: [{ name: 'platform-admin' }],
+    });
+    const gateway = await startGatewayProcess(entry, cluster.kubeconfigPath, PLATFORM_NAMESPACE);
     if (GATEWAY_CPUS && gateway.pid) pin(gateway.pid, GATEWAY_CPUS);
     const bare = await startBareProxy(cluster, impersonation).catch(async (error: unknown) => {
       await gateway.stop();
@@ -370,7 +192,7 @@ async function main(): Promise<void> {
       const gatewayBase = `${gateway.url}${BASE_PATH}`;
       const admin = bearer(cluster.adminToken);
       const impersonated = { ...admin, ...autocannonHeaders(impersonation) };
-      const user = bearer(key.key);
+      const user = bearer(token);
       await waitUntil(
         'the gateway to answer the key',
         async () => (await fetch(`${gatewayBase}${path}/secret-0`, { headers: user })).status === 200,
