@@ -2,15 +2,24 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
-import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import type { Scope } from '../../src/api/scope.ts';
 import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { ACCESS_KEY_EXTRA } from '../../src/identity/groups.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { type GatewayEnv, type GatewayEnvOptions, GROUP_VERSION, useGatewayEnv } from '../gateway/support.ts';
+import { type GatewayEnv, type GatewayEnvOptions, useGatewayEnv } from '../gateway/support.ts';
 import { type CommandResult, kubeConfigFor, kubectl, uniqueName, useExtraClusters } from './cluster.ts';
-import { eventually } from './wait.ts';
+import {
+  CLUSTER,
+  connectCluster,
+  connectVirtualCluster,
+  createProject,
+  PROJECT,
+  PROJECT_NAMESPACE,
+  prepareTarget,
+  VIRTUAL_CLUSTER,
+} from './proxy-targets.ts';
+
+export * from './proxy-targets.ts';
 
 /**
  * The access proxy's world (issue 26, docs/access-proxy.md): the platform (the gateway with its
@@ -22,86 +31,9 @@ import { eventually } from './wait.ts';
  * impersonates the caller. Used by e2e/access-proxy/, e2e/security/ and bench/proxy.
  */
 
-export const CLUSTER = 'edge';
-export const PROJECT = 'web';
-export const PROJECT_NAMESPACE = `p-${PROJECT}`;
-export const VIRTUAL_CLUSTER = 'dev';
-
 /** The three proxy paths. `space` is the project's namespace on the host. */
 export type ProxyPath = 'cluster' | 'virtualcluster' | 'space';
 export const PROXY_PATHS: readonly ProxyPath[] = ['cluster', 'virtualcluster', 'space'];
-
-/** The platform's identity on a target: a ServiceAccount whose token the credentials Secret holds. */
-export const PROXY_IDENTITY = { namespace: 'kube-system', name: 'platform-access-proxy' } as const;
-export const IMPERSONATOR_ROLE = 'platform-impersonator';
-
-/**
- * The one ClusterRole and binding a target needs (docs/access-proxy.md shows the same objects):
- * `impersonate` on users, groups and the access-key extra the platform sends, nothing else.
- */
-export function impersonatorRbac(subject: { kind: 'ServiceAccount'; namespace: string; name: string }) {
-  return {
-    clusterRole: {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: IMPERSONATOR_ROLE },
-      rules: [
-        { apiGroups: [''], resources: ['users', 'groups'], verbs: ['impersonate'] },
-        {
-          apiGroups: ['authentication.k8s.io'],
-          resources: [`userextras/${ACCESS_KEY_EXTRA}`],
-          verbs: ['impersonate'],
-        },
-      ],
-    },
-    clusterRoleBinding: {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: IMPERSONATOR_ROLE },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: IMPERSONATOR_ROLE },
-      subjects: [subject],
-    },
-  };
-}
-
-/**
- * Makes `cluster` a target the platform may reach: its ServiceAccount, the impersonation RBAC,
- * and a token for it (one day). Returns the token, for a credentials Secret.
- */
-export async function prepareTarget(cluster: Cluster): Promise<string> {
-  const admin = new KubeClient(kubeConfigFor(cluster));
-  try {
-    const { namespace, name } = PROXY_IDENTITY;
-    await admin.request({
-      method: 'POST',
-      path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
-      body: { metadata: { name } },
-    });
-    const rbac = impersonatorRbac({ kind: 'ServiceAccount', namespace, name });
-    await admin.request({
-      method: 'POST',
-      path: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
-      body: rbac.clusterRole,
-    });
-    await admin.request({
-      method: 'POST',
-      path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
-      body: rbac.clusterRoleBinding,
-    });
-    const review = await admin.request<{ status: { token: string } }>({
-      method: 'POST',
-      path: `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: 86_400 },
-      },
-    });
-    return review.status.token;
-  } finally {
-    admin.close();
-  }
-}
 
 /**
  * The person's side of a test, installed by tests (not the platform): a ClusterRole they bind
@@ -157,6 +89,11 @@ export interface AccessProxyEnv {
   direct(path: ProxyPath, upstreamPath: string, init?: RawInit & { as?: string }): Promise<ResponseBytes>;
   /** A cluster-admin client of the path's target. */
   admin(path: ProxyPath): KubeClient;
+  /**
+   * Stops the kube-apiserver behind `path` (its data stays in etcd); `start` brings it back on
+   * the same address with the same certificates and tokens. `target(path).cluster` is then the new process.
+   */
+  stopTarget(path: 'cluster' | 'virtualcluster'): Promise<{ start(): Promise<void> }>;
   /** Closes the clients and agents above. */
   close(): Promise<void>;
 }
@@ -191,8 +128,6 @@ export async function rawRequest(
   return { status: response.status, headers: response.headers as unknown as Headers, body, json };
 }
 
-const b64 = (text: string) => Buffer.from(text).toString('base64');
-
 /**
  * Starts the access proxy's world for the calling describe block (see the module comment).
  * `options` go to the gateway environment (HTTPS always: kubectl sends tokens only over TLS).
@@ -218,8 +153,18 @@ export function useAccessProxyEnv(options: Omit<GatewayEnvOptions, 'https'> = {}
       prepareTarget(virtual),
     ]);
     await createProject(g);
-    await connectCluster(g, connected, connectedToken);
-    await connectVirtualCluster(g, virtual, virtualToken);
+    await connectCluster(g, {
+      name: CLUSTER,
+      endpoint: connected.server,
+      caPem: connected.caPem,
+      credentials: { token: connectedToken },
+    });
+    await connectVirtualCluster(g, {
+      name: VIRTUAL_CLUSTER,
+      endpoint: virtual.server,
+      caPem: virtual.caPem,
+      credentials: { token: virtualToken },
+    });
     const targets: Record<ProxyPath, ProxyTargetInfo> = {
       cluster: {
         cluster: connected,
@@ -237,7 +182,16 @@ export function useAccessProxyEnv(options: Omit<GatewayEnvOptions, 'https'> = {}
         namespace: PROJECT_NAMESPACE,
       },
     };
-    env = makeEnv(g, host, connected, virtual, targets);
+    env = makeEnv(g, host, connected, virtual, targets, async (path) => {
+      const stopped = targets[path].cluster;
+      await stopped.stop();
+      return {
+        start: async () => {
+          const started = await startCluster({ name: stopped.name, port: stopped.port });
+          targets[path] = { ...targets[path], cluster: started };
+        },
+      };
+    });
     for (const path of PROXY_PATHS) {
       const admin = env.admin(path);
       await admin.request({
@@ -262,73 +216,13 @@ export function useAccessProxyEnv(options: Omit<GatewayEnvOptions, 'https'> = {}
   };
 }
 
-/** The project whose space and virtual cluster the paths reach; the project controller makes its namespace. */
-async function createProject(g: GatewayEnv): Promise<void> {
-  await g.custom.createClusterCustomObject({
-    group: API_GROUP,
-    version: API_VERSION,
-    plural: 'projects',
-    body: { apiVersion: GROUP_VERSION, kind: 'Project', metadata: { name: PROJECT }, spec: {} },
-  });
-  await eventually(
-    async () =>
-      (await g.core.readNamespace({ name: PROJECT_NAMESPACE }).catch(() => undefined)) !== undefined,
-    30_000,
-    'the project namespace',
-  );
-}
-
-async function connectCluster(g: GatewayEnv, connected: Cluster, token: string): Promise<void> {
-  await g.core.createNamespacedSecret({
-    namespace: g.platformNamespace,
-    body: { metadata: { name: `${CLUSTER}-credentials` }, stringData: { token } },
-  });
-  await g.custom.createClusterCustomObject({
-    group: API_GROUP,
-    version: API_VERSION,
-    plural: 'clusters',
-    body: {
-      apiVersion: GROUP_VERSION,
-      kind: 'Cluster',
-      metadata: { name: CLUSTER },
-      spec: {
-        endpoint: connected.server,
-        caData: b64(connected.caPem),
-        credentialsSecretRef: { name: `${CLUSTER}-credentials`, namespace: g.platformNamespace },
-      },
-    },
-  });
-}
-
-async function connectVirtualCluster(g: GatewayEnv, virtual: Cluster, token: string): Promise<void> {
-  await g.core.createNamespacedSecret({
-    namespace: PROJECT_NAMESPACE,
-    body: { metadata: { name: `${VIRTUAL_CLUSTER}-credentials` }, stringData: { token } },
-  });
-  await g.custom.createNamespacedCustomObject({
-    group: API_GROUP,
-    version: API_VERSION,
-    namespace: PROJECT_NAMESPACE,
-    plural: 'virtualclusterinstances',
-    body: {
-      apiVersion: GROUP_VERSION,
-      kind: 'VirtualClusterInstance',
-      metadata: { name: VIRTUAL_CLUSTER },
-      spec: {
-        endpoint: virtual.server,
-        caData: b64(virtual.caPem),
-        credentialsSecretRef: { name: `${VIRTUAL_CLUSTER}-credentials` },
-      },
-    },
-  });
-}
-
 function makeEnv(
   g: GatewayEnv,
   host: Cluster,
   connected: Cluster,
   virtual: Cluster,
   targets: Record<ProxyPath, ProxyTargetInfo>,
+  stopTarget: AccessProxyEnv['stopTarget'],
 ): AccessProxyEnv {
   const admins = new Map<ProxyPath, KubeClient>();
   const directAgents = new Map<ProxyPath, Agent>();
@@ -374,6 +268,11 @@ function makeEnv(
     virtual,
     target: (path) => targets[path],
     admin,
+    stopTarget: async (path) => {
+      admins.get(path)?.close();
+      admins.delete(path);
+      return stopTarget(path);
+    },
     close: async () => {
       for (const client of admins.values()) client.close();
       await Promise.all([...directAgents.values()].map((agent) => agent.close()));
