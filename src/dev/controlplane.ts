@@ -1,18 +1,20 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
-import { createServer } from 'node:net';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { stringify as toYaml } from 'yaml';
+import type { CertificateAndKey } from '../pki/certificates.ts';
 import {
-  type CertificateAndKey,
-  createCertificateAuthority,
-  createRsaKeyPair,
-  issueCertificate,
-} from '../pki/certificates.ts';
+  adminKubeconfig,
+  DAY,
+  loadOrCreateAdminToken,
+  loadOrCreatePki,
+  loadOrIssue,
+} from './controlplane-files.ts';
+import { httpOk, httpsOk } from './health-probes.ts';
+import { freePort } from './ports.ts';
 import { ControlPlaneStartError, logTail, ManagedProcess, PidFile } from './processes.ts';
+
+/** Where tests and benchmarks have always found it. */
+export { freePort };
 
 /**
  * A local Kubernetes control plane for tests and `platform dev`: one etcd and any number of
@@ -80,8 +82,6 @@ export interface Cluster {
   /** Stops this cluster's processes (its data stays in etcd). */
   stop(): Promise<void>;
 }
-
-const DAY = 24 * 3600;
 
 export class ControlPlane {
   readonly etcdUrl: string;
@@ -369,114 +369,4 @@ export class ControlPlane {
       tail,
     );
   }
-}
-
-/** The admin's bearer token, in the apiserver's static token file (created on first start). */
-function loadOrCreateAdminToken(tokenFile: string): string {
-  if (!existsSync(tokenFile)) {
-    writeFileSync(tokenFile, `${randomBytes(24).toString('hex')},admin,admin,"system:masters"\n`, {
-      mode: 0o600,
-    });
-  }
-  return readFileSync(tokenFile, 'utf8').split(',')[0]!;
-}
-
-function adminKubeconfig(name: string, server: string, caPem: string, token: string): string {
-  return toYaml({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [
-      { name, cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') } },
-    ],
-    users: [{ name: `${name}-admin`, user: { token } }],
-    contexts: [{ name, context: { cluster: name, user: `${name}-admin` } }],
-    'current-context': name,
-  });
-}
-
-async function loadOrCreatePki(dir: string): Promise<{
-  ca: CertificateAndKey;
-  serviceAccountKeys: { publicPath: string; privatePath: string };
-}> {
-  const caCert = join(dir, 'ca.crt');
-  const caKey = join(dir, 'ca.key');
-  let ca: CertificateAndKey;
-  if (existsSync(caCert) && existsSync(caKey)) {
-    ca = { certPem: readFileSync(caCert, 'utf8'), keyPem: readFileSync(caKey, 'utf8') };
-  } else {
-    ca = await createCertificateAuthority('platform-dev-ca', 10 * 365 * DAY);
-    writeFileSync(caCert, ca.certPem);
-    writeFileSync(caKey, ca.keyPem, { mode: 0o600 });
-  }
-  const publicPath = join(dir, 'sa.pub');
-  const privatePath = join(dir, 'sa.key');
-  if (!existsSync(publicPath) || !existsSync(privatePath)) {
-    const keys = await createRsaKeyPair();
-    writeFileSync(publicPath, keys.publicKeyPem);
-    writeFileSync(privatePath, keys.privateKeyPem, { mode: 0o600 });
-  }
-  return { ca, serviceAccountKeys: { publicPath, privatePath } };
-}
-
-async function loadOrIssue(
-  dir: string,
-  base: string,
-  ca: CertificateAndKey,
-  request: Parameters<typeof issueCertificate>[1],
-): Promise<{ certPath: string; keyPath: string }> {
-  const certPath = join(dir, `${base}.crt`);
-  const keyPath = join(dir, `${base}.key`);
-  if (!existsSync(certPath) || !existsSync(keyPath)) {
-    const issued = await issueCertificate(ca, request);
-    writeFileSync(certPath, issued.certPem);
-    writeFileSync(keyPath, issued.keyPem, { mode: 0o600 });
-  }
-  return { certPath, keyPath };
-}
-
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
-
-function httpOk(url: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = httpRequest(url, { timeout: 2_000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('error', () => resolve(false));
-    req.on('timeout', () => req.destroy());
-    req.end();
-  });
-}
-
-/** `ca` undefined means "any certificate": only for local health probes of self-signed components. */
-function httpsOk(url: string, ca: string | undefined, token: string | undefined): Promise<boolean> {
-  return new Promise((resolve) => {
-    const req = httpsRequest(
-      url,
-      {
-        timeout: 2_000,
-        ...(ca ? { ca } : { rejectUnauthorized: false }),
-        headers: token ? { authorization: `Bearer ${token}` } : {},
-      },
-      (res) => {
-        res.resume();
-        resolve(res.statusCode === 200);
-      },
-    );
-    req.on('error', () => resolve(false));
-    req.on('timeout', () => req.destroy());
-    req.end();
-  });
 }

@@ -1,6 +1,5 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { freePort } from './controlplane.ts';
 
 /**
  * Fixed local ports of `platform dev`, kept in `<stateDir>/ports.json` so that the kubeconfigs it
@@ -31,6 +30,20 @@ export function parseStoredPorts(text: string | undefined): StoredPorts {
     if (isPort(value)) ports[name] = value;
   }
   return ports;
+}
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
 }
 
 /** Whether nothing listens on 127.0.0.1:`port` right now (we could bind it). */
