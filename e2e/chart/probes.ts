@@ -4,6 +4,11 @@ import { parse, stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { SIGNING_KEYS_SECRET } from '../../src/identity/signing-keys.ts';
+import {
+  OIDC_MODEL_LABEL,
+  stateSecret,
+  stateSecretName,
+} from '../../src/login/oidc-provider/secret-models.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { type ClusterManagerApi, startClusterManagerApi } from '../login/support/cluster-manager-api.ts';
@@ -1268,6 +1273,84 @@ const identityRefreshProbe: Probe = {
   },
 };
 
+/**
+ * The platform as an OpenID provider keeps its short-lived state as Secrets that every gateway
+ * replica sees: an authorization request writes its interaction (server-side apply), and an
+ * entry that has expired is deleted (the expiry controller's watch and delete).
+ */
+const openIdProviderProbe: Probe = {
+  id: 'openid-provider',
+  needs: { controllers: [], gateway: true },
+  before: async (ctx) => {
+    const { namespace } = ctx.setting;
+    const configPath = corePath(namespace, 'secrets', 'platform-config');
+    const original = Buffer.from((await ctx.admin.get(configPath))?.data?.config ?? '', 'base64').toString(
+      'utf8',
+    );
+    const config = (parse(original) ?? {}) as Record<string, any>;
+    config.oidc = {
+      enabled: true,
+      clients: [
+        {
+          name: 'probe',
+          clientId: `rp-${ctx.id}`,
+          clientSecret: 'probe client secret',
+          redirectURIs: ['https://rp.example/callback'],
+        },
+      ],
+    };
+    await ctx.admin.merge(configPath, { data: { config: b64(stringify(config)) } });
+    const expired = stateSecret({
+      model: 'Session',
+      id: `expired-${ctx.id}`,
+      namespace,
+      payload: { accountId: 'nobody' },
+      expiresAt: Date.now() - 1000,
+    });
+    await ctx.admin.create(corePath(namespace, 'secrets'), expired);
+    ctx.cleanup.push(
+      () => ctx.admin.merge(configPath, { data: { config: b64(original) } }),
+      () => ctx.admin.delete(corePath(namespace, 'secrets', stateSecretName('Session', `expired-${ctx.id}`))),
+      async () => {
+        for (const secret of await ctx.admin.list(corePath(namespace, 'secrets'), OIDC_MODEL_LABEL))
+          await ctx.admin.delete(corePath(namespace, 'secrets', secret.metadata.name));
+      },
+    );
+  },
+  steps: (ctx) => [
+    {
+      what: 'an authorization request: its interaction is kept as a Secret',
+      until: async () => {
+        if (!ctx.gatewayUrl) throw new Error('the gateway is not running');
+        const query = new URLSearchParams({
+          client_id: `rp-${ctx.id}`,
+          redirect_uri: 'https://rp.example/callback',
+          response_type: 'code',
+          scope: 'openid',
+          code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+          code_challenge_method: 'S256',
+          state: ctx.id,
+        });
+        const answer = await fetch(`${ctx.gatewayUrl}/oidc/auth?${query}`, { redirect: 'manual' });
+        await answer.body?.cancel();
+        if (answer.status !== 303) return false;
+        const kept = await ctx.admin.list(
+          corePath(ctx.setting.namespace, 'secrets'),
+          `${OIDC_MODEL_LABEL}=interaction`,
+        );
+        return kept.length > 0;
+      },
+    },
+    {
+      what: 'an expired entry is deleted',
+      until: async () =>
+        (await ctx.admin.get(
+          corePath(ctx.setting.namespace, 'secrets', stateSecretName('Session', `expired-${ctx.id}`)),
+        )) === null,
+    },
+  ],
+};
+
 export const PROBES: Probe[] = [
   sharedSecretProbe,
   admissionIdentitiesProbe,
@@ -1287,6 +1370,7 @@ export const PROBES: Probe[] = [
   keyIdClaimsProbe,
   loginProbe,
   identityRefreshProbe,
+  openIdProviderProbe,
 ];
 
 /** `<owner>:<group>/<resource>:<verb>` for each verb. */
@@ -1405,10 +1489,9 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each('gateway', 'management.platform/projects', ['list', 'watch'], 'gateway'),
   'gateway:management.platform/virtualclusterinstances:get': 'gateway',
   'gateway:core/secrets:get': 'gateway',
-  'gateway:core/secrets:list[platform-config]': 'gateway',
-  'gateway:core/secrets:watch[platform-config]': 'gateway',
+  ...each('gateway', 'core/secrets', ['list', 'watch'], 'gateway'),
+  ...each('gateway', 'core/secrets', ['patch', 'delete'], 'openid-provider'),
   'gateway:core/secrets:create': 'gateway',
-  'gateway:core/secrets:patch[platform-token-signing-keys]': 'gateway-signing-keys',
   'gateway:core/secrets:update': 'login',
   ...each('gateway', 'management.platform/users', ['get', 'create', 'patch'], 'login'),
   ...each('gateway', 'management.platform/teams', ['get', 'create', 'update'], 'login'),

@@ -1,5 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
+
 import { describe, expect, test } from 'vitest';
+import { stateSecret } from '../../src/login/oidc-provider/secret-models.ts';
 import type { Http } from '../chart/rbac-support.ts';
 import { COMPONENTS, type Component, NAMESPACE, userOf } from '../chart/support.ts';
 import { eventually } from '../support/wait.ts';
@@ -488,6 +490,24 @@ describe('no identity of the platform can take the cluster over', () => {
     expect(
       await attempt(gateway, 'POST', `${secrets}${DRY}`, { ...password, type: 'Opaque' }),
       'a password Secret of another type',
+    ).toEqual(refusedBy(policy));
+    // The OpenID provider's state, as secret-models.ts writes it, goes through; deleting another
+    // Secret (the gateway deletes expired state) does not.
+    const state = stateSecret({
+      model: 'Session',
+      id: 'some-session',
+      namespace: NAMESPACE,
+      payload: {},
+      expiresAt: Date.now() + 60_000,
+    });
+    expect((await attempt(gateway, 'POST', `${secrets}${DRY}`, state)).status).toBe(201);
+    expect(
+      await attempt(gateway, 'POST', `${secrets}${DRY}`, { ...state, type: 'Opaque' }),
+      'an OpenID provider state Secret of another type',
+    ).toEqual(refusedBy(policy));
+    expect(
+      await attempt(gateway, 'DELETE', `${secrets}/platform-config${DRY}`),
+      'delete the configuration',
     ).toEqual(refusedBy(policy));
   });
 

@@ -11,6 +11,7 @@ import { LoginEndpoints } from './endpoints.ts';
 import type { LoginHttpRequest } from './http-answers.ts';
 import { loginHttpEndpoints } from './http-endpoints.ts';
 import { OpenIdProvider } from './oidc-provider/provider.ts';
+import { SecretModels } from './oidc-provider/secret-models.ts';
 import { PasswordApi } from './password-api.ts';
 import type { ProviderAddresses } from './providers.ts';
 import { ConnectorRegistry } from './registry.ts';
@@ -103,6 +104,7 @@ export function setupLogin(setup: LoginSetupOptions): Login {
     config,
     secrets: loadSecrets,
     pepper: () => pepper.ensure(),
+    models: new SecretModels(options.manager, { api: options.api, namespace: options.platformNamespace }),
     platformUrl: (request) =>
       platformUrlFor(
         { headers: { host: request.headers.host }, secure: request.secure },

@@ -27,7 +27,8 @@ import {
   SCOPE_CLAIMS,
   userClaims,
 } from './clients.ts';
-import { MemoryModel, RefreshTokenKeys } from './store.ts';
+import type { SecretModels } from './secret-models.ts';
+import { RefreshTokenKeys } from './store.ts';
 
 /**
  * The platform as an OpenID provider (Config `oidc`), for applications (Argo CD, Grafana, ...) that
@@ -47,7 +48,8 @@ import { MemoryModel, RefreshTokenKeys } from './store.ts';
  * - ID tokens carry `sub` (the User's name), `preferred_username`, `name`, `email` and `groups`
  *   (`clients.ts`), signed ES256 with the platform's signing keys (`signing-keys.ts`): the JWKS is
  *   their ring, re-read every {@link RING_CACHE_MS}, so keys rotate as they rotate.
- * - Storage: `store.ts` (refresh tokens as OwnedAccessKeys; the rest in memory).
+ * - Storage: refresh tokens as OwnedAccessKeys (`store.ts`), the rest as Secrets in the platform
+ *   namespace (`secret-models.ts`): every gateway replica sees what another issued.
  *
  * oidc-provider is a Node request handler (Koa); the gateway's endpoints answer whole requests. It
  * is served on a Unix socket in a directory only this process's user can enter, and the endpoint
@@ -91,6 +93,8 @@ export interface OpenIdProviderDeps {
   readonly config: () => ConfigStatus;
   readonly secrets: () => Promise<LoginSecrets>;
   readonly pepper: () => Promise<Uint8Array>;
+  /** Where every model but refresh tokens is kept (shared by the gateway replicas). */
+  readonly models: SecretModels;
   /** The platform's URL for a request (`platformUrlFor`): the issuer is it plus `/oidc`. */
   readonly platformUrl: (request: EndpointRequest) => string;
   readonly onError?: (err: unknown) => void;
@@ -299,7 +303,7 @@ export class OpenIdProvider {
               this.deps.pepper,
               async (user) => (await this.user(user))?.metadata.uid,
             )
-          : new MemoryModel();
+          : this.deps.models.model(name);
       this.models.set(name, model);
     }
     return model;

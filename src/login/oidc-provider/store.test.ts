@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import type { SigningKey } from '../../identity/signing-keys.ts';
 import { providerJwks } from './provider.ts';
 import {
-  MemoryModel,
   REFRESH_TOKEN_PAYLOAD_ANNOTATION,
   refreshTokenKey,
   refreshTokenKeyName,
@@ -62,25 +61,6 @@ describe('refresh tokens as OwnedAccessKeys', () => {
       metadata: { ...key.metadata, annotations: { [REFRESH_TOKEN_PAYLOAD_ANNOTATION]: '[' } },
     };
     expect(refreshTokenPayload(broken, TOKEN, HASH)).toBeUndefined();
-  });
-});
-
-describe('the short-lived models in memory', () => {
-  it('expires entries and keeps at most its limit, the oldest going first', async () => {
-    let now = 0;
-    const model = new MemoryModel(2, () => now);
-    await model.upsert('a', { uid: 'ua' }, 10);
-    await model.upsert('b', { uid: 'ub', grantId: 'g' }, 100);
-    await model.upsert('c', { uid: 'uc', grantId: 'g' }, 100);
-    expect(await model.find('a')).toBeUndefined();
-    expect(await model.findByUid('ub')).toEqual({ uid: 'ub', grantId: 'g' });
-    await model.consume('b');
-    expect((await model.find('b'))?.consumed).toBe(0);
-    now = 100_000;
-    expect(await model.find('b')).toBeUndefined();
-    await model.upsert('d', { grantId: 'h' }, 100);
-    await model.revokeByGrantId('h');
-    expect(await model.find('d')).toBeUndefined();
   });
 });
 

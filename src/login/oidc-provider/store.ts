@@ -17,9 +17,7 @@ import { collectionPath, objectPath } from '../../runtime/kube-client.ts';
  *   every replica, and end when the key is deleted or disabled, or with its User (owner
  *   reference). A refresh token is no access key (not `pak_...`): the gateway never accepts it.
  * - everything short-lived (authorization codes, interactions, sessions, grants, access tokens)
- *   lives in this process's memory, bounded: a sign-in must come back to the replica that started
- *   it (sticky sessions with more than one gateway replica), and a restart ends the sessions and
- *   grants of the relying parties, whose refresh tokens then fail until the person signs in again.
+ *   is a Secret in the platform namespace (`secret-models.ts`).
  */
 
 /** The annotation holding the refresh token's payload (oidc-provider's fields; never the token itself). */
@@ -27,9 +25,6 @@ export const REFRESH_TOKEN_PAYLOAD_ANNOTATION = 'management.platform/oidc-refres
 /** The label naming (a hash of) the grant a refresh token belongs to, to revoke a grant's tokens at once. */
 export const REFRESH_TOKEN_GRANT_LABEL = 'management.platform/oidc-grant';
 const REFRESH_TOKEN_NAME_PREFIX = 'oidc-refresh-';
-
-/** The short-lived models' bound: the oldest entries go first beyond this many per model. */
-export const MEMORY_ENTRIES_PER_MODEL = 10_000;
 
 const grantLabel = (grantId: string) => createHash('sha256').update(grantId).digest('hex').slice(0, 40);
 
@@ -221,77 +216,5 @@ export class RefreshTokenKeys implements Adapter {
 
   async findByUserCode(): Promise<undefined> {
     return undefined;
-  }
-}
-
-interface MemoryEntry {
-  readonly payload: AdapterPayload;
-  readonly expiresAt: number;
-}
-
-/**
- * One short-lived model in memory: entries expire with oidc-provider's `expiresIn`, and beyond
- * {@link MEMORY_ENTRIES_PER_MODEL} the oldest go first (a flood of started sign-ins cannot grow
- * the process without bound).
- */
-export class MemoryModel implements Adapter {
-  private readonly entries = new Map<string, MemoryEntry>();
-
-  constructor(
-    private readonly limit = MEMORY_ENTRIES_PER_MODEL,
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
-    this.entries.delete(id);
-    this.entries.set(id, { payload, expiresAt: this.now() + expiresIn * 1000 });
-    for (const oldest of this.entries.keys()) {
-      if (this.entries.size <= this.limit) break;
-      this.entries.delete(oldest);
-    }
-  }
-
-  private live(id: string): AdapterPayload | undefined {
-    const entry = this.entries.get(id);
-    if (!entry) return undefined;
-    if (entry.expiresAt <= this.now()) {
-      this.entries.delete(id);
-      return undefined;
-    }
-    return entry.payload;
-  }
-
-  async find(id: string): Promise<AdapterPayload | undefined> {
-    return this.live(id);
-  }
-
-  private findBy(field: 'uid' | 'userCode', value: string): AdapterPayload | undefined {
-    for (const [id, entry] of this.entries) if (entry.payload[field] === value) return this.live(id);
-    return undefined;
-  }
-
-  async findByUid(uid: string): Promise<AdapterPayload | undefined> {
-    return this.findBy('uid', uid);
-  }
-
-  async findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
-    return this.findBy('userCode', userCode);
-  }
-
-  async consume(id: string): Promise<void> {
-    const entry = this.entries.get(id);
-    if (entry)
-      this.entries.set(id, {
-        ...entry,
-        payload: { ...entry.payload, consumed: Math.floor(this.now() / 1000) },
-      });
-  }
-
-  async destroy(id: string): Promise<void> {
-    this.entries.delete(id);
-  }
-
-  async revokeByGrantId(grantId: string): Promise<void> {
-    for (const [id, entry] of this.entries) if (entry.payload.grantId === grantId) this.entries.delete(id);
   }
 }
