@@ -59,7 +59,9 @@ runDocExamples('access-keys-ci.md', {
       },
     },
     'kubeconfig-default': {
-      after: async () => {
+      after: async (result) => {
+        // Token mode: the virtual cluster's path on the gateway's access proxy.
+        expect(result.values.PLATFORM_URL).toBe(env().server.url);
         const keys = (await env().custom.listClusterCustomObject({
           group: API_GROUP,
           version: API_VERSION,

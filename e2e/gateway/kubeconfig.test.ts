@@ -2,7 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import {
@@ -156,7 +156,19 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     });
   });
 
-  test('token mode: a key of the caller scoped to this virtual cluster; kubectl works there', async () => {
+  /** The same kubeconfig pointed straight at the virtual cluster (which trusts keys through the TokenReview endpoint). */
+  const atVirtualCluster = (kubeConfig: string) => {
+    const document = parseYaml(kubeConfig);
+    document.clusters[0].cluster = {
+      server: virtual.server,
+      'certificate-authority-data': b64(virtual.caPem),
+    };
+    return stringifyYaml(document);
+  };
+  const proxyServer = (instance: string) =>
+    `${new URL(env().server.url).origin}/kubernetes/project/${PROJECT}/virtualcluster/${instance}`;
+
+  test('token mode: the access-proxy path on the gateway, trusting its CA, with a key of the caller scoped to this virtual cluster', async () => {
     const answer = await retrieve(
       'dev',
       'apiVersion: management.platform/v1\nkind: VirtualClusterInstanceKubeConfig\nspec:\n  certificateTTL: 3600\n',
@@ -170,14 +182,19 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     expect(kubeConfig).toMatchObject({
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ cluster: { server: virtual.server, 'certificate-authority-data': b64(virtual.caPem) } }],
       'current-context': expect.any(String),
     });
+    expect(kubeConfig.clusters).toEqual([
+      {
+        name: expect.any(String),
+        cluster: { server: proxyServer('dev'), 'certificate-authority-data': b64(env().caPem!) },
+      },
+    ]);
     expect(kubeConfig.users).toHaveLength(1);
     expect(kubeConfig.contexts).toHaveLength(1);
     const token: string = kubeConfig.users[0].user.token;
 
-    // The key: alice's, type Other, scoped to web/dev, expiring with certificateTTL.
+    // The key: alice's, type Other, scoped to web/dev and nothing else, expiring with certificateTTL.
     const keys = (await env().custom.listClusterCustomObject({
       group: 'management.platform',
       version: 'v1',
@@ -185,15 +202,12 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     })) as { items: { metadata: { name: string }; spec: Record<string, unknown> }[] };
     const issued = keys.items.filter((key) => key.metadata.name.startsWith('kubeconfig-'));
     expect(issued).toHaveLength(1);
-    expect(issued[0]!.spec).toMatchObject({
-      user: 'alice',
-      type: 'Other',
-      ttl: 3600,
-      scope: { virtualClusters: [{ project: PROJECT, virtualCluster: 'dev' }] },
-    });
+    expect(issued[0]!.spec).toMatchObject({ user: 'alice', type: 'Other', ttl: 3600 });
+    expect(issued[0]!.spec.scope).toEqual({ virtualClusters: [{ project: PROJECT, virtualCluster: 'dev' }] });
     expect(JSON.stringify(issued[0])).not.toContain(token);
 
-    const path = write('alice-token', answer.json.status.kubeConfig);
+    // The key is alice's: the virtual cluster, asked directly, knows her by it.
+    const path = write('alice-token', atVirtualCluster(answer.json.status.kubeConfig));
     await eventually(
       async () => (await kubectl(['get', 'ns', '-o', 'name'], { kubeconfig: path })).code === 0,
       30_000,
@@ -203,11 +217,30 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     expect(JSON.parse(whoami.stdout).status.userInfo).toMatchObject({ username: 'alice' });
   });
 
+  test('token mode: an instance without an ingress endpoint gets the proxy path too; spec.server replaces it, the CA stays', async () => {
+    const privateInstance = await retrieve('private', '{}', alice, 'application/json');
+    expect(privateInstance.status, privateInstance.text).toBe(201);
+    expect(parseYaml(privateInstance.json.status.kubeConfig).clusters[0].cluster).toEqual({
+      server: proxyServer('private'),
+      'certificate-authority-data': b64(env().caPem!),
+    });
+    const named = await retrieve(
+      'dev',
+      'spec:\n  server: https://platform.example.com/kubernetes/project/web/virtualcluster/dev\n',
+    );
+    expect(named.status, named.text).toBe(201);
+    expect(parseYaml(named.json.status.kubeConfig).clusters[0].cluster).toEqual({
+      server: 'https://platform.example.com/kubernetes/project/web/virtualcluster/dev',
+      'certificate-authority-data': b64(env().caPem!),
+    });
+  });
+
   test('token mode: a key issued for another virtual cluster is refused there', async () => {
     const answer = await retrieve('other', '{}', alice, 'application/json');
     expect(answer.status, answer.text).toBe(201);
-    const path = write('alice-other', answer.json.status.kubeConfig);
-    // Once the gateway knows the key (its review for `other` says so), `dev` must refuse it.
+    expect(parseYaml(answer.json.status.kubeConfig).clusters[0].cluster.server).toBe(proxyServer('other'));
+    // Used at `dev` directly: once the gateway knows the key (its review for `other` says so), `dev` must refuse it.
+    const path = write('alice-other', atVirtualCluster(answer.json.status.kubeConfig));
     const token: string = parseYaml(answer.json.status.kubeConfig).users[0].user.token;
     const otherReviewer = await env().reviewer({ project: PROJECT, virtualCluster: 'other' });
     await eventually(
@@ -277,8 +310,8 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     expect(lifetimeSeconds(certificateOf(signerDefault.json.status.kubeConfig))).toBe(365 * 86_400);
   });
 
-  test('spec.server overrides the server; the endpoint CA stays', async () => {
-    const answer = await retrieve('dev', 'spec:\n  server: https://vc.example.com\n');
+  test("certificate mode: spec.server overrides the server; the virtual cluster's CA stays", async () => {
+    const answer = await retrieve('dev', 'spec:\n  clientCert: true\n  server: https://vc.example.com\n');
     expect(answer.status, answer.text).toBe(201);
     expect(parseYaml(answer.json.status.kubeConfig).clusters[0].cluster).toEqual({
       server: 'https://vc.example.com',
@@ -286,12 +319,13 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     });
   });
 
-  test('errors: unknown instance, no ingress, no permission, bad bodies, a signer that never answers', async () => {
+  test('errors: unknown instance, a certificate without ingress, no permission, bad bodies, a signer that never answers', async () => {
     const missing = await retrieve('nope', '{}', alice, 'application/json');
     expect(missing.status).toBe(404);
     expect(missing.json).toMatchObject({ kind: 'Status', reason: 'NotFound' });
 
-    const privateInstance = await retrieve('private', '{}', alice, 'application/json');
+    // A certificate is for the ingress endpoint: without one there is nothing to sign it for.
+    const privateInstance = await retrieve('private', 'spec:\n  clientCert: true\n');
     expect(privateInstance.status).toBe(400);
     expect(privateInstance.json.message).toMatch(/no ingress endpoint/);
 

@@ -171,6 +171,8 @@ export function useGatewayEnv(options: GatewayEnvOptions = {}): () => GatewayEnv
       certDir = mkdtempSync(join(tmpdir(), 'platform-gateway-tls-'));
       writeFileSync(join(certDir, 'tls.crt'), serving.certPem);
       writeFileSync(join(certDir, 'tls.key'), serving.keyPem, { mode: 0o600 });
+      // The CA beside them, as cert-manager's Secrets hold it: kubeconfigs the gateway hands out trust it.
+      writeFileSync(join(certDir, 'ca.crt'), ca.certPem);
       caPem = ca.certPem;
     }
     const dispatcher = caPem ? new Agent({ connect: { ca: caPem } }) : undefined;

@@ -1,4 +1,5 @@
 import { stringify } from 'yaml';
+import type { ProxyTarget } from '../gateway/access-proxy/target.ts';
 
 /** How the kubeconfig's user authenticates. */
 export type KubeConfigCredentials =
@@ -46,4 +47,23 @@ export function kubeConfigYaml(input: KubeConfigInput): string {
     'current-context': input.name,
     preferences: {},
   });
+}
+
+/** The targets a kubeconfig reaches through the access proxy: a connected cluster or a project's virtual cluster. */
+export type KubeConfigProxyTarget = Extract<ProxyTarget, { kind: 'Cluster' | 'ProjectVirtualCluster' }>;
+
+/**
+ * A target's path on the gateway's access proxy, the paths the established product uses:
+ * `/kubernetes/cluster/<cluster>`, `/kubernetes/project/<project>/virtualcluster/<name>`.
+ */
+export function accessProxyPath(target: KubeConfigProxyTarget): string {
+  const segment = encodeURIComponent;
+  return target.kind === 'Cluster'
+    ? `/kubernetes/cluster/${segment(target.cluster)}`
+    : `/kubernetes/project/${segment(target.project)}/virtualcluster/${segment(target.virtualCluster)}`;
+}
+
+/** The kubeconfig server of a target: its access-proxy path under the gateway's base URL (where `/kubernetes/...` is served). */
+export function accessProxyServer(gatewayBase: string, target: KubeConfigProxyTarget): string {
+  return `${gatewayBase.replace(/\/+$/, '')}${accessProxyPath(target)}`;
 }

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ApiException } from '@kubernetes/client-node';
 import { HTTP_URL_PATTERN } from '../../api/common.ts';
 import { GROUP_VERSION } from '../../api/meta.ts';
@@ -30,7 +32,7 @@ import {
   connectionFor,
   InvalidCredentials,
 } from '../../clusters/connection.ts';
-import { type KubeConfigCredentials, kubeConfigYaml } from '../../clusters/kubeconfig.ts';
+import { accessProxyServer, type KubeConfigCredentials, kubeConfigYaml } from '../../clusters/kubeconfig.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
@@ -43,10 +45,22 @@ import type { GatewayEndpoint } from './endpoint.ts';
 
 /**
  * `POST namespaces/<ns>/virtualclusterinstances/<name>/kubeconfig`: a kubeconfig for a virtual
- * cluster's ingress endpoint, with either a new access key of the caller scoped to that virtual
- * cluster alone (the virtual cluster trusts it through the gateway's TokenReview endpoint) or a
- * client certificate its own signer issued. The answer is the only copy: nothing of it is
- * stored, and the gateway never audits these requests beyond `Metadata`.
+ * cluster, in one of two modes.
+ *
+ * - Token mode (the default): the server is the virtual cluster's access-proxy path on the
+ *   gateway, `<gateway external URL>/kubernetes/project/<project>/virtualcluster/<name>`, trusting
+ *   the CA of the gateway's serving certificate (`ca.crt` beside it, when it serves TLS), with a
+ *   new access key of the caller scoped to that virtual cluster alone. This holds whether or not
+ *   the instance has an ingress endpoint, as the established product's default server is the
+ *   proxy path: only there are the key's scope rules enforced and the caller impersonated with
+ *   the credentials the platform holds, so the virtual cluster needs no TokenReview webhook.
+ *   Someone who wants the ingress endpoint with a token names it in `spec.server`.
+ * - Certificate mode (`clientCert`): the virtual cluster's ingress endpoint (required) with its
+ *   CA, and a client certificate its own signer issued; this talks to the virtual cluster
+ *   directly, not through the platform.
+ *
+ * `spec.server` replaces the server in either mode; the CA stays the mode's. The answer is the
+ * only copy: nothing of it is stored, and the gateway never audits these requests beyond `Metadata`.
  */
 
 export interface KubeConfigDeps {
@@ -65,6 +79,10 @@ export interface KubeConfigDeps {
   ) => Promise<{ plaintext: string }>;
   /** How long to wait for the virtual cluster's signer. Default 30 s. */
   readonly signingTimeoutMs?: number;
+  /** The gateway's external URL (`--issuer-url`, else where it listens): its origin serves the access proxy. */
+  readonly externalUrl: () => string;
+  /** The PEM CA of the gateway's serving certificate, when clients need one to trust it; read per request (rotation). */
+  readonly servingCaPem: () => string | undefined;
 }
 
 export const DEFAULT_SIGNING_TIMEOUT_MS = 30_000;
@@ -139,18 +157,12 @@ async function kubeConfig(
   }
 
   const instance = await readInstance(deps.upstream, namespace, name, request.signal);
-  const endpoint = ingressEndpoint(instance);
-  if (typeof endpoint !== 'string') throw badRequest(endpoint.problem);
-  const caPem = instance.spec.caData
-    ? Buffer.from(instance.spec.caData, 'base64').toString('utf8')
-    : undefined;
-
-  const credentials: KubeConfigCredentials = spec.clientCert
-    ? await clientCertificate(request, instance, spec.certificateTTL, deps)
-    : await scopedKey(deps, request, spec.certificateTTL);
+  const { server, caPem, credentials } = spec.clientCert
+    ? await certificateKubeConfig(deps, request, instance, spec.certificateTTL)
+    : await tokenKubeConfig(deps, request, spec.certificateTTL);
   const kubeConfig = kubeConfigYaml({
     name: `${namespace}-${name}`,
-    server: spec.server || endpoint,
+    server: spec.server || server,
     ...(caPem ? { caPem } : {}),
     credentials,
   });
@@ -161,6 +173,63 @@ async function kubeConfig(
     spec,
     status: { kubeConfig },
   };
+}
+
+/** What a mode puts in the kubeconfig: its default server, the CA to trust there, the credentials. */
+interface ModeKubeConfig {
+  readonly server: string;
+  readonly caPem: string | undefined;
+  readonly credentials: KubeConfigCredentials;
+}
+
+/** Token mode: the access-proxy path on the gateway, the gateway's CA, a key scoped to this virtual cluster. */
+async function tokenKubeConfig(
+  deps: KubeConfigDeps,
+  request: KubeConfigRequest,
+  ttlSeconds: number | undefined,
+): Promise<ModeKubeConfig> {
+  const project = deps.projectOfNamespace(request.namespace);
+  if (project === undefined) {
+    throw badRequest(
+      `namespace ${request.namespace} belongs to no project, so no key can be scoped to virtual cluster ${request.name}`,
+    );
+  }
+  const target = { kind: 'ProjectVirtualCluster', project, virtualCluster: request.name } as const;
+  return {
+    server: accessProxyServer(new URL(deps.externalUrl()).origin, target),
+    caPem: deps.servingCaPem(),
+    credentials: await scopedKey(deps, request, project, ttlSeconds),
+  };
+}
+
+/** Certificate mode: the ingress endpoint and its CA, a certificate of the virtual cluster's signer. */
+async function certificateKubeConfig(
+  deps: KubeConfigDeps,
+  request: KubeConfigRequest,
+  instance: VirtualClusterInstance,
+  ttlSeconds: number | undefined,
+): Promise<ModeKubeConfig> {
+  const endpoint = ingressEndpoint(instance);
+  if (typeof endpoint !== 'string') throw badRequest(endpoint.problem);
+  return {
+    server: endpoint,
+    caPem: instance.spec.caData ? Buffer.from(instance.spec.caData, 'base64').toString('utf8') : undefined,
+    credentials: await clientCertificate(request, instance, ttlSeconds, deps),
+  };
+}
+
+/**
+ * The CA of the gateway's serving certificate: `ca.crt` in its certificate directory (as
+ * cert-manager's Secrets and `platform dev` hold it), read when asked so a renewed CA is the one
+ * handed out. None without TLS or without that file (a certificate clients trust already).
+ */
+export function servingCaOf(certDir: string | undefined): string | undefined {
+  if (!certDir) return undefined;
+  try {
+    return readFileSync(join(certDir, 'ca.crt'), 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 /** The endpoint clients reach the virtual cluster at, or why there is none. */
@@ -202,21 +271,16 @@ async function readInstance(
 }
 
 /**
- * Token mode: a new key of the caller's, of type `Other`, scoped to this virtual cluster alone,
- * for `ttlSeconds` (a day when 0 or not given), never past the caller's key.
+ * Token mode's key: a new key of the caller's, of type `Other`, scoped to this virtual cluster
+ * alone, for `ttlSeconds` (a day when 0 or not given), never past the caller's key.
  */
 async function scopedKey(
   deps: KubeConfigDeps,
   request: KubeConfigRequest,
+  project: string,
   ttlSeconds: number | undefined,
 ): Promise<KubeConfigCredentials> {
-  const { namespace, name } = request;
-  const project = deps.projectOfNamespace(namespace);
-  if (project === undefined) {
-    throw badRequest(
-      `namespace ${namespace} belongs to no project, so no key can be scoped to virtual cluster ${name}`,
-    );
-  }
+  const { name } = request;
   let scope: ReturnType<typeof directTokenScope>;
   try {
     // A key issued for a kubeconfig may only narrow the caller's own key.
