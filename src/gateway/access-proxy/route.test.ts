@@ -102,6 +102,18 @@ describe('targets', () => {
     }
   });
 
+  test('raw characters a Go client leaves unescaped in a path go upstream as sent', () => {
+    const { upstreamPath, attributes } = routed(
+      "/kubernetes/cluster/prod/api/v1/namespaces/a/pods/[::1]:80;x=$!'()*+,@~/proxy",
+    );
+    expect(upstreamPath).toBe("/api/v1/namespaces/a/pods/[::1]:80;x=$!'()*+,@~/proxy");
+    expect(attributes).toMatchObject({
+      resource: 'pods',
+      name: "[::1]:80;x=$!'()*+,@~",
+      subresource: 'proxy',
+    });
+  });
+
   test('keywords and names are read percent-decoded, as the target reads them; the rest stays as sent', () => {
     const { target, upstreamPath } = routed('/kubernetes/%63luster/pro%64/ap%69/v1/pods');
     expect(target).toEqual({ kind: 'Cluster', cluster: 'prod' });
@@ -127,6 +139,12 @@ describe('spellings that must reach no other target', () => {
     ['/kubernetes/cluster/a//api/v1/pods'],
     ['/kubernetes/cluster/a/api/v1//pods'],
     ['/kubernetes/cluster/a/api/v1/pods//'],
+    ['/kubernetes/cluster/a/api/v1/pods#x'],
+    ['/kubernetes/cluster/a/api/v1/pods?watch=1'],
+    ['/kubernetes/cluster/a b/api'],
+    ['/kubernetes/cluster/a/api/v1/namespaces/é'],
+    ['/kubernetes/cluster/a/api/v1/pods/x\ty'],
+    ['/kubernetes/cluster/a/api/v1/pods/{x}'],
     ['/kubernetes/cluster/a/%ZZ'],
     ['/kubernetes/cluster/a/%FF'],
     ['/kubernetes/project/p1/space/p-p1/api/v1/namespaces/p-p1/../../namespaces/p-p2/pods'],

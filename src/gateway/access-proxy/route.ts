@@ -18,8 +18,10 @@ import type { ProxyRoute, ProxyTarget } from './target.ts';
  * authorized. Decisions (each a refusal before anything leaves the platform):
  *
  * - 400 for a path that is not canonical: a `.` or `..` segment, raw or percent-encoded (`%2e`);
- *   an encoded `/` or `\` (`%2F`, `%5C`) or a raw `\` (a WHATWG URL parser reads it as `/`); an
- *   empty segment (`//`) anywhere but at the very end; malformed or non-UTF-8 percent-encoding.
+ *   an encoded `/` or `\` (`%2F`, `%5C`); an empty segment (`//`) anywhere but at the very end;
+ *   malformed or non-UTF-8 percent-encoding; a raw character outside RFC 3986's path characters
+ *   (and the `[` `]` Go's clients leave raw): `\` (a WHATWG URL parser reads it as `/`), `#`,
+ *   `?`, spaces, anything not ASCII.
  *   Different readers resolve these differently (Go's `path.Clean`, WHATWG, a proxy in front),
  *   so no reading of them is safe, and no client sends them.
  * - 404 for a canonical path that names no target: an unknown keyword, a missing name, or a name
@@ -144,7 +146,9 @@ export function routeProxyRequest(
 /** A canonical path's segments, as sent and percent-decoded; a 400 for any other path. */
 function canonicalSegments(path: string): { raw: string[]; decoded: string[] } | StatusError {
   if (!path.startsWith('/')) return badRequest('the request path must be absolute');
-  if (path.includes('\\')) return notCanonical('it holds a "\\"');
+  const unencoded = /[^A-Za-z0-9\-._~!$&'()*+,;=:@%/[\]]/.exec(path);
+  if (unencoded)
+    return notCanonical(`it holds "${sanitize(unencoded[0])}", which a path spells percent-encoded`);
   const raw = path.slice(1).split('/');
   const decoded: string[] = [];
   for (const [index, segment] of raw.entries()) {
