@@ -12,8 +12,8 @@ import {
 } from './metadata.ts';
 import { hostLabelKey } from './names.ts';
 import { hostObjectRef, NamespaceNotMapped } from './object-refs.ts';
+import { ExpressionError } from './patches/expression-failures.ts';
 import type { Json } from './patches/merge-patch.ts';
-import { ExpressionError } from './patches/sandbox.ts';
 import { createSandbox, syncToHost, syncToVirtual } from './sync.ts';
 import type { KubeObject, SyncContext } from './sync-context.ts';
 import { translateToHost, translateToVirtual } from './translate.ts';

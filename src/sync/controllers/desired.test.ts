@@ -1,8 +1,8 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests walk loosely typed JSON objects
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadSyncConfig } from '../config.ts';
+import { ExpressionTimeout } from '../patches/expression-failures.ts';
 import { applyMergePatch, type Json } from '../patches/merge-patch.ts';
-import { ExpressionTimeout } from '../patches/sandbox.ts';
 import { createSandbox, syncToHost } from '../sync.ts';
 import type { KubeObject, SyncContext } from '../sync-context.ts';
 import { type SyncedKind, translateToHost } from '../translate.ts';

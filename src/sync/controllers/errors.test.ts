@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RestrictedFieldPatched } from '../patches/apply.ts';
-import { ExpressionError } from '../patches/sandbox.ts';
+import { ExpressionError } from '../patches/expression-failures.ts';
 import { describeSyncError } from './errors.ts';
 
 describe('describeSyncError: safe to show in an Event, a condition or a log line', () => {

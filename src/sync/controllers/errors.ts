@@ -1,8 +1,8 @@
 import { ApiException } from '@kubernetes/client-node';
 import { errorReason, RuntimeError } from '../../runtime/errors.ts';
 import { RestrictedFieldPatched, WholeObjectPatchInvalid } from '../patches/apply.ts';
+import { ExpressionFailure } from '../patches/expression-failures.ts';
 import { ReferencePatchError } from '../patches/reference-patches.ts';
-import { ExpressionFailure } from '../patches/sandbox.ts';
 
 /**
  * A host object with the translated name exists and is not ours (another controller's, a user's,

@@ -3,8 +3,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadSyncConfig } from '../config.ts';
 import { createSandbox } from '../sync.ts';
 import { expressionFunctionSource } from './expression.ts';
+import { ExpressionFailure } from './expression-failures.ts';
 import type { Json } from './merge-patch.ts';
-import { type Evaluation, type EvaluationObjects, ExpressionFailure } from './sandbox.ts';
+import type { Evaluation, EvaluationObjects } from './sandbox.ts';
 
 /**
  * A sandbox that forgets: every channel we know of through which one evaluation could leave a

@@ -6,24 +6,23 @@ import { virtualToHostDns } from '../object-refs.ts';
 import { createSandbox } from '../sync.ts';
 import type { SyncContext } from '../sync-context.ts';
 import {
-  defaultSandboxMemoryBudgetMiB,
-  MEMORY_BUDGET_ENV,
-  processBudgetMiB,
-  SandboxMemoryBudget,
-} from './memory-budget.ts';
-import type { Json } from './merge-patch.ts';
-import {
-  type Evaluation,
   ExpressionCpuBudgetExceeded,
   ExpressionError,
   ExpressionFailure,
   ExpressionMemoryLimit,
   ExpressionOutputTooLarge,
   ExpressionTimeout,
-  Sandbox,
   SandboxDisposed,
   SandboxMemoryBudgetExceeded,
-} from './sandbox.ts';
+} from './expression-failures.ts';
+import {
+  defaultSandboxMemoryBudgetMiB,
+  MEMORY_BUDGET_ENV,
+  processBudgetMiB,
+  SandboxMemoryBudget,
+} from './memory-budget.ts';
+import type { Json } from './merge-patch.ts';
+import { type Evaluation, Sandbox } from './sandbox.ts';
 
 const ctx: SyncContext = {
   vclusterName: 'vcluster',

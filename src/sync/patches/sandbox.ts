@@ -1,5 +1,16 @@
 import ivm from 'isolated-vm';
+import { CpuWindow } from './cpu-window.ts';
 import { expressionFunctionSource } from './expression.ts';
+import {
+  ExpressionCpuBudgetExceeded,
+  ExpressionError,
+  ExpressionFailure,
+  ExpressionMemoryLimit,
+  ExpressionOutputTooLarge,
+  ExpressionTimeout,
+  SandboxDisposed,
+  SandboxMemoryBudgetExceeded,
+} from './expression-failures.ts';
 import { processSandboxMemoryBudget, type SandboxMemoryBudget } from './memory-budget.ts';
 import type { Json } from './merge-patch.ts';
 import { type PreludeSettings, preludeSource } from './prelude.ts';
@@ -49,40 +60,6 @@ export interface SandboxOptions {
   memoryBudget?: SandboxMemoryBudget;
   /** Milliseconds clock for the CPU budget window. */
   now?: () => number;
-}
-
-/** Every failure of an expression; `patch` names it (`sync.toHost.endpoints.patches[2].expression`). */
-export class ExpressionFailure extends Error {
-  constructor(
-    readonly patch: string,
-    message: string,
-  ) {
-    super(`${patch}: ${message}`);
-  }
-}
-/** The expression threw, or does not compile. */
-export class ExpressionError extends ExpressionFailure {
-  override readonly name = 'ExpressionError';
-}
-export class ExpressionTimeout extends ExpressionFailure {
-  override readonly name = 'ExpressionTimeout';
-}
-export class ExpressionMemoryLimit extends ExpressionFailure {
-  override readonly name = 'ExpressionMemoryLimit';
-}
-export class ExpressionOutputTooLarge extends ExpressionFailure {
-  override readonly name = 'ExpressionOutputTooLarge';
-}
-/** The virtual cluster used up its CPU budget for the current window; nothing was run. */
-export class ExpressionCpuBudgetExceeded extends ExpressionFailure {
-  override readonly name = 'ExpressionCpuBudgetExceeded';
-}
-/** The process's sandboxes hold their whole memory budget; no isolate was built, nothing was run. */
-export class SandboxMemoryBudgetExceeded extends ExpressionFailure {
-  override readonly name = 'SandboxMemoryBudgetExceeded';
-}
-export class SandboxDisposed extends ExpressionFailure {
-  override readonly name = 'SandboxDisposed';
 }
 
 /** A time limit passed (see `evaluateAll`); internal. */
@@ -141,14 +118,10 @@ export class Sandbox {
   readonly maxOutputChars: number;
   private readonly cpuBudget: { budgetMs: number; windowMs: number };
   private readonly memoryBudget: SandboxMemoryBudget;
-  private readonly now: () => number;
   private readonly settings: PreludeSettings;
   private live: Live | null = null;
   private disposed = false;
-  /** CPU time per call in the budget window, oldest first (from `cpuHead` on), and their sum. */
-  private cpuSamples: { at: number; ms: number }[] = [];
-  private cpuHead = 0;
-  private cpuSum = 0;
+  private readonly cpuWindow: CpuWindow;
   /** How many isolates were built; more than one means one was disposed and replaced. */
   isolatesBuilt = 0;
   /** How many calls carried evaluations into an isolate (one per object, normally). */
@@ -161,24 +134,8 @@ export class Sandbox {
     this.maxOutputChars = options.maxOutputChars ?? 1024 * 1024;
     this.cpuBudget = options.cpuBudget ?? { budgetMs: 2000, windowMs: 10_000 };
     this.memoryBudget = options.memoryBudget ?? processSandboxMemoryBudget;
-    this.now = options.now ?? Date.now;
+    this.cpuWindow = new CpuWindow(this.cpuBudget.windowMs, options.now ?? Date.now);
     this.settings = { ...options.settings, maxOutputChars: this.maxOutputChars };
-  }
-
-  /** CPU milliseconds spent in the current window. */
-  cpuUsedMs(): number {
-    const since = this.now() - this.cpuBudget.windowMs;
-    const samples = this.cpuSamples;
-    while (this.cpuHead < samples.length && samples[this.cpuHead]!.at <= since) {
-      this.cpuSum -= samples[this.cpuHead]!.ms;
-      this.cpuHead++;
-    }
-    if (this.cpuHead > 1024 && this.cpuHead * 2 > samples.length) {
-      this.cpuSamples = samples.slice(this.cpuHead);
-      this.cpuHead = 0;
-    }
-    if (this.cpuHead === this.cpuSamples.length) this.cpuSum = 0; // no drift from float sums
-    return this.cpuSum;
   }
 
   /** Records the call's CPU time (its wall time if V8 disposed the isolate). */
@@ -190,8 +147,7 @@ export class Sandbox {
       ms = Number(cpuTime - live.cpuTime) / 1e6;
       live.cpuTime = cpuTime;
     }
-    this.cpuSamples.push({ at: this.now(), ms });
-    this.cpuSum += ms;
+    this.cpuWindow.record(ms);
   }
 
   /** One evaluation (a call of its own); see {@link evaluateAll}. */
@@ -233,7 +189,7 @@ export class Sandbox {
     const first = evaluations[0];
     if (first === undefined) return [];
     if (this.disposed) throw new SandboxDisposed(first.patch, 'sandbox is disposed');
-    if (this.cpuUsedMs() >= this.cpuBudget.budgetMs) {
+    if (this.cpuWindow.usedMs() >= this.cpuBudget.budgetMs) {
       throw new ExpressionCpuBudgetExceeded(
         first.patch,
         `CPU budget of ${this.cpuBudget.budgetMs}ms per ${this.cpuBudget.windowMs}ms used up`,
