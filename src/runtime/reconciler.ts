@@ -132,36 +132,6 @@ export type ObjectReconcilerOptions<T extends ScaffoldObject, S> = ReconcilerCom
  *
  * With `status: false` (objects that have no status of ours) step 4 is left out; the rest holds.
  */
-/**
- * The one reconcile sequence every controller runs (in the spirit of kube-rs's `finalizer()` and
- * Flux's reconcilers); a controller supplies only `apply`, `cleanup` and its pure parts.
- *
- * 1. Deletion first: a gone object gets `cleanup` of its leftovers; a deleting one gets `cleanup`,
- *    then its finalizer removed. Nothing else runs for either.
- * 2. The finalizer is added (and the object written used from then on); one the object no longer
- *    needs (`needsFinalizer`) is released: `cleanup`, then the finalizer removed.
- * 3. `apply` converges. Its outcome, or its error, becomes the status, written once at the end:
- *    - success: `Ready` as the outcome says, `Reconciling=True` only while work is outstanding,
- *      `Stalled` removed;
- *    - an ordinary error: `Ready=False` (reason: the error's class), `Reconciling=True`
- *      (`ProgressingWithRetry`), a Warning Event, and the error rethrown so the key is retried
- *      with backoff;
- *    - a `TerminalError`: `Stalled=True` and `Ready=False` with its class as reason, a Warning
- *      Event, no retry (rethrown as terminal) and no further work on the key until the object
- *      changes (a resync does not count as a change; a new generation, or any other write to the
- *      object, does) or what `stalledOn` says of it does. An outcome with `stalled` is the same,
- *      with the controller's own conditions written beside.
- * 4. The status write stamps `status.observedGeneration` with the generation `apply` saw; it is
- *    skipped when nothing changed, and refused (409, retried) when the object changed since it
- *    was read, so a condition another writer set is never dropped. A failed status write is
- *    logged, never swallowed: it fails the reconcile (retry) unless `apply` already failed, whose
- *    error then wins.
- *
- * Between an object's creation (or a spec change) and that write, `observedGeneration` lags the
- * generation, which is how kstatus tells work in flight without a write of its own.
- *
- * With `status: false` (objects that have no status of ours) step 4 is left out; the rest holds.
- */
 export function objectReconciler<T extends ScaffoldObject, S>(
   options: ObjectReconcilerOptions<T, S>,
 ): Reconciler {
