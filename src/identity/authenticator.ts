@@ -4,20 +4,23 @@ import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import { resources, type Stored } from '../api/resources.ts';
 import { platformConfigSource } from '../config/platform-config.ts';
 import type { Clock } from '../runtime/clock.ts';
-import { isConflict, isNotFound } from '../runtime/errors.ts';
+import { isNotFound } from '../runtime/errors.ts';
 import type { Informer } from '../runtime/informer.ts';
 import type { KubeApi } from '../runtime/kube-api.ts';
 import { collectionPath, type ObjectList, objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import type { Store } from '../runtime/store.ts';
-import { ActivityRecorder, type ActivityRecorderOptions, type ActivityWrite } from './activity.ts';
+import { ActivityRecorder, type ActivityRecorderOptions } from './activity.ts';
+import { keyActivityWriter } from './activity-writer.ts';
 import {
   AccessKeyOwnerInvalid,
+  type AuthenticatedIdentity,
   type AuthenticationContext,
   type AuthenticationResult,
   authenticateAccessKey,
   InvalidAccessKey,
   type KeyRecord,
+  keyStanding,
   newKeyRecord,
 } from './authenticate.ts';
 import { accessKeyExpiry } from './expiry.ts';
@@ -46,6 +49,14 @@ interface LiveObjects {
   keys: OwnedAccessKey[];
   user: User | undefined;
 }
+
+/**
+ * A change in the caches that decide keys: a key, User or Team (by object name) added, changed or
+ * deleted, or the platform configuration's key lifetime limits.
+ */
+export type IdentityChange =
+  | { readonly kind: 'key' | 'user' | 'team'; readonly name: string }
+  | { readonly kind: 'limits' };
 
 /** The pepper is not loaded yet (the caller answers 503, not 401: the key may well be valid). */
 export class AuthenticatorNotReady extends Error {
@@ -89,6 +100,7 @@ export class AccessKeyAuthenticator {
   private readonly recordsByName = new Map<string, KeyRecord>();
   /** The platform configuration's access key limits, kept as it changes. */
   private limits: ConfigStatus['auth'];
+  private readonly changeListeners: ((change: IdentityChange) => void)[] = [];
 
   constructor(
     manager: Manager,
@@ -109,18 +121,23 @@ export class AccessKeyAuthenticator {
     this.config = () => config.current();
     this.limits = config.current().auth;
     config.onChange((current) => {
+      if (current.auth === this.limits) return;
       this.limits = current.auth;
+      this.changed({ kind: 'limits' });
     });
     keys.addEventHandler({
       onAdd: (key) => this.file(key),
       onUpdate: (_previous, key) => this.file(key),
       onDelete: (key) => this.unfile(key.metadata?.name ?? ''),
     });
+    onEachChange(keys, (name) => this.changed({ kind: 'key', name }));
+    onEachChange(users, (name) => this.changed({ kind: 'user', name }));
+    onEachChange(teams, (name) => this.changed({ kind: 'team', name }));
     const now = () => new Date(deps.clock.now());
     this.activity = new ActivityRecorder({
       ...deps.activity,
       now,
-      writer: (batch) => this.writeActivity(batch),
+      writer: keyActivityWriter(deps.api, (name) => this.keys.get(name)),
       timers: {
         setTimeout: (callback, ms) => deps.clock.setTimer(ms, callback),
         clearTimeout: (handle) => (handle as { cancel(): void }).cancel(),
@@ -163,6 +180,31 @@ export class AccessKeyAuthenticator {
   /** Writes what activity is pending; throws when some of it could not be written. */
   stop(): Promise<void> {
     return this.activity.stop();
+  }
+
+  /**
+   * Calls `listener` after each {@link IdentityChange}, once the caches and the key records hold
+   * it (a key's record is filed before its listeners run).
+   */
+  onIdentityChange(listener: (change: IdentityChange) => void): void {
+    this.changeListeners.push(listener);
+  }
+
+  private changed(change: IdentityChange): void {
+    for (const listener of this.changeListeners) listener(change);
+  }
+
+  /**
+   * Whether the key that authenticated `identity` would be accepted now, judged on the caches by
+   * the decision's own checks ({@link keyStanding}: disabled, expired, owner), without its secret:
+   * what a connection it opened lives by. `undefined` when the caches hold no key of that name and
+   * id: deleted (or replaced), or one read past the caches that they do not hold yet.
+   */
+  standing(identity: AuthenticatedIdentity): AuthenticationResult | undefined {
+    const { name, id } = identity.accessKey;
+    const record = this.recordsByName.get(name);
+    if (!record || record.keyId !== id) return undefined;
+    return keyStanding(record, id, this.cachedContext);
   }
 
   /** Caches synced and pepper loaded: until then nothing can be decided. */
@@ -329,51 +371,14 @@ export class AccessKeyAuthenticator {
     this.liveReads.set(id, read);
     return read;
   }
+}
 
-  /**
-   * The ActivityWriter contract: never move `status.lastActivity` backwards, skip keys that are
-   * gone. The status subresource is patched with the stored resourceVersion as a precondition, so
-   * a concurrent newer write makes this one fail and be retried against the newer value.
-   */
-  private async writeActivity(batch: readonly ActivityWrite[]): Promise<void> {
-    const results = await Promise.allSettled(batch.map((write) => this.writeOne(write)));
-    const failed = results.find((result) => result.status === 'rejected');
-    if (failed) throw failed.reason;
-  }
+type Named = { readonly metadata?: { readonly name?: string } };
 
-  private async writeOne({ keyName, lastActivity }: ActivityWrite): Promise<void> {
-    // Stored timestamps have whole seconds: compare and write at that precision.
-    const value = new Date(Math.floor(lastActivity.getTime() / 1000) * 1000);
-    const path = objectPath(resources.ownedAccessKeys, undefined, keyName);
-    let key: OwnedAccessKey | undefined = this.keys.get(keyName);
-    // The cache may lag our own previous write: on a conflict, read the key afresh and try again.
-    for (let attempt = 0; ; attempt++) {
-      if (!key) return;
-      const stored = key.status?.lastActivity ? Date.parse(key.status.lastActivity) : Number.NaN;
-      if (stored >= value.getTime()) return;
-      try {
-        await this.deps.api.request({
-          method: 'PATCH',
-          path: `${path}/status`,
-          contentType: 'application/merge-patch+json',
-          body: {
-            metadata: { resourceVersion: key.metadata.resourceVersion },
-            status: { lastActivity: value.toISOString().replace(/\.\d{3}Z$/, 'Z') },
-          },
-        });
-        return;
-      } catch (err) {
-        if (isNotFound(err)) return;
-        if (!isConflict(err) || attempt >= 2) throw err;
-      }
-      try {
-        key = await this.deps.api.request<OwnedAccessKey>({ method: 'GET', path });
-      } catch (err) {
-        if (isNotFound(err)) return;
-        throw err;
-      }
-    }
-  }
+/** Calls `changed` with the name of each object the informer adds, changes or deletes. */
+function onEachChange<T extends Named>(informer: Informer<T>, changed: (name: string) => void): void {
+  const name = (object: T) => changed(object.metadata?.name ?? '');
+  informer.addEventHandler({ onAdd: name, onUpdate: (_previous, object) => name(object), onDelete: name });
 }
 
 export function setupAccessKeyAuthenticator(

@@ -1,9 +1,12 @@
 import { describe, expect, test } from 'vitest';
+import { FakeClock } from '../../../test-support/fake-clock.ts';
 import { testExchange, testIdentity } from '../../../test-support/gateway-exchange.ts';
+import { CREATED, KeyCaches, testUser } from '../../../test-support/key-caches.ts';
 import { StatusError } from '../../api/status.ts';
-import { nonResourceRequest } from '../../authz/attributes.ts';
+import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { AuthFailureLimiter } from '../../http/failure-limiter.ts';
 import { AccessKeyExpired, InvalidAccessKey } from '../../identity/authenticate.ts';
+import { KeySessions } from '../sessions.ts';
 import { holdWatchSlot, Throttle } from './throttle.ts';
 
 describe('the throttle stage', () => {
@@ -69,5 +72,75 @@ describe('the throttle stage', () => {
     anonymous.attributes = nonResourceRequest('watch', '/x');
     holdWatchSlot(throttle, anonymous);
     expect(anonymous.release).toBeUndefined();
+  });
+
+  const podRequest = (verb: string, subresource: string): RequestAttributes => ({
+    ...nonResourceRequest(verb, '/api/v1/namespaces/a/pods/p'),
+    target: 'Cluster',
+    cluster: 'prod',
+    resourceRequest: true,
+    resource: 'pods',
+    namespace: 'a',
+    name: 'p',
+    subresource,
+  });
+
+  test('watches, upgraded connections and followed logs hold a slot; a log read without follow none', () => {
+    const throttle = new Throttle(new AuthFailureLimiter(limits), { perIdentity: 10, maxTimeoutSeconds: 60 });
+    const held = (url: string, attributes: RequestAttributes, headers = {}) => {
+      const exchange = testExchange({ identity: testIdentity('alice'), url, headers });
+      exchange.attributes = attributes;
+      holdWatchSlot(throttle, exchange);
+      return exchange.release !== undefined;
+    };
+    expect(held('/x?watch=1', podRequest('watch', ''))).toBe(true);
+    expect(held('/x', podRequest('create', 'exec'), { connection: 'Upgrade', upgrade: 'websocket' })).toBe(
+      true,
+    );
+    expect(held('/x?follow=true', podRequest('get', 'log'))).toBe(true);
+    expect(held('/x?follow=false', podRequest('get', 'log'))).toBe(false);
+    expect(held('/x', podRequest('get', 'log'))).toBe(false);
+    expect(held('/x', podRequest('get', ''))).toBe(false);
+    expect(throttle.watchSlot('alice')).toBeTypeOf('function');
+  });
+
+  test('a held connection is cut (its response destroyed) when its key is disabled, and gives its slot back', () => {
+    const clock = new FakeClock(Date.parse(CREATED) + 1000);
+    const caches = new KeyCaches(clock);
+    caches.putUser(testUser('alice'));
+    const sessions = new KeySessions({ authority: caches, clock });
+    const throttle = new Throttle(
+      new AuthFailureLimiter(limits),
+      { perIdentity: 1, maxTimeoutSeconds: 60 },
+      sessions,
+    );
+    const key = caches.addKey({ user: 'alice' });
+    const watch = testExchange({ identity: key.identity });
+    watch.attributes = nonResourceRequest('watch', '/x');
+    holdWatchSlot(throttle, watch);
+    expect(sessions.count()).toBe(1);
+    expect(watch.response.destroyed).toBe(false);
+    caches.putKey({ ...key.object, spec: { ...key.object.spec, disabled: true } });
+    expect(watch.response.destroyed).toBe(true);
+    expect(sessions.count()).toBe(0);
+    // The end of the answer gives the slot back (encode calls release once the response closed).
+    watch.release?.();
+    expect(throttle.watchSlot(key.identity.username)).toBeTypeOf('function');
+  });
+
+  test('an upgraded connection is cut by the cut it passes', () => {
+    const clock = new FakeClock(Date.parse(CREATED) + 1000);
+    const caches = new KeyCaches(clock);
+    caches.putUser(testUser('alice'));
+    const sessions = new KeySessions({ authority: caches, clock });
+    const throttle = new Throttle(new AuthFailureLimiter(limits), undefined, sessions);
+    const key = caches.addKey({ user: 'alice' });
+    const exec = testExchange({ identity: key.identity, headers: { upgrade: 'SPDY/3.1' } });
+    exec.attributes = podRequest('create', 'exec');
+    let socketCut = 0;
+    holdWatchSlot(throttle, exec, () => socketCut++);
+    caches.deleteKey(key.object.metadata.name ?? '');
+    expect(socketCut).toBe(1);
+    expect(exec.response.destroyed).toBe(false);
   });
 });

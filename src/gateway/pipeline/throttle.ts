@@ -1,12 +1,19 @@
 import { accessKeyExpired, StatusError, tooManyRequests, unauthorized } from '../../api/status.ts';
 import { type AuthFailureLimiter, keySubject } from '../../http/failure-limiter.ts';
-import { AccessKeyExpired, type AuthenticationFailure } from '../../identity/authenticate.ts';
+import {
+  AccessKeyExpired,
+  type AuthenticatedIdentity,
+  type AuthenticationFailure,
+} from '../../identity/authenticate.ts';
 import { keyIdOf } from '../key-authentication.ts';
+import type { KeySessions } from '../sessions.ts';
 import type { Exchange } from './exchange.ts';
 
 /**
  * The throttle stage: limits on failed authentications (DESIGN.md section 5, 429) and on
- * concurrent watches per identity.
+ * concurrent long-lived connections per identity (watches, upgraded streams, followed logs), which
+ * it also hands to the key sessions (`../sessions.ts`) that cut them when their key stops being
+ * valid.
  *
  * Failures are counted per source address (the client, trusted proxies resolved) and per
  * subject (`key:<id>`, the public part of a presented key), by the platform's one failure limiter
@@ -61,6 +68,8 @@ export class Throttle {
   constructor(
     readonly failures: AuthFailureLimiter,
     readonly watches: WatchLimits = DEFAULT_WATCH_LIMITS,
+    /** Where long-lived connections are registered to be cut with their key; none: never cut. */
+    private readonly sessions?: KeySessions,
   ) {
     this.slots = new WatchSlots(watches.perIdentity);
   }
@@ -101,15 +110,50 @@ export class Throttle {
       { 'Retry-After': '1' },
     );
   }
+
+  /**
+   * A long-lived connection of `identity`: one of its watch slots, and its registration to be cut
+   * (`cut`) when the key stops being valid. The returned function gives both back (once); 429 when
+   * the identity holds all its slots.
+   */
+  holdLongLived(identity: AuthenticatedIdentity, cut: () => void): (() => void) | StatusError {
+    const slot = this.watchSlot(identity.username);
+    if (slot instanceof StatusError) return slot;
+    const session = this.sessions?.hold(identity, cut);
+    return () => {
+      slot();
+      session?.();
+    };
+  }
 }
 
 /**
- * The throttle stage for an authenticated request: a watch holds one of its identity's slots
- * until its answer ends (`exchange.release`, called by encode); 429 when the identity holds all.
+ * Whether a request holds its connection open for as long as the client (or the target) wants:
+ * a watch, an upgraded connection (exec, attach, port-forward, over SPDY or WebSocket), a followed
+ * log (`follow=true`).
  */
-export function holdWatchSlot(throttle: Pick<Throttle, 'watchSlot'>, exchange: Exchange): void {
-  if (exchange.identity === undefined || exchange.attributes?.verb !== 'watch') return;
-  const slot = throttle.watchSlot(exchange.identity.username);
-  if (slot instanceof StatusError) throw slot;
-  exchange.release = slot;
+export function isLongLived(exchange: Exchange): boolean {
+  const attributes = exchange.attributes;
+  if (attributes?.verb === 'watch') return true;
+  if (exchange.request.headers.upgrade !== undefined) return true;
+  return attributes?.subresource === 'log' && new URLSearchParams(exchange.search).get('follow') === 'true';
+}
+
+/**
+ * The throttle stage for an authenticated request, management API and access proxy alike: a
+ * long-lived request ({@link isLongLived}) holds one of its identity's slots until its answer ends
+ * (`exchange.release`, called by encode or the relay), and is cut when its key stops being valid:
+ * by `cut`, which by default destroys the response (and so the client's connection; the exchange's
+ * signal then aborts what it waits on upstream). An upgraded connection passes the cut of its
+ * socket. 429 when the identity holds all its slots.
+ */
+export function holdWatchSlot(
+  throttle: Pick<Throttle, 'holdLongLived'>,
+  exchange: Exchange,
+  cut: () => void = () => exchange.response.destroy(),
+): void {
+  if (exchange.identity === undefined || !isLongLived(exchange)) return;
+  const held = throttle.holdLongLived(exchange.identity, cut);
+  if (held instanceof StatusError) throw held;
+  exchange.release = held;
 }
