@@ -44,7 +44,7 @@ import {
 import { discoveryEndpoints } from './endpoints/discovery.ts';
 import type { GatewayEndpoint } from './endpoints/endpoint.ts';
 import { healthEndpoints } from './endpoints/health.ts';
-import { kubeConfigEndpoint, servingCaOf } from './endpoints/kubeconfig.ts';
+import { kubeConfigEndpoint } from './endpoints/kubeconfig.ts';
 import { membersEndpoint } from './endpoints/members.ts';
 import { ownerAccessKeysEndpoints } from './endpoints/owner-access-keys.ts';
 import { tokenReviewEndpoint } from './endpoints/token-review.ts';
@@ -55,6 +55,7 @@ import { DEFAULT_WATCH_LIMITS, Throttle, type WatchLimits } from './pipeline/thr
 import type { ProxyDeps } from './proxy/proxy.ts';
 import { Upstream } from './proxy/upstream.ts';
 import { type GatewayServer, type GatewayServerDeps, startGatewayServer } from './server.ts';
+import { KeySessions } from './sessions.ts';
 
 export { TOKEN_REVIEW_BASE } from './endpoints/token-review.ts';
 export { BASE_PATH } from './paths.ts';
@@ -221,7 +222,7 @@ interface OwnEndpointsContext extends GatewayParts {
 }
 
 /** The endpoint table (every endpoint, discovery and other components' included) and the throttle, on a connection to the apiserver. */
-function pipelineParts(parts: GatewayParts, connection: Upstream) {
+function pipelineParts(parts: GatewayParts, connection: Upstream, registry: Registry) {
   const { options, config } = parts;
   const failures = new AuthFailureLimiter(options.authFailureLimits ?? DEFAULT_AUTH_FAILURE_LIMITS);
   const watchLimits = options.watchLimits ?? DEFAULT_WATCH_LIMITS;
@@ -234,7 +235,9 @@ function pipelineParts(parts: GatewayParts, connection: Upstream) {
     authenticateVersion: () => config.current().authenticateVersionEndpoint === true,
   });
   table = new EndpointTable([...own, ...discovery, ...(options.endpoints ?? [])]);
-  return { endpoints: table, throttle: new Throttle(failures, watchLimits), proxy };
+  // Long-lived connections end with their key (issue 26, Lifetimes).
+  const sessions = new KeySessions({ authority: parts.authenticator, clock: parts.clock, registry });
+  return { endpoints: table, throttle: new Throttle(failures, watchLimits, sessions), proxy };
 }
 
 /** The gateway's own endpoints (health, documents, TokenReview, its resources), discovery aside. */
@@ -303,8 +306,6 @@ function ownEndpoints(context: OwnEndpointsContext): GatewayEndpoint[] {
       issueKey: (identity, body, signal) =>
         issueKey({ upstream: connection, random, now }, identity, body, signal),
       ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
-      externalUrl: issuer,
-      servingCaPem: () => servingCaOf(options.certDir),
     }),
   ];
 }
@@ -356,7 +357,7 @@ function serveGateway(
   const tls = options.certDir ? tlsFiles(options.certDir) : undefined;
   return startGatewayServer(
     {
-      ...pipelineParts(parts, upstream),
+      ...pipelineParts(parts, upstream, observers.metrics.registry),
       ...observers,
       authenticator: parts.authenticator,
       logger: options.logger,
