@@ -44,7 +44,7 @@ import {
 import { discoveryEndpoints } from './endpoints/discovery.ts';
 import type { GatewayEndpoint } from './endpoints/endpoint.ts';
 import { healthEndpoints } from './endpoints/health.ts';
-import { kubeConfigEndpoint } from './endpoints/kubeconfig.ts';
+import { kubeConfigEndpoint, servingCaOf } from './endpoints/kubeconfig.ts';
 import { membersEndpoint } from './endpoints/members.ts';
 import { ownerAccessKeysEndpoints } from './endpoints/owner-access-keys.ts';
 import { tokenReviewEndpoint } from './endpoints/token-review.ts';
@@ -306,6 +306,8 @@ function ownEndpoints(context: OwnEndpointsContext): GatewayEndpoint[] {
       issueKey: (identity, body, signal) =>
         issueKey({ upstream: connection, random, now }, identity, body, signal),
       ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
+      externalUrl: issuer,
+      servingCaPem: () => servingCaOf(options.certDir),
     }),
   ];
 }
