@@ -12,6 +12,7 @@ import {
 import { hostNameLong } from '../../src/sync/names.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { type ClusterManagerApi, startClusterManagerApi } from '../login/support/cluster-manager-api.ts';
+import { accessProxyProbe } from './probes-access-proxy.ts';
 import type { Http } from './rbac-support.ts';
 import type { Component } from './support.ts';
 
@@ -1371,6 +1372,7 @@ export const PROBES: Probe[] = [
   loginProbe,
   identityRefreshProbe,
   openIdProviderProbe,
+  accessProxyProbe,
 ];
 
 /** `<owner>:<group>/<resource>:<verb>` for each verb. */
@@ -1488,6 +1490,8 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each('gateway', 'management.platform/teams', ['list', 'watch'], 'gateway'),
   ...each('gateway', 'management.platform/projects', ['list', 'watch'], 'gateway'),
   'gateway:management.platform/virtualclusterinstances:get': 'gateway',
+  ...each('gateway', 'management.platform/clusters', ['list', 'watch'], 'access-proxy'),
+  ...each('gateway', 'management.platform/virtualclusterinstances', ['list', 'watch'], 'access-proxy'),
   'gateway:core/secrets:get': 'gateway',
   ...each('gateway', 'core/secrets', ['list', 'watch'], 'gateway'),
   ...each('gateway', 'core/secrets', ['patch', 'delete'], 'openid-provider'),

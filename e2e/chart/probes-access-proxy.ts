@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import { generateAccessKey } from '../../src/identity/keys.ts';
+import type { Probe, ProbeContext } from './probes.ts';
+
+/**
+ * The access proxy's probe of the chart's RBAC (`rbac.test.ts`): the gateway reaches a connected
+ * Cluster and a project's VirtualClusterInstance (both the test's second apiserver, reached with
+ * its admin token from a credentials Secret) from its caches of them. Both objects are made once
+ * the gateway's caches have synced, so only its watches can bring them (list and watch are
+ * each needed); the Secrets are read with its `get` on secrets.
+ */
+
+const GROUP_VERSION = 'management.platform/v1';
+const MP = `/apis/${GROUP_VERSION}`;
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+/** A GET through the access proxy with an access key: the status. */
+async function proxyGet(ctx: ProbeContext, path: string, key: string): Promise<number> {
+  if (!ctx.gatewayUrl) throw new Error('the gateway is not running');
+  const answer = await fetch(`${ctx.gatewayUrl}${path}`, {
+    headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
+  });
+  await answer.arrayBuffer();
+  return answer.status;
+}
+
+const names = (ctx: ProbeContext) => {
+  const project = `ap-${ctx.id}`;
+  return {
+    project,
+    projectNamespace: `${ctx.setting.projectPrefix}${project}`,
+    /** Where the Cluster's credentials Secret is: a namespace the admin chose, not a project's. */
+    credentialsNamespace: `apc-${ctx.id}`,
+    cluster: `ap-${ctx.id}`,
+    key: `ap-${ctx.id}`,
+  };
+};
+
+export const accessProxyProbe: Probe = {
+  id: 'access-proxy',
+  needs: { controllers: [], gateway: true },
+  before: async (ctx) => {
+    const { project, projectNamespace, credentialsNamespace } = names(ctx);
+    const credentials = { token: b64(ctx.setting.virtual.token) };
+    await ctx.admin.create(`${MP}/projects`, {
+      apiVersion: GROUP_VERSION,
+      kind: 'Project',
+      metadata: { name: project },
+      spec: { owner: { user: ctx.setting.users.alice } },
+    });
+    ctx.cleanup.push(async () => {
+      await ctx.admin.merge(`${MP}/projects/${project}`, { metadata: { finalizers: null } }).catch(() => {});
+      await ctx.admin.delete(`${MP}/projects/${project}`);
+    });
+    for (const namespace of [projectNamespace, credentialsNamespace]) {
+      await ctx.admin.create('/api/v1/namespaces', { metadata: { name: namespace } });
+      ctx.cleanup.push(() => ctx.admin.delete(`/api/v1/namespaces/${namespace}`));
+      await ctx.admin.create(`/api/v1/namespaces/${namespace}/secrets`, {
+        metadata: { name: 'target-credentials' },
+        data: credentials,
+      });
+    }
+  },
+  steps: (ctx) => {
+    const { project, projectNamespace, credentialsNamespace, cluster, key } = names(ctx);
+    const generated = generateAccessKey(randomBytes);
+    const target = ctx.setting.virtual;
+    ctx.cleanup.push(
+      () => ctx.admin.delete(`${MP}/ownedaccesskeys/${key}`),
+      () => ctx.admin.delete(`${MP}/clusters/${cluster}`),
+    );
+    return [
+      {
+        what: "alice's key is accepted by the gateway",
+        run: () =>
+          ctx.admin.create(`${MP}/ownedaccesskeys`, {
+            apiVersion: GROUP_VERSION,
+            kind: 'OwnedAccessKey',
+            metadata: { name: key },
+            spec: { user: 'alice', type: 'User', key: generated.key },
+          }),
+        until: async () => (await proxyGet(ctx, '/kubernetes/management/apis', generated.key)) === 200,
+      },
+      {
+        what: 'alice reaches a connected Cluster made after the caches synced, through the access proxy',
+        run: () =>
+          ctx.admin.create(`${MP}/clusters`, {
+            apiVersion: GROUP_VERSION,
+            kind: 'Cluster',
+            metadata: { name: cluster },
+            spec: {
+              endpoint: target.server,
+              caData: b64(target.caPem),
+              credentialsSecretRef: { namespace: credentialsNamespace, name: 'target-credentials' },
+            },
+          }),
+        until: async () =>
+          (await proxyGet(ctx, `/kubernetes/cluster/${cluster}/version`, generated.key)) === 200,
+      },
+      {
+        what: "alice reaches her project's virtual cluster, made after the caches synced, through the access proxy",
+        run: () =>
+          ctx.admin.create(`${MP}/namespaces/${projectNamespace}/virtualclusterinstances`, {
+            apiVersion: GROUP_VERSION,
+            kind: 'VirtualClusterInstance',
+            metadata: { name: 'vc' },
+            spec: {
+              endpoint: target.server,
+              caData: b64(target.caPem),
+              credentialsSecretRef: { name: 'target-credentials' },
+            },
+          }),
+        until: async () =>
+          (await proxyGet(ctx, `/kubernetes/project/${project}/virtualcluster/vc/version`, generated.key)) ===
+          200,
+      },
+    ];
+  },
+};
