@@ -4,6 +4,7 @@ import { controlPlaneCommand } from './controlplane.ts';
 import { crdsCommand } from './crds.ts';
 import { devCommand } from './dev.ts';
 import { gatewayCommand } from './gateway.ts';
+import { kubeconfigCommand } from './kubeconfig.ts';
 import { loginCommand, logoutCommand } from './login.ts';
 import { operatorCommand } from './operator.ts';
 import { syncPreviewCommand } from './sync-preview.ts';
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   program.addCommand(syncerCommand());
   program.addCommand(loginCommand());
   program.addCommand(logoutCommand());
+  program.addCommand(kubeconfigCommand());
   program.addCommand(
     new Command('sync').description('Virtual cluster sync tools').addCommand(syncPreviewCommand()),
   );

@@ -1,5 +1,4 @@
 import { stringify } from 'yaml';
-import type { ProxyTarget } from '../gateway/access-proxy/target.ts';
 
 /** How the kubeconfig's user authenticates. */
 export type KubeConfigCredentials =
@@ -49,8 +48,13 @@ export function kubeConfigYaml(input: KubeConfigInput): string {
   });
 }
 
-/** The targets a kubeconfig reaches through the access proxy: a connected cluster or a project's virtual cluster. */
-export type KubeConfigProxyTarget = Extract<ProxyTarget, { kind: 'Cluster' | 'ProjectVirtualCluster' }>;
+/**
+ * The targets a kubeconfig reaches through the access proxy: a connected cluster or a project's
+ * virtual cluster (the same shapes as the gateway's `ProxyTarget`, which this layer may not import).
+ */
+export type KubeConfigProxyTarget =
+  | { readonly kind: 'Cluster'; readonly cluster: string }
+  | { readonly kind: 'ProjectVirtualCluster'; readonly project: string; readonly virtualCluster: string };
 
 /**
  * A target's path on the gateway's access proxy, the paths the established product uses:
