@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
+import { Agent, type Dispatcher, type Headers, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import type { Scope } from '../../src/api/scope.ts';
 import { kubeConfigYaml } from '../../src/clusters/kubeconfig.ts';
@@ -43,10 +43,9 @@ export const EDITOR_ROLE = 'access-proxy-e2e-editor';
 const EDITOR_RULES = [
   {
     apiGroups: [''],
-    resources: ['configmaps', 'secrets', 'services', 'endpoints', 'services/proxy'],
+    resources: ['configmaps', 'secrets', 'services', 'pods', 'pods/proxy'],
     verbs: ['*'],
   },
-  { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['*'] },
 ];
 
 export interface ProxyTargetInfo {
@@ -125,7 +124,7 @@ export async function rawRequest(
   } catch {
     json = undefined;
   }
-  return { status: response.status, headers: response.headers as unknown as Headers, body, json };
+  return { status: response.status, headers: response.headers, body, json };
 }
 
 /**

@@ -7,11 +7,12 @@ import { WebSocket, WebSocketServer } from 'ws';
 import type { KubeClient } from '../../src/runtime/kube-client.ts';
 
 /**
- * An upgrade endpoint behind a real kube-apiserver, where no kubelet runs: kube-apiserver's
- * service proxy (`/api/v1/namespaces/<ns>/services/<svc>:<port>/proxy/...`) forwards an upgraded
- * connection to a Service's endpoint as it forwards `exec` to a kubelet. The backend runs in the
- * test process on this machine's non-loopback address (the service proxy refuses loopback and
- * link-local endpoints) and answers
+ * An upgrade endpoint behind a real kube-apiserver, where no kubelet runs: kube-apiserver's pod
+ * proxy (`/api/v1/namespaces/<ns>/pods/<pod>/proxy/...`) forwards an upgraded connection
+ * to a Pod's IP as it forwards `exec` to a kubelet (the service proxy does too, but only to
+ * endpoint addresses that are Pods' IPs, so a Pod is needed either way). The Pod never runs:
+ * its status names the address of a backend the test process runs on this machine's
+ * non-loopback address (the apiserver refuses loopback and link-local ones). The backend answers
  *
  * - a WebSocket upgrade (subprotocol `v5.channel.k8s.io`, as kubectl's exec): it first sends
  *   {@link GREETING}, then echoes every message;
@@ -23,8 +24,7 @@ import type { KubeClient } from '../../src/runtime/kube-client.ts';
 
 export const CHANNEL_PROTOCOL = 'v5.channel.k8s.io';
 export const GREETING = 'hello from the backend\n';
-export const SERVICE = 'upgrade-echo';
-export const SERVICE_PORT_NAME = 'http';
+export const BACKEND_POD = 'upgrade-echo';
 
 /** This machine's first non-internal IPv4 address (the service proxy does not forward to loopback). */
 export function nonLoopbackAddress(): string {
@@ -90,45 +90,39 @@ export async function startUpgradeBackend(): Promise<UpgradeBackend> {
 }
 
 /**
- * A selector-less Service {@link SERVICE} in `namespace` whose only endpoint is `backend` (an
- * Endpoints object and an EndpointSlice, as the endpoints controllers would write them), so
- * that `services/<SERVICE>:<SERVICE_PORT_NAME>/proxy/` reaches it.
+ * A Pod {@link BACKEND_POD} in `namespace` (never scheduled: its status is written here, as a
+ * kubelet would) whose IP and port are the backend's, so that `pods/<BACKEND_POD>/proxy/`
+ * reaches it. Its ServiceAccount is made too (no controller manager makes `default`).
  */
 export async function exposeBackend(admin: KubeClient, namespace: string, backend: UpgradeBackend) {
-  const port = { name: SERVICE_PORT_NAME, port: 80, targetPort: backend.port, protocol: 'TCP' };
   await admin.request({
     method: 'POST',
-    path: `/api/v1/namespaces/${namespace}/services`,
-    body: { metadata: { name: SERVICE }, spec: { ports: [port] } },
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
+    body: { metadata: { name: BACKEND_POD }, automountServiceAccountToken: false },
   });
   await admin.request({
     method: 'POST',
-    path: `/api/v1/namespaces/${namespace}/endpoints`,
+    path: `/api/v1/namespaces/${namespace}/pods`,
     body: {
-      metadata: { name: SERVICE },
-      subsets: [
-        {
-          addresses: [{ ip: backend.address }],
-          ports: [{ name: SERVICE_PORT_NAME, port: backend.port, protocol: 'TCP' }],
-        },
-      ],
+      metadata: { name: BACKEND_POD },
+      spec: {
+        serviceAccountName: BACKEND_POD,
+        automountServiceAccountToken: false,
+        containers: [{ name: 'echo', image: 'echo', ports: [{ containerPort: backend.port }] }],
+      },
     },
   });
   await admin.request({
-    method: 'POST',
-    path: `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices`,
-    body: {
-      metadata: { name: `${SERVICE}-1`, labels: { 'kubernetes.io/service-name': SERVICE } },
-      addressType: 'IPv4',
-      endpoints: [{ addresses: [backend.address], conditions: { ready: true } }],
-      ports: [{ name: SERVICE_PORT_NAME, port: backend.port, protocol: 'TCP' }],
-    },
+    method: 'PATCH',
+    path: `/api/v1/namespaces/${namespace}/pods/${BACKEND_POD}/status`,
+    contentType: 'application/merge-patch+json',
+    body: { status: { phase: 'Running', podIP: backend.address, podIPs: [{ ip: backend.address }] } },
   });
 }
 
-/** The service-proxy path of the backend in `namespace`, for an upstream request. */
+/** The pod-proxy path of the backend in `namespace` (the Pod's one container port is the backend's). */
 export function backendProxyPath(namespace: string, rest = ''): string {
-  return `/api/v1/namespaces/${namespace}/services/${SERVICE}:${SERVICE_PORT_NAME}/proxy/${rest}`;
+  return `/api/v1/namespaces/${namespace}/pods/${BACKEND_POD}/proxy/${rest}`;
 }
 
 export const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex');
