@@ -1,17 +1,17 @@
 import type { AccessKeyType, OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Scope } from '../api/scope.ts';
 import {
+  AccessKeyDisabled,
+  AccessKeyExpired,
+  type AuthenticationFailure,
+  InvalidAccessKey,
+} from './authentication-failures.ts';
+import {
   type AccessKeyLifetimeLimits,
   AccessKeyWithoutCreationTimestamp,
   accessKeyExpiry,
 } from './expiry.ts';
-import {
-  type AccessKeyOwnerInvalid,
-  type KeyOwner,
-  type OwnerLookups,
-  resolveOwner,
-  type UserDisabled,
-} from './key-owner.ts';
+import { type KeyOwner, type OwnerLookups, resolveOwner } from './key-owner.ts';
 import {
   accessKeyDigest,
   checksumMatches,
@@ -56,37 +56,13 @@ import {
  * system identity, whatever admission let through.
  */
 
+export {
+  AccessKeyDisabled,
+  AccessKeyExpired,
+  type AuthenticationFailure,
+  InvalidAccessKey,
+} from './authentication-failures.ts';
 export { AccessKeyOwnerInvalid, givenToEarlierUser, type KeyOwner, UserDisabled } from './key-owner.ts';
-
-/** Unknown key id or wrong secret; deliberately one class with one message for both. */
-export class InvalidAccessKey extends Error {
-  override readonly name = 'InvalidAccessKey';
-  constructor() {
-    super('access key not found or invalid');
-  }
-}
-
-export class AccessKeyDisabled extends Error {
-  override readonly name = 'AccessKeyDisabled';
-  constructor() {
-    super('access key is disabled');
-  }
-}
-
-export class AccessKeyExpired extends Error {
-  override readonly name = 'AccessKeyExpired';
-  constructor(readonly expiredAt: Date | undefined) {
-    super('access key expired, log in again');
-  }
-}
-
-export type AuthenticationFailure =
-  | MalformedAccessKey
-  | InvalidAccessKey
-  | AccessKeyDisabled
-  | AccessKeyExpired
-  | AccessKeyOwnerInvalid
-  | UserDisabled;
 
 export interface AuthenticatedIdentity extends KeyOwner {
   readonly accessKey: {
