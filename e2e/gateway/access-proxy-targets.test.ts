@@ -228,6 +228,44 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     expect((await get(third, '/version')).status).toBe(200);
   });
 
+  test('a watch open on a replaced connection runs on: the old agent is retired, not destroyed', async () => {
+    const targets = await proxyTargets();
+    const { name, secretName } = await workingCluster();
+    const to = { kind: 'Cluster', cluster: name } as const;
+    const first = await resolved(targets, to);
+    const watch = await open(
+      first,
+      '/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=false',
+    );
+    expect(watch.statusCode).toBe(200);
+    let events = '';
+    watch.on('data', (chunk: Buffer) => {
+      events += chunk.toString();
+    });
+
+    await setSecret(secretName, { token: b64(`${target.adminToken}`), unrelated: b64('a change') });
+    targets.invalidate(to);
+    expect(await targets.resolve(to), 'a change that leaves the credential as it was').toBe(first);
+    await setSecret(secretName, { token: b64('rotated-elsewhere') });
+    targets.invalidate(to);
+    expect(await targets.resolve(to)).not.toBe(first);
+
+    const configMap = uniqueName('cm');
+    const targetAdmin = new KubeClient(kubeConfigFor(target));
+    closers.push(() => targetAdmin.close());
+    await targetAdmin.request({
+      method: 'POST',
+      path: '/api/v1/namespaces/default/configmaps',
+      body: { metadata: { name: configMap } },
+    });
+    await eventually(
+      () => events.includes(`"name":"${configMap}"`),
+      30_000,
+      'the watch event on the retired connection',
+    );
+    watch.destroy();
+  });
+
   test('a changed Cluster (another Secret) gives a new connection; a deleted one is 404', async () => {
     const targets = await proxyTargets();
     const { name } = await workingCluster();
@@ -326,29 +364,30 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
   });
 });
 
-/** A GET through a resolved connection, as the relay sends it (its agent, its server's path, its credential). */
-function get(connection: TargetConnection, path: string): Promise<{ status: number; body: string }> {
+/** A GET through a resolved connection, its answer as it streams (a watch). */
+function open(connection: TargetConnection, path: string): Promise<http.IncomingMessage> {
   const { server } = connection;
   const client = server.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const request = client.request(
-      {
-        host: server.hostname,
-        port: server.port,
-        path: `${server.pathname.replace(/\/$/, '')}${path}`,
-        agent: connection.agent,
-        headers: { accept: 'application/json', ...connection.credentials() },
-      },
-      (response) => {
-        let body = '';
-        response.on('data', (chunk: Buffer) => {
-          body += chunk.toString();
-        });
-        response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
-        response.on('error', reject);
-      },
-    );
-    request.on('error', reject);
-    request.end();
+    client
+      .get(
+        {
+          host: server.hostname,
+          port: server.port,
+          path: `${server.pathname.replace(/\/$/, '')}${path}`,
+          agent: connection.agent,
+          headers: { accept: 'application/json', ...connection.credentials() },
+        },
+        resolve,
+      )
+      .on('error', reject);
   });
+}
+
+/** A GET through a resolved connection, read whole. */
+async function get(connection: TargetConnection, path: string): Promise<{ status: number; body: string }> {
+  const response = await open(connection, path);
+  let body = '';
+  for await (const chunk of response) body += (chunk as Buffer).toString();
+  return { status: response.statusCode ?? 0, body };
 }
