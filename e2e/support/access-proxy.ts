@@ -18,6 +18,7 @@ import {
   prepareTarget,
   VIRTUAL_CLUSTER,
 } from './proxy-targets.ts';
+import { eventually } from './wait.ts';
 
 export * from './proxy-targets.ts';
 
@@ -241,6 +242,7 @@ function makeEnv(
     }
     return agent;
   };
+  const users = new Set<string>();
   const bindingName = (user: string) => `${EDITOR_ROLE}-${user}`;
   const kubeconfig = (path: ProxyPath, token: string) => {
     const file = join(
@@ -276,7 +278,22 @@ function makeEnv(
       for (const client of admins.values()) client.close();
       await Promise.all([...directAgents.values()].map((agent) => agent.close()));
     },
-    keyFor: (user, scope) => g.user(user, scope ? { keySpec: { scope } } : {}),
+    keyFor: async (user, scope) => {
+      if (!scope) return g.user(user);
+      // The User first (g.user makes it with a key of its own), then the scoped key, known to the
+      // gateway's authenticator (a scoped key may not be allowed the management API g.user asks).
+      if (!users.has(user)) {
+        await g.user(user);
+        users.add(user);
+      }
+      const token = await g.key({ user, scope });
+      await eventually(
+        () => g.gateway.authenticator.authenticateCached(token).ok,
+        30_000,
+        'the gateway to know the scoped key',
+      );
+      return token;
+    },
     grant: async (path, user, namespace = targets[path].namespace) => {
       await admin(path).request({
         method: 'POST',
