@@ -1,6 +1,6 @@
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { isJsonObject } from '../../runtime/json.ts';
-import type { AuditLevel, AuditStage } from './policy.ts';
+import { type AuditLevel, type AuditStage, auditRequestTarget } from './policy.ts';
 
 /**
  * `audit.k8s.io/v1` `Event`s, pure: building them, and keeping secrets out of them.
@@ -11,7 +11,17 @@ import type { AuditLevel, AuditStage } from './policy.ts';
  * - bodies of access key and shared secret creates, kubeconfig retrievals, direct cluster endpoint
  *   token creations, the platform config and token reviews: these requests are logged at
  *   `Metadata` at most ({@link capLevel});
- * - the values of a shared secret's `spec.data` in any other body.
+ * - the values of a shared secret's `spec.data` in any other body;
+ * - any body of a request through the access proxy (to a connected cluster, a virtual cluster or
+ *   a space), and of a core `secrets` request wherever it goes: these are logged at `Metadata` at
+ *   most. The proxy passes bodies through undecoded (JSON, YAML, protobuf, CBOR; streams and
+ *   upgraded connections) and never holds them whole, so there is no body to log without decoding
+ *   every one on its way, and a target's bodies carry secrets of its own (Secrets, tokens,
+ *   kubeconfigs) that no redaction of ours knows in every encoding.
+ *
+ * An event of a request through the access proxy names where it went in its annotations
+ * ({@link targetAnnotations}): the target as audit policies spell it and the cluster, project,
+ * space or virtual cluster, the attributes a policy's `requestTargets` and `clusters` match on.
  */
 
 export const AUDIT_API_VERSION = 'audit.k8s.io/v1';
@@ -94,7 +104,10 @@ const minLevel = (a: AuditLevel, b: AuditLevel): AuditLevel => (levelAtLeast(a, 
 /** Requests whose bodies are never logged, whatever the policy: `Metadata` at most. */
 export function bodiesNeverLogged(attributes: RequestAttributes): boolean {
   const { resource, subresource, verb, apiGroup } = attributes;
+  // Through the access proxy: bodies pass undecoded (see the module comment).
+  if (attributes.target !== 'Management') return true;
   if (!attributes.resourceRequest) return false;
+  if (apiGroup === '' && resource === 'secrets') return true;
   if (apiGroup === 'authentication.k8s.io') return true;
   if (
     verb === 'create' &&
@@ -120,6 +133,35 @@ export function objectRefOf(attributes: RequestAttributes): AuditObjectRef | und
     apiGroup: attributes.apiGroup,
     apiVersion: 'v1',
     ...(attributes.subresource ? { subresource: attributes.subresource } : {}),
+  };
+}
+
+/** The annotation keys of a proxied request's target (`audit.platform/...`). */
+export const TARGET_ANNOTATIONS = {
+  requestTarget: 'audit.platform/request-target',
+  cluster: 'audit.platform/cluster',
+  project: 'audit.platform/project',
+  space: 'audit.platform/space',
+  virtualCluster: 'audit.platform/virtual-cluster',
+} as const;
+
+/**
+ * Where a request through the access proxy went, as event annotations: the request target as
+ * audit policies spell it (`Cluster`, `VCluster`, `ProjectSpace`, `ProjectVCluster`), the
+ * connected cluster (the name a policy's `clusters` lists), the project, space or virtual cluster.
+ * None for the management API's own requests (target `Management`): their events stay as they were.
+ */
+export function targetAnnotations(attributes: RequestAttributes): Record<string, string> {
+  if (attributes.target === 'Management') return {};
+  const { cluster, project, space, virtualCluster } = attributes;
+  return {
+    [TARGET_ANNOTATIONS.requestTarget]: auditRequestTarget(attributes.target),
+    ...(cluster !== undefined && attributes.target === 'Cluster'
+      ? { [TARGET_ANNOTATIONS.cluster]: cluster }
+      : {}),
+    ...(project !== undefined ? { [TARGET_ANNOTATIONS.project]: project } : {}),
+    ...(space !== undefined ? { [TARGET_ANNOTATIONS.space]: space } : {}),
+    ...(virtualCluster !== undefined ? { [TARGET_ANNOTATIONS.virtualCluster]: virtualCluster.name } : {}),
   };
 }
 
@@ -164,10 +206,17 @@ export function buildAuditEvent(
     ...(withResponse ? { responseObject: redactBody(request.attributes, outcome?.responseObject) } : {}),
     requestReceivedTimestamp: request.requestReceivedTimestamp,
     stageTimestamp,
-    ...(outcome?.annotations && Object.keys(outcome.annotations).length > 0
-      ? { annotations: outcome.annotations }
-      : {}),
+    ...annotationsOf(request.attributes, outcome),
   };
+}
+
+/** The event's annotations: where a proxied request went, then the outcome's; none when empty. */
+function annotationsOf(
+  attributes: RequestAttributes,
+  outcome: AuditOutcome | undefined,
+): { annotations?: Readonly<Record<string, string>> } {
+  const annotations = { ...targetAnnotations(attributes), ...outcome?.annotations };
+  return Object.keys(annotations).length > 0 ? { annotations } : {};
 }
 
 const REDACTED = '[redacted]';
