@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import { Readable, Writable } from 'node:stream';
 import type { GatewayEndpoint, GatewayRequest } from '../src/gateway/endpoints/endpoint.ts';
 import { type Exchange, JSON_ONLY } from '../src/gateway/pipeline/exchange.ts';
-import { EndpointTable, type Routed } from '../src/gateway/pipeline/route.ts';
+import { EndpointTable } from '../src/gateway/pipeline/route.ts';
 import type { AuthenticatedIdentity } from '../src/identity/authenticate.ts';
 
 /**
@@ -81,6 +81,7 @@ export function testExchange(options: TestExchangeOptions = {}): TestExchange {
     started: performance.now(),
     receivedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678),
     signal: new AbortController().signal,
+    upgrade: undefined,
     negotiated: JSON_ONLY,
     attributes: undefined,
     identity: options.identity,
@@ -152,10 +153,11 @@ export function routedTestExchange(
     identity: testIdentity(),
   });
   const query = new URLSearchParams(exchange.search);
-  const route = table.route(method, exchange.path, query, () => undefined);
-  if (route.kind === 'refused' || route.kind === 'unknown') throw new Error(`${url} is not served`);
+  const route = table.route(method, exchange.path, query, NO_PROJECTS);
+  if (route.kind === 'refused' || route.kind === 'unknown' || route.kind === 'cluster')
+    throw new Error(`${url} is not served`);
   exchange.attributes = route.attributes;
-  return { exchange, route: route as Exclude<Routed, { kind: 'unknown' }>, query };
+  return { exchange, route, query };
 }
 
 /** A JSON body with the headers announcing it. */
@@ -163,3 +165,6 @@ export function jsonBody(value: unknown): { headers: IncomingHttpHeaders; text: 
   const text = JSON.stringify(value);
   return { headers: { 'content-type': 'application/json', 'content-length': String(text.length) }, text };
 }
+
+/** A lookup that knows no project (for routing in tests). */
+export const NO_PROJECTS = { projectOfNamespace: () => undefined, namespaceOfProject: () => undefined };

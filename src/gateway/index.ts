@@ -32,6 +32,8 @@ import type { Informer } from '../runtime/informer.ts';
 import type { KubeApi } from '../runtime/kube-api.ts';
 import { objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
+import type { ProxyLookup } from './access-proxy/route.ts';
+import { type ProxyTargets, setupProxyTargets } from './access-proxy/targets.ts';
 import { Auditor } from './audit/auditor.ts';
 import { accessKeysEndpoints, issueKey } from './endpoints/access-keys.ts';
 import { configsEndpoint } from './endpoints/configs.ts';
@@ -157,6 +159,21 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
     clock,
   });
   const projectOf = projectLookup(projects, config);
+  const namespaceOfProject = (project: string) => {
+    const stored = projects.store.get(project);
+    return stored ? projectNamespaceName(stored, config.current().projectNamespacePrefix) : undefined;
+  };
+  const targets = setupProxyTargets(manager, {
+    api: options.api,
+    hostKubeConfig: options.kubeConfig,
+    clock,
+    projectNamespace: (project) =>
+      projectNamespaceName(
+        projects.store.get(project) ?? { metadata: { name: project } },
+        config.current().projectNamespacePrefix,
+      ),
+    projectOfNamespace: projectOf,
+  });
   const parts: GatewayParts = {
     options,
     authenticator,
@@ -166,6 +183,8 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
     clock,
     random,
     projectOf,
+    lookup: { projectOfNamespace: projectOf, namespaceOfProject },
+    targets,
     issuer: () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, ''),
     tokenOwners: directTokenOwners(authenticator),
   };
@@ -173,7 +192,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
   return {
     authenticator,
     registry,
-    ready: () => authenticator.ready() && projects.hasSynced(),
+    ready: () => authenticator.ready() && projects.hasSynced() && targets.hasSynced(),
     async start() {
       await pepper.ensure();
       void authenticator
@@ -191,6 +210,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
     async stop() {
       await server?.close();
       await upstream?.close();
+      targets.close();
       await authenticator
         .stop()
         .catch((err: unknown) => logger.warn({ err }, 'could not write all key activity'));
@@ -211,6 +231,10 @@ interface GatewayParts {
   readonly clock: Clock;
   readonly random: RandomBytes;
   readonly projectOf: (namespace: string) => string | undefined;
+  /** The project of a namespace and the namespace of a project, as the access proxy routes. */
+  readonly lookup: ProxyLookup;
+  /** How the access proxy reaches its targets. */
+  readonly targets: ProxyTargets;
 }
 
 /** What the gateway's own endpoints are built from. */
@@ -252,6 +276,7 @@ function ownEndpoints(context: OwnEndpointsContext): GatewayEndpoint[] {
       const notReady: string[] = [];
       if (!authenticator.ready()) notReady.push('access key authenticator (caches or pepper)');
       if (!projects.hasSynced()) notReady.push('project cache');
+      if (!context.targets.hasSynced()) notReady.push('cluster and virtual cluster caches');
       return { ready: notReady.length === 0, notReady };
     }),
     ...oidcEndpoints(issuerPath, issuer, signingKeys),
@@ -363,7 +388,8 @@ function serveGateway(
       ...observers,
       authenticator: parts.authenticator,
       logger: options.logger,
-      projectOfNamespace: parts.projectOf,
+      lookup: parts.lookup,
+      accessProxy: { targets: parts.targets },
     },
     { host: options.host, port: options.port, ...(tls ? { tls } : {}) },
   );

@@ -17,6 +17,8 @@ const BUCKETS = [
 export class GatewayMetrics {
   readonly requests: Counter<Labels | 'code'>;
   readonly duration: Histogram<Labels>;
+  readonly proxied: Counter<'target' | 'verb' | 'code'>;
+  readonly proxiedDuration: Histogram<'target' | 'verb'>;
 
   constructor(readonly registry: Registry) {
     this.requests = new Counter({
@@ -32,13 +34,54 @@ export class GatewayMetrics {
       buckets: BUCKETS,
       registers: [registry],
     });
+    this.proxied = new Counter({
+      name: 'gateway_proxy_request_total',
+      help: 'Counter of requests through the access proxy by target kind (Cluster, ProjectVirtualCluster, ProjectSpace), verb and HTTP response code.',
+      labelNames: ['target', 'verb', 'code'],
+      registers: [registry],
+    });
+    this.proxiedDuration = new Histogram({
+      name: 'gateway_proxy_request_duration_seconds',
+      help: "Time in seconds from a request's arrival to its answer's headers through the access proxy, by target kind and verb (long-running requests excluded).",
+      labelNames: ['target', 'verb'],
+      buckets: BUCKETS,
+      registers: [registry],
+    });
   }
 
-  observe(attributes: RequestAttributes | undefined, code: number, seconds: number): void {
+  /**
+   * One answer: its code, and its latency (to the end of the answer, or to its headers for one
+   * streamed as it comes). A long-running answer's duration is not its latency: not observed.
+   */
+  observe(
+    attributes: RequestAttributes | undefined,
+    code: number,
+    seconds: number,
+    longRunning = false,
+  ): void {
+    if (attributes !== undefined && attributes.target !== 'Management') {
+      this.observeProxied(attributes, code, seconds, longRunning);
+      return;
+    }
     const labels = labelsOf(attributes);
     this.requests.inc({ ...labels, code: String(code) });
     // Watches last as long as the client wants: their duration says nothing about latency.
-    if (labels.verb !== 'WATCH') this.duration.observe(labels, seconds);
+    if (labels.verb !== 'WATCH' && !longRunning) this.duration.observe(labels, seconds);
+  }
+
+  /**
+   * A request of the access proxy, by target kind and verb only: cluster names and the resources
+   * of the targets are not bounded (any caller can name any resource), the label sets must be.
+   */
+  private observeProxied(
+    attributes: RequestAttributes,
+    code: number,
+    seconds: number,
+    longRunning: boolean,
+  ): void {
+    const labels = { target: attributes.target, verb: proxiedVerb(attributes) };
+    this.proxied.inc({ ...labels, code: String(code) });
+    if (!longRunning && attributes.verb !== 'watch') this.proxiedDuration.observe(labels, seconds);
   }
 }
 
@@ -64,4 +107,25 @@ export function labelsOf(attributes: RequestAttributes | undefined): Record<Labe
     scope,
     component: 'gateway',
   };
+}
+
+/** Kubernetes verbs; anything else (a non-resource request's method) counted as one of HTTP's methods. */
+const PROXIED_VERBS = new Set([
+  'get',
+  'list',
+  'watch',
+  'create',
+  'update',
+  'patch',
+  'delete',
+  'deletecollection',
+  'head',
+  'options',
+  'post',
+  'put',
+]);
+
+/** The verb label of a proxied request, from a bounded set, upper case as kube-apiserver's. */
+function proxiedVerb(attributes: RequestAttributes): string {
+  return (PROXIED_VERBS.has(attributes.verb) ? attributes.verb : 'other').toUpperCase();
 }

@@ -1,8 +1,17 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { badRequest } from '../api/status.ts';
+import { badRequest, StatusError } from '../api/status.ts';
+import {
+  type AccessProxyDeps,
+  callerImpersonationRefusal,
+  forward,
+  type UpgradeConnection,
+} from './access-proxy/index.ts';
+import { isAccessProxyPath, type ProxyLookup } from './access-proxy/route.ts';
+import { upgradeResponse } from './access-proxy/upgrade.ts';
 import type { Auditor } from './audit/auditor.ts';
 import { isRelay } from './endpoints/endpoint.ts';
 import type { KeyAuthenticator } from './key-authentication.ts';
@@ -17,13 +26,14 @@ import {
   sendAnswer,
   sendError,
   sendRelay,
+  streamStarted,
 } from './pipeline/encode.ts';
 import { type Exchange, JSON_ONLY } from './pipeline/exchange.ts';
 import { receiveBody } from './pipeline/receive.ts';
-import type { EndpointTable } from './pipeline/route.ts';
+import type { EndpointTable, Routed } from './pipeline/route.ts';
 import { checkRoutedScope } from './pipeline/scope.ts';
 import type { TrustedProxies } from './pipeline/source.ts';
-import { holdWatchSlot, type Throttle } from './pipeline/throttle.ts';
+import { holdWatchSlot, isLongLived, type Throttle } from './pipeline/throttle.ts';
 import type { ProxyDeps } from './proxy/proxy.ts';
 
 /**
@@ -38,12 +48,14 @@ export interface GatewayServerDeps {
   readonly authenticator: KeyAuthenticator;
   readonly throttle: Throttle;
   readonly proxy: ProxyDeps;
+  /** The access proxy into clusters, virtual clusters and spaces. */
+  readonly accessProxy: AccessProxyDeps;
   readonly auditor: Auditor;
   readonly metrics: GatewayMetrics;
   readonly logger: Logger;
   readonly trustedProxies: TrustedProxies;
-  /** The Project whose namespace `namespace` is, if any. */
-  readonly projectOfNamespace: (namespace: string) => string | undefined;
+  /** The Project whose namespace `namespace` is, and the namespace of a Project, if any. */
+  readonly lookup: ProxyLookup;
 }
 
 export interface GatewayServerOptions {
@@ -75,20 +87,34 @@ export async function startGatewayServer(
       sendError(encode, exchange, error);
     });
   };
+  const upgraded = new Set<Duplex>();
+  // An upgrade request goes through the same stages, answered (refusals too) on its connection.
+  const handleUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
+    const response = upgradeResponse(request, socket);
+    const exchange = receivedExchange(request, response, deps.trustedProxies, tls, { socket, head });
+    serve(exchange).catch((error: unknown) => {
+      sendError(encode, exchange, error);
+    });
+  };
   const serverOptions: http.ServerOptions = {
     requestTimeout: options.requestTimeoutMs ?? 60_000,
     keepAliveTimeout: 65_000,
     maxHeaderSize: 64 * 1024,
+    // Only the access proxy upgrades connections; elsewhere an upgrade request is an ordinary one.
+    shouldUpgradeCallback: (request) => isAccessProxyPath(pathOf(request.url ?? '/')),
   };
   const server = options.tls
     ? https.createServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key }, handle)
     : http.createServer(serverOptions, handle);
   server.on('clientError', answerUnreadable);
+  server.on('upgrade', handleUpgrade);
   await listen(server, options.port, options.host);
   const port = (server.address() as AddressInfo).port;
   const scheme = options.tls ? 'https' : 'http';
   const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
-  return { port, url: `${scheme}://${host}:${port}`, close: () => close(server) };
+  return { port, url: `${scheme}://${host}:${port}`, close: () => close(server, upgraded) };
 }
 
 /** The stages one request goes through, in order; a stage's refusal is thrown (and encoded by the caller). */
@@ -97,7 +123,7 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
   return async (exchange) => {
     const query = new URLSearchParams(exchange.search);
     // route
-    const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.projectOfNamespace);
+    const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.lookup);
     // The headers of a path's endpoint go on every answer there, refusals of the stages included.
     const headers =
       routed.kind === 'endpoint' || routed.kind === 'refused'
@@ -118,6 +144,7 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
       }
     }
     if (routed.kind === 'unknown') throw routed.error;
+    if (routed.kind === 'cluster') return proxyExchange(deps, encode, exchange, routed);
     negotiateExchange(negotiation, exchange, routed);
     // throttle (watches), scope
     holdWatchSlot(deps.throttle, exchange);
@@ -136,12 +163,51 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
   };
 }
 
+/**
+ * The stages of a request of the access proxy once authenticated: caller impersonation refused,
+ * throttle (a long-lived connection holds a slot), scope, audit, then the relay; the answer is
+ * counted when its headers go out and completed when it ends.
+ */
+async function proxyExchange(
+  deps: GatewayServerDeps,
+  encode: EncodeDeps,
+  exchange: Exchange,
+  routed: Extract<Routed, { kind: 'cluster' }>,
+): Promise<void> {
+  const identity = exchange.identity;
+  if (!identity) throw new StatusError(500, 'InternalError', 'a proxied request without an identity');
+  const impersonating = callerImpersonationRefusal(exchange.request.rawHeaders);
+  if (impersonating) throw impersonating;
+  const longLived = isLongLived(exchange);
+  // An upgraded connection is cut by its socket (the response is detached from it once upgraded).
+  const upgrade = exchange.upgrade;
+  holdWatchSlot(deps.throttle, exchange, upgrade ? () => upgrade.socket.destroy() : undefined);
+  checkRoutedScope(identity, routed);
+  beginAudit(deps.auditor, exchange, { sensitive: false });
+  let ended: ((code: number) => void) | undefined;
+  const code = await forward(deps.accessProxy, {
+    route: routed.route,
+    identity,
+    request: exchange.request,
+    response: exchange.response,
+    search: exchange.search,
+    signal: exchange.signal,
+    longLived,
+    ...(upgrade ? { upgrade } : {}),
+    answering: (started) => {
+      ended = streamStarted(encode, exchange, started, longLived);
+    },
+  });
+  ended?.(code);
+}
+
 /** A request as the pipeline starts with it: nothing decided yet. */
 function receivedExchange(
   request: IncomingMessage,
   response: ServerResponse,
   trustedProxies: TrustedProxies,
   tls: boolean,
+  upgrade?: UpgradeConnection,
 ): Exchange {
   const url = request.url ?? '/';
   const queryStart = url.indexOf('?');
@@ -162,6 +228,7 @@ function receivedExchange(
     started: performance.now(),
     receivedAt: Date.now(),
     signal: abort.signal,
+    upgrade,
     negotiated: JSON_ONLY,
     attributes: undefined,
     identity: undefined,
@@ -195,11 +262,19 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
   });
 }
 
-function close(server: http.Server): Promise<void> {
+function close(server: http.Server, upgraded: ReadonlySet<Duplex>): Promise<void> {
   return new Promise<void>((resolve) => {
     server.close(() => resolve());
-    // Idle keep-alive connections end now; watches end with the server.
+    // Idle keep-alive connections end now; watches and upgraded connections end with the server.
     server.closeIdleConnections();
-    setTimeout(() => server.closeAllConnections(), 5000).unref();
+    setTimeout(() => {
+      server.closeAllConnections();
+      for (const socket of upgraded) socket.destroy();
+    }, 5000).unref();
   });
+}
+
+function pathOf(url: string): string {
+  const queryStart = url.indexOf('?');
+  return queryStart < 0 ? url : url.slice(0, queryStart);
 }

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import {
   jsonBody,
+  NO_PROJECTS,
   routedTestExchange,
   testEndpointTable,
   testExchange,
@@ -85,7 +86,7 @@ describe('dispatch', () => {
       'GET',
       `${api}/namespaces/ns/sharedsecrets`,
       new URLSearchParams(),
-      () => undefined,
+      NO_PROJECTS,
     );
     if (proxied.kind !== 'proxy') throw new Error('not proxied');
     const input = (exchange: ReturnType<typeof testExchange>) => ({

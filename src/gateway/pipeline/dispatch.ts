@@ -20,7 +20,7 @@ export interface DispatchDeps {
 
 export interface DispatchInput {
   readonly exchange: Exchange;
-  readonly routed: Exclude<Routed, { kind: 'unknown' }>;
+  readonly routed: Exclude<Routed, { kind: 'unknown' | 'cluster' }>;
   readonly query: URLSearchParams;
   /** The raw body (empty when none). */
   readonly bytes: Buffer;

@@ -141,6 +141,27 @@ export function finish(
   exchange.release?.();
 }
 
+/**
+ * An answer streamed as it comes (a relayed watch, log or upgraded connection, any answer of the
+ * access proxy): counted when its headers go out, with the time to them; a long-running one's
+ * audit record says so then. Returns what completes it when it ends (its audit record, its slot).
+ */
+export function streamStarted(
+  deps: EncodeDeps,
+  exchange: Exchange,
+  code: number,
+  longRunning: boolean,
+): (code: number) => void {
+  exchange.finished = true;
+  deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000, longRunning);
+  const audit = exchange.audit;
+  if (longRunning) audit?.responseStarted({ code });
+  return (ended) => {
+    audit?.complete({ code: ended });
+    exchange.release?.();
+  };
+}
+
 function write(
   exchange: Exchange,
   code: number,
@@ -259,24 +280,19 @@ async function streamWatch(
   headers: OutgoingHttpHeaders,
 ): Promise<void> {
   const code = response.statusCode;
-  exchange.audit?.responseStarted({ code });
-  deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000);
-  const audit = exchange.audit;
-  exchange.audit = undefined;
+  const ended = streamStarted(deps, exchange, code, true);
   const stream = redaction ? response.body.pipe(new RedactingStream(redaction)) : response.body;
   response.body.once('error', (error) => stream.destroy(error));
   const raw = exchange.response;
   raw.writeHead(code, { ...headers, 'cache-control': 'no-cache, private' });
   raw.flushHeaders();
-  exchange.finished = true;
   try {
     await pump(stream, raw);
   } catch {
     // The client went away, the apiserver ended the watch, or an event could not be redacted
     // (the stream is cut rather than passed on): nothing to answer any more.
   } finally {
-    audit?.complete({ code });
-    exchange.release?.();
+    ended(code);
   }
 }
 

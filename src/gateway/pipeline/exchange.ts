@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import type { UpgradeConnection } from '../access-proxy/index.ts';
 import type { AuditRecord } from '../audit/auditor.ts';
 import type { Negotiated } from '../body.ts';
 
@@ -28,6 +29,8 @@ export interface Exchange {
   readonly receivedAt: number;
   /** Aborted when the client goes away before the answer is complete. */
   readonly signal: AbortSignal;
+  /** An upgrade request's connection (the access proxy's exec, attach, port-forward); `response` is bound to it. */
+  readonly upgrade: UpgradeConnection | undefined;
   /** JSON until the Accept header was read. */
   negotiated: Negotiated;
   /** The routed attributes (metrics and audit label the request with them once known). */

@@ -30,7 +30,7 @@ const EMPTY = Buffer.alloc(0);
 
 export async function receiveBody(
   exchange: Exchange,
-  routed: Exclude<Routed, { kind: 'unknown' }>,
+  routed: Exclude<Routed, { kind: 'unknown' | 'cluster' }>,
   limit = MAX_BODY_BYTES,
 ): Promise<ReceivedBody> {
   const bytes = hasBody(exchange.request.headers) ? await readRequestBody(exchange.request, limit) : EMPTY;

@@ -20,7 +20,11 @@ describe('the endpoint table', () => {
     endpoint('login', { kind: 'path', path: '/auth/login', methods: ['GET'] }),
   ]);
   const projectOf = (namespace: string) => (namespace === 'p-web' ? 'web' : undefined);
-  const route = (method: string, path: string, query = '') => table.route(method, path, q(query), projectOf);
+  const route = (method: string, path: string, query = '') =>
+    table.route(method, path, q(query), {
+      projectOfNamespace: projectOf,
+      namespaceOfProject: () => undefined,
+    });
   const named = (routed: ReturnType<typeof route>) =>
     routed.kind === 'refused'
       ? routed.error.code

@@ -1,6 +1,8 @@
 import { methodNotAllowed, notFound, StatusError, sanitize } from '../../api/status.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { type EndpointRoute, routeAllows } from '../../http/endpoint.ts';
+import { isAccessProxyPath, type ProxyLookup, routeProxyRequest } from '../access-proxy/route.ts';
+import type { ProxyRoute } from '../access-proxy/target.ts';
 import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
 import {
   BASE_PATH,
@@ -12,9 +14,9 @@ import {
 } from '../paths.ts';
 
 /**
- * The route stage: which endpoint answers a request (or the proxy), and what it is, from the
- * path grammar (`../paths.ts`) and the endpoints registered. The table is searched once per
- * request.
+ * The route stage: which endpoint answers a request (or the proxy to kube-apiserver, or the access
+ * proxy into a cluster), and what it is, from the path grammars (`../paths.ts`,
+ * `../access-proxy/route.ts`) and the endpoints registered. The table is searched once per request.
  */
 
 /** Where a request goes after routing. */
@@ -28,6 +30,11 @@ export type Routed =
     }
   /** A stored kind: the impersonating proxy to kube-apiserver. */
   | { readonly kind: 'proxy'; readonly attributes: RequestAttributes; readonly resource: ResourceRoute }
+  /**
+   * The access proxy: a request into a connected cluster, a virtual cluster or a space
+   * (`/kubernetes/cluster/...`, `/kubernetes/project/...`), relayed as it is.
+   */
+  | { readonly kind: 'cluster'; readonly route: ProxyRoute; readonly attributes: RequestAttributes }
   /**
    * Under the management API but not served: answered with `error` after authentication, as
    * kube-apiserver answers unknown paths (an unauthenticated caller learns nothing about them).
@@ -86,12 +93,8 @@ export class EndpointTable {
     return this.resources.has(resourceKey(resource, subresource));
   }
 
-  route(
-    method: string,
-    path: string,
-    query: URLSearchParams,
-    projectOf: (namespace: string) => string | undefined,
-  ): Routed | RouteRefusal {
+  route(method: string, path: string, query: URLSearchParams, lookup: ProxyLookup): Routed | RouteRefusal {
+    if (isAccessProxyPath(path)) return accessProxyRoute(method, path, query, lookup);
     const pathEndpoint = this.pathEndpoint(path);
     if (pathEndpoint) {
       const route = pathEndpoint.route as Extract<EndpointRoute, { kind: 'path' }>;
@@ -104,7 +107,8 @@ export class EndpointTable {
     }
     if (path !== BASE_PATH && !path.startsWith(`${BASE_PATH}/`))
       return { kind: 'refused', endpoint: undefined, error: notFound() };
-    return this.routeManagementApi(method, path.slice(BASE_PATH.length) || '/', query, projectOf);
+    const relative = path.slice(BASE_PATH.length) || '/';
+    return this.routeManagementApi(method, relative, query, lookup.projectOfNamespace);
   }
 
   /** A request under {@link BASE_PATH} (`relative` to it): an endpoint, the proxy, or unknown. */
@@ -150,6 +154,17 @@ export class EndpointTable {
     }
     return undefined;
   }
+}
+
+/**
+ * A request of the access proxy: into its target, or (a path it cannot route) answered with the
+ * error after authentication, as the management API answers its unknown paths.
+ */
+function accessProxyRoute(method: string, path: string, query: URLSearchParams, lookup: ProxyLookup): Routed {
+  const route = routeProxyRequest(method, path, query, lookup);
+  if (route instanceof StatusError)
+    return { kind: 'unknown', attributes: nonResourceAttributes(method, path), error: route };
+  return { kind: 'cluster', route, attributes: route.attributes };
 }
 
 const resourceKey = (resource: string, subresource: string) =>

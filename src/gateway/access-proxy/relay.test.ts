@@ -1,0 +1,264 @@
+import { createHash, randomBytes } from 'node:crypto';
+import http, { type IncomingMessage } from 'node:http';
+import { afterEach, describe, expect, test } from 'vitest';
+import {
+  closeRelayWorlds,
+  identity,
+  listen,
+  open,
+  request,
+  SECRET,
+  TARGET,
+  world,
+} from '../../../test-support/access-proxy-relay.ts';
+
+/**
+ * The relay between a client and a target, both real HTTP over loopback (see
+ * test-support/access-proxy-relay.ts): headers, bodies, streams, failures.
+ */
+
+afterEach(closeRelayWorlds);
+
+describe('relay: headers', () => {
+  test("the client's end-to-end headers cross, hop-by-hop ones and its authorization do not; the platform's credential and the caller's impersonation are added", async () => {
+    let seen: IncomingMessage | undefined;
+    const { proxyPort } = await world((req, res) => {
+      seen = req;
+      res.writeHead(200, {
+        'content-type': 'text/plain',
+        'x-answer': 'kept',
+        'keep-alive': 'timeout=77',
+        connection: 'x-target-hop',
+        'x-target-hop': 'dropped',
+      });
+      res.end('ok');
+    });
+    const answer = await request(proxyPort, '/p/api/v1/pods?limit=1&continue=abc', {
+      headers: {
+        authorization: 'Bearer caller-key',
+        accept: 'application/vnd.kubernetes.protobuf, application/json',
+        'x-custom': 'kept',
+        'proxy-authorization': 'Basic xyz',
+        te: 'trailers',
+        connection: 'keep-alive, x-client-hop',
+        'x-client-hop': 'dropped',
+      },
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.body.toString()).toBe('ok');
+    expect(answer.headers['x-answer']).toBe('kept');
+    expect(answer.headers['x-target-hop']).toBeUndefined();
+    expect(answer.headers['keep-alive']).not.toBe('timeout=77');
+    const headers = seen?.headers ?? {};
+    expect(seen?.url).toBe('/prefix/api/v1/pods?limit=1&continue=abc');
+    expect(headers.authorization).toBe(`Bearer ${SECRET}`);
+    expect(headers['impersonate-user']).toBe('alice');
+    expect(seen?.rawHeaders.filter((_, i, raw) => raw[i - 1]?.toLowerCase() === 'impersonate-group')).toEqual(
+      identity.groups,
+    );
+    expect(headers.accept).toBe('application/vnd.kubernetes.protobuf, application/json');
+    expect(headers['x-custom']).toBe('kept');
+    for (const hop of ['proxy-authorization', 'te', 'x-client-hop']) expect(headers[hop]).toBeUndefined();
+  });
+});
+
+describe('relay: credentials', () => {
+  test("with a platform credential that is no header (a client certificate), the caller's key still never reaches the target", async () => {
+    let seen: http.IncomingHttpHeaders | undefined;
+    const { proxyPort } = await world(
+      (req, res) => {
+        seen = req.headers;
+        res.end('ok');
+      },
+      { credentials: {} },
+    );
+    const answer = await request(proxyPort, '/p/version', {
+      headers: { authorization: 'Bearer caller-key', 'impersonate-user': 'admin' },
+    });
+    expect(answer.status).toBe(200);
+    expect(seen?.authorization).toBeUndefined();
+    expect(seen?.['impersonate-user']).toBe(identity.username);
+  });
+});
+
+describe('relay: bodies', () => {
+  test('a binary request body and a binary answer cross byte for byte, undecoded', async () => {
+    const sent = randomBytes(3 * 1024 * 1024 + 17);
+    const answered = randomBytes(2 * 1024 * 1024 + 5);
+    let received: Buffer | undefined;
+    let contentType: string | undefined;
+    const { proxyPort } = await world((req, res) => {
+      const chunks: Buffer[] = [];
+      contentType = req.headers['content-type'];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        received = Buffer.concat(chunks);
+        res.writeHead(201, { 'content-type': 'application/vnd.kubernetes.protobuf' });
+        res.end(answered);
+      });
+    });
+    const answer = await request(proxyPort, '/p/api/v1/namespaces/a/configmaps', {
+      method: 'POST',
+      headers: { 'content-type': 'application/vnd.kubernetes.protobuf' },
+      body: sent,
+    });
+    expect(answer.status).toBe(201);
+    expect(answer.headers['content-type']).toBe('application/vnd.kubernetes.protobuf');
+    expect(digest(answer.body)).toBe(digest(answered));
+    expect(digest(received ?? Buffer.alloc(0))).toBe(digest(sent));
+    expect(contentType).toBe('application/vnd.kubernetes.protobuf');
+  });
+});
+
+const digest = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+const nextChunk = (stream: IncomingMessage) =>
+  new Promise<string>((resolve, reject) => {
+    stream.once('data', (chunk: Buffer) => resolve(chunk.toString()));
+    stream.once('error', reject);
+  });
+
+/** Resolves with how a response stream ended: cleanly (`end`), or cut (`aborted`: an error or close first). */
+const ending = (stream: IncomingMessage) =>
+  new Promise<'end' | 'aborted'>((resolve) => {
+    stream.once('end', () => resolve('end'));
+    stream.once('error', () => resolve('aborted'));
+    stream.once('close', () => resolve(stream.complete ? 'end' : 'aborted'));
+    stream.resume();
+  });
+
+describe('relay: streams', () => {
+  test('a chunked answer (a watch) reaches the client event by event, each before the next is sent', async () => {
+    const next: (() => void)[] = [];
+    const { proxyPort } = await world((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      let event = 0;
+      const send = () => {
+        event += 1;
+        if (event > 3) {
+          res.end();
+          return;
+        }
+        res.write(`{"type":"ADDED","n":${event}}\n`);
+        next.push(send);
+      };
+      send();
+    });
+    const { response } = await open(proxyPort, '/p/api/v1/pods?watch=true');
+    // The target sends the next event only once the client has the previous one: an answer held
+    // back by the proxy until it ends (or until some size) never gets here.
+    for (const n of [1, 2, 3]) {
+      expect(await nextChunk(response)).toBe(`{"type":"ADDED","n":${n}}\n`);
+      next.shift()?.();
+    }
+    expect(await ending(response)).toBe('end');
+  });
+
+  test('a client that reads nothing slows the target: what it could send stays bounded (half of 64 MiB), and all of it arrives once read', async () => {
+    const chunk = Buffer.alloc(64 * 1024, 7);
+    const total = 64 * 1024 * 1024;
+    let written = 0;
+    const { proxyPort } = await world((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const pump = () => {
+        while (written < total) {
+          written += chunk.length;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      pump();
+    });
+    const { response } = await open(proxyPort, '/p/logs?follow=true');
+    response.pause();
+    // Until the target is stalled: no progress over several looks.
+    let last = -1;
+    let still = 0;
+    while (still < 5) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      still = written === last ? still + 1 : 0;
+      last = written;
+    }
+    // Socket buffers and stream high-water marks, a few MiB (8 on this machine): not all offered.
+    expect(written).toBeLessThan(total / 2);
+    let read = 0;
+    response.on('data', (data: Buffer) => {
+      read += data.length;
+    });
+    expect(await ending(response)).toBe('end');
+    expect(read).toBe(total);
+  });
+
+  test('a target gone mid-stream ends a chunked answer cleanly (a watch client resumes or relists)', async () => {
+    const { proxyPort } = await world((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"type":"ADDED"}\n', () => setTimeout(() => req.socket.destroy(), 20));
+    });
+    const { response } = await open(proxyPort, '/p/api/v1/pods?watch=true');
+    expect(await nextChunk(response)).toBe('{"type":"ADDED"}\n');
+    expect(await ending(response)).toBe('end');
+  });
+
+  test('a target gone mid-answer of announced length cuts the answer: never passed off as complete', async () => {
+    const { proxyPort } = await world((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"kind":"List"', () => setTimeout(() => req.socket.destroy(), 20));
+    });
+    const { response } = await open(proxyPort, '/p/api/v1/pods');
+    expect(await ending(response)).toBe('aborted');
+  });
+
+  test("a client gone mid-stream cuts the target's request", async () => {
+    let targetClosed: Promise<boolean> | undefined;
+    const { proxyPort } = await world((_req, res) => {
+      targetClosed = new Promise((resolve) => res.once('close', () => resolve(res.writableFinished)));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"type":"ADDED"}\n');
+    });
+    const { response, outgoing } = await open(proxyPort, '/p/api/v1/pods?watch=true');
+    expect(await nextChunk(response)).toBe('{"type":"ADDED"}\n');
+    outgoing.destroy();
+    expect(await targetClosed).toBe(false);
+  });
+});
+
+describe('relay: failures before the answer', () => {
+  test('an unreachable target: 503 naming it and the reason', async () => {
+    const closed = http.createServer();
+    const port = await listen(closed);
+    await new Promise((resolve) => closed.close(resolve));
+    const { proxyPort } = await world(() => undefined, { port });
+    const answer = await request(proxyPort, '/p/version');
+    expect(answer.status).toBe(503);
+    expect(JSON.parse(answer.body.toString()).message).toBe(
+      'cluster "edge" could not be reached (ECONNREFUSED)',
+    );
+  });
+
+  test('a target silent past the headers timeout: 504 naming it', async () => {
+    const { proxyPort } = await world(() => undefined, { headersTimeoutMs: 50 });
+    const answer = await request(proxyPort, '/p/version');
+    expect(answer.status).toBe(504);
+    expect(JSON.parse(answer.body.toString()).message).toBe('cluster "edge" did not answer in time');
+  });
+
+  test("a target refusing the platform's credential: 503 naming it, the connection read again, the credential nowhere in the answer", async () => {
+    const { proxyPort, invalidated } = await world((req, res) => {
+      res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
+      res.end(
+        JSON.stringify({ kind: 'Status', code: 401, message: `token ${req.headers.authorization} rejected` }),
+      );
+    });
+    const answer = await request(proxyPort, '/p/api/v1/pods');
+    expect(answer.status).toBe(503);
+    expect(JSON.parse(answer.body.toString()).message).toBe(
+      `cluster "edge" refused the platform's credentials`,
+    );
+    expect(invalidated).toEqual([TARGET]);
+    expect(JSON.stringify(answer)).not.toContain(SECRET);
+  });
+});
