@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JWK } from 'jose';
 import Provider, { type Adapter } from 'oidc-provider';
 import { Agent, request as undiciRequest } from 'undici';
 import type { ConfigStatus } from '../../api/config.ts';
@@ -10,7 +9,7 @@ import type { User } from '../../api/identity.ts';
 import { resources } from '../../api/resources.ts';
 import { StatusError } from '../../api/status.ts';
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../../http/endpoint.ts';
-import { currentSigningKey, type SigningKey, SigningKeyStore } from '../../identity/signing-keys.ts';
+import { type SigningKey, SigningKeyStore } from '../../identity/signing-keys.ts';
 import { isNotFound } from '../../runtime/errors.ts';
 import { setOwnValue } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
@@ -22,11 +21,8 @@ import {
   clientAuthenticationSubject,
   OIDC_PROVIDER_BASE,
   openIdProviderEnabled,
-  providerClients,
-  redirectAllowed,
-  SCOPE_CLAIMS,
-  userClaims,
 } from './clients.ts';
+import { allowWildcardRedirects, providerConfiguration, providerJwks } from './configuration.ts';
 import type { SecretModels } from './secret-models.ts';
 import { RefreshTokenKeys } from './store.ts';
 
@@ -58,19 +54,11 @@ import { RefreshTokenKeys } from './store.ts';
  */
 
 const RING_CACHE_MS = 30_000;
-const REFRESH_TOKEN_TTL_SECONDS = 14 * 24 * 3600;
 const GRANT_TTL_MS = 5 * 60_000;
 /** Providers kept at once (one per issuer and configuration; the issuer follows the request's host without an external URL). */
 const PROVIDERS_KEPT = 8;
 const ISSUER_HEADER = 'x-platform-oidc-issuer';
 const INTERACTION_PATH = /^\/interaction\/([A-Za-z0-9_-]{1,64})(\/login)?$/;
-
-/** The JWKS of the provider from the signing-key ring: the key signing now first (oidc-provider signs with the first). */
-export function providerJwks(ring: readonly SigningKey[], now: number): { keys: JWK[] } {
-  const signing = currentSigningKey(ring, now);
-  const ordered = signing ? [signing, ...ring.filter((key) => key.kid !== signing.kid)] : [...ring];
-  return { keys: ordered.map((key) => ({ ...key.privateJwk, kid: key.kid, alg: key.alg, use: 'sig' })) };
-}
 
 const tooManyClientFailures = (retryAfterSeconds: number) =>
   new StatusError(
@@ -335,94 +323,21 @@ export class OpenIdProvider {
     const fingerprint = JSON.stringify({ issuer, oidc, kids: jwks.keys.map((key) => key.kid) });
     const known = this.providers.get(fingerprint);
     if (known) return known;
-    const wildcards = oidc?.wildcardRedirect === true;
-    const models = (name: string) => this.model(name);
-    const provider: Provider = new Provider(issuer, {
-      adapter: function ModelAdapter(name: string) {
-        return models(name);
-      },
-      clients: providerClients(oidc),
-      jwks,
-      cookies: { keys: [mac('openid provider cookies v1', transactionKey)] },
-      pkce: { required: () => true },
-      // Lifetimes (seconds), oidc-provider's defaults stated: codes a minute, tokens an hour,
-      // refresh tokens, sessions and grants 14 days (a refresh token's key has it as spec.ttl).
-      ttl: {
-        AuthorizationCode: 60,
-        AccessToken: 3600,
-        IdToken: 3600,
-        Interaction: 3600,
-        RefreshToken: REFRESH_TOKEN_TTL_SECONDS,
-        Session: REFRESH_TOKEN_TTL_SECONDS,
-        Grant: REFRESH_TOKEN_TTL_SECONDS,
-      },
-      conformIdTokenClaims: false,
-      claims: Object.fromEntries(Object.entries(SCOPE_CLAIMS).map(([scope, claims]) => [scope, [...claims]])),
-      scopes: [
-        'openid',
-        'offline_access',
-        ...Object.keys(SCOPE_CLAIMS).filter((scope) => scope !== 'openid'),
-      ],
-      // No end-session endpoint: a relying party's sign-out ends its own session only.
-      features: {
-        devInteractions: { enabled: false },
-        revocation: { enabled: true },
-        rpInitiatedLogout: { enabled: false },
-      },
-      // Browsers may call the token endpoint for public (PKCE-only) clients, and UserInfo, from
-      // the origins of the client's redirect URIs only (a single-page application's sign-in).
-      clientBasedCORS: (
-        ctx: { oidc: { route: string } },
-        origin: string,
-        client: { clientAuthMethod: string; redirectUris: string[] },
-      ) =>
-        origin !== 'null' &&
-        (ctx.oidc.route === 'userinfo' || client.clientAuthMethod === 'none') &&
-        client.redirectUris.some((uri) => URL.parse(uri)?.origin === origin),
-      interactions: {
-        url: (_ctx: unknown, interaction: { uid: string }) =>
-          `${OIDC_PROVIDER_BASE}/interaction/${interaction.uid}`,
-      },
-      issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(type: string): boolean }) =>
-        client.grantTypeAllowed('refresh_token'),
-      findAccount: async (_ctx: unknown, id: string) => {
-        const user = await this.user(id);
-        if (!user || user.spec.disabled === true || user.metadata.name !== id) return undefined;
-        return { accountId: id, claims: async () => userClaims(user) };
-      },
-      // The clients are the platform admin's: what they ask for is granted without a consent page.
-      loadExistingGrant: async (ctx: {
-        oidc: { client: { clientId: string }; session: { accountId: string }; params: { scope?: string } };
-      }) => {
-        const grant = new provider.Grant({
-          accountId: ctx.oidc.session.accountId,
-          clientId: ctx.oidc.client.clientId,
-        });
-        grant.addOIDCScope(ctx.oidc.params.scope ?? 'openid');
-        grant.addOIDCClaims(Object.values(SCOPE_CLAIMS).flat());
-        await grant.save();
-        return grant;
-      },
-      renderError: async (
-        ctx: { type: string; body: unknown },
-        out: { error_description?: string; error?: string },
-      ) => {
-        ctx.type = 'html';
-        ctx.body = errorPage(out.error_description ?? out.error ?? 'the request was refused');
-      },
-    });
+    const provider: Provider = new Provider(
+      issuer,
+      providerConfiguration({
+        oidc,
+        jwks,
+        cookieKey: mac('openid provider cookies v1', transactionKey),
+        model: (name) => this.model(name),
+        user: (name) => this.user(name),
+        grant: (fields) => new provider.Grant(fields),
+      }),
+    );
     provider.proxy = true;
     // Failures of the provider's own (a store that cannot be written), for the log; clients see a 500.
     provider.on('server_error', (_ctx: unknown, err: unknown) => this.deps.onError?.(err));
-    if (wildcards) {
-      const exact = provider.Client.prototype.redirectUriAllowed;
-      provider.Client.prototype.redirectUriAllowed = function (
-        this: { redirectUris?: string[] },
-        uri: string,
-      ) {
-        return exact.call(this, uri) || redirectAllowed(this.redirectUris ?? [], uri, true);
-      };
-    }
+    if (oidc?.wildcardRedirect === true) allowWildcardRedirects(provider);
     const built = { provider, handle: provider.callback() };
     this.providers.set(fingerprint, built);
     for (const oldest of this.providers.keys()) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SigningKey } from '../../identity/signing-keys.ts';
-import { providerJwks } from './provider.ts';
+import { providerJwks } from './configuration.ts';
 import {
   REFRESH_TOKEN_PAYLOAD_ANNOTATION,
   refreshTokenKey,
