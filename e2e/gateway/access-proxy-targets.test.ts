@@ -1,5 +1,3 @@
-import http from 'node:http';
-import https from 'node:https';
 import net from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -17,6 +15,7 @@ import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { Manager } from '../../src/runtime/manager.ts';
 import { kubeConfigFor, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
+import { get, open } from '../support/target-requests.ts';
 import { eventually } from '../support/wait.ts';
 
 const MP = '/apis/management.platform/v1';
@@ -266,6 +265,31 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     watch.destroy();
   });
 
+  test("a space's credential, the gateway's own, is read again from its kubeconfig every minute and after invalidate", async () => {
+    const gatewayKubeConfig = kubeConfigFor(host);
+    const targets = await proxyTargets({ hostKubeConfig: gatewayKubeConfig });
+    const space = { kind: 'ProjectSpace', project: 'web', space: NAMESPACE } as const;
+    const connection = await targets.resolve(space);
+    const withToken = (token: string) =>
+      gatewayKubeConfig.loadFromOptions({
+        clusters: gatewayKubeConfig.clusters,
+        users: [{ ...gatewayKubeConfig.getCurrentUser()!, token }],
+        contexts: gatewayKubeConfig.contexts,
+        currentContext: gatewayKubeConfig.currentContext,
+      });
+    const reads = (token: string) => () =>
+      targets.resolve(space).then((c) => c.credentials().authorization === `Bearer ${token}`);
+    withToken('rotated-token');
+    expect(await reads('rotated-token')(), 'within the minute').toBe(false);
+    now += 60_000;
+    await eventually(reads('rotated-token'), 30_000, 'the rotated token read');
+    expect((await get(connection, `/api/v1/namespaces/${NAMESPACE}`)).status).toBe(401);
+    withToken(host.adminToken);
+    targets.invalidate(space);
+    await eventually(reads(host.adminToken), 30_000, 'the token read again after invalidate');
+    expect((await get(connection, `/api/v1/namespaces/${NAMESPACE}`)).status).toBe(200);
+  });
+
   test('a changed Cluster (another Secret) gives a new connection; a deleted one is 404', async () => {
     const targets = await proxyTargets();
     const { name } = await workingCluster();
@@ -363,31 +387,3 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     expect(error.code).toBe(404);
   });
 });
-
-/** A GET through a resolved connection, its answer as it streams (a watch). */
-function open(connection: TargetConnection, path: string): Promise<http.IncomingMessage> {
-  const { server } = connection;
-  const client = server.protocol === 'https:' ? https : http;
-  return new Promise((resolve, reject) => {
-    client
-      .get(
-        {
-          host: server.hostname,
-          port: server.port,
-          path: `${server.pathname.replace(/\/$/, '')}${path}`,
-          agent: connection.agent,
-          headers: { accept: 'application/json', ...connection.credentials() },
-        },
-        resolve,
-      )
-      .on('error', reject);
-  });
-}
-
-/** A GET through a resolved connection, read whole. */
-async function get(connection: TargetConnection, path: string): Promise<{ status: number; body: string }> {
-  const response = await open(connection, path);
-  let body = '';
-  for await (const chunk of response) body += (chunk as Buffer).toString();
-  return { status: response.statusCode ?? 0, body };
-}
