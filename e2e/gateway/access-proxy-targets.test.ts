@@ -290,6 +290,14 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     expect((await get(connection, `/api/v1/namespaces/${NAMESPACE}`)).status).toBe(200);
   });
 
+  test('beyond maxCachedTargets the least recently used connection goes', async () => {
+    const targets = await proxyTargets({ maxCachedTargets: 1 });
+    const [a, b] = [await workingCluster(), await workingCluster()];
+    const first = await resolved(targets, { kind: 'Cluster', cluster: a.name });
+    await resolved(targets, { kind: 'Cluster', cluster: b.name });
+    expect(await targets.resolve({ kind: 'Cluster', cluster: a.name })).not.toBe(first);
+  });
+
   test('a changed Cluster (another Secret) gives a new connection; a deleted one is 404', async () => {
     const targets = await proxyTargets();
     const { name } = await workingCluster();
