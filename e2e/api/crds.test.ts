@@ -1,10 +1,10 @@
 import { ApiException, CustomObjectsApi } from '@kubernetes/client-node';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { storedObjectArbitrary } from '../../src/api/arbitrary.ts';
 import { customResourceDefinition } from '../../src/api/crd.ts';
 import { API_GROUP, API_VERSION, GROUP_VERSION } from '../../src/api/meta.ts';
-import { kindByName, STORED_KINDS, type StoredKind } from '../../src/api/registry.ts';
+import { STORED_KINDS, type StoredKind } from '../../src/api/registry.ts';
+import { storedObjectArbitrary } from '../../test-support/arbitrary.ts';
 import { hostKubeConfig, kubectl, uniqueName, useNamespace } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
 
@@ -48,7 +48,7 @@ function resource(info: StoredKind, namespace: () => string) {
   };
 }
 
-const stored = (kind: string) => kindByName(kind) as StoredKind;
+const stored = (kind: string) => STORED_KINDS.find((info) => info.kind === kind) as StoredKind;
 
 /** The apiserver's rejection of `attempt`: its HTTP code and the field paths of its causes. */
 async function rejection(

@@ -7,7 +7,7 @@ import { BASE64_PATTERN } from './common.ts';
 import { crdSchema, customResourceDefinition } from './crd.ts';
 import type { JsonSchema } from './jsonschema.ts';
 import { openApiV3ForGroupVersion, schemaName } from './openapi.ts';
-import { KINDS, kindByName, kindByPlural, STORED_KINDS, subresourcesOf } from './registry.ts';
+import { KINDS, STORED_KINDS } from './registry.ts';
 
 const crdsDir = fileURLToPath(new URL('../../crds/', import.meta.url));
 
@@ -93,7 +93,7 @@ describe('generated CRDs', () => {
   );
 
   it('carries the spec text into SharedSecret descriptions', () => {
-    const schema = crdSchema(kindByName('SharedSecret') as (typeof STORED_KINDS)[number]);
+    const schema = crdSchema(STORED_KINDS.find((info) => info.kind === 'SharedSecret')!);
     const spec = (schema.properties as Record<string, JsonSchema>).spec!;
     const access = (spec.properties as Record<string, JsonSchema>).access!;
     expect(access.description).toBe(
@@ -180,26 +180,6 @@ describe('registry', () => {
       ...k.shortNames,
     ]);
     expect(new Set(names).size).toBe(names.length);
-  });
-
-  it.each([
-    ['sharedsecrets', 'SharedSecret'],
-    ['SharedSecret', 'SharedSecret'],
-    ['oak', 'OwnedAccessKey'],
-    ['configs', 'Config'],
-    ['config', 'Config'],
-    ['vci', 'VirtualClusterInstance'],
-    ['members', undefined],
-    ['pods', undefined],
-  ])('kindByPlural(%s) is %s', (name, kind) => {
-    expect(kindByPlural(name)?.kind).toBe(kind);
-  });
-
-  it('lists CRD and gateway subresources', () => {
-    expect(subresourcesOf('projects')).toEqual(['status', 'members']);
-    expect(subresourcesOf('virtualclusterinstances')).toEqual(['status', 'kubeconfig']);
-    expect(subresourcesOf('sharedsecrets')).toEqual(['status']);
-    expect(subresourcesOf('configs')).toEqual([]);
   });
 });
 

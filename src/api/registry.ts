@@ -264,33 +264,6 @@ export const KINDS: readonly KindInfo[] = [
 ];
 
 export const STORED_KINDS: readonly StoredKind[] = KINDS.filter((k): k is StoredKind => k.stored);
-const VIRTUAL_KINDS: readonly VirtualKind[] = KINDS.filter((k): k is VirtualKind => !k.stored);
-
-/** Subresources each stored kind has, CRD ones and those the gateway serves, by plural. */
-export function subresourcesOf(plural: string): string[] {
-  const info = kindByPlural(plural);
-  if (!info?.stored) return [];
-  return [
-    ...info.subresources,
-    ...VIRTUAL_KINDS.filter((v) => v.subresourceOf?.plural === plural).map(
-      (v) => v.subresourceOf!.subresource,
-    ),
-  ];
-}
-
-/** The kind served at a top-level resource name (plural, singular or short name); subresource kinds are not. */
-export function kindByPlural(name: string): KindInfo | undefined {
-  const lower = name.toLowerCase();
-  return KINDS.find(
-    (k) =>
-      !('subresourceOf' in k && k.subresourceOf) &&
-      (k.plural === lower || k.singular === lower || k.shortNames.includes(lower)),
-  );
-}
-
-export function kindByName(kind: string): KindInfo | undefined {
-  return KINDS.find((k) => k.kind === kind);
-}
 
 /** `<plural>.management.platform`, the CRD name and the kubectl resource name. */
 export function crdName(info: Pick<KindInfo, 'plural'>): string {

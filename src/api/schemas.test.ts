@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { arbitraryFor, storedObjectArbitrary } from './arbitrary.ts';
+import { arbitraryFor, storedObjectArbitrary } from '../../test-support/arbitrary.ts';
 import { ConditionSchema } from './meta.ts';
 import { OwnedAccessKeySchema } from './ownedaccesskey.ts';
 import { KINDS, STORED_KINDS } from './registry.ts';

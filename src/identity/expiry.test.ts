@@ -4,7 +4,6 @@ import {
   type AccessKeyLifetimeFields,
   AccessKeyWithoutCreationTimestamp,
   accessKeyExpiry,
-  isAccessKeyExpired,
 } from './expiry.ts';
 
 const CREATED = '2025-01-01T00:00:00Z';
@@ -71,13 +70,6 @@ describe('accessKeyExpiry', () => {
   it('fails closed without a creation timestamp when a limit applies', () => {
     expect(() => accessKeyExpiry({ spec: { ttl: 1 } }, {})).toThrow(AccessKeyWithoutCreationTimestamp);
     expect(accessKeyExpiry({ spec: {} }, {})).toBeNull();
-  });
-
-  it('is expired at and after the deadline, not before', () => {
-    const lifetime = key({ ttl: 60 });
-    expect(isAccessKeyExpired(lifetime, {}, new Date(T0 + 59_999))).toBe(false);
-    expect(isAccessKeyExpired(lifetime, {}, new Date(T0 + 60_000))).toBe(true);
-    expect(isAccessKeyExpired(lifetime, {}, new Date(T0 + 60_001))).toBe(true);
   });
 
   const lifetimes = fc.record({

@@ -87,14 +87,3 @@ export function accessKeyExpiry(
   if (maxTTL !== undefined) deadlines.push(created + maxTTL * 1000);
   return new Date(Math.min(...deadlines));
 }
-
-/** Whether the key no longer works at `now` by its lifetime (disabled keys are a separate check). */
-export function isAccessKeyExpired(
-  key: AccessKeyLifetimeFields,
-  limits: AccessKeyLifetimeLimits,
-  now: Date,
-  recentActivity?: Date,
-): boolean {
-  const expiry = accessKeyExpiry(key, limits, recentActivity);
-  return expiry !== null && now.getTime() >= expiry.getTime();
-}

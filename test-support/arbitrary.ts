@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { z } from 'zod';
-import { PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
-import type { StoredKind } from './registry.ts';
+import type { StoredKind } from '../src/api/registry.ts';
+import { PROTOTYPE_KEYS } from '../src/testing/prototype-keys.ts';
 
 /** A JSON Schema node of zod's own output (draft 2020-12). */
 type Node = { [key: string]: unknown };
