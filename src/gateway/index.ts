@@ -246,7 +246,7 @@ interface OwnEndpointsContext extends GatewayParts {
 }
 
 /** The endpoint table (every endpoint, discovery and other components' included) and the throttle, on a connection to the apiserver. */
-function pipelineParts(parts: GatewayParts, connection: Upstream, registry: Registry) {
+function pipelineParts(parts: GatewayParts, connection: Upstream, metrics: GatewayMetrics) {
   const { options, config } = parts;
   const failures = new AuthFailureLimiter(options.authFailureLimits ?? DEFAULT_AUTH_FAILURE_LIMITS);
   const watchLimits = options.watchLimits ?? DEFAULT_WATCH_LIMITS;
@@ -260,7 +260,7 @@ function pipelineParts(parts: GatewayParts, connection: Upstream, registry: Regi
   });
   table = new EndpointTable([...own, ...discovery, ...(options.endpoints ?? [])]);
   // Long-lived connections end with their key (issue 26, Lifetimes).
-  const sessions = new KeySessions({ authority: parts.authenticator, clock: parts.clock, registry });
+  const sessions = new KeySessions({ authority: parts.authenticator, clock: parts.clock, metrics });
   return { endpoints: table, throttle: new Throttle(failures, watchLimits, sessions), proxy };
 }
 
@@ -384,7 +384,7 @@ function serveGateway(
   const tls = options.certDir ? tlsFiles(options.certDir) : undefined;
   return startGatewayServer(
     {
-      ...pipelineParts(parts, upstream, observers.metrics.registry),
+      ...pipelineParts(parts, upstream, observers.metrics),
       ...observers,
       authenticator: parts.authenticator,
       logger: options.logger,

@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { RequestAttributes } from '../authz/attributes.ts';
 
 /**
@@ -19,6 +19,10 @@ export class GatewayMetrics {
   readonly duration: Histogram<Labels>;
   readonly proxied: Counter<'target' | 'verb' | 'code'>;
   readonly proxiedDuration: Histogram<'target' | 'verb'>;
+  /** Long-lived connections (watches, upgraded streams, followed logs) held open now (`sessions.ts`). */
+  readonly longLived: Gauge;
+  /** Those cut because the key that opened them stopped being valid, by reason (never a key's name). */
+  readonly longLivedCuts: Counter<'reason'>;
 
   constructor(readonly registry: Registry) {
     this.requests = new Counter({
@@ -45,6 +49,17 @@ export class GatewayMetrics {
       help: "Time in seconds from a request's arrival to its answer's headers through the access proxy, by target kind and verb (long-running requests excluded).",
       labelNames: ['target', 'verb'],
       buckets: BUCKETS,
+      registers: [registry],
+    });
+    this.longLived = new Gauge({
+      name: 'gateway_long_lived_connections',
+      help: 'Long-lived connections (watches, upgraded streams, followed logs) held open now, management API and access proxy.',
+      registers: [registry],
+    });
+    this.longLivedCuts = new Counter({
+      name: 'gateway_long_lived_connections_cut_total',
+      help: 'Long-lived connections cut because the access key that opened them stopped being valid, by reason.',
+      labelNames: ['reason'],
       registers: [registry],
     });
   }

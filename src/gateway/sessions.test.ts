@@ -3,13 +3,14 @@ import { describe, expect, test } from 'vitest';
 import { FakeClock } from '../../test-support/fake-clock.ts';
 import { CREATED, KeyCaches, testTeam, testUser } from '../../test-support/key-caches.ts';
 import { type AuthenticatedIdentity, newKeyRecord } from '../identity/authenticate.ts';
+import { GatewayMetrics } from './metrics.ts';
 import { KeySessions } from './sessions.ts';
 
 function setup() {
   const clock = new FakeClock(Date.parse(CREATED) + 1000);
   const caches = new KeyCaches(clock);
   const registry = new Registry();
-  const sessions = new KeySessions({ authority: caches, clock, registry });
+  const sessions = new KeySessions({ authority: caches, clock, metrics: new GatewayMetrics(registry) });
   caches.putUser(testUser('alice'));
   caches.putUser(testUser('bob'));
   caches.putTeam(testTeam('ops'));

@@ -1,4 +1,3 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
 import {
   AccessKeyDisabled,
   AccessKeyExpired,
@@ -8,6 +7,7 @@ import {
 } from '../identity/authenticate.ts';
 import type { IdentityChange } from '../identity/authenticator.ts';
 import type { Clock, Timer } from '../runtime/clock.ts';
+import type { GatewayMetrics } from './metrics.ts';
 
 /**
  * Long-lived connections (watches of the management API and through the access proxy, upgraded
@@ -63,8 +63,8 @@ interface Session {
 export interface KeySessionsDeps {
   readonly authority: KeyAuthority;
   readonly clock: Clock;
-  /** Where the cut counter and the held gauge are registered. */
-  readonly registry?: Registry;
+  /** The held gauge and the cut counter (`gateway_long_lived_connections...`). */
+  readonly metrics?: Pick<GatewayMetrics, 'longLived' | 'longLivedCuts'>;
 }
 
 /** The long-lived connections each access key holds open, cut when the key stops being valid. */
@@ -75,26 +75,9 @@ export class KeySessions {
   private readonly byOwner = new Map<string, Set<string>>();
   /** One timer per key with sessions: its expiry, when it has one. */
   private readonly expiries = new Map<string, Timer>();
-  private readonly cuts: Counter<'reason'>;
   private held = 0;
 
   constructor(private readonly deps: KeySessionsDeps) {
-    const registers = deps.registry ? [deps.registry] : [];
-    this.cuts = new Counter({
-      name: 'gateway_long_lived_connections_cut_total',
-      help: 'Long-lived connections (watches, upgraded streams, followed logs) cut because the access key that opened them stopped being valid, by reason.',
-      labelNames: ['reason'],
-      registers,
-    });
-    const sessions = this;
-    new Gauge({
-      name: 'gateway_long_lived_connections',
-      help: 'Long-lived connections (watches, upgraded streams, followed logs) held open now.',
-      registers,
-      collect() {
-        this.set(sessions.held);
-      },
-    });
     deps.authority.onIdentityChange((change) => this.changed(change));
   }
 
@@ -110,6 +93,7 @@ export class KeySessions {
     const owner = ownerOf(identity);
     if (owner) addTo(this.byOwner, owner, keyName);
     this.held++;
+    this.deps.metrics?.longLived.inc();
     // The key may have changed between its authentication and now (a read past the caches is
     // awaited): judged once more, unless the caches do not hold it yet (then its events will).
     const standing = this.deps.authority.standing(identity);
@@ -140,7 +124,7 @@ export class KeySessions {
       const reason = cutReason(this.deps.authority.standing(session.identity));
       if (reason === undefined) continue;
       this.drop(session);
-      this.cuts.inc({ reason });
+      this.deps.metrics?.longLivedCuts.inc({ reason });
       session.cut();
     }
     this.scheduleExpiry(keyName);
@@ -177,6 +161,7 @@ export class KeySessions {
     const sessions = this.byKey.get(keyName);
     if (!sessions?.delete(session)) return;
     this.held--;
+    this.deps.metrics?.longLived.dec();
     const owner = ownerOf(session.identity);
     if (owner && ![...sessions].some((other) => ownerOf(other.identity) === owner)) {
       removeFrom(this.byOwner, owner, keyName);
