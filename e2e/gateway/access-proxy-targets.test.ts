@@ -5,6 +5,7 @@ import { StatusError } from '../../src/api/status.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import type { TargetConnection } from '../../src/gateway/access-proxy/target.ts';
 import {
+  MIN_SECRET_READ_INTERVAL_MS,
   type ProxyTargets,
   type ProxyTargetsOptions,
   setupProxyTargets,
@@ -99,14 +100,14 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     });
     return name;
   };
-  const reachesTarget = { endpoint: () => target.server, caData: () => b64(target.caPem) };
+  /** The spec fields that reach the target apiserver. */
+  const toTarget = () => ({ endpoint: target.server, caData: b64(target.caPem) });
   /** A Cluster reaching the target apiserver with the admin token, from a Secret of its own. */
   const workingCluster = async () => {
     const secretName = uniqueName('creds');
     await secret(secretName, { token: b64(target.adminToken) });
     const name = await cluster({
-      endpoint: reachesTarget.endpoint(),
-      caData: reachesTarget.caData(),
+      ...toTarget(),
       credentialsSecretRef: { namespace: NAMESPACE, name: secretName },
     });
     return { name, secretName };
@@ -127,13 +128,9 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     );
     return connection!;
   };
-  const refusal = (promise: Promise<unknown>) =>
-    promise.then(
-      () => {
-        throw new Error('resolved; a refusal was expected');
-      },
-      (err: unknown) => err as StatusError,
-    );
+  /** The StatusError a resolve is refused with. */
+  const refusal = async (resolving: Promise<unknown>) =>
+    (await resolving.catch((err: unknown) => err)) as StatusError;
 
   test('a Cluster: its agent and the platform credential GET /version of the target', async () => {
     const targets = await proxyTargets();
@@ -163,28 +160,21 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
   test('missing or unusable credentials: 503 naming the cluster and the reason, never the credentials', async () => {
     const targets = await proxyTargets();
     const missingSecret = await cluster({
-      endpoint: reachesTarget.endpoint(),
+      ...toTarget(),
       credentialsSecretRef: { namespace: NAMESPACE, name: 'absent' },
     });
-    const noRef = await cluster({ endpoint: reachesTarget.endpoint() });
+    const noRef = await cluster(toTarget());
     const tokenName = uniqueName('tok');
     await secret(tokenName, { token: b64('s3cret-token-value') });
     const noEndpoint = await cluster({ credentialsSecretRef: { namespace: NAMESPACE, name: tokenName } });
+    // Each message: `cluster "<name>" cannot be reached (<reason>): <why>`.
     const expectations: Array<[string, string]> = [
-      [
-        missingSecret,
-        `cluster "${missingSecret}" cannot be reached (CredentialsMissing): Secret ${NAMESPACE}/absent does not exist`,
-      ],
-      [
-        noRef,
-        `cluster "${noRef}" cannot be reached (CredentialsNotConfigured): spec.credentialsSecretRef is not set`,
-      ],
-      [
-        noEndpoint,
-        `cluster "${noEndpoint}" cannot be reached (CredentialsMissing): spec.endpoint is required with a token`,
-      ],
+      [missingSecret, `CredentialsMissing): Secret ${NAMESPACE}/absent does not exist`],
+      [noRef, 'CredentialsNotConfigured): spec.credentialsSecretRef is not set'],
+      [noEndpoint, 'CredentialsMissing): spec.endpoint is required with a token'],
     ];
-    for (const [name, message] of expectations) {
+    for (const [name, why] of expectations) {
+      const message = `cluster "${name}" cannot be reached (${why}`;
       await eventually(
         () =>
           targets.resolve({ kind: 'Cluster', cluster: name }).then(
@@ -198,6 +188,12 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
       expect(error.toStatus()).toMatchObject({ code: 503, reason: 'ServiceUnavailable', message });
       expect(JSON.stringify(error.toStatus())).not.toContain('s3cret-token-value');
     }
+    // A refusal is answered from memory (no Secret read per request) for a second; then read again.
+    await secret('absent', { token: b64(target.adminToken) });
+    const fixed = { kind: 'Cluster', cluster: missingSecret } as const;
+    expect((await refusal(targets.resolve(fixed))).code).toBe(503);
+    now += MIN_SECRET_READ_INTERVAL_MS;
+    expect((await get(await targets.resolve(fixed), '/version')).status).toBe(200);
   });
 
   test('a changed Secret: the same connection until it is read again (10 s, or invalidate), then a new one with the new credential', async () => {
@@ -208,6 +204,7 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     expect((await get(first, '/version')).status).toBe(200);
 
     // Read again, the same content: the connection (and its sockets) stays.
+    now += MIN_SECRET_READ_INTERVAL_MS;
     targets.invalidate(to);
     expect(await targets.resolve(to)).toBe(first);
 
@@ -219,9 +216,12 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     expect(second.credentials()).not.toEqual(first.credentials());
     expect((await get(second, '/version')).status).toBe(401);
 
-    // The 401 answer makes the relay invalidate; the fixed Secret is read at once.
+    // The 401 answer makes the relay invalidate; the fixed Secret is read at once, but not more
+    // than once a second.
     await setSecret(secretName, { token: b64(target.adminToken) });
     targets.invalidate(to);
+    expect(await targets.resolve(to), 'just read').toBe(second);
+    now += MIN_SECRET_READ_INTERVAL_MS;
     const third = await targets.resolve(to);
     expect(third).not.toBe(second);
     expect((await get(third, '/version')).status).toBe(200);
@@ -243,9 +243,11 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     });
 
     await setSecret(secretName, { token: b64(`${target.adminToken}`), unrelated: b64('a change') });
+    now += MIN_SECRET_READ_INTERVAL_MS;
     targets.invalidate(to);
     expect(await targets.resolve(to), 'a change that leaves the credential as it was').toBe(first);
     await setSecret(secretName, { token: b64('rotated-elsewhere') });
+    now += MIN_SECRET_READ_INTERVAL_MS;
     targets.invalidate(to);
     expect(await targets.resolve(to)).not.toBe(first);
 

@@ -3,6 +3,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidCredentials } from '../../clusters/connection.ts';
+import { targetKey } from './managed-targets.ts';
 import {
   agentPlan,
   connectionDigest,
@@ -11,7 +12,6 @@ import {
   retireAgent,
   TargetConnectTimeout,
 } from './target-agents.ts';
-import { targetKey } from './targets.ts';
 
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 

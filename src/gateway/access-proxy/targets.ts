@@ -3,7 +3,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster } from '../../api/cluster.ts';
 import { API_GROUP } from '../../api/meta.ts';
 import { resources, type Stored } from '../../api/resources.ts';
-import { notFound, type StatusError, serviceUnavailable } from '../../api/status.ts';
+import { notFound, StatusError, serviceUnavailable } from '../../api/status.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { readCredentialsSecret } from '../../clusters/access.ts';
 import {
@@ -16,6 +16,14 @@ import { type Clock, systemClock } from '../../runtime/clock.ts';
 import type { Informer } from '../../runtime/informer.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
 import type { Manager } from '../../runtime/manager.ts';
+import {
+  clusterKey,
+  clusterTarget,
+  instanceKey,
+  instanceTarget,
+  type ManagedTarget,
+  targetKey,
+} from './managed-targets.ts';
 import type { ProxyTarget, TargetConnection } from './target.ts';
 import {
   agentPlan,
@@ -41,12 +49,17 @@ export { DEFAULT_CONNECT_TIMEOUT_MS, TargetConnectTimeout } from './target-agent
  * and their agents pool sockets. A cached connection is rebuilt when its object changes (uid or
  * resourceVersion) or its Secret's content does; the Secret is read again at most every
  * {@link SECRET_RECHECK_MS} while the target is in use, at once after `invalidate` (the relay calls
- * it when the target answers 401 to the platform's credential). A replaced or evicted agent is
+ * it when the target answers 401 to the platform's credential). Whatever callers do, a target's
+ * Secret is read at most once per {@link MIN_SECRET_READ_INTERVAL_MS}: a refusal (a missing or
+ * unusable Secret) is answered again from memory until then, so that a tenant hammering a broken
+ * virtual cluster, or one answering 401, makes no request to the apiserver per request. A replaced or evicted agent is
  * retired: its open streams finish, its sockets are not reused.
  */
 
 /** How often the credentials Secret of a target in use is read again (a rotation shows within this). */
 export const SECRET_RECHECK_MS = 10_000;
+/** The shortest time between two reads of one target's Secret. */
+export const MIN_SECRET_READ_INTERVAL_MS = 1_000;
 /** Targets whose connections (agents, sockets) are kept; the least recently used goes first. */
 export const DEFAULT_MAX_CACHED_TARGETS = 256;
 
@@ -82,27 +95,26 @@ export function setupProxyTargets(
   });
 }
 
-/** What a Cluster or VirtualClusterInstance says about reaching it. */
-interface ManagedTarget {
-  /** The cache key: `Cluster/<name>` or `VirtualClusterInstance/<namespace>/<name>`. */
-  readonly key: string;
-  readonly description: string;
-  /** uid and resourceVersion: a different one means the object changed. */
-  readonly version: string;
-  readonly spec: { readonly endpoint?: string | undefined; readonly caData?: string | undefined };
-  readonly secret: { readonly namespace: string; readonly name: string } | undefined;
-}
-
 interface CachedConnection {
   version: string;
   readonly digest: string;
   readonly connection: TargetConnection;
-  /** When the Secret was last read (clock ms); 0 after `invalidate`. */
+  /** When the Secret was last read (clock ms). */
   checkedAt: number;
+  /** `invalidate` asked for the Secret to be read again. */
+  invalidated: boolean;
+}
+
+/** A target refused for its credentials: answered again without a read until the next is allowed. */
+interface CachedRefusal {
+  readonly version: string;
+  readonly error: StatusError;
+  readonly at: number;
 }
 
 export class ProxyTargets {
   private readonly cache = new Map<string, CachedConnection>();
+  private readonly refusals = new Map<string, CachedRefusal>();
   private readonly pending = new Map<string, Promise<TargetConnection>>();
   private readonly host: HostConnection;
   private readonly clock: Clock;
@@ -138,6 +150,10 @@ export class ProxyTargets {
       this.touch(managed.key, cached);
       return cached.connection;
     }
+    const refusal = this.refusals.get(managed.key);
+    if (refusal?.version === managed.version && this.clock.now() - refusal.at < MIN_SECRET_READ_INTERVAL_MS) {
+      throw refusal.error;
+    }
     let refreshing = this.pending.get(managed.key);
     if (!refreshing) {
       refreshing = this.refresh(managed).finally(() => this.pending.delete(managed.key));
@@ -146,7 +162,10 @@ export class ProxyTargets {
     return abortable(refreshing, signal);
   }
 
-  /** The target refused the platform's credential: its Secret is read again on the next resolve. */
+  /**
+   * The target refused the platform's credential: its Secret is read again on the next resolve
+   * (not before {@link MIN_SECRET_READ_INTERVAL_MS} after the last read).
+   */
   invalidate(target: ProxyTarget): void {
     if (target.kind === 'ProjectSpace') {
       this.host.invalidate();
@@ -154,7 +173,7 @@ export class ProxyTargets {
     }
     const key = targetKey(target, this.options.projectNamespace);
     const cached = this.cache.get(key);
-    if (cached) cached.checkedAt = 0;
+    if (cached) cached.invalidated = true;
   }
 
   /** Stops following the informers and closes every agent (open streams are cut). */
@@ -217,15 +236,22 @@ export class ProxyTargets {
       if (err instanceof SecretUnreadable && cached) {
         // The apiserver did not answer: keep what worked, try again after the recheck period.
         cached.checkedAt = this.clock.now();
+        cached.invalidated = false;
         return cached.connection;
       }
       this.forget(managed.key);
-      throw err instanceof SecretUnreadable ? err.status : err;
+      const error = err instanceof SecretUnreadable ? err.status : err;
+      if (error instanceof StatusError) {
+        this.refusals.set(managed.key, { version: managed.version, error, at: this.clock.now() });
+      }
+      throw error;
     }
+    this.refusals.delete(managed.key);
     const digest = connectionDigest(connection);
     if (cached && cached.digest === digest) {
       cached.version = managed.version;
       cached.checkedAt = this.clock.now();
+      cached.invalidated = false;
       this.touch(managed.key, cached);
       return cached.connection;
     }
@@ -234,6 +260,7 @@ export class ProxyTargets {
       digest,
       connection: this.targetConnection(managed.description, connection),
       checkedAt: this.clock.now(),
+      invalidated: false,
     };
     this.forget(managed.key);
     this.cache.set(managed.key, fresh);
@@ -278,7 +305,8 @@ export class ProxyTargets {
   }
 
   private due(cached: CachedConnection): boolean {
-    return this.clock.now() - cached.checkedAt >= (this.options.secretRecheckMs ?? SECRET_RECHECK_MS);
+    const age = this.clock.now() - cached.checkedAt;
+    return age >= this.recheckMs || (cached.invalidated && age >= MIN_SECRET_READ_INTERVAL_MS);
   }
 
   /** Marks an entry most recently used (a Map iterates in insertion order). */
@@ -295,7 +323,12 @@ export class ProxyTargets {
     }
   }
 
+  private get recheckMs(): number {
+    return this.options.secretRecheckMs ?? SECRET_RECHECK_MS;
+  }
+
   private forget(key: string): void {
+    this.refusals.delete(key);
     const cached = this.cache.get(key);
     if (!cached) return;
     this.cache.delete(key);
@@ -308,43 +341,6 @@ class SecretUnreadable extends Error {
   constructor(readonly status: StatusError) {
     super(status.message);
   }
-}
-
-/** The cache key of a Cluster or VirtualClusterInstance target (not a space: those share the host's). */
-export function targetKey(
-  target: Exclude<ProxyTarget, { kind: 'ProjectSpace' }>,
-  projectNamespace: (project: string) => string,
-): string {
-  return target.kind === 'Cluster'
-    ? `Cluster/${target.cluster}`
-    : `VirtualClusterInstance/${projectNamespace(target.project)}/${target.virtualCluster}`;
-}
-
-const clusterKey = (cluster: Stored<Cluster>) => `Cluster/${cluster.metadata.name}`;
-const instanceKey = (vci: Stored<VirtualClusterInstance>) =>
-  `VirtualClusterInstance/${vci.metadata.namespace}/${vci.metadata.name}`;
-const versionOf = (object: { metadata: { uid?: string; resourceVersion?: string } }) =>
-  `${object.metadata.uid ?? ''}/${object.metadata.resourceVersion ?? ''}`;
-
-function clusterTarget(cluster: Stored<Cluster>): ManagedTarget {
-  return {
-    key: clusterKey(cluster),
-    description: `cluster "${cluster.metadata.name}"`,
-    version: versionOf(cluster),
-    spec: cluster.spec,
-    secret: cluster.spec.credentialsSecretRef,
-  };
-}
-
-function instanceTarget(vci: Stored<VirtualClusterInstance>, project: string): ManagedTarget {
-  const secretName = vci.spec.credentialsSecretRef?.name;
-  return {
-    key: instanceKey(vci),
-    description: `virtual cluster "${project}/${vci.metadata.name}"`,
-    version: versionOf(vci),
-    spec: vci.spec,
-    secret: secretName ? { namespace: vci.metadata.namespace ?? '', name: secretName } : undefined,
-  };
 }
 
 /** 404 as kube-apiserver words it: `clusters.management.platform "prod" not found`. */
