@@ -49,30 +49,12 @@ afterAll(async () => {
 /** A User with a password, an email, groups from a sign-in, and a team. */
 async function person(password: string): Promise<{ name: string; team: string }> {
   const g = env().gateway;
-  const name = uniqueName('oidcperson');
+  const name = await env().userWithPassword('oidcperson', password, (user) => ({
+    email: `${user}@example.com`,
+    groups: ['developers'],
+  }));
   const team = uniqueName('oidcteam');
-  await g.custom.createClusterCustomObject({
-    group: 'management.platform',
-    version: 'v1',
-    plural: 'users',
-    body: {
-      apiVersion: 'management.platform/v1',
-      kind: 'User',
-      metadata: { name },
-      spec: { username: name, email: `${name}@example.com`, groups: ['developers'] },
-    },
-  });
-  await g.custom.createClusterCustomObject({
-    group: 'management.platform',
-    version: 'v1',
-    plural: 'teams',
-    body: {
-      apiVersion: 'management.platform/v1',
-      kind: 'Team',
-      metadata: { name: team },
-      spec: { users: [name] },
-    },
-  });
+  await env().create('Team', { name: team }, { users: [name] });
   await eventually(
     async () => {
       const user = (await g.custom.getClusterCustomObject({
@@ -86,7 +68,6 @@ async function person(password: string): Promise<{ name: string; team: string }>
     30_000,
     'the team membership in the User status',
   );
-  await env().service.setPassword(name, password);
   return { name, team };
 }
 

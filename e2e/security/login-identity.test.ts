@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { userNameFor } from '../../src/login/outcome.ts';
 import { call } from '../gateway/support.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
-import { keyOn, oidcSection, signIn, storedUser } from '../login/support/sign-in.ts';
+import { expectRefusedSignIn, keyOn, oidcSection, signIn, storedUser } from '../login/support/sign-in.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -34,13 +34,6 @@ ${oidcSection(env())}
 function account(claims: Record<string, unknown>, login = uniqueName('sub')): string {
   env().oidc.accounts.set(login, { claims });
   return login;
-}
-
-/** The refused sign-in's error page: its reason, and no key. */
-function expectRefused(page: { status: number; text: string }, reason: RegExp) {
-  expect(page.status, page.text).toBe(403);
-  expect(/<p class="error" role="alert" id="error">([^<]*)<\/p>/.exec(page.text)?.[1]).toMatch(reason);
-  expect(keyOn(page.text)).toBeUndefined();
 }
 
 /** The names of the keys a key may list (non-admins see their own only). */
@@ -88,7 +81,7 @@ describe('account takeover by username', () => {
 
     // A recycled or renamed login, or one whose owner set preferred_username themselves.
     const impostor = account({ preferred_username: username, groups: ['everyone'] });
-    expectRefused(await signIn(env(), 'oidc', impostor), /belongs to another account/);
+    expectRefusedSignIn(await signIn(env(), 'oidc', impostor), /belongs to another account/, 403);
     expect(await env().loginKeys(userNameFor(username))).toHaveLength(1);
     const after = await storedUser(env(), username);
     expect(after?.spec).toEqual(before?.spec);
@@ -100,21 +93,15 @@ describe('account takeover by username', () => {
   it('a User bound by the old name-only annotation is refused at sign-in until an admin records its account', async () => {
     await configureOidc();
     const username = uniqueName('legacy');
-    await env().gateway.custom.createClusterCustomObject({
-      group: 'management.platform',
-      version: 'v1',
-      plural: 'users',
-      body: {
-        apiVersion: 'management.platform/v1',
-        kind: 'User',
-        metadata: { name: username, annotations: { 'login.management.platform/connector': 'oidc' } },
-        spec: { username, subject: username },
-      },
-    });
+    await env().create(
+      'User',
+      { name: username, annotations: { 'login.management.platform/connector': 'oidc' } },
+      { username, subject: username },
+    );
     const owner = account({ preferred_username: username });
     const attacker = account({ preferred_username: username });
-    expectRefused(await signIn(env(), 'oidc', attacker), /before accounts were recorded/);
-    expectRefused(await signIn(env(), 'oidc', owner), /before accounts were recorded/);
+    expectRefusedSignIn(await signIn(env(), 'oidc', attacker), /before accounts were recorded/, 403);
+    expectRefusedSignIn(await signIn(env(), 'oidc', owner), /before accounts were recorded/, 403);
     expect(await env().loginKeys(username)).toEqual([]);
 
     // The admin records the owner's account (docs/login.md): the owner signs in, nobody else.
@@ -126,7 +113,7 @@ describe('account takeover by username', () => {
       body: [{ op: 'add', path: '/spec/ssoIdentity', value: { connector: 'oidc', userId: owner } }],
     });
     expect(keyOn((await signIn(env(), 'oidc', owner)).text)).toMatch(/^pak_/);
-    expectRefused(await signIn(env(), 'oidc', attacker), /belongs to another account/);
+    expectRefusedSignIn(await signIn(env(), 'oidc', attacker), /belongs to another account/, 403);
     expect(await env().loginKeys(username)).toHaveLength(1);
   });
 });
@@ -201,17 +188,11 @@ describe('teams made at sign-in', () => {
     await configureOidc();
     const team = uniqueName('release-managers');
     const project = uniqueName('p');
-    await env().gateway.custom.createClusterCustomObject({
-      group: 'management.platform',
-      version: 'v1',
-      plural: 'projects',
-      body: {
-        apiVersion: 'management.platform/v1',
-        kind: 'Project',
-        metadata: { name: project },
-        spec: { members: [{ kind: 'Team', name: team, clusterRole: 'admin' }] },
-      },
-    });
+    await env().create(
+      'Project',
+      { name: project },
+      { members: [{ kind: 'Team', name: team, clusterRole: 'admin' }] },
+    );
     const other = uniqueName('group');
     const attacker = account({ preferred_username: uniqueName('mallory'), groups: [team, other] });
     const page = await signIn(env(), 'oidc', attacker);

@@ -74,23 +74,17 @@ ${oidcSection(env())}
 
     // A Login key of the tenant holding the victim's grant anyway (made by an admin by mistake).
     const planted = uniqueName('planted');
-    await gateway.custom.createClusterCustomObject({
-      group: 'management.platform',
-      version: 'v1',
-      plural: 'ownedaccesskeys',
-      body: {
-        apiVersion: 'management.platform/v1',
-        kind: 'OwnedAccessKey',
-        metadata: { name: planted },
-        spec: {
-          user: attacker,
-          type: 'Login',
-          key: generateAccessKey(randomBytes).key,
-          identity: { ...stolenIdentity, username: attacker, groups: [] },
-          identityRefresh: '2020-01-01T00:00:00Z',
-        },
+    await env().create(
+      'OwnedAccessKey',
+      { name: planted },
+      {
+        user: attacker,
+        type: 'Login',
+        key: generateAccessKey(randomBytes).key,
+        identity: { ...stolenIdentity, username: attacker, groups: [] },
+        identityRefresh: '2020-01-01T00:00:00Z',
       },
-    });
+    );
     await eventually(
       async () => (await env().storedKey(planted))?.spec.disabled === true,
       30_000,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { userNameFor } from '../../src/login/outcome.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
-import { browserFor, clientLines, keyOn, signIn, standIns } from '../login/support/sign-in.ts';
+import { browserFor, clientLines, expectRefusedSignIn, signIn, standIns } from '../login/support/sign-in.ts';
 import { uniqueName } from '../support/cluster.ts';
 
 /**
@@ -38,29 +38,12 @@ const teams = () =>
 /** An admin's Team for `groups`; returns its name. */
 async function adminTeam(groups: string[]): Promise<string> {
   const name = uniqueName('admins');
-  await env().gateway.custom.createClusterCustomObject({
-    group: 'management.platform',
-    version: 'v1',
-    plural: 'teams',
-    body: {
-      apiVersion: 'management.platform/v1',
-      kind: 'Team',
-      metadata: { name },
-      spec: { groups, clusterRoles: [{ name: 'platform-admin' }] },
-    },
-  });
+  await env().create('Team', { name }, { groups, clusterRoles: [{ name: 'platform-admin' }] });
   return name;
 }
 
 const membersOf = async (team: string) =>
   (await teams()).items.find((item) => item.metadata.name === team)?.spec.users ?? [];
-
-/** The refused sign-in's error page: its reason, and no key. */
-function expectRefused(page: { status: number; text: string }, reason: RegExp) {
-  expect(page.status, page.text).toBeGreaterThanOrEqual(400);
-  expect(/<p class="error" role="alert" id="error">([^<]*)<\/p>/.exec(page.text)?.[1]).toMatch(reason);
-  expect(keyOn(page.text)).toBeUndefined();
-}
 
 describe('enterprise identity across tenants', () => {
   it('a shared tenant signs people in without groups: a tenant of their own making gains them no Team', async () => {
@@ -88,7 +71,7 @@ describe('enterprise identity across tenants', () => {
     await configureIdpB(`    tenant: organizations\n    groups: [${group}]`);
     const tokenRequests = [...idpB().oauth.tokenRequests];
     // Refused before the provider is asked: the sign-in does not start.
-    expectRefused(
+    expectRefusedSignIn(
       await browserFor(env()).request(`${env().platformUrl}/auth/idpB/login`),
       /sets groups, but groups need a specific tenant/,
     );
@@ -104,7 +87,7 @@ describe('enterprise identity across tenants', () => {
     const foreigner = `${uniqueName('frank')}@${idpB().otherTenant.domain}`;
     idpB().accounts.set(foreigner, { id: randomUUID(), groups: [real], ofOtherTenant: true });
     await configureIdpB(`    tenant: ${idpB().tenantDomain}`);
-    expectRefused(await signIn(env(), 'idpB', foreigner), /another tenant/);
+    expectRefusedSignIn(await signIn(env(), 'idpB', foreigner), /another tenant/);
     expect(await env().loginKeys(userNameFor(foreigner))).toEqual([]);
     expect(await membersOf(admins)).toEqual([]);
 

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { type ConfigStatus, PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../../src/api/config.ts';
+import { API_GROUP, API_VERSION, GROUP_VERSION } from '../../../src/api/meta.ts';
+import { STORED_KINDS } from '../../../src/api/registry.ts';
 import { platformConfigSource } from '../../../src/config/platform-config.ts';
 import type { AuthFailureLimits } from '../../../src/http/failure-limiter.ts';
 import type { ProviderAddresses } from '../../../src/login/providers.ts';
@@ -61,8 +63,20 @@ export interface LoginEnv {
   /** Stores the platform configuration (YAML) and waits until the gateway reads it. */
   configure(yaml: string): Promise<void>;
   config(): ConfigStatus;
-  /** Creates a User named `prefix-<unique>` with this password; returns its name. */
-  userWithPassword(prefix: string, password: string): Promise<string>;
+  /**
+   * Creates a User named `prefix-<unique>` with this password, and the spec fields `spec` gives
+   * for its name besides `username` (an email, groups); returns its name.
+   */
+  userWithPassword(
+    prefix: string,
+    password: string,
+    spec?: (name: string) => Record<string, unknown>,
+  ): Promise<string>;
+  /**
+   * Creates one of our cluster-scoped objects (a User, Team, Project, OwnedAccessKey) as the
+   * platform admin, with this metadata and spec.
+   */
+  create(kind: string, metadata: Loose, spec: Loose): Promise<void>;
   /** Login keys of a user, as stored. */
   loginKeys(user: string): Promise<StoredKey[]>;
   /** A key as stored, or undefined when it is gone. */
@@ -136,6 +150,16 @@ export function useLoginEnv(
     const caFile = join(caDir, 'gateway-ca.pem');
     writeFileSync(caFile, g.caPem ?? '');
     const current = login;
+    const create = async (kind: string, metadata: Loose, spec: Loose) => {
+      const info = STORED_KINDS.find((stored) => stored.kind === kind);
+      if (!info) throw new Error(`${kind} is not one of our stored kinds`);
+      await g.custom.createClusterCustomObject({
+        group: API_GROUP,
+        version: API_VERSION,
+        plural: info.plural,
+        body: { apiVersion: GROUP_VERSION, kind, metadata, spec },
+      });
+    };
     env = {
       gateway: g,
       platformUrl,
@@ -174,19 +198,10 @@ export function useLoginEnv(
         if (source.stored().error) throw new Error(`invalid test configuration: ${source.stored().error}`);
       },
       config: () => source.current(),
-      userWithPassword: async (prefix, password) => {
+      create,
+      userWithPassword: async (prefix, password, spec) => {
         const name = uniqueName(prefix);
-        await g.custom.createClusterCustomObject({
-          group: 'management.platform',
-          version: 'v1',
-          plural: 'users',
-          body: {
-            apiVersion: 'management.platform/v1',
-            kind: 'User',
-            metadata: { name },
-            spec: { username: name },
-          },
-        });
+        await create('User', { name }, { username: name, ...spec?.(name) });
         await current.service.setPassword(name, password);
         return name;
       },

@@ -15,6 +15,17 @@ export function standIns(env: LoginEnv): ProviderStandIns {
 /** The access key on the platform's key page, if any. */
 export const keyOn = (text: string) => /<code id="access-key">([^<]+)<\/code>/.exec(text)?.[1];
 
+/**
+ * A refused sign-in's error page: its reason, and no key; with `status`, exactly that status,
+ * else any error status.
+ */
+export function expectRefusedSignIn(page: { status: number; text: string }, reason: RegExp, status?: number) {
+  if (status === undefined) expect(page.status, page.text).toBeGreaterThanOrEqual(400);
+  else expect(page.status, page.text).toBe(status);
+  expect(/<p class="error" role="alert" id="error">([^<]*)<\/p>/.exec(page.text)?.[1]).toMatch(reason);
+  expect(keyOn(page.text)).toBeUndefined();
+}
+
 /** A browser that trusts the platform (the gateway's CA) and the providers' stand-ins. */
 export const browserFor = (env: LoginEnv) =>
   new ScriptedAgent([env.caPem, env.oidc.caPem, env.providers?.addresses.ca ?? ''].filter(Boolean));
