@@ -295,7 +295,7 @@ export class ProxyTargets {
 
   private targetConnection(description: string, connection: Connection): TargetConnection {
     const plan = agentPlan(connection);
-    const headers = credentialHeaders(connection);
+    const headers = Object.freeze(credentialHeaders(connection));
     return {
       description,
       server: plan.server,
