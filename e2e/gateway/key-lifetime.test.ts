@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { type Dispatcher, fetch as undiciFetch } from 'undici';
 import { describe, expect, test } from 'vitest';
+import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../src/api/config.ts';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { useAccessProxyEnv } from '../support/access-proxy.ts';
@@ -9,7 +10,7 @@ import { call, type GatewayEnv, GROUP_VERSION, useGatewayEnv } from './support.t
 
 /**
  * Issue 26, lifetimes: a watch held open by a key ends when the key stops being valid (disabled,
- * deleted, its owner removed or disabled), not at the watch's natural end (asked for an hour here:
+ * deleted, expired, its owner removed or disabled), not at the watch's natural end (asked for an hour here:
  * longer than any test), on the management API and through the access proxy. The same person's
  * other key holds a watch all along, which goes on and still delivers events: the cut is the
  * invalid key's, nothing else's. There is no time bound but the test's own timeout: a watch that
@@ -149,6 +150,24 @@ describe('gateway: a management API watch ends when the key that opened it stops
     await deletePlatformObject(env(), 'users', person);
     await cut.ended;
     expect(await cutCount(env(), 'OwnerInvalid')).toBeGreaterThan(0);
+  });
+
+  // Last of this block: the limit expires every key of its gateway.
+  test('a lifetime limit that expires the key ends its watch', async () => {
+    const person = uniqueName('watcher');
+    await env().user(person, { admin: true });
+    const doomed = await namedKey(env(), person);
+    const cut = await watchUsers(doomed.token);
+    const before = await cutCount(env(), 'KeyExpired');
+    await env().core.createNamespacedSecret({
+      namespace: env().platformNamespace,
+      body: {
+        metadata: { name: PLATFORM_CONFIG_SECRET },
+        stringData: { [PLATFORM_CONFIG_KEY]: 'auth:\n  accessKeyMaxTTLSeconds: 1\n' },
+      },
+    });
+    await cut.ended;
+    expect(await cutCount(env(), 'KeyExpired')).toBeGreaterThan(before);
   });
 });
 
