@@ -246,6 +246,41 @@ describe('relay: failures before the answer', () => {
     expect(JSON.parse(answer.body.toString()).message).toBe('cluster "edge" did not answer in time');
   });
 
+  test('a request body still on its way is no silence of the target: the headers timeout starts when it was sent', async () => {
+    let firstChunk: () => void = () => undefined;
+    const received = new Promise<void>((resolve) => {
+      firstChunk = resolve;
+    });
+    const { proxyPort } = await world(
+      (req, res) => {
+        let size = 0;
+        req.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          firstChunk();
+        });
+        req.on('end', () => res.end(String(size)));
+      },
+      { headersTimeoutMs: 50 },
+    );
+    const answer = new Promise<string>((resolve, reject) => {
+      const outgoing = http.request({ port: proxyPort, path: '/p/upload', method: 'POST', agent: false });
+      outgoing.on('response', (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => {
+          text += chunk.toString();
+        });
+        response.on('end', () => resolve(`${response.statusCode} ${text}`));
+      });
+      outgoing.on('error', reject);
+      outgoing.write('first part;');
+      // The rest comes well after the timeout, once the target has the first part.
+      void received
+        .then(() => new Promise((resolve) => setTimeout(resolve, 300)))
+        .then(() => outgoing.end('second part'));
+    });
+    expect(await answer).toBe('200 22');
+  });
+
   test("a target refusing the platform's credential: 503 naming it, the connection read again, the credential nowhere in the answer", async () => {
     const { proxyPort, invalidated } = await world((req, res) => {
       res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });

@@ -35,7 +35,7 @@ export interface RelayRequest {
 }
 
 export interface RelayOptions {
-  /** Time from sending the request to the target's answer headers. Default 60 s. */
+  /** Time from the request's end (its body sent) to the target's answer headers. Default 60 s. */
   readonly headersTimeoutMs?: number;
 }
 
@@ -141,7 +141,11 @@ export function openUpstream(
   const outgoing = send(requestOptions);
   return new Promise<UpstreamAnswer>((resolve, reject) => {
     const timeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
-    const timer = setTimeout(() => outgoing.destroy(new HeadersTimeout()), timeout);
+    // From the request's end: a large body still on its way is no silence of the target's.
+    let timer: NodeJS.Timeout | undefined;
+    outgoing.once('finish', () => {
+      timer = setTimeout(() => outgoing.destroy(new HeadersTimeout()), timeout);
+    });
     const onAbort = () => outgoing.destroy(new ClientGone());
     relay.signal.addEventListener('abort', onAbort, { once: true });
     const settle = () => clearTimeout(timer);
