@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { findCondition, isConditionTrue, removeCondition, setCondition } from './conditions.ts';
+import { findCondition, removeCondition, setCondition } from './conditions.ts';
 
 const t0 = new Date('2025-01-01T00:00:00.123Z');
 const t1 = new Date('2025-01-01T01:00:00Z');
@@ -51,7 +51,7 @@ describe('setCondition', () => {
       ['Stalled', '2025-01-01T00:00:00Z'],
       ['Ready', '2025-01-01T01:00:00Z'],
     ]);
-    expect(isConditionTrue(list, 'Ready')).toBe(true);
+    expect(findCondition(list, 'Ready')?.status).toBe('True');
     expect(findCondition(removeCondition(list, 'Ready'), 'Ready')).toBeUndefined();
   });
 });

@@ -38,10 +38,6 @@ export function findCondition(
   return conditions?.find((cond) => cond.type === type);
 }
 
-export function isConditionTrue(conditions: readonly Condition[] | undefined, type: string): boolean {
-  return findCondition(conditions, type)?.status === 'True';
-}
-
 export function removeCondition(conditions: readonly Condition[] | undefined, type: string): Condition[] {
   return (conditions ?? []).filter((cond) => cond.type !== type);
 }

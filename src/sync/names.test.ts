@@ -5,11 +5,9 @@ import {
   base36Encode,
   hostLabelKey,
   hostLabels,
-  hostNameCluster,
   hostNameLong,
   hostNameShort,
   hostServiceSelector,
-  markerLabelCluster,
   safeConcatName,
   virtualLabelKey,
   virtualLabels,
@@ -50,11 +48,6 @@ describe('host names (reference vectors)', () => {
   it('empty name maps to empty', () => {
     expect(hostNameLong('', 'ns', 'vc')).toBe('');
     expect(hostNameShort('', 'ns', 'vc')).toBe('');
-  });
-
-  it('cluster-scoped forms', () => {
-    expect(hostNameCluster('node1', 'host-ns', 'vc')).toBe('vcluster-node1-x-host-ns-x-vc');
-    expect(markerLabelCluster('host-ns', 'vc')).toBe('host-ns-x-vc');
   });
 });
 

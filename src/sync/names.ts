@@ -67,16 +67,6 @@ export function hostNameShort(name: string, namespace: string, vclusterName: str
   return `v${base36Encode(digest).slice(0, 13)}`;
 }
 
-/** Name of the host object for a cluster-scoped virtual object. */
-export function hostNameCluster(name: string, hostNamespace: string, vclusterName: string): string {
-  return safeConcatName('vcluster', name, 'x', hostNamespace, 'x', vclusterName);
-}
-
-/** managed-by value on cluster-scoped host objects. */
-export function markerLabelCluster(hostNamespace: string, vclusterName: string): string {
-  return safeConcatName(hostNamespace, 'x', vclusterName);
-}
-
 /** Host key for a label key; only {@link LABELS_TO_TRANSLATE} are rewritten. */
 export function hostLabelKey(key: string, vclusterName: string): string {
   if (!LABELS_TO_TRANSLATE.includes(key)) return key;

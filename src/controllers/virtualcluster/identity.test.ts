@@ -7,7 +7,6 @@ import {
   SYNCER_CLUSTER_ROLES,
   serviceAccountMatches,
   syncerServiceAccountName,
-  syncerUsername,
 } from './identity.ts';
 
 const vci = (namespace: string, name: string, uid = 'uid-1') => ({ metadata: { namespace, name, uid } });
@@ -50,9 +49,6 @@ describe('desiredSyncerIdentity', () => {
   it('instances of the same name in different namespaces get different identities', () => {
     expect(syncerServiceAccountName(vci('p-a', 'dev'))).not.toBe(syncerServiceAccountName(vci('p-b', 'dev')));
     expect(syncerServiceAccountName(vci('p-a', 'x'.repeat(80))).length).toBeLessThanOrEqual(63);
-    expect(syncerUsername('p-a', vci('p-a', 'dev'))).toBe(
-      `system:serviceaccount:p-a:${syncerServiceAccountName(vci('p-a', 'dev'))}`,
-    );
   });
 
   it('children map back to the instance key through their annotation', () => {

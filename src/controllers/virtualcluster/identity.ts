@@ -46,11 +46,6 @@ export function syncerServiceAccountName(vci: InstanceRef): string {
   return hashedChildName(`${SYNCER_SERVICE_ACCOUNT_PREFIX}${vci.metadata.name ?? ''}`, identityOf(vci));
 }
 
-/** `system:serviceaccount:<host namespace>:<name>`, the user the apiserver sees. */
-export function syncerUsername(hostNamespace: string, vci: InstanceRef): string {
-  return `system:serviceaccount:${hostNamespace}:${syncerServiceAccountName(vci)}`;
-}
-
 /**
  * The ServiceAccount (in `hostNamespace`) and RoleBindings of an instance's syncer that syncs
  * `kinds` into `namespaces` (the host namespace, and those its namespace mappings name).

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import type { User } from '../../api/identity.ts';
 import {
   clientAuthenticationSubject,
-  issuerFor,
   openIdProviderEnabled,
   providerClients,
   redirectAllowed,
@@ -16,10 +15,6 @@ describe('the OpenID provider clients', () => {
     expect(openIdProviderEnabled({ oidc: { enabled: true } } as never)).toBe(true);
     expect(openIdProviderEnabled({ oidc: {} } as never)).toBe(true);
     expect(openIdProviderEnabled({ oidc: { enabled: false } } as never)).toBe(false);
-  });
-
-  it('has the issuer <platform URL>/oidc', () => {
-    expect(issuerFor('https://platform.example.com/')).toBe('https://platform.example.com/oidc');
   });
 
   it('maps confidential and public clients, code and refresh grants only, ES256 ID tokens; skips clients without id and duplicates', () => {

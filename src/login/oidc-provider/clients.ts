@@ -31,11 +31,6 @@ export function openIdProviderEnabled(config: ConfigStatus): boolean {
   return config.oidc?.enabled !== false;
 }
 
-/** The issuer for a platform URL (`https://platform.example.com` → `https://platform.example.com/oidc`). */
-export function issuerFor(platformUrl: string): string {
-  return `${platformUrl.replace(/\/+$/, '')}${OIDC_PROVIDER_BASE}`;
-}
-
 /** oidc-provider's client metadata (RFC 7591 names) for one configured client. */
 export interface ProviderClient {
   readonly client_id: string;
