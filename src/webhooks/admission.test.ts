@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { request as httpsRequest } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyJsonPatch } from '../../test-support/json-patch.ts';
 import { generateAccessKey, hashAccessKey } from '../identity/keys.ts';
 import { createCertificateAuthority, issueCertificate } from '../pki/certificates.ts';
-import { applyJsonPatch, invalid } from './decision.ts';
+import { invalid } from './decision.ts';
 import { admissionResponse, MalformedAdmissionReview, parseAdmissionReview } from './review.ts';
 import { metadataUpdateCauses, ownerReferencesNeedingDeletePermission } from './rules/metadata.ts';
 import { mutateOwnedAccessKey, validateOwnedAccessKey } from './rules/ownedaccesskey.ts';

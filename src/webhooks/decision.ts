@@ -1,5 +1,4 @@
 import type { FieldCause } from '../api/status.ts';
-import { ownValue, setOwnValue } from '../runtime/json.ts';
 
 /**
  * What an admission rule decides, independent of the AdmissionReview wire format. Rules are pure
@@ -120,25 +119,6 @@ export function combine(subject: Subject, decisions: readonly AdmissionDecision[
 /** Escapes one JSON pointer token (RFC 6901). */
 export function pointerToken(token: string): string {
   return token.replaceAll('~', '~0').replaceAll('/', '~1');
-}
-
-/** Applies JSON patches (the subset this webhook emits) to a copy of `document`; for tests and idempotence checks. */
-export function applyJsonPatch<T>(document: T, patches: readonly JsonPatchOperation[]): T {
-  const copy = structuredClone(document) as unknown;
-  for (const patch of patches) {
-    const tokens = patch.path
-      .split('/')
-      .slice(1)
-      .map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'));
-    const last = tokens.pop();
-    if (last === undefined) throw new Error('patching the document root is not supported');
-    // Tokens are keys of the document (own keys only: `constructor` names no inherited member).
-    let parent = copy as Record<string, unknown>;
-    for (const token of tokens) parent = ownValue(parent, token) as Record<string, unknown>;
-    if (patch.op === 'remove') delete parent[last];
-    else setOwnValue(parent, last, structuredClone(patch.value));
-  }
-  return copy as T;
 }
 
 /** The request itself makes no sense for this webhook (wrong resource for the path). */

@@ -13,6 +13,7 @@ import {
   type Cause,
   invalid,
   type JsonPatchOperation,
+  pointerToken,
   type Subject,
 } from '../decision.ts';
 import type { AdmittedObject } from '../review.ts';
@@ -60,7 +61,7 @@ function lastAppliedKeyPatch(object: AdmittedObject): JsonPatchOperation[] {
     ?.annotations;
   const applied = annotations?.[LAST_APPLIED_ANNOTATION];
   if (typeof applied !== 'string') return [];
-  const path = `/metadata/annotations/${LAST_APPLIED_ANNOTATION.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+  const path = `/metadata/annotations/${pointerToken(LAST_APPLIED_ANNOTATION)}`;
   const cleaned = lastAppliedWithoutKey(applied);
   if (cleaned === applied) return [];
   return [cleaned === undefined ? { op: 'remove', path } : { op: 'replace', path, value: cleaned }];
