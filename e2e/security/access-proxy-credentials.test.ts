@@ -30,6 +30,8 @@ describe('security: the targets’ credentials never leave the platform', () => 
   const auditDir = mkdtempSync(join(tmpdir(), 'access-proxy-audit-'));
   const person = uniqueName('cora');
   const credentials: string[] = [];
+  /** A Secret's value on the target, which the person may read: never in an audit event. */
+  const secretValue = `db-password-${randomBytes(12).toString('hex')}`;
   const answers: Array<[string, ResponseBytes]> = [];
   let allowed: string;
   let scoped: string;
@@ -74,6 +76,13 @@ describe('security: the targets’ credentials never leave the platform', () => 
     });
     await env().grant('cluster', person);
     await env().grant('virtualcluster', person);
+    await env()
+      .admin('cluster')
+      .request({
+        method: 'POST',
+        path: '/api/v1/namespaces/work/secrets',
+        body: { metadata: { name: 'db' }, stringData: { password: secretValue } },
+      });
     allowed = await env().keyFor(person);
     scoped = await env().keyFor(person, { clusters: [{ cluster: CLUSTER }] });
     // The audit configuration is in force once a proxied request is in the file.
@@ -156,6 +165,8 @@ describe('security: the targets’ credentials never leave the platform', () => 
       ],
       ['watch', `${edge}/api/v1/namespaces/work/configmaps?watch=1&timeoutSeconds=1`, allowed, [200]],
       ['discovery', `${edge}/apis`, allowed, [200]],
+      ['a Secret read', `${edge}/api/v1/namespaces/work/secrets/db`, allowed, [200]],
+      ['Secrets listed', `${edge}/api/v1/namespaces/work/secrets`, allowed, [200]],
     ];
     for (const [what, path, token, statuses, headers] of expectations) {
       const answer = await ask(what, path, token, headers ? { headers } : {});
@@ -193,5 +204,9 @@ describe('security: the targets’ credentials never leave the platform', () => 
     const audit = auditText();
     expect(audit).toContain('/kubernetes/cluster/refused/');
     expect(leaks(audit), 'a credential in the audit log').toBe(0);
+    // A Secret the person read through the proxy is audited at most at Metadata level.
+    expect(audit).toContain('/api/v1/namespaces/work/secrets/db');
+    for (const value of [secretValue, Buffer.from(secretValue).toString('base64')])
+      expect(audit, 'a Secret’s data in the audit log').not.toContain(value);
   });
 });
