@@ -164,41 +164,43 @@ describe('spec rows through the gateway', () => {
     const subjectKey = await env().key({ subject: 'network-peer-1', type: 'Other', groups: ['peers'] });
     const userKey = await env().user(uniqueName('bystander'), { teams: ['ops'] });
     for (const key of [teamKey, subjectKey]) await env().accepted(key);
-    // RBAC names each identity: the team's user in `namespace`, the subject's group in `other`.
-    await env().rbac.createNamespacedRole({
-      namespace: namespace,
-      body: {
-        metadata: { name: 'read-shared-secrets' },
-        rules: [{ apiGroups: [API_GROUP], resources: ['sharedsecrets'], verbs: ['list'] }],
-      },
-    });
-    await env().rbac.createNamespacedRole({
-      namespace: other,
-      body: {
-        metadata: { name: 'read-shared-secrets' },
-        rules: [{ apiGroups: [API_GROUP], resources: ['sharedsecrets'], verbs: ['list'] }],
-      },
-    });
-    const bind = (ns: string, kind: 'User' | 'Group', name: string) =>
-      env().rbac.createNamespacedRoleBinding({
+    // RBAC names each identity: the team's user in `namespace`, the subject's user in `other`,
+    // its group in a third namespace.
+    const third = uniqueName('rows-group');
+    await env().core.createNamespace({ body: { metadata: { name: third } } });
+    const bind = async (ns: string, kind: 'User' | 'Group', name: string) => {
+      await env().rbac.createNamespacedRole({
         namespace: ns,
         body: {
-          metadata: { name: uniqueName('bind') },
+          metadata: { name: 'read-shared-secrets' },
+          rules: [{ apiGroups: [API_GROUP], resources: ['sharedsecrets'], verbs: ['list'] }],
+        },
+      });
+      await env().rbac.createNamespacedRoleBinding({
+        namespace: ns,
+        body: {
+          metadata: { name: 'read-shared-secrets' },
           roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'read-shared-secrets' },
           subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind, name }],
         },
       });
+    };
     await bind(namespace, 'User', 'platform:team:ops');
     await bind(other, 'User', 'network-peer-1');
-    await bind(other, 'Group', 'peers');
+    await bind(third, 'Group', 'peers');
     const lists = async (key: string, ns: string) => (await call(secrets(ns), { token: key })).status;
-    await eventually(async () => (await lists(teamKey, namespace)) === 200, 30_000, 'RBAC for the team');
-    // The team key is the team, not a user of it: the team's user binding opens `namespace` only.
+    const granted: Array<[string, string, string]> = [
+      ['the team', teamKey, namespace],
+      ['the subject', subjectKey, other],
+      ["the subject's group", subjectKey, third],
+    ];
+    for (const [what, key, ns] of granted)
+      await eventually(async () => (await lists(key, ns)) === 200, 30_000, `RBAC for ${what}`);
+    // The team key is the team, not a user of it: the team's binding opens `namespace` only.
     expect(await lists(teamKey, other)).toBe(403);
+    expect(await lists(teamKey, third)).toBe(403);
     // A user of the team is not the team's user either.
     expect(await lists(userKey, namespace)).toBe(403);
-    // The subject key is its subject, with its groups.
-    expect(await lists(subjectKey, other)).toBe(200);
     expect(await lists(subjectKey, namespace)).toBe(403);
   });
 
