@@ -6,12 +6,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Project } from '../api/project.ts';
-import {
-  BY_PROJECT_NAMESPACE,
-  projectNamespaceName,
-  projectOfNamespace,
-  recordedNamespace,
-} from '../api/project-namespace.ts';
+import { BY_PROJECT_NAMESPACE, recordedNamespace } from '../api/project-namespace.ts';
 import { resources, type Stored } from '../api/resources.ts';
 import { type PlatformConfigSource, platformConfigSource } from '../config/platform-config.ts';
 import type { Endpoint } from '../http/endpoint.ts';
@@ -54,6 +49,7 @@ import { GatewayMetrics } from './metrics.ts';
 import { EndpointTable } from './pipeline/route.ts';
 import { TrustedProxies } from './pipeline/source.ts';
 import { DEFAULT_WATCH_LIMITS, Throttle, type WatchLimits } from './pipeline/throttle.ts';
+import { projectLookup, projectNamespaceOf } from './project-lookup.ts';
 import type { ProxyDeps } from './proxy/proxy.ts';
 import { Upstream } from './proxy/upstream.ts';
 import { type GatewayServer, type GatewayServerDeps, startGatewayServer } from './server.ts';
@@ -159,21 +155,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
     clock,
   });
   const projectOf = projectLookup(projects, config);
-  const namespaceOfProject = (project: string) => {
-    const stored = projects.store.get(project);
-    return stored ? projectNamespaceName(stored, config.current().projectNamespacePrefix) : undefined;
-  };
-  const targets = setupProxyTargets(manager, {
-    api: options.api,
-    hostKubeConfig: options.kubeConfig,
-    clock,
-    projectNamespace: (project) =>
-      projectNamespaceName(
-        projects.store.get(project) ?? { metadata: { name: project } },
-        config.current().projectNamespacePrefix,
-      ),
-    projectOfNamespace: projectOf,
-  });
+  const { lookup, targets } = setupAccessProxy(manager, options, { clock, projects, config, projectOf });
   const parts: GatewayParts = {
     options,
     authenticator,
@@ -183,7 +165,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
     clock,
     random,
     projectOf,
-    lookup: { projectOfNamespace: projectOf, namespaceOfProject },
+    lookup,
     targets,
     issuer: () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, ''),
     tokenOwners: directTokenOwners(authenticator),
@@ -283,11 +265,7 @@ function ownEndpoints(context: OwnEndpointsContext): GatewayEndpoint[] {
     tokenReviewEndpoint({
       authenticator,
       failures,
-      projectNamespace: (project) =>
-        projectNamespaceName(
-          projects.store.get(project) ?? { metadata: { name: project } },
-          config.current().projectNamespacePrefix,
-        ),
+      projectNamespace: projectNamespaceOf(projects, config),
       directTokens: { ring: signingKeys, issuer, clock, owners: tokenOwners },
     }),
     ...accessKeysEndpoints({
@@ -352,17 +330,27 @@ function gatewayAuditor(options: GatewayOptions, config: PlatformConfigSource): 
   return auditor;
 }
 
-/** The Project a namespace belongs to: recorded on the Project, or `<configured prefix><name>` without one. */
-function projectLookup(
-  projects: Informer<Stored<Project>>,
-  config: PlatformConfigSource,
-): (namespace: string) => string | undefined {
-  return (namespace) =>
-    projectOfNamespace(namespace, {
-      byRecordedNamespace: (recorded) => projects.store.byIndex(BY_PROJECT_NAMESPACE, recorded),
-      byName: (name) => projects.store.get(name),
-      prefix: config.current().projectNamespacePrefix,
-    });
+/**
+ * The access proxy's part of the gateway: how it routes (a namespace's project, a project's
+ * namespace) and how it reaches its targets (registering their informers on the manager).
+ */
+function setupAccessProxy(
+  manager: Manager,
+  options: GatewayOptions,
+  known: Pick<GatewayParts, 'clock' | 'projects' | 'config' | 'projectOf'>,
+): { lookup: ProxyLookup; targets: ProxyTargets } {
+  const namespaceOf = projectNamespaceOf(known.projects, known.config);
+  const targets = setupProxyTargets(manager, {
+    api: options.api,
+    hostKubeConfig: options.kubeConfig,
+    clock: known.clock,
+    projectNamespace: namespaceOf,
+    projectOfNamespace: known.projectOf,
+  });
+  // A project that does not exist has no namespace to route to.
+  const namespaceOfProject = (project: string) =>
+    known.projects.store.get(project) ? namespaceOf(project) : undefined;
+  return { lookup: { projectOfNamespace: known.projectOf, namespaceOfProject }, targets };
 }
 
 /** Direct tokens end with their key and owner, as the authenticator's caches see them. */

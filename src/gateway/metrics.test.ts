@@ -48,7 +48,7 @@ describe('gateway metrics of the access proxy', () => {
       (m) => m.name === 'gateway_proxy_request_duration_seconds',
     );
     const observed = (counts?.values ?? []).filter(
-      (value) => value.metricName?.endsWith('_count') && value.value > 0,
+      (value) => (value as { metricName?: string }).metricName?.endsWith('_count') && value.value > 0,
     );
     expect(observed.map((value) => value.labels)).toEqual([{ target: 'Cluster', verb: 'GET' }]);
     expect(await series(registry, 'gateway_proxy_request_total')).toHaveLength(3);
