@@ -175,6 +175,13 @@ describe('security: the targets’ credentials never leave the platform', () => 
       );
       if (answer.status >= 400) expect(answer.json?.kind, what).toBe('Status');
     }
+    // A Secret written through the proxy: its data goes in the request body.
+    const created = await ask('a Secret created', `${edge}/api/v1/namespaces/work/secrets`, allowed, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ metadata: { name: 'db-made' }, stringData: { password: secretValue } }),
+    });
+    expect(created.status, created.body.toString()).toBe(201);
     // The failing targets are named in their Status, with a reason.
     for (const [what, answer] of answers.filter(([, a]) => a.status === 502 || a.status === 503))
       expect(answer.json?.message, what).toMatch(/refused|unreachable|nosecret/);
@@ -204,8 +211,13 @@ describe('security: the targets’ credentials never leave the platform', () => 
     const audit = auditText();
     expect(audit).toContain('/kubernetes/cluster/refused/');
     expect(leaks(audit), 'a credential in the audit log').toBe(0);
-    // A Secret the person read through the proxy is audited at most at Metadata level.
+    // Secrets the person read and wrote through the proxy are audited at most at Metadata level.
     expect(audit).toContain('/api/v1/namespaces/work/secrets/db');
+    const events = audit
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as { verb?: string; requestURI?: string });
+    expect(events.some((e) => e.verb === 'create' && e.requestURI?.endsWith('/work/secrets'))).toBe(true);
     for (const value of [secretValue, Buffer.from(secretValue).toString('base64')])
       expect(audit, 'a Secret’s data in the audit log').not.toContain(value);
   });
