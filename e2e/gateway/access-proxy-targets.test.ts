@@ -167,7 +167,6 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
     const tokenName = uniqueName('tok');
     await secret(tokenName, { token: b64('s3cret-token-value') });
     const noEndpoint = await cluster({ credentialsSecretRef: { namespace: NAMESPACE, name: tokenName } });
-    // Each message: `cluster "<name>" cannot be reached (<reason>): <why>`.
     const expectations: Array<[string, string]> = [
       [missingSecret, `CredentialsMissing): Secret ${NAMESPACE}/absent does not exist`],
       [noRef, 'CredentialsNotConfigured): spec.credentialsSecretRef is not set'],
@@ -186,6 +185,7 @@ describe('access proxy targets: a Cluster, a virtual cluster or a space, resolve
       );
       const error = await refusal(targets.resolve({ kind: 'Cluster', cluster: name }));
       expect(error.toStatus()).toMatchObject({ code: 503, reason: 'ServiceUnavailable', message });
+      expect(error.headers, 'no Retry-After: not transient, client-go would retry ten times').toEqual({});
       expect(JSON.stringify(error.toStatus())).not.toContain('s3cret-token-value');
     }
     // A refusal is answered from memory (no Secret read per request) for a second; then read again.

@@ -349,9 +349,17 @@ function missing(resource: string, name: string): StatusError {
   return notFound(`${resource}.${group} "${name}" not found`, { name, group, kind: resource });
 }
 
-/** 503 naming the target and why the platform cannot reach it (never the credentials). */
+/**
+ * 503 naming the target and why the platform cannot reach it (never the credentials). Without
+ * `Retry-After`: the Secret or the object must be fixed first, and client-go retries a 503 that
+ * carries one up to ten times, making the client wait instead of telling it.
+ */
 function unreachable(description: string, reason: string, message: string): StatusError {
-  return serviceUnavailable(`${description} cannot be reached (${reason}): ${message}`);
+  return new StatusError(
+    503,
+    'ServiceUnavailable',
+    `${description} cannot be reached (${reason}): ${message}`,
+  );
 }
 
 /** `promise`, or a rejection with the signal's reason once it aborts (the work goes on for others). */
