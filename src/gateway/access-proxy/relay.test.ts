@@ -63,7 +63,7 @@ describe('relay: headers', () => {
 });
 
 describe('relay: credentials', () => {
-  test("with a platform credential that is no header (a client certificate), the caller's key still never reaches the target", async () => {
+  test("with a platform credential that is no header (a client certificate), neither the caller's key nor a front-proxy identity reaches the target", async () => {
     let seen: http.IncomingHttpHeaders | undefined;
     const { proxyPort } = await world(
       (req, res) => {
@@ -73,10 +73,19 @@ describe('relay: credentials', () => {
       { credentials: {} },
     );
     const answer = await request(proxyPort, '/p/version', {
-      headers: { authorization: 'Bearer caller-key', 'impersonate-user': 'admin' },
+      headers: {
+        authorization: 'Bearer caller-key',
+        'impersonate-user': 'admin',
+        'X-Remote-User': 'admin',
+        'X-Remote-Group': 'system:masters',
+        'X-Remote-Extra-Scopes': 'all',
+      },
     });
     expect(answer.status).toBe(200);
     expect(seen?.authorization).toBeUndefined();
+    // The front-proxy identity a certificate credential could vouch for: never the caller's.
+    for (const name of ['x-remote-user', 'x-remote-group', 'x-remote-extra-scopes'])
+      expect(seen?.[name]).toBeUndefined();
     expect(seen?.['impersonate-user']).toBe(identity.username);
   });
 });

@@ -64,6 +64,14 @@ const REPLACED_REQUEST_HEADERS = new Set(['authorization', 'host']);
 export const isImpersonationHeader = (name: string): boolean => name.toLowerCase().startsWith('impersonate-');
 
 /**
+ * The identity headers of kube-apiserver's front-proxy (request-header) authentication, in their
+ * conventional names: believed from a client certificate of the front-proxy CA, which a target's
+ * credential could be; a caller's never cross.
+ */
+const isFrontProxyIdentity = (name: string): boolean =>
+  name === 'x-remote-user' || name === 'x-remote-group' || name.startsWith('x-remote-extra-');
+
+/**
  * The headers of `raw` (`rawHeaders`: name, value, name, value...) that cross to the next hop,
  * lower-cased, repeated ones kept: minus hop-by-hop headers and those `Connection` names. With
  * `upgrade`, `Connection: Upgrade` and `Upgrade` are kept (they are the request).
@@ -101,7 +109,8 @@ export function upstreamHeaders(
 ): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = Object.create(null);
   for (const [name, values] of Object.entries(endToEndHeaders(raw, upgrade))) {
-    if (REPLACED_REQUEST_HEADERS.has(name) || isImpersonationHeader(name)) continue;
+    if (REPLACED_REQUEST_HEADERS.has(name) || isImpersonationHeader(name) || isFrontProxyIdentity(name))
+      continue;
     headers[name] = values;
   }
   for (const [name, value] of Object.entries(credentials)) headers[name.toLowerCase()] = value;
