@@ -1,7 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock, Random } from './clock.ts';
-import { Informer, type InformerOptions, type InformerSelector } from './informer.ts';
+import { Informer, type InformerOptions, type InformerSelector, keepManagedFieldsOf } from './informer.ts';
 import type { KubeApi } from './kube-api.ts';
 import { groupVersion, type ResourceRef } from './kube-client.ts';
 import type { IndexFunc } from './store.ts';
@@ -20,6 +20,15 @@ export interface ClusterOptions {
   random: Random;
   logger: Logger;
   informerDefaults?: InformerDefaults;
+}
+
+/** What a shared cache keeps of its objects beyond what every controller reads. */
+export interface CacheContent {
+  /**
+   * The field managers whose `metadata.managedFields` entries the cache keeps; every other entry is
+   * dropped (all of them by default: no controller reads another writer's field ownership).
+   */
+  managedFieldsOf?: readonly string[];
 }
 
 /**
@@ -42,21 +51,26 @@ export class Cluster {
   }
 
   /**
-   * The shared informer for a resource and selector: two callers asking for the same one get the
-   * same instance. Custom indexers are added to the shared store (names must not clash). An
-   * informer asked for after the cluster started starts at once.
+   * The shared informer for a resource, selector and cache content: two callers asking for the
+   * same one get the same instance, and the same cached objects. Indexers are added to the shared
+   * store (the same function under the same name is shared; another under a taken name is an
+   * error); a cache keeps none unless asked (see `commonIndexers`). An informer asked for after the
+   * cluster started starts at once.
    */
   informer<T extends KubernetesObject = KubernetesObject>(
     resource: ResourceRef,
     selector: InformerSelector = {},
     indexers: Record<string, IndexFunc<T>> = {},
+    content: CacheContent = {},
   ): Informer<T> {
+    const managedFieldsOf = [...new Set(content.managedFieldsOf ?? [])].sort();
     const key = JSON.stringify([
       groupVersion(resource),
       resource.plural,
       selector.namespace,
       selector.labelSelector,
       selector.fieldSelector,
+      managedFieldsOf,
     ]);
     let informer = this.informers.get(key) as Informer<T> | undefined;
     if (!informer) {
@@ -65,6 +79,7 @@ export class Cluster {
         ...selector,
         api: this.options.api,
         resource,
+        transform: keepManagedFieldsOf<T>(managedFieldsOf),
         clock: this.options.clock,
         random: this.options.random,
         logger: this.options.logger.child({

@@ -48,6 +48,27 @@ export interface InformerOptions<T extends KubernetesObject = KubernetesObject> 
   backoff?: BackoffOptions;
   /** List page size (default 500); 0 lists in one request. */
   pageSize?: number;
+  /**
+   * What the cache keeps of each object (client-go's `TransformFunc`): applied to every listed and
+   * watched object before the store and the handlers see it, so they all share its one result.
+   * It must not change the key, uid or resourceVersion. Default: the object as the server sent it.
+   */
+  transform?: (obj: T) => T;
+}
+
+/**
+ * The transform that drops `metadata.managedFields` (the largest part of most objects, read by no
+ * controller but one), keeping only the entries of the field managers `keep` names. Returns a new
+ * object; the one given is left as it is.
+ */
+export function keepManagedFieldsOf<T extends KubernetesObject>(keep: readonly string[]): (obj: T) => T {
+  return (obj) => {
+    const managedFields = obj.metadata?.managedFields;
+    if (!managedFields) return obj;
+    const { managedFields: _all, ...metadata } = obj.metadata!;
+    const kept = managedFields.filter((entry) => entry.manager !== undefined && keep.includes(entry.manager));
+    return { ...obj, metadata: kept.length > 0 ? { ...metadata, managedFields: kept } : metadata };
+  };
 }
 
 /**
@@ -208,8 +229,10 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
       // Items of built-in lists carry no apiVersion/kind; fill them in so objects look the same
       // whether they came from a list or a watch.
       const kind = page.kind?.replace(/List$/, '');
+      const transform = this.options.transform;
       for (const item of page.items ?? []) {
-        items.push({ apiVersion: page.apiVersion, kind, ...item });
+        const complete = { apiVersion: page.apiVersion, kind, ...item };
+        items.push(transform ? transform(complete) : complete);
       }
       continueToken = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion;
@@ -269,7 +292,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
       }
       throw new WatchErrorEventError(status.code, status.message ?? 'watch error event');
     }
-    const obj = event.object;
+    const obj = this.options.transform ? this.options.transform(event.object) : event.object;
     const resourceVersion = obj.metadata?.resourceVersion;
     switch (event.type) {
       case 'BOOKMARK':

@@ -168,7 +168,19 @@ export class KubeClient implements KubeApi {
     const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const observe = this.options.metrics?.start(options.method, url.host);
     let onAbort: (() => void) | undefined;
-    const response = new Promise<T>((resolve, reject) => {
+    const response = new Promise<T>((resolvePromise, rejectPromise) => {
+      // A kept-alive socket keeps its last request and response, with the listeners below, until
+      // its next request: they reach the promise, and so the parsed answer (a list page is
+      // megabytes, per informer), and the body's chunks only until the promise settles.
+      let settle: [typeof resolvePromise, typeof rejectPromise] | undefined = [resolvePromise, rejectPromise];
+      const resolve = (value: T) => {
+        settle?.[0](value);
+        settle = undefined;
+      };
+      const reject = (err: unknown) => {
+        settle?.[1](err);
+        settle = undefined;
+      };
       const req = transport(url).request(url, requestOptions, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -178,6 +190,7 @@ export class KubeClient implements KubeApi {
           const status = res.statusCode ?? 0;
           observe?.(String(status));
           const text = Buffer.concat(chunks).toString('utf8');
+          chunks.length = 0;
           if (status >= 200 && status < 300) {
             resolve((text === '' ? undefined : JSON.parse(text)) as T);
           } else {

@@ -2,6 +2,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import {
   ControllerOwnerUidIndex,
+  commonIndexers,
   computeReplaceDelta,
   LabelIndex,
   NamespaceIndex,
@@ -42,8 +43,15 @@ describe('Store', () => {
     expect(store.keys()).toEqual(['b/x']);
   });
 
-  it('indexes by namespace, owner uid, controller owner uid and label, and re-indexes on update', () => {
+  it('keeps no index unless asked for one', () => {
     const store = new Store();
+    store.upsert(cm('a', 'x', { labels: { app: 'web' }, ownerReferences: [owner('o1', true)] }));
+    for (const name of [NamespaceIndex, OwnerUidIndex, ControllerOwnerUidIndex, LabelIndex])
+      expect(() => store.byIndex(name, 'a')).toThrow(`no indexer named ${name}`);
+  });
+
+  it('indexes by namespace, owner uid, controller owner uid and label, and re-indexes on update', () => {
+    const store = new Store(commonIndexers);
     store.upsert(cm('a', 'x', { labels: { app: 'web' }, ownerReferences: [owner('o1', true), owner('o2')] }));
     store.upsert(cm('a', 'y', { labels: { app: 'db' }, ownerReferences: [owner('o2', true)] }));
     store.upsert(cm('b', 'z'));
@@ -71,6 +79,17 @@ describe('Store', () => {
     expect(store.byIndex('team', 't1')).toHaveLength(1);
     expect(() => store.addIndexer('team', () => [])).toThrow();
     expect(() => store.byIndex('nope', 'x')).toThrow();
+  });
+
+  it('a second consumer asking for the same index function under the same name shares it', () => {
+    const store = new Store();
+    store.upsert(cm('a', 'x', { labels: { app: 'web' } }));
+    store.addIndexer(LabelIndex, commonIndexers[LabelIndex]!);
+    store.addIndexer(LabelIndex, commonIndexers[LabelIndex]!);
+    expect(store.byIndex(LabelIndex, 'app=web').map((o) => o.metadata?.name)).toEqual(['x']);
+    expect(() => store.addIndexer(LabelIndex, (obj) => Object.keys(obj.metadata?.labels ?? {}))).toThrow(
+      'indexer label already exists',
+    );
   });
 });
 
@@ -102,7 +121,7 @@ describe('computeReplaceDelta', () => {
   });
 
   it('Store.replace leaves the store equal to the list', () => {
-    const store = new Store();
+    const store = new Store(commonIndexers);
     store.upsert(cm('ns', 'a'));
     store.upsert(cm('ns', 'b', { labels: { l: 'v' } }));
     store.replace([cm('ns', 'b', { resourceVersion: '2' }), cm('ns', 'c')]);

@@ -12,7 +12,12 @@ export const ControllerOwnerUidIndex = 'controller-owner-uid';
 /** `key=value` for every label. */
 export const LabelIndex = 'label';
 
-export const defaultIndexers: Record<string, IndexFunc> = {
+/**
+ * Indexes many consumers want, each under its name above. None is kept unless asked for
+ * (`{ [LabelIndex]: commonIndexers[LabelIndex] }`): an index costs an entry per object, the label
+ * index a string per label per object, in every cache that never looks one up.
+ */
+export const commonIndexers: Readonly<Record<string, IndexFunc>> = {
   [NamespaceIndex]: (obj) => (obj.metadata?.namespace ? [obj.metadata.namespace] : []),
   [OwnerUidIndex]: (obj) => (obj.metadata?.ownerReferences ?? []).map((ref) => ref.uid),
   [ControllerOwnerUidIndex]: (obj) =>
@@ -39,13 +44,19 @@ export class Store<T extends KubernetesObject = KubernetesObject> {
   private readonly writes = new Map<string, { from: string | undefined; via: string[]; written: T }>();
   private changes = 0;
 
-  constructor(indexers: Record<string, IndexFunc<T>> = defaultIndexers as Record<string, IndexFunc<T>>) {
+  constructor(indexers: Record<string, IndexFunc<T>> = {}) {
     for (const [name, fn] of Object.entries(indexers)) this.addIndexer(name, fn);
   }
 
-  /** Adds an index; existing objects are indexed at once. Replacing an index name is an error. */
+  /**
+   * Adds an index; existing objects are indexed at once. Asking again for the same function under
+   * the same name (two consumers of one shared cache) is a no-op; another function under a name
+   * already taken is an error.
+   */
   addIndexer(name: string, fn: IndexFunc<T>): void {
-    if (this.indexers.has(name)) throw new Error(`indexer ${name} already exists`);
+    const existing = this.indexers.get(name);
+    if (existing === fn) return;
+    if (existing) throw new Error(`indexer ${name} already exists`);
     this.indexers.set(name, fn);
     const index = new Map<string, IndexEntry<T>>();
     this.indices.set(name, index);

@@ -7,7 +7,7 @@ import type { Informer } from '../../runtime/informer.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
 import { collectionPath, objectPath } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import { LabelIndex } from '../../runtime/store.ts';
+import { commonIndexers, LabelIndex } from '../../runtime/store.ts';
 
 /**
  * The OpenID provider's short-lived models (interactions, authorization codes, sessions, grants,
@@ -142,11 +142,12 @@ export class SecretModels {
     private readonly options: SecretModelsOptions,
   ) {
     this.now = options.now ?? Date.now;
-    // Informers index labels (`LabelIndex`) by default: the lookups by grant and uid use it.
-    this.informer = manager.informer<StateSecret>(resources.secrets, {
-      namespace: options.namespace,
-      labelSelector: OIDC_MODEL_LABEL,
-    });
+    // The lookups by grant and uid use the label index.
+    this.informer = manager.informer<StateSecret>(
+      resources.secrets,
+      { namespace: options.namespace, labelSelector: OIDC_MODEL_LABEL },
+      { [LabelIndex]: commonIndexers[LabelIndex]! },
+    );
     manager
       .controller({
         name: 'oidc-provider-state-expiry',

@@ -2,7 +2,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Cluster } from '../../runtime/cluster.ts';
 import type { Informer } from '../../runtime/informer.ts';
 import type { ResourceRef } from '../../runtime/kube-client.ts';
-import { type IndexFunc, NamespaceIndex } from '../../runtime/store.ts';
+import { commonIndexers, type IndexFunc, NamespaceIndex } from '../../runtime/store.ts';
 import { LABEL_MANAGED_BY } from '../names.ts';
 import { namespaceRules } from '../object-refs.ts';
 import type { HostToVirtualLookup } from '../patches/reference-patches.ts';
@@ -96,6 +96,8 @@ export function syncerCaches(
       : {};
     if (referenced.has(kind)) {
       indexers[HOST_NAME_INDEX] = (obj) => hostNameIndexValues(kind, obj as unknown as KubeObject, ctx);
+      // Selector references pick their candidates by namespace (selectedByLookup).
+      indexers[NamespaceIndex] = commonIndexers[NamespaceIndex]!;
     }
     virtual.set(kind, makeInformer('virtual', kind, {}, indexers));
   }
