@@ -144,14 +144,14 @@ export function useAccessProxyEnv(options: Omit<GatewayEnvOptions, 'https'> = {}
     const g = gateway();
     const host = g.cluster;
     if (!host) throw new Error('the access proxy environment needs the gateway on an apiserver of its own');
-    const [connected, virtual] = await Promise.all([
-      startCluster({ name: uniqueName('connected') }),
-      // CBOR (alpha in 1.36) on one target: the proxy passes CBOR bodies where a target speaks it.
-      startCluster({
-        name: uniqueName('virtual'),
-        extraApiServerArgs: ['--feature-gates=CBORServingAndStorage=true'],
-      }),
-    ]);
+    // One after the other: useExtraClusters makes its control plane on the first call, and two
+    // first calls at once would make two (with two CAs; a restart would then use the other one).
+    const connected = await startCluster({ name: uniqueName('connected') });
+    // CBOR (alpha in 1.36) on one target: the proxy passes CBOR bodies where a target speaks it.
+    const virtual = await startCluster({
+      name: uniqueName('virtual'),
+      extraApiServerArgs: ['--feature-gates=CBORServingAndStorage=true'],
+    });
     const [connectedToken, virtualToken] = await Promise.all([
       prepareTarget(connected),
       prepareTarget(virtual),
