@@ -153,7 +153,7 @@ export function routedTestExchange(
     identity: testIdentity(),
   });
   const query = new URLSearchParams(exchange.search);
-  const route = table.route(method, exchange.path, query, NO_PROJECTS);
+  const route = table.route(method, exchange.path, exchange.search, NO_PROJECTS);
   if (route.kind === 'refused' || route.kind === 'unknown' || route.kind === 'cluster')
     throw new Error(`${url} is not served`);
   exchange.attributes = route.attributes;

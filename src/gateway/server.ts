@@ -123,7 +123,7 @@ function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Excha
   return async (exchange) => {
     const query = new URLSearchParams(exchange.search);
     // route
-    const routed = deps.endpoints.route(exchange.method, exchange.path, query, deps.lookup);
+    const routed = deps.endpoints.route(exchange.method, exchange.path, exchange.search, deps.lookup);
     // The headers of a path's endpoint go on every answer there, refusals of the stages included.
     const headers =
       routed.kind === 'endpoint' || routed.kind === 'refused'

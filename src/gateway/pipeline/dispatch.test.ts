@@ -82,12 +82,7 @@ describe('dispatch', () => {
   });
 
   test('to the proxy only as someone the apiserver can be told about', () => {
-    const proxied = table.route(
-      'GET',
-      `${api}/namespaces/ns/sharedsecrets`,
-      new URLSearchParams(),
-      NO_PROJECTS,
-    );
+    const proxied = table.route('GET', `${api}/namespaces/ns/sharedsecrets`, '', NO_PROJECTS);
     if (proxied.kind !== 'proxy') throw new Error('not proxied');
     const input = (exchange: ReturnType<typeof testExchange>) => ({
       exchange,

@@ -1,6 +1,7 @@
 import { methodNotAllowed, notFound, StatusError, sanitize } from '../../api/status.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { type EndpointRoute, routeAllows } from '../../http/endpoint.ts';
+import { kubernetesQuery } from '../access-proxy/request-info.ts';
 import { isAccessProxyPath, type ProxyLookup, routeProxyRequest } from '../access-proxy/route.ts';
 import type { ProxyRoute } from '../access-proxy/target.ts';
 import type { GatewayEndpoint } from '../endpoints/endpoint.ts';
@@ -93,8 +94,13 @@ export class EndpointTable {
     return this.resources.has(resourceKey(resource, subresource));
   }
 
-  route(method: string, path: string, query: URLSearchParams, lookup: ProxyLookup): Routed | RouteRefusal {
-    if (isAccessProxyPath(path)) return accessProxyRoute(method, path, query, lookup);
+  /**
+   * Routes a request: `path` as sent (not percent-decoded), `search` the raw query with its `?`
+   * (or empty). A proxied request's query is read as its target will read it (`kubernetesQuery`):
+   * scope decisions are made on exactly what the target then does.
+   */
+  route(method: string, path: string, search: string, lookup: ProxyLookup): Routed | RouteRefusal {
+    if (isAccessProxyPath(path)) return accessProxyRoute(method, path, search, lookup);
     const pathEndpoint = this.pathEndpoint(path);
     if (pathEndpoint) {
       const route = pathEndpoint.route as Extract<EndpointRoute, { kind: 'path' }>;
@@ -108,7 +114,7 @@ export class EndpointTable {
     if (path !== BASE_PATH && !path.startsWith(`${BASE_PATH}/`))
       return { kind: 'refused', endpoint: undefined, error: notFound() };
     const relative = path.slice(BASE_PATH.length) || '/';
-    return this.routeManagementApi(method, relative, query, lookup.projectOfNamespace);
+    return this.routeManagementApi(method, relative, new URLSearchParams(search), lookup.projectOfNamespace);
   }
 
   /** A request under {@link BASE_PATH} (`relative` to it): an endpoint, the proxy, or unknown. */
@@ -160,8 +166,12 @@ export class EndpointTable {
  * A request of the access proxy: into its target, or (a path it cannot route) answered with the
  * error after authentication, as the management API answers its unknown paths.
  */
-function accessProxyRoute(method: string, path: string, query: URLSearchParams, lookup: ProxyLookup): Routed {
-  const route = routeProxyRequest(method, path, query, lookup);
+function accessProxyRoute(method: string, path: string, search: string, lookup: ProxyLookup): Routed {
+  // Go's url.ParseQuery, not the WHATWG reading: `a;b`, bad escapes and too many parameters are
+  // refused, where the two would read a different request (a field selector naming one object
+  // here, none there).
+  const query = kubernetesQuery(search.startsWith('?') ? search.slice(1) : search);
+  const route = query instanceof StatusError ? query : routeProxyRequest(method, path, query, lookup);
   if (route instanceof StatusError)
     return { kind: 'unknown', attributes: nonResourceAttributes(method, path), error: route };
   return { kind: 'cluster', route, attributes: route.attributes };
