@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import http, { type IncomingMessage } from 'node:http';
+import net from 'node:net';
+import { Readable } from 'node:stream';
 import { afterEach, describe, expect, test } from 'vitest';
 import {
   closeRelayWorlds,
@@ -11,6 +13,9 @@ import {
   TARGET,
   world,
 } from '../../../test-support/access-proxy-relay.ts';
+import { StatusError } from '../../api/status.ts';
+import { openUpstream } from './relay.ts';
+import { agentPlan, createTargetAgent } from './target-agents.ts';
 
 /**
  * The relay between a client and a target, both real HTTP over loopback (see
@@ -304,5 +309,40 @@ describe('relay: failures before the answer', () => {
     );
     expect(invalidated).toEqual([TARGET]);
     expect(JSON.stringify(answer)).not.toContain(SECRET);
+  });
+});
+
+describe('relay: a target that does not connect', () => {
+  test('a socket not connected within the connect timeout (TCP accepted, TLS never answered): 503 naming the cluster as unreachable', async () => {
+    const accepted: net.Socket[] = [];
+    const silent = net.createServer((socket) => accepted.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const server = new URL(`https://127.0.0.1:${(silent.address() as net.AddressInfo).port}`);
+    const agent = createTargetAgent(agentPlan({ server: server.href }), 100);
+    try {
+      const failure = await openUpstream(
+        { description: 'cluster "edge"', server, agent, credentials: () => ({}) },
+        {
+          request: Object.assign(Readable.from([]), { method: 'GET', rawHeaders: [] }) as never,
+          upstreamPath: '/version',
+          search: '',
+          impersonation: {},
+          signal: new AbortController().signal,
+          longLived: false,
+        },
+      ).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(StatusError);
+      expect((failure as StatusError).toStatus()).toMatchObject({
+        code: 503,
+        message: 'cluster "edge" could not be reached (connection timed out)',
+      });
+    } finally {
+      agent.destroy();
+      for (const socket of accepted) socket.destroy();
+      silent.close();
+    }
   });
 });

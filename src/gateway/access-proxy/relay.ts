@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import { gatewayTimeout, StatusError, serviceUnavailable } from '../../api/status.ts';
 import type { HeaderMap } from '../proxy/upstream.ts';
 import type { TargetConnection } from './target.ts';
+import { TargetConnectTimeout } from './target-agents.ts';
 
 /**
  * The access proxy's byte relay: a client's request to a target's API server and the answer back,
@@ -169,8 +170,6 @@ export function openUpstream(
       socket.setTimeout(0);
       resolve({ kind: 'upgrade', response, socket, head });
     });
-    // The agent's socket timeout: no connection (or, before the answer, no byte) in time.
-    outgoing.on('timeout', () => outgoing.destroy(new ConnectTimeout()));
     outgoing.on('error', (error) => {
       settle();
       relay.signal.removeEventListener('abort', onAbort);
@@ -230,9 +229,6 @@ export function relayAnswer(answer: IncomingMessage, response: ServerResponse): 
 class HeadersTimeout extends Error {
   override readonly name = 'HeadersTimeout';
 }
-class ConnectTimeout extends Error {
-  override readonly name = 'ConnectTimeout';
-}
 class ClientGone extends Error {
   override readonly name = 'ClientGone';
 }
@@ -246,6 +242,8 @@ const UNREACHABLE = new Set([
   'ENETUNREACH',
   'EHOSTDOWN',
   'EADDRNOTAVAIL',
+  // The kernel gave up on the target (no SYN-ACK, or retransmissions never acknowledged).
+  'ETIMEDOUT',
 ]);
 
 /**
@@ -258,7 +256,8 @@ export function relayFailure(description: string, error: unknown): StatusError {
   if (error instanceof ClientGone)
     return new StatusError(499, 'ClientClosedRequest', 'the client closed the request');
   if (error instanceof HeadersTimeout) return gatewayTimeout(`${description} did not answer in time`);
-  if (error instanceof ConnectTimeout)
+  // The target's agent gives up on a socket that did not connect (TCP and TLS) in time: unreachable.
+  if (error instanceof TargetConnectTimeout)
     return serviceUnavailable(`${description} could not be reached (connection timed out)`);
   const code = (error as { code?: unknown }).code;
   const reason = typeof code === 'string' && /^[A-Z0-9_]+$/.test(code) ? code : 'error';
