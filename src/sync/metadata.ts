@@ -7,14 +7,12 @@ import {
   ANNOTATION_OBJECT_NAME,
   ANNOTATION_OBJECT_NAMESPACE,
   ANNOTATION_OBJECT_UID,
-  hostLabelKey,
   hostLabels,
   LABEL_CONTROLLED_BY,
   LABEL_MANAGED_BY,
   LABELS_TO_TRANSLATE,
   type Labels,
   PREFIX,
-  virtualLabelKey,
   virtualLabels,
 } from './names.ts';
 import { hostObjectRef, mapNamespaceToVirtual, NamespaceNotMapped, namespaceRules } from './object-refs.ts';
@@ -30,8 +28,9 @@ import {
 } from './sync-context.ts';
 
 /**
- * Labels and annotations across the clusters, pure: metadata translated each way, which host
- * objects are the syncer's, and the bidirectional sync of label and annotation maps.
+ * Labels and annotations across the clusters, pure: metadata translated each way and which host
+ * objects are the syncer's. Which side's change wins (the host's edits flow back, the virtual
+ * side's go out) is decided against the last sync in `controllers/desired.ts` (`desiredPair`).
  */
 
 /** Annotations that never cross between the clusters (besides our own bookkeeping). */
@@ -246,83 +245,4 @@ export function isControlledElsewhere(obj: KubeObject): boolean {
     ownValue(stringMapOf(m.labels) ?? {}, LABEL_CONTROLLED_BY) ||
       ownValue(stringMapOf(m.annotations) ?? {}, LABEL_CONTROLLED_BY),
   );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Bidirectional label and annotation sync
-
-export interface BidirectionalMaps {
-  previousVirtual: Labels | null;
-  virtual: Labels | null;
-  previousHost: Labels | null;
-  host: Labels | null;
-}
-
-export type ChangedSide = 'virtual' | 'host' | 'none';
-
-/** What changed from `before` to `after`; keys are data (own keys only, `constructor` is a key). */
-function mapDiff(before: Labels, after: Labels): { set: Labels; removed: string[] } {
-  const set = emptyRecord<string>();
-  for (const [k, v] of Object.entries(after)) if (ownValue(before, k) !== v) set[k] = v;
-  return { set, removed: Object.keys(before).filter((k) => !Object.hasOwn(after, k)) };
-}
-
-/**
- * The three-way decision of the reference: if the virtual map changed since the last sync, its
- * changes (additions, changes, deletions) go to the host; otherwise, if the host map changed, its
- * changes go to the virtual object. Keys are translated on the way (`toHostKey`/`toVirtualKey`,
- * null drops a key) and keys for which `isSynced` is false are never copied.
- */
-export function syncMapsBidirectionally(
-  maps: BidirectionalMaps,
-  options: {
-    toHostKey?: (key: string) => string | null;
-    toVirtualKey?: (key: string) => string | null;
-    isSynced?: (key: string) => boolean;
-  } = {},
-): { virtual: Labels; host: Labels; changed: ChangedSide } {
-  const toHost = options.toHostKey ?? ((k) => k);
-  const toVirtual = options.toVirtualKey ?? ((k) => k);
-  const isSynced = options.isSynced ?? (() => true);
-  const virtual = Object.assign(emptyRecord<string>(), maps.virtual);
-  const host = Object.assign(emptyRecord<string>(), maps.host);
-  const apply = (
-    target: Labels,
-    diff: ReturnType<typeof mapDiff>,
-    translate: (k: string) => string | null,
-  ) => {
-    for (const [k, v] of Object.entries(diff.set)) {
-      const key = isSynced(k) ? translate(k) : null;
-      if (key !== null) target[key] = v;
-    }
-    for (const k of diff.removed) {
-      const key = isSynced(k) ? translate(k) : null;
-      if (key !== null) delete target[key];
-    }
-  };
-  const virtualDiff = mapDiff(maps.previousVirtual ?? {}, virtual);
-  if (Object.keys(virtualDiff.set).length > 0 || virtualDiff.removed.length > 0) {
-    apply(host, virtualDiff, toHost);
-    return { virtual, host, changed: 'virtual' };
-  }
-  const hostDiff = mapDiff(maps.previousHost ?? {}, host);
-  if (Object.keys(hostDiff.set).length > 0 || hostDiff.removed.length > 0) {
-    apply(virtual, hostDiff, toVirtual);
-    return { virtual, host, changed: 'host' };
-  }
-  return { virtual, host, changed: 'none' };
-}
-
-/** {@link syncMapsBidirectionally} for labels, with the label key translation. */
-export function syncLabelsBidirectionally(maps: BidirectionalMaps, ctx: SyncContext) {
-  return syncMapsBidirectionally(maps, {
-    toHostKey: (k) => hostLabelKey(k, ctx.vclusterName),
-    toVirtualKey: (k) => virtualLabelKey(k, ctx.vclusterName),
-    isSynced: (k) => k !== LABEL_MANAGED_BY && k !== `${PREFIX}/namespace` && k !== LABEL_CONTROLLED_BY,
-  });
-}
-
-/** {@link syncMapsBidirectionally} for annotations; bookkeeping and excluded keys stay put. */
-export function syncAnnotationsBidirectionally(maps: BidirectionalMaps) {
-  return syncMapsBidirectionally(maps, { isSynced: isSyncedAnnotation });
 }

@@ -5,11 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import { loadSyncConfig } from './config.ts';
 import { referencesOf } from './controllers/references.ts';
-import {
-  isManagedHostObject,
-  syncAnnotationsBidirectionally,
-  syncLabelsBidirectionally,
-} from './metadata.ts';
+import { isManagedHostObject } from './metadata.ts';
 import { hostLabelKey } from './names.ts';
 import { hostObjectRef, NamespaceNotMapped } from './object-refs.ts';
 import { ExpressionError } from './patches/expression-failures.ts';
@@ -229,91 +225,7 @@ describe('namespace mapping (multi-namespace mode)', () => {
   });
 });
 
-describe('bidirectional labels and annotations', () => {
-  it('virtual changes win, then host changes flow back, bookkeeping never moves', () => {
-    const v = syncAnnotationsBidirectionally({
-      previousVirtual: { a: '1' },
-      virtual: { a: '2', b: '3' },
-      previousHost: { a: '1' },
-      host: { a: '9', z: 'h' },
-    });
-    expect(v).toEqual({ virtual: { a: '2', b: '3' }, host: { a: '2', b: '3', z: 'h' }, changed: 'virtual' });
-    const h = syncAnnotationsBidirectionally({
-      previousVirtual: { a: '1' },
-      virtual: { a: '1' },
-      previousHost: { a: '1', 'vcluster.platform/object-name': 'x' },
-      host: { c: '4', 'vcluster.platform/object-name': 'y' },
-    });
-    expect(h).toEqual({
-      virtual: { c: '4' },
-      host: { c: '4', 'vcluster.platform/object-name': 'y' },
-      changed: 'host',
-    });
-    expect(
-      syncAnnotationsBidirectionally({ previousVirtual: {}, virtual: {}, previousHost: {}, host: {} })
-        .changed,
-    ).toBe('none');
-  });
-  it('labels are translated both ways', () => {
-    const key = hostLabelKey('release', 'vc');
-    expect(
-      syncLabelsBidirectionally(
-        { previousVirtual: {}, virtual: { release: 'r' }, previousHost: {}, host: {} },
-        plain,
-      ).host,
-    ).toEqual({ [key]: 'r' });
-    expect(
-      syncLabelsBidirectionally(
-        { previousVirtual: {}, virtual: {}, previousHost: {}, host: { [key]: 's' } },
-        plain,
-      ).virtual,
-    ).toEqual({ release: 's' });
-  });
-});
-
-describe('bidirectional maps with keys named like Object.prototype members', () => {
-  // Every map holds `constructor`, `toString`, ... (valid label and annotation keys): an
-  // inherited member read as a present key, or `in` as an own-key test, breaks the diff.
-  const map = recordWithPrototypeKeys(fc.constantFrom('1', '2'), {
-    prototypeKeys: PROTOTYPE_LABEL_KEYS,
-    otherKeys: fc.constantFrom('a', 'b'),
-  });
-  const textOf = (m: Record<string, string>) => JSON.stringify(Object.entries(m).sort());
-  const examples: [Record<string, string>, Record<string, string>][] = [
-    [{ constructor: '1', toString: '1', a: '1' }, { a: '1' }],
-    [{ a: '1' }, { valueOf: '2', hasOwnProperty: '1' }],
-  ];
-
-  it('a virtual change (additions, changes, removals) reaches the host exactly', () => {
-    fc.assert(
-      fc.property(map, map, (before, after) => {
-        const r = syncAnnotationsBidirectionally({
-          previousVirtual: before,
-          virtual: after,
-          previousHost: before,
-          host: before,
-        });
-        expect(textOf(r.host)).toBe(textOf(after));
-        expect(textOf(r.virtual)).toBe(textOf(after));
-      }),
-      { examples },
-    );
-  });
-
-  it('a host change (additions, changes, removals) comes back to the virtual side exactly', () => {
-    fc.assert(
-      fc.property(map, map, (before, after) => {
-        const r = syncLabelsBidirectionally(
-          { previousVirtual: before, virtual: before, previousHost: before, host: after },
-          plain,
-        );
-        expect(r.changed).toBe(textOf(before) === textOf(after) ? 'none' : 'host');
-        expect(textOf(r.virtual)).toBe(textOf(after));
-      }),
-      { examples },
-    );
-  });
-
+describe('data keys named like Object.prototype members', () => {
   it('a ConfigMap and a Secret keep every data key on the host, `__proto__` included', () => {
     const data = JSON.parse('{"__proto__": "MQ==", "constructor": "Mg==", "toString": "Mw=="}');
     for (const kind of ['ConfigMap', 'Secret']) {
