@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { ResourceRef } from '../../src/runtime/kube-client.ts';
-import { within } from '../support.ts';
+import { reportFigure, within } from '../support.ts';
 
 /**
  * Resident memory of a cache, measured in a child process of its own: ours (bench/memory/our-cache.ts,
@@ -111,4 +111,52 @@ async function runMeasurer(
   const memory = JSON.parse(stdout.trim().split('\n').pop() ?? '') as CacheMemory;
   if (!(memory.objects > 0)) throw new Error(`${what} cached no object`);
   return memory;
+}
+
+/** The caches of one apiserver a process holds, for {@link clientGoCost}. */
+export interface ApiserverCaches {
+  readonly kubeconfig: string;
+  readonly targets: readonly CacheTarget[];
+}
+
+/** What client-go spends on some caches: their objects and the resident memory they add. */
+export interface ClientGoCost {
+  readonly objects: number;
+  readonly bytes: number;
+}
+
+/** client-go's cost of the same caches as a process of ours, measured now (managedFields stripped, as ours are). */
+export async function clientGoCost(
+  caches: readonly ApiserverCaches[],
+  boundMs: number,
+): Promise<ClientGoCost> {
+  const binary = clientGoBinary();
+  let objects = 0;
+  let bytes = 0;
+  for (const { kubeconfig, targets } of caches) {
+    const memory = await measureClientGo(binary, kubeconfig, targets, { stripManagedFields: true, boundMs });
+    objects += memory.objects;
+    bytes += memory.rssAfterBytes - memory.rssBeforeBytes;
+  }
+  return { objects, bytes };
+}
+
+/**
+ * Prints a process's peak RSS beside what client-go spends on the objects it caches: their count
+ * times client-go's resident bytes per object over the same caches in the same run. The
+ * process's own base (runtime, code, buffers) is in its figure only.
+ */
+export function reportPeakRss(name: string, peakMiB: number, clientGo: ClientGoCost): void {
+  const baselineMiB = clientGo.bytes / 2 ** 20;
+  reportFigure({
+    name,
+    value: peakMiB,
+    unit: 'MiB',
+    baseline: {
+      name: `client-go caching the same ${clientGo.objects} objects (${(clientGo.bytes / clientGo.objects).toFixed(0)} B per object)`,
+      value: baselineMiB,
+      unit: 'MiB',
+    },
+    ratio: peakMiB / baselineMiB,
+  });
 }

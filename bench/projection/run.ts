@@ -32,6 +32,7 @@ import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { deepEqual } from '../../src/runtime/json.ts';
 import { collectionPath, KubeClient, objectKey, type ResourceRef } from '../../src/runtime/kube-client.ts';
+import { clientGoCost, reportPeakRss } from '../memory/measure.ts';
 import { benchMode, pool, reportFigure, stopChild, withBenchCluster } from '../support.ts';
 
 const smoke = benchMode() === 'smoke';
@@ -328,7 +329,22 @@ async function main(): Promise<void> {
         ratio: projectionRate / sameRate,
         goal: '>= 0.9',
       });
-      reportFigure({ name: 'operator peak RSS', value: peakRssMiB, unit: 'MiB' });
+      // What the operator caches: the SharedSecrets of its namespace and the Roles and RoleBindings it labels.
+      const projected = { namespace: 'bench-projection', labelSelector: OWNER_UID_LABEL };
+      const clientGo = await clientGoCost(
+        [
+          {
+            kubeconfig: cluster.kubeconfigPath,
+            targets: [
+              { resource: resources.sharedSecrets, namespace: 'bench-projection' },
+              { resource: resources.roles, ...projected },
+              { resource: resources.roleBindings, ...projected },
+            ],
+          },
+        ],
+        PROJECTION_BOUND_MS,
+      );
+      reportPeakRss('operator peak RSS', peakRssMiB, clientGo);
     } finally {
       if (operator) await stopChild(operator, 30_000);
     }

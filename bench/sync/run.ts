@@ -53,6 +53,7 @@ import { syncedKinds } from '../../src/sync/controllers/syncer.ts';
 import { hostNameLong, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import type { KubeObject, SyncContext } from '../../src/sync/sync-context.ts';
 import { translateToHost } from '../../src/sync/translate.ts';
+import { clientGoCost, reportPeakRss } from '../memory/measure.ts';
 import {
   benchMode,
   type PlatformRuntime,
@@ -407,6 +408,24 @@ async function main(): Promise<void> {
       const restWrites =
         (await apiserverWrites(hostCluster, ['events', 'leases'])) - writesBefore - syncWrites;
       const liveRss = peakRssMiB(live.child);
+      // What the syncer caches: the virtual Services and Endpoints, and their host copies.
+      const hostCopies = { namespace: 'bench-sync', labelSelector: `${LABEL_MANAGED_BY}=${VC}` };
+      const liveClientGo = await clientGoCost(
+        [
+          {
+            kubeconfig: virtualCluster.kubeconfigPath,
+            targets: [{ resource: services }, { resource: endpoints }],
+          },
+          {
+            kubeconfig: hostCluster.kubeconfigPath,
+            targets: [
+              { resource: services, ...hostCopies },
+              { resource: endpoints, ...hostCopies },
+            ],
+          },
+        ],
+        WAIT_LIMIT_MS,
+      );
 
       // Latency at steady state: one address change at a time.
       const samples: number[] = [];
@@ -636,7 +655,7 @@ async function main(): Promise<void> {
         unit: 'writes',
         goal: '0',
       });
-      reportFigure({ name: 'syncer peak RSS (live run)', value: liveRss, unit: 'MiB' });
+      reportPeakRss('syncer peak RSS (live run)', liveRss, liveClientGo);
       host.close();
       virtual.close();
     });
