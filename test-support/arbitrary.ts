@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { z } from 'zod';
 import type { StoredKind } from '../src/api/registry.ts';
-import { PROTOTYPE_KEYS } from '../src/testing/prototype-keys.ts';
+import { PROTOTYPE_KEYS } from './prototype-keys.ts';
 
 /** A JSON Schema node of zod's own output (draft 2020-12). */
 type Node = { [key: string]: unknown };

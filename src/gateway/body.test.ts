@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
+import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../../test-support/prototype-keys.ts';
 import { StatusError } from '../api/status.ts';
-import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
 import {
   checkJsonPatch,
   decodeRequestBody,

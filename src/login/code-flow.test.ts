@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PROTOTYPE_KEYS, prototypeKey } from '../testing/prototype-keys.ts';
+import { PROTOTYPE_KEYS, prototypeKey } from '../../test-support/prototype-keys.ts';
 import { describeFailure } from './code-flow.ts';
 
 describe('describeFailure', () => {

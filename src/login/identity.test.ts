@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { PROTOTYPE_KEYS, prototypeKey, recordWithPrototypeKeys } from '../../test-support/prototype-keys.ts';
 import { OidcProviderSchema, SamlProviderSchema } from '../api/config-auth.ts';
-import { PROTOTYPE_KEYS, prototypeKey, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import {
   EmailNotVerified,
   IdentityIncomplete,

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
+import { jsonWithPrototypeKeys, PROTOTYPE_KEYS } from '../../test-support/prototype-keys.ts';
 import { applyMergePatch, cloneJson, deepEqual, type Json, mergePatchDiff } from './json.ts';
 
 /** What an apiserver would send: own keys only, `__proto__` among them. */

@@ -1,7 +1,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${name}` is the configuration's own placeholder
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PROTOTYPE_KEYS } from '../testing/prototype-keys.ts';
+import { PROTOTYPE_KEYS } from '../../test-support/prototype-keys.ts';
 import { InvalidSyncConfig, loadSyncConfig, validateSyncConfig } from './config.ts';
 import { singleExpressionError } from './patches/expression.ts';
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
+import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../../test-support/prototype-keys.ts';
 import {
   base36Encode,
   hostLabelKey,

@@ -2,7 +2,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${name}` is the configuration's own placeholder
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
+import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../../test-support/prototype-keys.ts';
 import { loadSyncConfig } from './config.ts';
 import { referencesOf } from './controllers/references.ts';
 import { isManagedHostObject } from './metadata.ts';

@@ -2,8 +2,12 @@ import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { applyJsonPatch } from '../../test-support/json-patch.ts';
+import {
+  PROTOTYPE_KEYS,
+  PROTOTYPE_LABEL_KEYS,
+  recordWithPrototypeKeys,
+} from '../../test-support/prototype-keys.ts';
 import { generateAccessKey } from '../identity/keys.ts';
-import { PROTOTYPE_KEYS, PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../testing/prototype-keys.ts';
 import { pointerToken } from './decision.ts';
 import { parseAdmissionReview } from './review.ts';
 import { mutateOwnedAccessKey, validateOwnedAccessKey } from './rules/ownedaccesskey.ts';

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
+import { recordWithPrototypeKeys } from '../../../test-support/prototype-keys.ts';
 import { AUDIT_LEVELS } from '../../api/config-audit.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { generateAccessKey } from '../../identity/keys.ts';
-import { recordWithPrototypeKeys } from '../../testing/prototype-keys.ts';
 import { Auditor } from './auditor.ts';
 import { type AuditRequestInfo, buildAuditEvent, capLevel, serializeAuditEvent } from './event.ts';
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../../testing/prototype-keys.ts';
+import { PROTOTYPE_LABEL_KEYS, recordWithPrototypeKeys } from '../../../test-support/prototype-keys.ts';
 import { loadSyncConfig } from '../config.ts';
 import { PREFIX } from '../names.ts';
 import { applyMergePatch, type Json, type JsonObject, mergePatchDiff } from '../patches/merge-patch.ts';

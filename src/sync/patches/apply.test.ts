@@ -2,7 +2,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: template-literal expressions under test
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { recordWithPrototypeKeys } from '../../testing/prototype-keys.ts';
+import { recordWithPrototypeKeys } from '../../../test-support/prototype-keys.ts';
 import { loadSyncConfig, type PatchConfig } from '../config.ts';
 import { createSandbox } from '../sync.ts';
 import type { SyncContext } from '../sync-context.ts';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { jsonWithPrototypeKeys, objectKey, PROTOTYPE_KEYS } from '../../testing/prototype-keys.ts';
+import { jsonWithPrototypeKeys, objectKey, PROTOTYPE_KEYS } from '../../../test-support/prototype-keys.ts';
 import {
   expandPath,
   getAt,

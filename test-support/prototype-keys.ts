@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import type { Json, JsonObject } from '../runtime/json.ts';
+import type { Json, JsonObject } from '../src/runtime/json.ts';
 
 /**
  * Property-test arbitraries whose keys always include names that `Object.prototype` has (and
