@@ -111,6 +111,44 @@ ${raw
   };
   const runKubectl = (config: string, args: string[]) =>
     kubectl(['--cache-dir', join(dir, 'cache'), ...args], { kubeconfig: config });
+  const PLATFORM_HOST_WARNING =
+    'platformHost: accepted; has no effect in this platform (the gateway takes its URL from its flags and the request)';
+
+  /**
+   * One kubectl write of the config (`create`, `create --dry-run=server`, `replace`; with
+   * `--validate=false`: kubectl validates a kind whose OpenAPI has no PATCH operation (Config is
+   * get and create only) on the client, through the protobuf OpenAPI v2, which the gateway does
+   * not serve; the gateway validates the object itself). It succeeds, says `outcome`, prints a
+   * `Warning:` line for every inert field, and no secret anywhere.
+   */
+  const kubectlWrites = async (
+    config: string,
+    run: { args: string[]; file: string; raw: string; outcome: string },
+  ) => {
+    const result = await runKubectl(config, [
+      ...run.args,
+      '--validate=false',
+      '-f',
+      configFile(run.file, run.raw),
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain(`config.management.platform/config ${run.outcome}`);
+    const printed = result.stderr
+      .split('\n')
+      .filter((line) => line.startsWith('Warning: '))
+      .map((line) => line.slice('Warning: '.length));
+    for (const field of inertFields) expect(fieldsOf(printed)).toContain(field);
+    expect(printed).toContain(PLATFORM_HOST_WARNING);
+    for (const secret of secrets) expect(result.stderr + result.stdout).not.toContain(secret);
+  };
+
+  /** Admission's warnings for every inert field, and no secret among them. */
+  const expectInertWarnings = (warnings: readonly string[]) => {
+    expect(fieldsOf(warningTexts(warnings))).toEqual(expect.arrayContaining(inertFields));
+    for (const secret of secrets) expect(warnings.join('\n')).not.toContain(secret);
+  };
+  const storedEventually = (raw: string) =>
+    eventually(async () => (await storedSecret()).raw === raw, 20_000, 'the config stored in its Secret');
 
   beforeAll(async () => {
     admin = await env().user('config-admin', { admin: true });
@@ -131,11 +169,7 @@ ${raw
     expect(texts).toContain(
       'auth.connectors[0].id: accepted; this connector has no effect in this platform (the id "hostedGit" is taken by auth.hostedGit)',
     );
-    await eventually(
-      async () => (await storedSecret()).raw === inertConfig,
-      20_000,
-      'the config stored in its Secret',
-    );
+    await storedEventually(inertConfig);
 
     // One source of truth: exactly what the apiserver answers an admin writing the Secret itself.
     const upstream = await Upstream.create(env().kc);
@@ -167,65 +201,31 @@ ${raw
 
   test('kubectl create -f prints each warning; --dry-run=server prints them too and stores nothing', async () => {
     const config = kubeconfig('admin', admin);
-    // --validate=false: kubectl validates a kind whose OpenAPI has no PATCH operation (Config is
-    // get and create only) on the client, through the protobuf OpenAPI v2, which the gateway does
-    // not serve; the gateway validates the object itself.
-    const created = await runKubectl(config, [
-      'create',
-      '--validate=false',
-      '-f',
-      configFile('inert', inertConfig),
-    ]);
-    expect(created.code, created.stderr).toBe(0);
-    expect(created.stdout).toContain('config.management.platform/config created');
-    const printed = created.stderr
-      .split('\n')
-      .filter((line) => line.startsWith('Warning: '))
-      .map((line) => line.slice('Warning: '.length));
-    for (const field of inertFields) expect(fieldsOf(printed)).toContain(field);
-    expect(printed).toContain(
-      'platformHost: accepted; has no effect in this platform (the gateway takes its URL from its flags and the request)',
-    );
-    for (const secret of secrets) expect(created.stderr + created.stdout).not.toContain(secret);
-    await eventually(
-      async () => (await storedSecret()).raw === inertConfig,
-      20_000,
-      'the config stored in its Secret',
-    );
+    await kubectlWrites(config, { args: ['create'], file: 'inert', raw: inertConfig, outcome: 'created' });
+    await storedEventually(inertConfig);
 
     const before = await storedSecret();
     const changed = inertConfig.replace('projectNamespacePrefix: team-', 'projectNamespacePrefix: dry-');
-    const dry = await runKubectl(config, [
-      'create',
-      '--validate=false',
-      '--dry-run=server',
-      '-f',
-      configFile('dry', changed),
-    ]);
-    expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stdout).toContain('config.management.platform/config created (server dry run)');
-    expect(dry.stderr).toContain(
-      'Warning: platformHost: accepted; has no effect in this platform (the gateway takes its URL from its flags and the request)',
-    );
-    for (const secret of secrets) expect(dry.stderr).not.toContain(secret);
+    await kubectlWrites(config, {
+      args: ['create', '--dry-run=server'],
+      file: 'dry',
+      raw: changed,
+      outcome: 'created (server dry run)',
+    });
     expect(await storedSecret()).toEqual(before);
   });
 
   test('?dryRun=All is admitted like a real write: the same warnings, the same refusals, nothing stored', async () => {
     const settled = await post(admin, 'projectNamespacePrefix: team-\n');
     expect(settled.status, settled.text).toBe(201);
-    await eventually(
-      async () => (await storedSecret()).raw === 'projectNamespacePrefix: team-\n',
-      20_000,
-      'the config stored in its Secret',
-    );
+    await storedEventually('projectNamespacePrefix: team-\n');
     const before = await storedSecret();
 
     // A valid dry run: answered with the configuration and admission's warnings; nothing stored.
     const dry = await post(admin, inertConfig, '?dryRun=All');
     expect(dry.status, dry.text).toBe(201);
     expect(dry.json.status.projectNamespacePrefix).toBe('team-');
-    expect(fieldsOf(warningTexts(dry.warnings))).toEqual(expect.arrayContaining(inertFields));
+    expectInertWarnings(dry.warnings);
     expect(await storedSecret()).toEqual(before);
     const read = await request(`${env().api}/configs/config`, {
       dispatcher: env().dispatcher,
@@ -286,13 +286,8 @@ ${raw
     const replaced = await write(admin, inertConfig, '', { url: 'configs/config' });
     expect(replaced.status, replaced.text).toBe(200);
     expect(replaced.json).toMatchObject({ kind: 'Config', metadata: { name: 'config' } });
-    expect(fieldsOf(warningTexts(replaced.warnings))).toEqual(expect.arrayContaining(inertFields));
-    for (const secret of secrets) expect(replaced.warnings.join('\n')).not.toContain(secret);
-    await eventually(
-      async () => (await storedSecret()).raw === inertConfig,
-      20_000,
-      'the config stored in its Secret',
-    );
+    expectInertWarnings(replaced.warnings);
+    await storedEventually(inertConfig);
 
     const before = await storedSecret();
     const changed = inertConfig.replace('projectNamespacePrefix: team-', 'projectNamespacePrefix: put-');
@@ -311,18 +306,12 @@ ${raw
     );
     expect(await storedSecret()).toEqual(before);
 
-    const kubectlReplace = await runKubectl(kubeconfig('replacer', admin), [
-      'replace',
-      '--validate=false',
-      '-f',
-      configFile('replace', inertConfig),
-    ]);
-    expect(kubectlReplace.code, kubectlReplace.stderr).toBe(0);
-    expect(kubectlReplace.stdout).toContain('config.management.platform/config replaced');
-    expect(kubectlReplace.stderr).toContain(
-      'Warning: platformHost: accepted; has no effect in this platform (the gateway takes its URL from its flags and the request)',
-    );
-    for (const secret of secrets) expect(kubectlReplace.stderr).not.toContain(secret);
+    await kubectlWrites(kubeconfig('replacer', admin), {
+      args: ['replace'],
+      file: 'replace',
+      raw: inertConfig,
+      outcome: 'replaced',
+    });
   });
 
   test("an installation's admission policy refusing the Secret write refuses the dry run with the same Status", async () => {
