@@ -14,11 +14,11 @@ import {
 import { type KeyOwner, type OwnerLookups, resolveOwner } from './key-owner.ts';
 import {
   accessKeyDigest,
+  accessKeyIdOf,
   checksumMatches,
   decodeStoredHash,
   digestMatchesStored,
   MalformedAccessKey,
-  parseAccessKeyShape,
 } from './keys.ts';
 
 /**
@@ -231,9 +231,8 @@ const lookup = (context: AuthenticationContext, kind: 'user' | 'team', name: str
 
 /** Decides who a bearer token is, or why it is nobody. See the module comment for the rules. */
 export function authenticateAccessKey(token: string, context: AuthenticationContext): AuthenticationResult {
-  const parsed = parseAccessKeyShape(token);
-  if (parsed instanceof MalformedAccessKey) return fail(parsed);
-  const { id } = parsed;
+  const id = accessKeyIdOf(token);
+  if (id instanceof MalformedAccessKey) return fail(id);
 
   const candidates = context.lookupRecords ? context.lookupRecords(id) : context.lookupKey(id).map(recordOf);
   // Always one HMAC and at least one constant-time comparison, found or not.

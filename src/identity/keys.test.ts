@@ -3,10 +3,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   ACCESS_KEY_LENGTH,
+  accessKeyIdOf,
+  composeAccessKey,
   generateAccessKey,
   hashAccessKey,
   MalformedAccessKey,
   parseAccessKey,
+  parseAccessKeyShape,
   type RandomBytes,
   ShortRandomBytes,
   UNMATCHABLE_ACCESS_KEY_HASH,
@@ -104,6 +107,55 @@ describe('parseAccessKey', () => {
     const result = parseAccessKey(replaceAt(valid, 69, valid[69] === '0' ? '1' : '0'));
     expect(result).toBeInstanceOf(MalformedAccessKey);
     expect((result as Error).message).not.toContain(valid.slice(21, 50));
+  });
+});
+
+describe('accessKeyIdOf (the request path parse)', () => {
+  const valid = generateAccessKey(randomBytes).key;
+  const highest = generateAccessKey(ones());
+  const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+  /** The format's definition, as the module comment of keys.ts writes it (checksum aside). */
+  const SHAPE = /^pak_([a-z2-7]{16})_[0-9A-Za-z]{49}$/;
+
+  it('answers the id of exactly the texts of the key shape', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(
+            fc.integer({ min: 0, max: ACCESS_KEY_LENGTH - 1 }),
+            fc.constantFrom(...'pakx_Aa27190zZé\u0000'),
+          ),
+          { maxLength: 3 },
+        ),
+        (changes) => {
+          let text = valid;
+          for (const [index, char] of changes) text = text.slice(0, index) + char + text.slice(index + 1);
+          const id = accessKeyIdOf(text);
+          const shape = SHAPE.exec(text);
+          if (shape) expect(id).toBe(shape[1]);
+          else expect(id).toBeInstanceOf(MalformedAccessKey);
+          const full = parseAccessKeyShape(text);
+          expect(full instanceof MalformedAccessKey ? full : full.id).toEqual(id);
+        },
+      ),
+    );
+  });
+
+  it('takes the highest secret 32 bytes can give and refuses every secret above it', () => {
+    expect(accessKeyIdOf(highest.key)).toBe(highest.id);
+    for (let i = 0; i < highest.secret.length; i++) {
+      const digit = BASE62.indexOf(highest.secret[i]!);
+      for (const [next, refused] of [
+        [digit + 1, true],
+        [digit - 1, false],
+      ] as const) {
+        if (next < 0 || next >= BASE62.length) continue;
+        const secret = highest.secret.slice(0, i) + BASE62[next] + highest.secret.slice(i + 1);
+        const result = accessKeyIdOf(composeAccessKey(highest.id, secret));
+        if (refused) expect((result as MalformedAccessKey).problem, `secret digit ${i} up`).toBe('shape');
+        else expect(result, `secret digit ${i} down`).toBe(highest.id);
+      }
+    }
   });
 });
 

@@ -188,21 +188,46 @@ export function parseAccessKey(text: string): ParsedAccessKey | MalformedAccessK
  * the match already told (the checksum protects against typos, never against guessing).
  */
 export function parseAccessKeyShape(text: string): ParsedAccessKey | MalformedAccessKey {
+  const id = accessKeyIdOf(text);
+  if (id instanceof MalformedAccessKey) return id;
+  return { id, secret: text.slice(SECRET_START, CHECKSUM_START) };
+}
+
+/** `pak_` and the separator after the id, as character codes. */
+const PREFIX_CODES = [...`${ACCESS_KEY_PREFIX}_`].map((c) => c.charCodeAt(0));
+const SEPARATOR = 95; /* _ */
+
+/**
+ * {@link parseAccessKeyShape}'s checks, answering only the id: the request path's parse, which
+ * makes no object but the id's text (the secret stays in the token; the HMAC covers it whole).
+ */
+export function accessKeyIdOf(text: string): string | MalformedAccessKey {
   if (text.length !== ACCESS_KEY_LENGTH) return new MalformedAccessKey('length');
+  for (let i = 0; i < PREFIX_CODES.length; i++) {
+    if (text.charCodeAt(i) !== PREFIX_CODES[i]) return new MalformedAccessKey('shape');
+  }
   if (
-    !text.startsWith(`${ACCESS_KEY_PREFIX}_`) ||
-    text.charCodeAt(SECRET_START - 1) !== 95 /* _ */ ||
+    text.charCodeAt(SECRET_START - 1) !== SEPARATOR ||
     !allIn(text, ID_START, SECRET_START - 1, IN_BASE32) ||
-    !allIn(text, SECRET_START, ACCESS_KEY_LENGTH, IN_BASE62)
+    !allIn(text, SECRET_START, ACCESS_KEY_LENGTH, IN_BASE62) ||
+    secretAboveMax(text)
   ) {
     return new MalformedAccessKey('shape');
   }
-  const id = text.slice(ID_START, SECRET_START - 1);
-  const secret = text.slice(SECRET_START, CHECKSUM_START);
-  // A secret above 2^256 - 1 cannot come from 32 bytes; refuse it so each key has one spelling.
-  // Fixed width and an alphabet in ASCII order: comparing the text compares the numbers.
-  if (secret > MAX_SECRET) return new MalformedAccessKey('shape');
-  return { id, secret };
+  return text.slice(ID_START, SECRET_START - 1);
+}
+
+/**
+ * Whether the key's secret spells a number above 2^256 - 1, which 32 bytes cannot give: refused,
+ * so that each key has one spelling. Fixed width and an alphabet in ASCII order: comparing the
+ * characters compares the numbers, in place (no copy of the secret is made).
+ */
+function secretAboveMax(text: string): boolean {
+  for (let i = 0; i < ACCESS_KEY_SECRET_LENGTH; i++) {
+    const difference = text.charCodeAt(SECRET_START + i) - MAX_SECRET.charCodeAt(i);
+    if (difference !== 0) return difference > 0;
+  }
+  return false;
 }
 
 /**
