@@ -51,10 +51,11 @@ export function watchScope(deps: ControllerDeps): { namespace?: string } {
 export function addController(
   manager: Manager,
   deps: ControllerDeps,
-  options: { name: string; workers: number; reconcile: Reconciler },
+  options: { name: string; workers: number; reconcile: Reconciler; needLeaderElection?: boolean },
 ): Controller {
   return manager.controller({
     name: options.name,
+    ...(options.needLeaderElection === undefined ? {} : { needLeaderElection: options.needLeaderElection }),
     maxConcurrentReconciles: deps.maxConcurrentReconciles ?? options.workers,
     reconcile: options.reconcile,
   });

@@ -117,6 +117,11 @@ export class EventRecorder {
     this.deduper = new EventDeduper(options.dedupeWindowMs);
   }
 
+  /** A recorder with the same settings that writes through `api` (e.g. another write fence). */
+  through(api: KubeApi): EventRecorder {
+    return new EventRecorder({ ...this.options, api });
+  }
+
   record(regarding: ObjectReference, input: EventInput): Promise<void> {
     const key = eventKey(regarding, input);
     const previous = this.inFlight.get(key) ?? Promise.resolve();

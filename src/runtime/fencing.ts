@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { KubeApi, Query, RequestOptions } from './kube-api.ts';
 import type { WatchEvent, WatchStream } from './kube-watch.ts';
 
@@ -57,4 +58,70 @@ export class FencedKubeApi implements KubeApi {
   ): Promise<WatchStream> {
     return this.inner.watch(path, query, onEvent, signal);
   }
+}
+
+/**
+ * The terms of one lease held by this replica: `begin` when it is acquired, `end` when it is
+ * lost or released. A write of `fence` goes out only during a term and before `validUntil()` on
+ * the clock (the renew deadline, which ends the term even before its timer has run).
+ */
+export class LeaseTerms {
+  private current: { controller: AbortController; fence: WriteFence } | undefined;
+
+  constructor(
+    private readonly clock: { now(): number },
+    private readonly validUntil: () => number,
+    private readonly refusal: () => Error,
+  ) {}
+
+  begin(): void {
+    this.current?.controller.abort(this.refusal());
+    const controller = termController();
+    const term = {
+      controller,
+      fence: { term: () => this.signalOf(term === this.current ? controller : undefined) },
+    };
+    this.current = term;
+  }
+
+  end(reason: Error): void {
+    this.current?.controller.abort(reason);
+    this.current = undefined;
+  }
+
+  /** Whether a term is current (begun, not ended, its deadline not passed). */
+  isCurrent(): boolean {
+    return (
+      this.current !== undefined &&
+      !this.current.controller.signal.aborted &&
+      this.clock.now() < this.validUntil()
+    );
+  }
+
+  /** The fence of whichever term is current. */
+  readonly fence: WriteFence = { term: () => this.signalOf(this.current?.controller) };
+
+  /**
+   * The fence of the current term alone (the same object for the whole term; undefined between
+   * terms): once the term ends, its writes stay refused even during a later term (what was started
+   * in a term, e.g. a syncer with its caches, must not write in the next).
+   */
+  termFence(): WriteFence | undefined {
+    return this.current?.fence;
+  }
+
+  private signalOf(term: AbortController | undefined): AbortSignal {
+    if (!term || term.signal.aborted || this.clock.now() >= this.validUntil()) throw this.refusal();
+    return term.signal;
+  }
+}
+
+/**
+ * A term's controller: every write in flight listens on its signal (and stops listening when it
+ * completes), so many concurrent writes are expected, not a leak.
+ */
+export function termController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
 }

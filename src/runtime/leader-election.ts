@@ -23,7 +23,7 @@ export interface LeaseSpec {
 export interface Lease {
   apiVersion: 'coordination.k8s.io/v1';
   kind: 'Lease';
-  metadata: { name: string; namespace: string; resourceVersion?: string };
+  metadata: { name: string; namespace: string; resourceVersion?: string; labels?: Record<string, string> };
   spec?: LeaseSpec;
 }
 
@@ -103,6 +103,8 @@ export interface LeaderElectionConfig {
   retryPeriodMs?: number;
   /** Clear the holder on graceful stop so another candidate takes over at once (default true). */
   releaseOnCancel?: boolean;
+  /** Labels the Lease is written with (how a replica's watch selects the leases of its kind). */
+  labels?: Record<string, string>;
 }
 
 export interface LeaderElectorOptions extends LeaderElectionConfig {
@@ -112,6 +114,13 @@ export interface LeaderElectorOptions extends LeaderElectionConfig {
   logger: Logger;
   metrics?: RuntimeMetrics;
   onStartedLeading: () => void;
+  /**
+   * When this replica first saw `lease`'s current record (holder and renewTime) before reading it
+   * itself, e.g. through a watch of the leases; undefined if it did not. Expiry is then judged from
+   * that earlier sighting, still on our own clock: a candidate that starts to campaign for a lease
+   * it has watched need not wait a whole leaseDuration more.
+   */
+  sightedAt?: (lease: Lease) => number | undefined;
   /** Called when leadership ends (lost or released); always before the lease can be taken over. */
   onStoppedLeading: () => void;
 }
@@ -273,6 +282,7 @@ export class LeaderElector {
         metadata: {
           name,
           namespace,
+          ...(this.options.labels ? { labels: this.options.labels } : {}),
           ...(current ? { resourceVersion: current.metadata.resourceVersion } : {}),
         },
         spec: decision.spec,
@@ -294,8 +304,10 @@ export class LeaderElector {
   private observe(lease: Lease, now: number): void {
     const spec = lease.spec ?? {};
     const key = `${spec.holderIdentity ?? ''}|${spec.renewTime ?? ''}|${lease.metadata.resourceVersion ?? ''}`;
-    if (this.observed?.key !== key) this.observed = { key, at: now, lease };
-    else this.observed.lease = lease;
+    if (this.observed?.key !== key) {
+      const sighted = this.options.sightedAt?.(lease);
+      this.observed = { key, at: sighted === undefined ? now : Math.min(now, sighted), lease };
+    } else this.observed.lease = lease;
   }
 
   /** Clears the holder so that another candidate can take over at once. */

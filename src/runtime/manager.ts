@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
@@ -6,7 +5,7 @@ import { type Clock, type Random, systemClock, systemRandom } from './clock.ts';
 import { Cluster, type InformerDefaults } from './cluster.ts';
 import { Controller, type ControllerOptions } from './controller.ts';
 import { LeaderElectionLostError } from './errors.ts';
-import { FencedKubeApi, type WriteFence } from './fencing.ts';
+import { FencedKubeApi, LeaseTerms, termController, type WriteFence } from './fencing.ts';
 import { type HealthServer, type ReadinessReport, startHealthServer } from './health-server.ts';
 import type { Informer, InformerSelector } from './informer.ts';
 import type { KubeApi } from './kube-api.ts';
@@ -67,8 +66,8 @@ export class Manager {
   private electionDone: Promise<void> | undefined;
   private healthServer: HealthServer | undefined;
   private readonly stopController = new AbortController();
-  /** The current leadership term: aborted the moment leadership ends (see `leaderApi`). */
-  private term: AbortController | undefined;
+  /** The leadership terms: the current one is aborted the moment leadership ends (see `leaderApi`). */
+  private readonly leaderTerms: LeaseTerms;
   /** Without leader election there is one term that never ends. */
   private readonly openTerm = termController();
   private leaderTransition: Promise<void> = Promise.resolve();
@@ -87,6 +86,15 @@ export class Manager {
       registry: options.registry ?? new Registry(),
     };
     this.metrics = new RuntimeMetrics(this.options.registry);
+    const election = options.leaderElection;
+    this.leaderTerms = new LeaseTerms(
+      this.options.clock,
+      () => this.elector?.leadingUntil() ?? 0,
+      () =>
+        new LeaderElectionLostError(
+          `not the leader of lease ${election?.namespace}/${election?.name}: write refused`,
+        ),
+    );
     this.cluster = this.addCluster({ name: this.options.clusterName ?? 'host', api: options.api });
   }
 
@@ -177,6 +185,10 @@ export class Manager {
     return this.options.clock;
   }
 
+  get logger(): Logger {
+    return this.options.logger;
+  }
+
   get random(): Random {
     return this.options.random;
   }
@@ -201,19 +213,13 @@ export class Manager {
   }
 
   private readonly fence: WriteFence = {
-    term: () => {
-      const election = this.options.leaderElection;
-      if (!election) return this.openTerm.signal;
-      const term = this.term;
-      const until = this.elector?.leadingUntil() ?? 0;
-      if (!term || term.signal.aborted || this.options.clock.now() >= until) {
-        throw new LeaderElectionLostError(
-          `not the leader of lease ${election.namespace}/${election.name}: write refused`,
-        );
-      }
-      return term.signal;
-    },
+    term: () => (this.options.leaderElection ? this.leaderTerms.fence.term() : this.openTerm.signal),
   };
+
+  /** The leader election settings (undefined: every controller runs without it). */
+  get leaderElection(): LeaderElectionConfig | undefined {
+    return this.options.leaderElection;
+  }
 
   get healthPort(): number | undefined {
     return this.healthServer?.port;
@@ -286,8 +292,8 @@ export class Manager {
   private onLeadership(leading: boolean): void {
     // The fence moves at once, not in the serialized chain: from here on, no write of the old
     // term goes out and the ones in flight are aborted.
-    this.term?.abort(new LeaderElectionLostError('leadership lost: write aborted'));
-    this.term = leading ? termController() : undefined;
+    if (leading) this.leaderTerms.begin();
+    else this.leaderTerms.end(new LeaderElectionLostError('leadership lost: write aborted'));
     this.leaderTransition = this.leaderTransition.then(async () => {
       this.leading = leading && !this.stopController.signal.aborted;
       const leaderControllers = this.controllers.filter((controller) => controller.needLeaderElection);
@@ -301,14 +307,4 @@ export class Manager {
       }
     });
   }
-}
-
-/**
- * A leadership term's controller: every write in flight listens on its signal (and stops
- * listening when it completes), so many concurrent writes are expected, not a leak.
- */
-function termController(): AbortController {
-  const controller = new AbortController();
-  setMaxListeners(0, controller.signal);
-  return controller;
 }

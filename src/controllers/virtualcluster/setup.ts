@@ -2,15 +2,22 @@ import type { V1Namespace, V1RoleBinding, V1ServiceAccount } from '@kubernetes/c
 import { INSTANCE_UID_LABEL, PROJECT_LABEL } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import { LeaderElectionLostError } from '../../runtime/errors.ts';
+import type { EventRecorder } from '../../runtime/events.ts';
+import { FencedKubeApi } from '../../runtime/fencing.ts';
+import { asFieldManager, fieldManagers } from '../../runtime/field-managers.ts';
 import { ownValue } from '../../runtime/json.ts';
+import type { KubeApi } from '../../runtime/kube-api.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
+import type { LeaseShares } from '../../runtime/lease-shares.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
 import { namedHostNamespaces, placementOf } from '../../sync/placement.ts';
-import { addController, type ControllerDeps, reconcilerDeps, watchScope } from '../common.ts';
+import { addController, type ControllerDeps, watchScope } from '../common.ts';
 import { asksToBeSynced } from './desired.ts';
 import { instanceKeyOf } from './identity.ts';
 import { validatedConfig, virtualClusterReconciler } from './reconcile.ts';
+import { runSharesWithController, sharedReconciler, shareVirtualClusters } from './sharing.ts';
 import { SyncerSupervisor, syncerFactory } from './supervisor.ts';
 import { BY_INSTANCE_UID } from './syncer-identity.ts';
 import { clientWithTokens } from './token.ts';
@@ -39,16 +46,8 @@ function samePlacement(
     .map(objectKey);
 }
 
-/**
- * The VirtualClusterInstance controller: primary VirtualClusterInstances; each one with
- * credentials and a configuration gets a syncer (see `virtualClusterReconciler`) acting as its
- * own ServiceAccount, whose ServiceAccount and RoleBindings (labelled with the instance's uid)
- * map back to the instance. The syncers live while this controller runs: when it stops
- * (shutdown, leadership lost) they stop with it, and the next leader starts its own.
- */
-export function setupVirtualClusterController(manager: Manager, deps: ControllerDeps) {
-  const kubeConfig = deps.kubeConfig;
-  if (!kubeConfig) throw new Error('the virtualcluster controller needs the kubeconfig of the host cluster');
+/** The caches the controller reads and watches. */
+function virtualClusterCaches(manager: Manager, deps: ControllerDeps) {
   const scope = watchScope(deps);
   const instances = manager.informer<Stored<VirtualClusterInstance>>(
     resources.virtualClusterInstances,
@@ -58,7 +57,6 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
       [BY_PLACEMENT_NAMESPACE]: placementNamespaces,
     },
   );
-  const placedIn = (namespace: string) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace);
   // Cluster-wide unless the controller watches one namespace: a syncer's host namespace may be
   // another of its project's namespaces.
   const byUid = {
@@ -79,26 +77,66 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
   // Which project each namespace belongs to (the label the project controller sets), so no syncer
   // runs outside its project even if admission was bypassed.
   const namespaces = manager.informer<V1Namespace>(resources.namespaces, {});
-  const startSyncer = syncerFactory({ manager });
-  // The syncer's writes are fenced like the controller's: none goes out, to the virtual cluster
-  // or to the host, once this replica stopped leading.
-  const supervisor = new SyncerSupervisor((input) =>
-    startSyncer({ ...input, virtual: manager.leaderApi(input.virtual), host: manager.leaderApi(input.host) }),
-  );
+  return { instances, serviceAccounts, roleBindings, namespaces };
+}
+
+/**
+ * The VirtualClusterInstance controller: primary VirtualClusterInstances; each one with
+ * credentials and a configuration gets a syncer (see `virtualClusterReconciler`) acting as its
+ * own ServiceAccount, whose ServiceAccount and RoleBindings (labelled with the instance's uid)
+ * map back to the instance.
+ *
+ * With leader election the controller runs on every replica and the instances are shared out
+ * between the live replicas (`shareVirtualClusters`; docs/adr on sharing them): an instance is
+ * reconciled, and its syncer run, only by the replica holding its Lease, every write of it fenced
+ * by that replica's term. Without, one replica holds them all. The syncers stop with the
+ * controller (shutdown) and when their instance's term ends.
+ */
+export function setupVirtualClusterController(manager: Manager, deps: ControllerDeps) {
+  const kubeConfig = deps.kubeConfig;
+  if (!kubeConfig) throw new Error('the virtualcluster controller needs the kubeconfig of the host cluster');
+  const { instances, serviceAccounts, roleBindings, namespaces } = virtualClusterCaches(manager, deps);
+  const placedIn = (namespace: string) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace);
   let enqueue: (key: string) => void = () => {};
-  const reconcile = virtualClusterReconciler({
-    ...reconcilerDeps(deps),
-    instances: instances.store,
-    serviceAccounts: serviceAccounts.store,
-    roleBindings: roleBindings.store,
-    instancesPlacedIn: placedIn,
-    projectOf: (namespace) =>
-      ownValue(namespaces.store.get(namespace)?.metadata?.labels ?? {}, PROJECT_LABEL) || undefined,
-    hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
-    supervisor,
-    enqueue: (key) => enqueue(key),
+  const shared = shareVirtualClusters(manager, instances, (key) => enqueue(key));
+  const startSyncer = syncerFactory({ manager });
+  // A syncer's writes, to the virtual cluster and to the host, are fenced like the controller's:
+  // by this replica's term for its instance when the instances are shared (none goes out once
+  // another replica may run it), else by leadership.
+  const supervisor = new SyncerSupervisor((input) => {
+    const fenced = syncerFence(manager, shared?.shares, input.key);
+    return startSyncer({ ...input, virtual: fenced(input.virtual), host: fenced(input.host) });
   });
-  const controller = addController(manager, deps, { name: 'virtualcluster', workers: 2, reconcile });
+  const reconcilerFor = (api: KubeApi, events: EventRecorder) =>
+    virtualClusterReconciler({
+      api,
+      clock: deps.clock,
+      events,
+      instances: instances.store,
+      serviceAccounts: serviceAccounts.store,
+      roleBindings: roleBindings.store,
+      instancesPlacedIn: placedIn,
+      projectOf: (namespace) =>
+        ownValue(namespaces.store.get(namespace)?.metadata?.labels ?? {}, PROJECT_LABEL) || undefined,
+      hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
+      supervisor,
+      enqueue: (key) => enqueue(key),
+    });
+  // Shared, the controller runs on every replica; each instance is reconciled where it is held,
+  // writing as the controller through that term's fence (not leadership's).
+  const hostApi = asFieldManager(manager.cluster.api, fieldManagers.controller);
+  const reconcile = shared
+    ? sharedReconciler(shared.shares, supervisor, (fenced) => {
+        const api = fenced(hostApi);
+        return reconcilerFor(api, deps.events.through(api));
+      })
+    : reconcilerFor(deps.api, deps.events);
+  const controller = addController(manager, deps, {
+    name: 'virtualcluster',
+    workers: 2,
+    reconcile,
+    needLeaderElection: shared === undefined,
+  });
   const specOrLifecycle = [anyOf(generationChanged, lifecycleChanged)];
   enqueue = (key) => controller.enqueue(key);
   controller
@@ -114,11 +152,28 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     // An instance that comes, goes or moves may take or free the placement of others (the instance
     // created first holds it): they are looked at again, stalled or not.
     .watch(instances, (vci) => samePlacement(vci, placedIn), { predicates: specOrLifecycle });
-  // Stopping the controller stops its syncers (a syncer must not outlive its leader).
-  const stopController = controller.stop.bind(controller);
-  controller.stop = async (drainTimeoutMs?: number) => {
-    await stopController(drainTimeoutMs);
-    await supervisor.stopAll();
-  };
-  return { controller, instances, supervisor };
+  if (shared) {
+    runSharesWithController(controller, shared.shares, [instances, shared.leases], supervisor);
+  } else {
+    // Stopping the controller stops its syncers (a syncer must not outlive its leader).
+    const stopController = controller.stop.bind(controller);
+    controller.stop = async (drainTimeoutMs?: number) => {
+      await stopController(drainTimeoutMs);
+      await supervisor.stopAll();
+    };
+  }
+  return { controller, instances, supervisor, shares: shared?.shares };
+}
+
+/** How a syncer's clients are fenced: by its instance's term when shared, else by leadership. */
+function syncerFence(
+  manager: Manager,
+  shares: LeaseShares | undefined,
+  key: string,
+): (api: KubeApi) => KubeApi {
+  if (!shares) return (api) => manager.leaderApi(api);
+  const fence = shares.fence(key);
+  if (!fence)
+    throw new LeaderElectionLostError(`no term for virtual cluster ${key}: its syncer may not start`);
+  return (api) => new FencedKubeApi(api, fence);
 }
