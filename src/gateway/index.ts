@@ -19,7 +19,7 @@ import { type AccessKeyAuthenticator, setupAccessKeyAuthenticator } from '../ide
 import type { DirectTokenOwners } from '../identity/direct-token.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
-import { SigningKeyStore } from '../identity/signing-keys.ts';
+import { type SigningKeyRing, signingKeyRing } from '../identity/signing-key-ring.ts';
 import { type Clock, systemClock } from '../runtime/clock.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
@@ -32,12 +32,7 @@ import { type ProxyTargets, setupProxyTargets } from './access-proxy/targets.ts'
 import { Auditor } from './audit/auditor.ts';
 import { accessKeysEndpoints, issueKey } from './endpoints/access-keys.ts';
 import { configsEndpoint } from './endpoints/configs.ts';
-import {
-  directTokensEndpoint,
-  oidcEndpoints,
-  SigningKeyRing,
-  tokenRevocationEndpoint,
-} from './endpoints/direct-tokens.ts';
+import { directTokensEndpoint, oidcEndpoints, tokenRevocationEndpoint } from './endpoints/direct-tokens.ts';
 import { discoveryEndpoints } from './endpoints/discovery.ts';
 import type { GatewayEndpoint } from './endpoints/endpoint.ts';
 import { healthEndpoints } from './endpoints/health.ts';
@@ -150,10 +145,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
 
   let server: GatewayServer | undefined;
   let upstream: Upstream | undefined;
-  const signingKeys = new SigningKeyRing({
-    keys: new SigningKeyStore(options.api, options.platformNamespace),
-    clock,
-  });
+  const signingKeys = signingKeyRing(manager, options.platformNamespace, { api: options.api });
   const projectOf = projectLookup(projects, config);
   const { lookup, targets } = setupAccessProxy(manager, options, { clock, projects, config, projectOf });
   const parts: GatewayParts = {

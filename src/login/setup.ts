@@ -4,6 +4,7 @@ import { platformConfigSource } from '../config/platform-config.ts';
 import type { Endpoint } from '../http/endpoint.ts';
 import type { RandomBytes } from '../identity/keys.ts';
 import { PepperStore } from '../identity/pepper.ts';
+import { signingKeyRing } from '../identity/signing-key-ring.ts';
 import { asFieldManager, fieldManagers } from '../runtime/field-managers.ts';
 import type { KubeApi } from '../runtime/kube-api.ts';
 import type { Manager } from '../runtime/manager.ts';
@@ -100,7 +101,7 @@ export function setupLogin(setup: LoginSetupOptions): Login {
   const connectors = new ConnectorRegistry({ throttle, addresses: options.addresses });
   const openIdProvider = new OpenIdProvider({
     api: options.api,
-    platformNamespace: options.platformNamespace,
+    signingKeys: signingKeyRing(options.manager, options.platformNamespace, { api: options.api }),
     config,
     secrets: loadSecrets,
     pepper: () => pepper.ensure(),

@@ -26,12 +26,8 @@ import {
   tokenGenerationOf,
 } from '../../identity/direct-token.ts';
 import { GROUP_ADMINS } from '../../identity/groups.ts';
-import {
-  currentSigningKey,
-  publicJwks,
-  type SigningKey,
-  type SigningKeyStore,
-} from '../../identity/signing-keys.ts';
+import type { SigningKeyRing } from '../../identity/signing-key-ring.ts';
+import { currentSigningKey, publicJwks } from '../../identity/signing-keys.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { isConflict, isNotFound } from '../../runtime/errors.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
@@ -61,39 +57,6 @@ export interface DirectTokenDeps {
    * the moment it was created authenticates through such a read too).
    */
   readonly readKey: (name: string) => Promise<OwnedAccessKey | undefined>;
-}
-
-/**
- * The key ring, read (and rotated when due) at most once per `ringCacheMs`, so that minting and
- * JWKS requests cost no apiserver round trip in the common case.
- */
-export class SigningKeyRing {
-  private cached: { ring: readonly SigningKey[]; readAt: number } | undefined;
-  private pending: Promise<readonly SigningKey[]> | undefined;
-
-  constructor(
-    private readonly deps: {
-      readonly keys: SigningKeyStore;
-      readonly clock: Clock;
-      /** How long a read of the key ring is reused. Default 30 s. */
-      readonly ringCacheMs?: number;
-    },
-  ) {}
-
-  async current(): Promise<readonly SigningKey[]> {
-    const now = this.deps.clock.now();
-    if (this.cached && now - this.cached.readAt < (this.deps.ringCacheMs ?? 30_000)) return this.cached.ring;
-    this.pending ??= this.deps.keys
-      .ensure(now)
-      .then((ring) => {
-        this.cached = { ring, readAt: now };
-        return ring;
-      })
-      .finally(() => {
-        this.pending = undefined;
-      });
-    return this.pending;
-  }
 }
 
 /**

@@ -13,10 +13,10 @@ import {
   verifyDirectClusterEndpointToken,
 } from '../../identity/direct-token.ts';
 import { ACCESS_KEY_EXTRA } from '../../identity/groups.ts';
+import type { SigningKeyRing } from '../../identity/signing-key-ring.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import { isJsonObject } from '../../runtime/json.ts';
 import { authenticateToken, type KeyAuthenticator, keyIdOf } from '../key-authentication.ts';
-import type { SigningKeyRing } from './direct-tokens.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
 
 /**

@@ -9,7 +9,7 @@ import type { User } from '../../api/identity.ts';
 import { resources } from '../../api/resources.ts';
 import { StatusError } from '../../api/status.ts';
 import type { Endpoint, EndpointAnswer, EndpointRequest } from '../../http/endpoint.ts';
-import { type SigningKey, SigningKeyStore } from '../../identity/signing-keys.ts';
+import type { SigningKeyRing } from '../../identity/signing-key-ring.ts';
 import { isNotFound } from '../../runtime/errors.ts';
 import { setOwnValue } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
@@ -43,7 +43,7 @@ import { RefreshTokenKeys } from './store.ts';
  *   platform admin's.
  * - ID tokens carry `sub` (the User's name), `preferred_username`, `name`, `email` and `groups`
  *   (`clients.ts`), signed ES256 with the platform's signing keys (`signing-keys.ts`): the JWKS is
- *   their ring, re-read every {@link RING_CACHE_MS}, so keys rotate as they rotate.
+ *   their ring (`signing-key-ring.ts`: the Secret watched), so keys rotate as they rotate.
  * - Storage: refresh tokens as OwnedAccessKeys (`store.ts`), the rest as Secrets in the platform
  *   namespace (`secret-models.ts`): every gateway replica sees what another issued.
  *
@@ -53,7 +53,6 @@ import { RefreshTokenKeys } from './store.ts';
  * so it runs unchanged and unreachable from the network except through the gateway.
  */
 
-const RING_CACHE_MS = 30_000;
 const GRANT_TTL_MS = 5 * 60_000;
 /** Providers kept at once (one per issuer and configuration; the issuer follows the request's host without an external URL). */
 const PROVIDERS_KEPT = 8;
@@ -77,7 +76,8 @@ interface InteractionGrant {
 
 export interface OpenIdProviderDeps {
   readonly api: KubeApi;
-  readonly platformNamespace: string;
+  /** The token signing keys, shared with the gateway's direct tokens. */
+  readonly signingKeys: SigningKeyRing;
   readonly config: () => ConfigStatus;
   readonly secrets: () => Promise<LoginSecrets>;
   readonly pepper: () => Promise<Uint8Array>;
@@ -93,15 +93,12 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 export class OpenIdProvider {
   private readonly now: () => number;
-  private readonly signingKeys: SigningKeyStore;
-  private ring: { keys: readonly SigningKey[]; readAt: number } | undefined;
   private readonly providers = new Map<string, { provider: Provider; handle: Handler }>();
   private readonly models = new Map<string, Adapter>();
   private socket: Promise<{ server: Server; agent: Agent; dir: string }> | undefined;
 
   constructor(private readonly deps: OpenIdProviderDeps) {
     this.now = deps.now ?? Date.now;
-    this.signingKeys = new SigningKeyStore(deps.api, deps.platformNamespace);
   }
 
   /** The endpoint under `/oidc` for the gateway. */
@@ -273,14 +270,6 @@ export class OpenIdProvider {
     );
   }
 
-  private async currentRing(): Promise<readonly SigningKey[]> {
-    const now = this.now();
-    if (this.ring && now - this.ring.readAt < RING_CACHE_MS) return this.ring.keys;
-    const keys = await this.signingKeys.ensure(now);
-    this.ring = { keys, readAt: now };
-    return keys;
-  }
-
   private model(name: string): Adapter {
     let model = this.models.get(name);
     if (!model) {
@@ -317,7 +306,7 @@ export class OpenIdProvider {
   private async providerFor(issuer: string): Promise<{ provider: Provider; handle: Handler }> {
     const config = this.deps.config();
     const now = this.now();
-    const jwks = providerJwks(await this.currentRing(), now);
+    const jwks = providerJwks(await this.deps.signingKeys.current(), now);
     const { transactionKey } = await this.deps.secrets();
     const oidc = config.oidc;
     const fingerprint = JSON.stringify({ issuer, oidc, kids: jwks.keys.map((key) => key.kid) });
