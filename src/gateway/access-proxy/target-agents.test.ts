@@ -1,8 +1,10 @@
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import tls from 'node:tls';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { InvalidCredentials } from '../../clusters/connection.ts';
+import { createCertificateAuthority, issueCertificate } from '../../pki/certificates.ts';
 import { targetKey } from './managed-targets.ts';
 import {
   agentPlan,
@@ -124,6 +126,47 @@ describe('createTargetAgent and retireAgent (real sockets on the loopback)', () 
     });
     expect(error).toBeInstanceOf(TargetConnectTimeout);
     expect(error).toMatchObject({ code: 'ETIMEDOUT', timeoutMs: 200 });
+  });
+
+  it("a target's sockets share one TLS context, which verifies the target with the agent's CA", async () => {
+    const ca = await createCertificateAuthority('target-ca', 3600);
+    const serving = await issueCertificate(ca, {
+      commonName: 'target',
+      ipAddresses: ['127.0.0.1'],
+      validForSeconds: 3600,
+      usage: 'server',
+    });
+    const held: http.ServerResponse[] = [];
+    const server = https.createServer(
+      { cert: serving.certPem, key: serving.keyPem },
+      (_request, response) => {
+        response.writeHead(200).flushHeaders();
+        held.push(response);
+      },
+    );
+    closers.push(() => {
+      for (const response of held) response.destroy();
+    });
+    const port = await listen(server);
+    const agent = createTargetAgent(
+      agentPlan({ server: `https://127.0.0.1:${port}`, caData: Buffer.from(ca.certPem).toString('base64') }),
+      5000,
+    );
+    closers.push(() => agent.destroy());
+    const contexts = vi.spyOn(tls, 'createSecureContext');
+    closers.push(() => contexts.mockRestore());
+    // Three answers held open at once (three watches): three sockets.
+    const answers = await Promise.all(
+      [1, 2, 3].map(
+        () =>
+          new Promise<http.IncomingMessage>((resolve, reject) => {
+            https.get(`https://127.0.0.1:${port}/watch`, { agent }, resolve).on('error', reject);
+          }),
+      ),
+    );
+    expect(answers.map((answer) => answer.statusCode)).toEqual([200, 200, 200]);
+    expect(new Set(answers.map((answer) => answer.socket)).size).toBe(3);
+    expect(contexts).toHaveBeenCalledTimes(1);
   });
 
   it('a connected socket is not timed out while it waits for an answer (a quiet watch)', async () => {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
+import tls from 'node:tls';
 import { type Connection, InvalidCredentials } from '../../clusters/connection.ts';
 
 /**
@@ -86,17 +87,32 @@ export function connectionDigest(connection: Connection): string {
  * An agent for `server` (`https.Agent` for https, `http.Agent` for http) whose every new socket is
  * destroyed with {@link TargetConnectTimeout} unless it connects (TLS handshake included) within
  * `connectTimeoutMs`. Only the connection phase is timed: an idle watch is not cut.
+ *
+ * Its sockets share one TLS context (the CA, client certificate and key read once): Node makes a
+ * context per socket otherwise, some 25 KiB held by every open watch. It is made with the first
+ * socket, so that unusable TLS material fails that request, as it would without it.
  */
 export function createTargetAgent(plan: AgentPlan, connectTimeoutMs: number): http.Agent {
   const secure = plan.server.protocol === 'https:';
   const agent = secure ? new https.Agent(plan.options) : new http.Agent({ keepAlive: true });
   const create = agent.createConnection.bind(agent) as typeof agent.createConnection;
-  agent.createConnection = ((options: unknown, callback: unknown) => {
+  let secureContext: tls.SecureContext | undefined;
+  agent.createConnection = ((options: tls.ConnectionOptions, callback: unknown) => {
+    if (secure) {
+      secureContext ??= tls.createSecureContext(contextOptions(plan.options));
+      options.secureContext = secureContext;
+    }
     const socket = (create as (o: unknown, c: unknown) => Duplex | undefined)(options, callback);
     if (socket) timeConnect(socket, secure ? 'secureConnect' : 'connect', connectTimeoutMs);
     return socket;
   }) as typeof agent.createConnection;
   return agent;
+}
+
+/** The TLS context's part of an agent's options: trust, and the client's certificate and key. */
+function contextOptions(options: https.AgentOptions): tls.SecureContextOptions {
+  const { ca, cert, key } = options;
+  return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
 }
 
 function timeConnect(socket: Duplex, connected: string, timeoutMs: number): void {
