@@ -114,6 +114,6 @@ export async function forward(deps: AccessProxyDeps, input: ForwardRequest): Pro
     });
     return code;
   }
-  await relayAnswer(answer.response, input.response);
+  await relayAnswer(answer.response, input.response, input.longLived);
   return code;
 }

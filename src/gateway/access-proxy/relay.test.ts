@@ -14,7 +14,7 @@ import {
   world,
 } from '../../../test-support/access-proxy-relay.ts';
 import { StatusError } from '../../api/status.ts';
-import { openUpstream } from './relay.ts';
+import { openUpstream, relayAnswer } from './relay.ts';
 import { agentPlan, createTargetAgent } from './target-agents.ts';
 
 /**
@@ -167,6 +167,55 @@ describe('relay: streams', () => {
       next.shift()?.();
     }
     expect(await ending(response)).toBe('end');
+  });
+
+  test("a watch's headers reach its client at once, before any event (the watch started)", async () => {
+    let firstEvent: () => void = () => undefined;
+    const { proxyPort } = await world((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      firstEvent = () => res.end('{"type":"ADDED"}\n');
+    });
+    const { response } = await open(proxyPort, '/p/api/v1/pods?watch=true');
+    expect(response.statusCode).toBe(200);
+    firstEvent();
+    expect(await nextChunk(response)).toBe('{"type":"ADDED"}\n');
+  });
+
+  test("any other answer leaves in one write, its headers with its body's first bytes", async () => {
+    const body = JSON.stringify({ kind: 'ConfigMap', data: { value: 'x'.repeat(900) } });
+    const target = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+    const targetPort = await listen(target);
+    const writes: string[] = [];
+    const proxy = http.createServer((request, response) => {
+      http.get({ port: targetPort, path: request.url, agent: false }, (answer) => {
+        void relayAnswer(answer, response, false);
+      });
+    });
+    proxy.on('connection', (socket: net.Socket) => {
+      // What the client's socket hands to the kernel, one entry per write.
+      const handle = socket as unknown as {
+        _write(chunk: Buffer, encoding: string, callback: () => void): void;
+        _writev(chunks: { chunk: Buffer | string }[], callback: () => void): void;
+      };
+      const write = handle._write.bind(handle);
+      const writev = handle._writev.bind(handle);
+      handle._write = (chunk, encoding, callback) => {
+        writes.push(chunk.toString());
+        write(chunk, encoding, callback);
+      };
+      handle._writev = (chunks, callback) => {
+        writes.push(chunks.map(({ chunk }) => chunk.toString()).join(''));
+        writev(chunks, callback);
+      };
+    });
+    const answer = await request(await listen(proxy), '/api/v1/namespaces/a/configmaps/b');
+    expect(answer.body.toString()).toBe(body);
+    expect(writes).toHaveLength(1);
+    expect(writes[0]).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n\{"kind":"ConfigMap"/);
   });
 
   test('a client that reads nothing slows the target: what it could send stays bounded (half of 64 MiB), and all of it arrives once read', async () => {

@@ -195,16 +195,23 @@ export const refusedCredentials = (description: string): StatusError =>
   serviceUnavailable(`${description} refused the platform's credentials`);
 
 /**
- * The target's answer passed to the client: status and end-to-end headers at once, then the body
- * as it comes, with back-pressure (a slow reader slows the target, nothing piles up here).
+ * The target's answer passed to the client: status and end-to-end headers (at once for a
+ * `longLived` answer, with the first bytes of the body otherwise), then the body as it comes,
+ * with back-pressure (a slow reader slows the target, nothing piles up here).
  * Resolves when the answer ended, however: the client went away (the request to the target is
  * cut), or the target went away mid-answer (a chunked answer, a watch, then ends cleanly so its
  * client resumes or relists; one of announced length is cut, never passed off as complete).
  */
-export function relayAnswer(answer: IncomingMessage, response: ServerResponse): Promise<void> {
+export function relayAnswer(
+  answer: IncomingMessage,
+  response: ServerResponse,
+  longLived: boolean,
+): Promise<void> {
   const headers = endToEndHeaders(answer.rawHeaders);
   response.writeHead(answer.statusCode ?? 502, headers);
-  response.flushHeaders();
+  // A long-lived answer's headers tell its client the watch started; any other's leave with the
+  // first bytes of its body, in one write (a write, a segment and a wake-up of the client less).
+  if (longLived) response.flushHeaders();
   const announcedLength = headers['content-length'] !== undefined;
   return new Promise<void>((resolve) => {
     const done = () => {
