@@ -182,19 +182,25 @@ export class KubeClient implements KubeApi {
         settle = undefined;
       };
       const req = transport(url).request(url, requestOptions, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        // Decoded as it arrives, into the JS heap: a native buffer of the whole body (a list page is
+        // megabytes) stayed resident once freed, as the C allocator keeps its heap.
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+        });
         res.on('error', reject);
         res.on('end', () => {
           clearTimeout(timeout);
           const status = res.statusCode ?? 0;
           observe?.(String(status));
-          const text = Buffer.concat(chunks).toString('utf8');
-          chunks.length = 0;
+          // The listener, with the socket, outlives the request: it must not keep the body.
+          const body = text;
+          text = '';
           if (status >= 200 && status < 300) {
-            resolve((text === '' ? undefined : JSON.parse(text)) as T);
+            resolve((body === '' ? undefined : JSON.parse(body)) as T);
           } else {
-            reject(apiException(status, text, res.headers));
+            reject(apiException(status, body, res.headers));
           }
         });
       });
