@@ -186,7 +186,9 @@ export class LeaseShares {
     const seen = this.sightings.get(lease.metadata.name);
     if (seen?.record === record) seen.lease = lease;
     else this.sightings.set(lease.metadata.name, { record, at: this.options.clock.now(), lease });
-    if (lease.metadata.labels?.[SHARE_ROLE_LABEL] === 'member') this.refresh();
+    // Only members' renewals change who is live (keys' renewals come by the hundred).
+    if (lease.metadata.labels?.[SHARE_ROLE_LABEL] !== 'member') return;
+    this.refresh();
     this.armExpiry();
   }
 
