@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { parse, stringify } from 'yaml';
 import type { ControllerName } from '../../src/controllers/index.ts';
+import { virtualClusterShareGroup } from '../../src/controllers/virtualcluster/sharing.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { SIGNING_KEYS_SECRET } from '../../src/identity/signing-keys.ts';
 import {
@@ -9,6 +10,13 @@ import {
   stateSecret,
   stateSecretName,
 } from '../../src/login/oidc-provider/secret-models.ts';
+import { assignKeys } from '../../src/runtime/assignment.ts';
+import {
+  keyLeaseName,
+  memberLeaseName,
+  SHARE_GROUP_LABEL,
+  SHARE_ROLE_LABEL,
+} from '../../src/runtime/lease-shares.ts';
 import { hostNameLong } from '../../src/sync/names.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { type ClusterManagerApi, startClusterManagerApi } from '../login/support/cluster-manager-api.ts';
@@ -698,6 +706,96 @@ const leaderElectionProbe: Probe = {
 };
 
 /**
+ * The virtual clusters shared between the controller's replicas (leader election on): the
+ * replica's member Lease is created and renewed once the group's Leases are listed; an instance
+ * gets a Lease of its own, held by the replica that syncs it; a replica that appears later (a
+ * member Lease the admin writes, seen through the watch) is handed the instances assigned to it,
+ * which come back when it goes; an instance's Lease is deleted with it.
+ */
+const virtualClusterSharesProbe: Probe = {
+  id: 'virtual-cluster-shares',
+  needs: { controllers: ['virtualcluster'], leaderElect: true },
+  before: async (ctx) => {
+    const ns = `vcs-${ctx.id}`;
+    await createNamespace(ctx, ns, ctx.admin, { 'management.platform/project': ns });
+    await ctx.admin.create(corePath(ns, 'secrets'), {
+      metadata: { name: 'creds' },
+      data: { token: b64(ctx.setting.virtual.token) },
+    });
+  },
+  steps: (ctx) => {
+    const ns = `vcs-${ctx.id}`;
+    const group = virtualClusterShareGroup(ctx.setting.leaseName);
+    const leases = `/apis/coordination.k8s.io/v1/namespaces/${ctx.setting.namespace}/leases`;
+    const path = `${MP}/namespaces/${ns}/virtualclusterinstances/vc`;
+    const key = `${ns}/vc`;
+    ctx.cleanup.push(forceDelete(ctx.admin, path));
+    const keyLease = () => ctx.admin.get(`${leases}/${keyLeaseName(group, key)}`);
+    const holderOfKey = async () => (await keyLease())?.spec?.holderIdentity ?? '';
+    // A peer the instance is assigned to when it is a member beside the operator.
+    const peer = () =>
+      [1, 2, 3, 4, 5, 6, 7, 8]
+        .map((n) => `probe-peer-${n}`)
+        .find((candidate) => assignKeys([key], [ctx.identity, candidate]).get(key) === candidate) ??
+      'probe-peer';
+    const peerLease = () => `${leases}/${memberLeaseName(group, peer())}`;
+    return [
+      {
+        what: "the operator holds its member Lease of the virtual clusters' share group",
+        until: async () =>
+          (await ctx.admin.get(`${leases}/${memberLeaseName(group, ctx.identity)}`))?.spec?.holderIdentity ===
+          ctx.identity,
+      },
+      {
+        what: 'an instance gets a Lease of its own, held by the operator',
+        run: () =>
+          ctx.admin.create(`${MP}/namespaces/${ns}/virtualclusterinstances`, {
+            apiVersion: V1,
+            kind: 'VirtualClusterInstance',
+            metadata: { name: 'vc' },
+            spec: {
+              endpoint: ctx.setting.virtual.server,
+              caData: b64(ctx.setting.virtual.caPem),
+              credentialsSecretRef: { name: 'creds' },
+              config: stringify({
+                sync: { toHost: { services: { enabled: false }, endpoints: { enabled: false } } },
+              }),
+            },
+          }),
+        until: async () => (await holderOfKey()) === ctx.identity,
+      },
+      {
+        what: 'a replica that appears is handed the instance assigned to it (its Lease released)',
+        run: () => {
+          ctx.cleanup.push(() => ctx.admin.delete(peerLease()));
+          const now = new Date().toISOString().replace('Z', '000Z');
+          return ctx.admin.create(leases, {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: {
+              name: memberLeaseName(group, peer()),
+              labels: { [SHARE_GROUP_LABEL]: group, [SHARE_ROLE_LABEL]: 'member' },
+            },
+            spec: { holderIdentity: peer(), leaseDurationSeconds: 3600, acquireTime: now, renewTime: now },
+          });
+        },
+        until: async () => (await holderOfKey()) === '',
+      },
+      {
+        what: 'the instance comes back when that replica goes',
+        run: () => ctx.admin.delete(peerLease()),
+        until: async () => (await holderOfKey()) === ctx.identity,
+      },
+      {
+        what: "the instance's Lease is deleted with it",
+        run: () => ctx.admin.delete(path),
+        until: async () => (await keyLease()) === null,
+      },
+    ];
+  },
+};
+
+/**
  * Operator-managed webhook certificates: a serving certificate that does not cover the webhook's
  * address (here: the CA's own certificate in its place) is renewed on start, replacing the Secret.
  */
@@ -1364,6 +1462,7 @@ export const PROBES: Probe[] = [
   virtualClusterProbe,
   clusterProbe,
   leaderElectionProbe,
+  virtualClusterSharesProbe,
   webhookCertificatesProbe,
   webhookConfigurationsProbe,
   gatewayProbe,
@@ -1448,8 +1547,11 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each('controller', 'core/secrets', ['list', 'watch', 'patch'], 'secret-sync'),
   ...each('controller', 'events.k8s.io/events', ['create', 'patch'], 'events'),
   'controller:coordination.k8s.io/leases:create': 'leader-election',
-  'controller:coordination.k8s.io/leases:get[platform-operator]': 'leader-election',
-  'controller:coordination.k8s.io/leases:update[platform-operator]': 'leader-election',
+  'controller:coordination.k8s.io/leases:get': 'leader-election',
+  'controller:coordination.k8s.io/leases:update': 'leader-election',
+  'controller:coordination.k8s.io/leases:list': 'virtual-cluster-shares',
+  'controller:coordination.k8s.io/leases:watch': 'virtual-cluster-shares',
+  'controller:coordination.k8s.io/leases:delete': 'virtual-cluster-shares',
   // The webhook.
   'webhook:authorization.k8s.io/subjectaccessreviews:create': 'secret-sync',
   'webhook:management.platform/users:get': 'admission-identities',
