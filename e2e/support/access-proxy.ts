@@ -169,23 +169,7 @@ export function useAccessProxyEnv(options: Omit<GatewayEnvOptions, 'https'> = {}
       caPem: virtual.caPem,
       credentials: { token: virtualToken },
     });
-    const targets: Record<ProxyPath, ProxyTargetInfo> = {
-      cluster: {
-        cluster: connected,
-        prefix: `${g.server.url}/kubernetes/cluster/${CLUSTER}`,
-        namespace: 'work',
-      },
-      virtualcluster: {
-        cluster: virtual,
-        prefix: `${g.server.url}/kubernetes/project/${PROJECT}/virtualcluster/${VIRTUAL_CLUSTER}`,
-        namespace: 'work',
-      },
-      space: {
-        cluster: host,
-        prefix: `${g.server.url}/kubernetes/project/${PROJECT}/space/${PROJECT_NAMESPACE}`,
-        namespace: PROJECT_NAMESPACE,
-      },
-    };
+    const targets = proxyTargets(g.server.url, host, connected, virtual);
     env = makeEnv(g, host, connected, virtual, targets, async (path) => {
       const stopped = targets[path].cluster;
       await stopped.stop();
@@ -220,6 +204,84 @@ export function useAccessProxyEnv(options: Omit<GatewayEnvOptions, 'https'> = {}
   };
 }
 
+/** Where each path goes: its target apiserver, its URL on the gateway, the namespace tests work in. */
+function proxyTargets(
+  gateway: string,
+  host: Cluster,
+  connected: Cluster,
+  virtual: Cluster,
+): Record<ProxyPath, ProxyTargetInfo> {
+  return {
+    cluster: {
+      cluster: connected,
+      prefix: `${gateway}/kubernetes/cluster/${CLUSTER}`,
+      namespace: 'work',
+    },
+    virtualcluster: {
+      cluster: virtual,
+      prefix: `${gateway}/kubernetes/project/${PROJECT}/virtualcluster/${VIRTUAL_CLUSTER}`,
+      namespace: 'work',
+    },
+    space: {
+      cluster: host,
+      prefix: `${gateway}/kubernetes/project/${PROJECT}/space/${PROJECT_NAMESPACE}`,
+      namespace: PROJECT_NAMESPACE,
+    },
+  };
+}
+
+/** Memoized per path: `make` runs once for each path asked. */
+function perPath<T>(make: (path: ProxyPath) => T): {
+  get(path: ProxyPath): T;
+  all(): T[];
+  forget(path: ProxyPath): void;
+} {
+  const made = new Map<ProxyPath, T>();
+  return {
+    get: (path) => {
+      if (!made.has(path)) made.set(path, make(path));
+      return made.get(path) as T;
+    },
+    all: () => [...made.values()],
+    forget: (path) => made.delete(path),
+  };
+}
+
+/** Writes a kubeconfig whose server is `target`'s proxy URL, trusting the gateway, with `token`. */
+function writeProxyKubeconfig(
+  g: GatewayEnv,
+  path: ProxyPath,
+  target: ProxyTargetInfo,
+  token: string,
+): string {
+  const file = join(target.cluster.kubeconfigPath, '..', `${uniqueName(`proxy-${path}`)}.kubeconfig`);
+  const document = kubeConfigYaml({
+    name: `proxy-${path}`,
+    server: target.prefix,
+    ...(g.caPem ? { caPem: g.caPem } : {}),
+    credentials: { token },
+  });
+  writeFileSync(file, document, { mode: 0o600 });
+  return file;
+}
+
+/** A key of `user` with `scope`, once the gateway's authenticator knows it; the User is made first. */
+async function scopedKey(g: GatewayEnv, users: Set<string>, user: string, scope: Scope): Promise<string> {
+  // g.user makes the User (with a key of its own); a scoped key may not be allowed the management
+  // API request g.user waits on, so this one waits on the authenticator.
+  if (!users.has(user)) {
+    await g.user(user);
+    users.add(user);
+  }
+  const token = await g.key({ user, scope });
+  await eventually(
+    () => g.gateway.authenticator.authenticateCached(token).ok,
+    30_000,
+    'the gateway to know the scoped key',
+  );
+  return token;
+}
+
 function makeEnv(
   g: GatewayEnv,
   host: Cluster,
@@ -228,80 +290,34 @@ function makeEnv(
   targets: Record<ProxyPath, ProxyTargetInfo>,
   stopTarget: AccessProxyEnv['stopTarget'],
 ): AccessProxyEnv {
-  const admins = new Map<ProxyPath, KubeClient>();
-  const directAgents = new Map<ProxyPath, Agent>();
-  const admin = (path: ProxyPath) => {
-    let client = admins.get(path);
-    if (!client) {
-      client = new KubeClient(kubeConfigFor(targets[path].cluster));
-      admins.set(path, client);
-    }
-    return client;
-  };
-  const directAgent = (path: ProxyPath) => {
-    let agent = directAgents.get(path);
-    if (!agent) {
-      agent = new Agent({ connect: { ca: targets[path].cluster.caPem } });
-      directAgents.set(path, agent);
-    }
-    return agent;
-  };
+  const admins = perPath((path) => new KubeClient(kubeConfigFor(targets[path].cluster)));
+  const directAgents = perPath((path) => new Agent({ connect: { ca: targets[path].cluster.caPem } }));
   const users = new Set<string>();
+  const bindings = (namespace: string) =>
+    `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`;
   const bindingName = (user: string) => `${EDITOR_ROLE}-${user}`;
-  const kubeconfig = (path: ProxyPath, token: string) => {
-    const file = join(
-      targets[path].cluster.kubeconfigPath,
-      '..',
-      `${uniqueName(`proxy-${path}`)}.kubeconfig`,
-    );
-    writeFileSync(
-      file,
-      kubeConfigYaml({
-        name: `proxy-${path}`,
-        server: targets[path].prefix,
-        ...(g.caPem ? { caPem: g.caPem } : {}),
-        credentials: { token },
-      }),
-      { mode: 0o600 },
-    );
-    return file;
-  };
+  const kubeconfig = (path: ProxyPath, token: string) => writeProxyKubeconfig(g, path, targets[path], token);
   return {
     gateway: g,
     host,
     connected,
     virtual,
     target: (path) => targets[path],
-    admin,
+    admin: admins.get,
     stopTarget: async (path) => {
-      admins.get(path)?.close();
-      admins.delete(path);
+      admins.get(path).close();
+      admins.forget(path);
       return stopTarget(path);
     },
     close: async () => {
-      for (const client of admins.values()) client.close();
-      await Promise.all([...directAgents.values()].map((agent) => agent.close()));
+      for (const client of admins.all()) client.close();
+      await Promise.all(directAgents.all().map((agent) => agent.close()));
     },
-    keyFor: async (user, scope) => {
-      if (!scope) return g.user(user);
-      // The User first (g.user makes it with a key of its own), then the scoped key, known to the
-      // gateway's authenticator (a scoped key may not be allowed the management API g.user asks).
-      if (!users.has(user)) {
-        await g.user(user);
-        users.add(user);
-      }
-      const token = await g.key({ user, scope });
-      await eventually(
-        () => g.gateway.authenticator.authenticateCached(token).ok,
-        30_000,
-        'the gateway to know the scoped key',
-      );
-      return token;
-    },
+    keyFor: (user, scope) => (scope ? scopedKey(g, users, user, scope) : g.user(user)),
     grant: async (path, user, namespace = targets[path].namespace) => {
-      await admin(path).request({
+      await admins.get(path).request({
         method: 'POST',
-        path: `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`,
+        path: bindings(namespace),
         body: {
           metadata: { name: bindingName(user) },
           roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: EDITOR_ROLE },
@@ -310,10 +326,9 @@ function makeEnv(
       });
     },
     revoke: async (path, user, namespace = targets[path].namespace) => {
-      await admin(path).request({
-        method: 'DELETE',
-        path: `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings/${bindingName(user)}`,
-      });
+      await admins
+        .get(path)
+        .request({ method: 'DELETE', path: `${bindings(namespace)}/${bindingName(user)}` });
     },
     kubeconfig,
     kubectl: (path, token, args, stdin) =>
@@ -324,7 +339,7 @@ function makeEnv(
         headers: { authorization: `Bearer ${token}`, ...init.headers },
       }),
     direct: (path, upstreamPath, init = {}) =>
-      rawRequest(`${targets[path].cluster.server}${upstreamPath}`, directAgent(path), {
+      rawRequest(`${targets[path].cluster.server}${upstreamPath}`, directAgents.get(path), {
         ...init,
         headers: {
           authorization: `Bearer ${targets[path].cluster.adminToken}`,
