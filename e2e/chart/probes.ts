@@ -797,37 +797,45 @@ const virtualClusterSharesProbe: Probe = {
 
 /**
  * Operator-managed webhook certificates: a serving certificate that does not cover the webhook's
- * address (here: the CA's own certificate in its place) is renewed on start, replacing the Secret.
+ * address (here: the CA's own certificate in its place) is renewed on start, replacing the Secret;
+ * the same edit made while the webhook runs is repaired when the Secret's watch event arrives.
  */
 const webhookCertificatesProbe: Probe = {
   id: 'webhook-certificates',
   needs: { controllers: [] },
-  before: async (ctx) => {
-    const path = corePath(ctx.setting.namespace, 'secrets', ctx.setting.webhookServingSecret);
-    const secret = await ctx.admin.get(path);
-    if (!secret) return;
-    ctx.state.wrongCertificate = secret.data['ca.crt'];
-    await ctx.admin.ok('PUT', path, {
-      body: { ...secret, data: { ...secret.data, 'tls.crt': secret.data['ca.crt'] } },
-    });
-  },
-  steps: (ctx) => [
+  before: breakServingCertificate,
+  steps: () => [
+    { what: 'the serving Secret holds a new serving certificate', until: servingCertificateRenewed },
     {
-      what: 'the serving Secret holds a new serving certificate',
-      until: async () => {
-        const secret = await ctx.admin.get(
-          corePath(ctx.setting.namespace, 'secrets', ctx.setting.webhookServingSecret),
-        );
-        const certificate = secret?.data?.['tls.crt'];
-        return (
-          certificate !== undefined &&
-          certificate !== ctx.state.wrongCertificate &&
-          Buffer.from(certificate, 'base64').toString().includes('BEGIN CERTIFICATE')
-        );
-      },
+      what: "the running webhook repairs the same edit (the serving Secret's list and watch)",
+      run: breakServingCertificate,
+      until: servingCertificateRenewed,
     },
   ],
 };
+
+/** Puts the CA's own certificate in the serving certificate's place: it names no webhook address. */
+async function breakServingCertificate(ctx: ProbeContext): Promise<void> {
+  const path = corePath(ctx.setting.namespace, 'secrets', ctx.setting.webhookServingSecret);
+  const secret = await ctx.admin.get(path);
+  if (!secret) return;
+  ctx.state.wrongCertificate = secret.data['ca.crt'];
+  await ctx.admin.ok('PUT', path, {
+    body: { ...secret, data: { ...secret.data, 'tls.crt': secret.data['ca.crt'] } },
+  });
+}
+
+async function servingCertificateRenewed(ctx: ProbeContext): Promise<boolean> {
+  const secret = await ctx.admin.get(
+    corePath(ctx.setting.namespace, 'secrets', ctx.setting.webhookServingSecret),
+  );
+  const certificate = secret?.data?.['tls.crt'];
+  return (
+    certificate !== undefined &&
+    certificate !== ctx.state.wrongCertificate &&
+    Buffer.from(certificate, 'base64').toString().includes('BEGIN CERTIFICATE')
+  );
+}
 
 /** The webhook configurations: recreated when deleted, with the CA bundle. */
 const webhookConfigurationsProbe: Probe = {
@@ -1576,6 +1584,8 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'webhook:core/secrets:get[platform-access-key-pepper]': 'access-keys',
   'webhook:core/secrets:get[platform-webhook-serving]': 'webhook-certificates',
   'webhook:core/secrets:update[platform-webhook-serving]': 'webhook-certificates',
+  'webhook:core/secrets:list[platform-webhook-serving]': 'webhook-certificates',
+  'webhook:core/secrets:watch[platform-webhook-serving]': 'webhook-certificates',
   // The gateway.
   ...each('gateway', 'core/users', ['impersonate'], 'gateway'),
   ...each('gateway', 'core/groups', ['impersonate'], 'gateway'),

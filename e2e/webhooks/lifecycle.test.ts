@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
@@ -12,9 +13,11 @@ import type { CertificatePlan } from '../../src/webhooks/certificates/plan.ts';
 import type { SelfManagedCertificates } from '../../src/webhooks/certificates/self-managed.ts';
 import { startAdmissionWebhooks } from '../../src/webhooks/index.ts';
 import { uniqueName } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
 import {
   expectCause,
   kubectlOn,
+  PLATFORM_NAMESPACE,
   rejectionOf,
   sharedSecretBody,
   useWebhookEnv,
@@ -261,13 +264,12 @@ describe('certificate rotation', () => {
     );
   });
 
-  it('renews on its own: the rotation is a controller of the Manager, reconciling the Secret every check interval', async () => {
+  it('renews on its own: the rotation is a controller of the Manager, reconciling the Secret when its renewal falls due', async () => {
     const e = env();
     // Renewal of the serving certificate is due about 5 s after each issue (see above); the CA not.
     await e.restartWebhooks(
       { caValidSeconds: 3600, servingValidSeconds: 70, renewBeforeFraction: 0.5 },
       'webhook-serving-self-renewing',
-      1,
     );
     const certificates = e.webhooks.certificates as SelfManagedCertificates;
     const first = certificates.current().certPem;
@@ -277,6 +279,36 @@ describe('certificate rotation', () => {
     expect(new X509Certificate(certificates.current().certPem).issuer).toBe(
       new X509Certificate(first).issuer,
     );
+  });
+
+  it('adopts a change of the Secret when its watch event arrives: an edit that breaks the serving certificate is repaired', async () => {
+    const e = env();
+    // Nothing falls due for an hour: only the Secret's watch can bring the rotation to look.
+    const secretName = 'webhook-serving-watched';
+    await e.restartWebhooks({ caValidSeconds: 7200, servingValidSeconds: 7200 }, secretName);
+    const certificates = e.webhooks.certificates as SelfManagedCertificates;
+    const served = certificates.current().certPem;
+    const core = e.kc.makeApiClient(CoreV1Api);
+    const secret = await core.readNamespacedSecret({ name: secretName, namespace: PLATFORM_NAMESPACE });
+    // The CA's own certificate in the serving certificate's place: it names no webhook address.
+    await core.replaceNamespacedSecret({
+      name: secretName,
+      namespace: PLATFORM_NAMESPACE,
+      body: { ...secret, data: { ...secret.data, 'tls.crt': secret.data!['ca.crt']! } },
+    });
+    await eventually(
+      async () => {
+        const now = await core.readNamespacedSecret({ name: secretName, namespace: PLATFORM_NAMESPACE });
+        const certificate = Buffer.from(now.data!['tls.crt']!, 'base64').toString();
+        return (
+          certificate !== Buffer.from(secret.data!['ca.crt']!, 'base64').toString() &&
+          certificates.current().certPem !== served
+        );
+      },
+      30_000,
+      'the serving certificate re-issued after the edit',
+    );
+    await expectAdmissionAnswers(e);
   });
 });
 

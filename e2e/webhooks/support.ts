@@ -39,14 +39,9 @@ export interface WebhookEnv {
     name: string,
   ): Promise<{ kc: KubeConfig; path: string; username: string }>;
   /**
-   * Restarts the webhooks; a new `secretName` starts from fresh certificates issued under `policy`,
-   * checked by the rotation controller every `checkIntervalSeconds`.
+   * Restarts the webhooks; a new `secretName` starts from fresh certificates issued under `policy`.
    */
-  restartWebhooks(
-    policy?: Partial<CertificatePolicy>,
-    secretName?: string,
-    checkIntervalSeconds?: number,
-  ): Promise<void>;
+  restartWebhooks(policy?: Partial<CertificatePolicy>, secretName?: string): Promise<void>;
 }
 
 export interface WebhookEnvOptions {
@@ -63,7 +58,7 @@ export function useWebhookEnv(options: WebhookEnvOptions = {}): () => WebhookEnv
     await installCrds(kc);
     const core = kc.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } });
-    const start = (policy?: Partial<CertificatePolicy>, secretName?: string, checkIntervalSeconds?: number) =>
+    const start = (policy?: Partial<CertificatePolicy>, secretName?: string) =>
       startAdmissionWebhooks({
         kubeConfig: kc,
         host: '127.0.0.1',
@@ -74,7 +69,6 @@ export function useWebhookEnv(options: WebhookEnvOptions = {}): () => WebhookEnv
           mode: 'self-managed',
           ...(policy ? { policy } : {}),
           ...(secretName ? { secretName } : {}),
-          ...(checkIntervalSeconds ? { checkIntervalSeconds } : {}),
         },
       });
     const webhooks = await start(options.policy);
@@ -107,9 +101,9 @@ export function useWebhookEnv(options: WebhookEnvOptions = {}): () => WebhookEnv
         writeFileSync(path, user.exportConfig(), { mode: 0o600 });
         return { kc: user, path, username: `system:serviceaccount:${namespace}:${name}` };
       },
-      restartWebhooks: async (policy, secretName, checkIntervalSeconds) => {
+      restartWebhooks: async (policy, secretName) => {
         await env!.webhooks.stop();
-        env!.webhooks = await start(policy, secretName, checkIntervalSeconds);
+        env!.webhooks = await start(policy, secretName);
         await waitUntilWebhooksServe(env!);
       },
     };

@@ -28,8 +28,6 @@ export type CertificateMode =
       readonly mode: 'self-managed';
       readonly policy?: Partial<CertificatePolicy>;
       readonly secretName?: string;
-      /** How often the rotation controller looks at the Secret (default 60 s). */
-      readonly checkIntervalSeconds?: number;
     }
   | {
       readonly mode: 'mounted';
@@ -219,7 +217,7 @@ async function loadSelfManagedCertificates(
     ...(options.clock ? { clock: options.clock } : {}),
   });
   await selfManaged.reconcile();
-  const rotation = runCertificateRotation(manager, selfManaged, (mode.checkIntervalSeconds ?? 60) * 1000);
+  const rotation = runCertificateRotation(manager, selfManaged);
   return { source: selfManaged, stop: () => manager.removeController(rotation) };
 }
 

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { createCertificateAuthority, issueCertificate } from '../../pki/certificates.ts';
 import { normalizePem, splitPemBundle } from '../../pki/planning.ts';
-import { type CertificatePolicy, planCertificates, trustBundle } from './plan.ts';
+import {
+  type CertificatePlan,
+  type CertificatePolicy,
+  carryOutPlan,
+  planCertificates,
+  planDueAt,
+  trustBundle,
+} from './plan.ts';
 import { decodeStoredCertificates, encodeStoredCertificates } from './stored.ts';
 
 const T0 = Date.UTC(2030, 0, 1);
@@ -108,5 +115,23 @@ describe('decodeStoredCertificates', () => {
       serving: { ...stored.serving, keyPem: stored.ca.keyPem },
     });
     expect(decodeStoredCertificates({ data })).toBeUndefined();
+  });
+});
+
+describe('planDueAt', () => {
+  it('is the moment the plan stops saying keep, through renewals, a CA rotation and a bundle pruning', async () => {
+    let stored = await material(T0);
+    const seen = new Set<CertificatePlan['action']>();
+    for (let step = 0; step < 8; step++) {
+      const due = planDueAt(stored, policy);
+      expect(planCertificates(stored, due - 1000, policy).action, `step ${step}: a second before`).toBe(
+        'keep',
+      );
+      const plan = planCertificates(stored, due + 1000, policy);
+      expect(plan.action, `step ${step}: a second after`).not.toBe('keep');
+      seen.add(plan.action);
+      stored = await carryOutPlan(plan, stored, due + 1000, policy);
+    }
+    expect([...seen].sort()).toEqual(['promote-ca', 'prune-bundle', 'renew-serving', 'stage-ca']);
   });
 });

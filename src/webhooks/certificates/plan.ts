@@ -86,6 +86,27 @@ export function planCertificates(
   return { action: 'keep' };
 }
 
+/**
+ * When {@link planCertificates} stops answering `keep` for `stored` if the Secret does not change:
+ * the serving certificate's or the CA's renewal falling due, a staged CA's promotion, a CA of the
+ * bundle expiring (ms since the epoch). The rotation reconciles again then, and on every change
+ * of the Secret; nothing else needs a look.
+ */
+export function planDueAt(stored: StoredCertificates, policy: CertificatePolicy): number {
+  const renewalDueAt = (pem: string) => {
+    const { from, to } = validityWindow(pem);
+    return to - policy.renewBeforeFraction * (to - from);
+  };
+  const caDueAt = stored.nextCa
+    ? Math.min(
+        (stored.nextCaStagedAt ?? 0) + policy.caPropagationSeconds * 1000,
+        validityWindow(stored.ca.certPem).to,
+      )
+    : renewalDueAt(stored.ca.certPem);
+  const bundleExpiries = splitPemBundle(stored.caBundlePem).map((pem) => validityWindow(pem).to);
+  return Math.min(renewalDueAt(stored.serving.certPem), caDueAt, ...bundleExpiries);
+}
+
 /** The material `plan` leads to from `stored` at `now` (new keys and certificates where it says so). */
 export async function carryOutPlan(
   plan: CertificatePlan,

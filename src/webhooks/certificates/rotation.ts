@@ -1,4 +1,6 @@
 import { type FSWatcher, watch as watchDirectory } from 'node:fs';
+import type { V1Secret } from '@kubernetes/client-node';
+import { resources } from '../../api/resources.ts';
 import type { Controller } from '../../runtime/controller.ts';
 import { errorReason } from '../../runtime/errors.ts';
 import type { Manager } from '../../runtime/manager.ts';
@@ -15,22 +17,29 @@ export class CertificateRotationFailed extends Error {
 }
 
 /**
- * Runs the rotation of the self-managed webhook certificates as a controller of `manager`: its
- * one key is the serving Secret, reconciled every `checkIntervalMs` (renewal, other replicas'
- * rotations), and after a failure again with the controller's backoff. Every replica runs it (no
- * leader election): each serves its own copy of the material and must adopt the current one.
- * The caller has loaded the material once before (`certificates.reconcile()`); remove the
- * returned controller to stop.
+ * The shortest requeue: a due time at or just past now (the planner's boundary, a clock step)
+ * comes back a moment later rather than in a loop.
  */
-export function runCertificateRotation(
-  manager: Manager,
-  certificates: SelfManagedCertificates,
-  checkIntervalMs: number,
-): Controller {
+const SHORTEST_REQUEUE_MS = 1000;
+
+/**
+ * Runs the rotation of the self-managed webhook certificates as a controller of `manager`: its
+ * one key is the serving Secret, watched by name (an informer on that one Secret), so another
+ * replica's rotation or an edit is adopted when its event arrives; and reconciled again when the
+ * material falls due ({@link SelfManagedCertificates.dueInMs}: a renewal, a staged CA's promotion),
+ * or after a failure with the controller's backoff. Every replica runs it (no leader election):
+ * each serves its own copy of the material and must adopt the current one. The caller has loaded
+ * the material once before (`certificates.reconcile()`); remove the returned controller to stop.
+ */
+export function runCertificateRotation(manager: Manager, certificates: SelfManagedCertificates): Controller {
+  const secret = manager.informer<V1Secret>(resources.secrets, {
+    namespace: certificates.namespace,
+    fieldSelector: `metadata.name=${certificates.name}`,
+  });
   const controller = manager.controller({
     name: CERTIFICATE_ROTATION_CONTROLLER,
     needLeaderElection: false,
-    // Nothing is cached to resync: the requeue below is the period.
+    // The watch and the due time say when to look; a periodic resync would only repeat them.
     resyncPeriodMs: 0,
     reconcile: async () => {
       try {
@@ -38,13 +47,11 @@ export function runCertificateRotation(
       } catch (err) {
         throw new CertificateRotationFailed(errorReason(err));
       }
-      return { requeueAfter: checkIntervalMs };
+      return { requeueAfter: Math.max(certificates.dueInMs(), SHORTEST_REQUEUE_MS) };
     },
   });
-  // The controller has no informer to replay; its first pass is due one period after the load.
-  void controller.whenStarted().then((started) => {
-    if (started) controller.enqueueAfter(certificates.secretKey, checkIntervalMs);
-  });
+  // A deleted Secret enqueues its key too: the pass recreates it.
+  controller.watchPrimary(secret);
   return controller;
 }
 

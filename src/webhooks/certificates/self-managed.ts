@@ -2,7 +2,13 @@ import { ApiException } from '@kubernetes/client-node';
 import { type Clock, systemClock } from '../../runtime/clock.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
 import type { CertificateSource, ServingMaterial } from '../server.ts';
-import { type CertificatePlan, type CertificatePolicy, carryOutPlan, planCertificates } from './plan.ts';
+import {
+  type CertificatePlan,
+  type CertificatePolicy,
+  carryOutPlan,
+  planCertificates,
+  planDueAt,
+} from './plan.ts';
 import { PublishedMaterial } from './published.ts';
 import {
   decodeStoredCertificates,
@@ -43,6 +49,7 @@ class LostRace extends Error {
 
 export class SelfManagedCertificates extends PublishedMaterial implements CertificateSource {
   private injectedBundle: string | undefined;
+  private adopted: StoredCertificates | undefined;
   private readonly clock: Clock;
   private readonly secretName: string;
 
@@ -55,6 +62,21 @@ export class SelfManagedCertificates extends PublishedMaterial implements Certif
   /** The serving Secret, `namespace/name`: the one key the rotation controller reconciles. */
   get secretKey(): string {
     return `${this.options.namespace}/${this.secretName}`;
+  }
+
+  /** The serving Secret's name (the rotation watches it). */
+  get name(): string {
+    return this.secretName;
+  }
+
+  get namespace(): string {
+    return this.options.namespace;
+  }
+
+  /** How long until the material served now needs a look ({@link planDueAt}); 0 before any. */
+  dueInMs(): number {
+    if (!this.adopted) return 0;
+    return Math.max(0, planDueAt(this.adopted, this.options.policy) - this.clock.now());
   }
 
   /**
@@ -88,6 +110,7 @@ export class SelfManagedCertificates extends PublishedMaterial implements Certif
 
   private async adopt(stored: StoredCertificates): Promise<void> {
     await this.inject(stored.caBundlePem);
+    this.adopted = stored;
     const material = toMaterial(stored);
     const changed =
       !this.material ||
