@@ -313,7 +313,11 @@ spec:
     }
     expect(answer.code, answer.stderr).toBe(0);
     const kubeConfig = parseYaml(JSON.parse(answer.stdout).status.kubeConfig);
-    expect(kubeConfig.clusters[0].cluster.server).toBe('https://dev.vcluster.example:6443');
+    // Token mode points at the virtual cluster's path on the gateway's access proxy.
+    const gateway = new URL(parseYaml(readFileSync(adminConfig, 'utf8')).clusters[0].cluster.server);
+    expect(kubeConfig.clusters[0].cluster.server).toBe(
+      `${gateway.origin}/kubernetes/project/web/virtualcluster/dev`,
+    );
     const refused = await retrieve(outsider);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/Forbidden|forbidden/);
