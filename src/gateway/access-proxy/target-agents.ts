@@ -88,9 +88,9 @@ export function connectionDigest(connection: Connection): string {
  * destroyed with {@link TargetConnectTimeout} unless it connects (TLS handshake included) within
  * `connectTimeoutMs`. Only the connection phase is timed: an idle watch is not cut.
  *
- * Its sockets share one TLS context (the CA, client certificate and key read once): Node makes a
- * context per socket otherwise, some 25 KiB held by every open watch. It is made with the first
- * socket, so that unusable TLS material fails that request, as it would without it.
+ * Its sockets share one TLS context (the CA, client certificate and key parsed once): Node makes
+ * one per new socket otherwise. It is made with the first socket, so that unusable TLS material
+ * fails that request, as it would without it.
  */
 export function createTargetAgent(plan: AgentPlan, connectTimeoutMs: number): http.Agent {
   const secure = plan.server.protocol === 'https:';
