@@ -10,7 +10,7 @@ import type { Cluster } from '../../src/dev/controlplane.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { CLUSTER, PROJECT, PROJECT_NAMESPACE, useAccessProxyEnv } from '../support/access-proxy.ts';
 import { kubeConfigFor, uniqueName, useExtraClusters } from '../support/cluster.ts';
-import { connectCluster, PROXY_IDENTITY, prepareTarget } from '../support/proxy-targets.ts';
+import { connectCluster, PROXY_IDENTITY, prepareTarget, VIRTUAL_CLUSTER } from '../support/proxy-targets.ts';
 
 /**
  * Issue 26: a key scoped to one cluster reaches no other by any spelling of the path, a space key
@@ -257,6 +257,29 @@ describe('security: the access proxy reaches only what the key names, by any spe
       expect([400, 403], `${path} (unscoped key): ${answer.status}`).toContain(answer.status);
       expect(answer.body, path).not.toContain(marker);
     }
+  });
+
+  test('a key scoped to one cluster learns nothing of what else exists: an existing and a made-up cluster, project, virtual cluster or space get the same 403', async () => {
+    const pairs: Array<[string, string]> = [
+      [`/kubernetes/cluster/${OTHER}/api`, `/kubernetes/cluster/${uniqueName('none')}/api`],
+      [
+        `/kubernetes/project/${PROJECT}/virtualcluster/${VIRTUAL_CLUSTER}/api`,
+        `/kubernetes/project/${uniqueName('none')}/virtualcluster/${VIRTUAL_CLUSTER}/api`,
+      ],
+      [
+        `/kubernetes/project/${PROJECT}/virtualcluster/${VIRTUAL_CLUSTER}/api`,
+        `/kubernetes/project/${PROJECT}/virtualcluster/${uniqueName('none')}/api`,
+      ],
+      [`${SPACE}/api`, `/kubernetes/project/${PROJECT}/space/${uniqueName('none')}/api`],
+      [`${SPACE}/api`, `/kubernetes/project/${uniqueName('none')}/space/${PROJECT_NAMESPACE}/api`],
+    ];
+    for (const [existing, madeUp] of pairs) {
+      const [known, unknown] = [await rawGet(existing, scopedToA), await rawGet(madeUp, scopedToA)];
+      expect([known.status, unknown.status], `${existing} / ${madeUp}`).toEqual([403, 403]);
+    }
+    // The unscoped key is told what does not exist.
+    expect((await rawGet(pairs[1]![1], unscoped)).status).toBe(404);
+    expect((await rawGet(pairs[4]![1], unscoped)).status).toBe(404);
   });
 
   const impersonation: Array<[string, Record<string, string>]> = [

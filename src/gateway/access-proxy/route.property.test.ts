@@ -202,16 +202,27 @@ describe('routing over adversarial paths', () => {
     expect(seen.of('400')).toBeGreaterThan(100);
   });
 
-  test('whatever the path says, a routed space and virtual cluster belong to the project', () => {
+  test("whatever the path says, a routed space's and virtual cluster's attributes name exactly its target and project (the scope judges them; the targets check the project owns them)", () => {
     fc.assert(
       fc.property(path, method, query, (rawPath, verb, rawQuery) => {
         const route = routeProxyRequest(verb, rawPath, new URLSearchParams(rawQuery), lookup);
         if (route instanceof StatusError) return;
         const { target, attributes } = route;
-        if (target.kind === 'ProjectSpace')
-          expect(lookup.projectOfNamespace(target.space)).toBe(target.project);
+        if (target.kind === 'ProjectSpace') {
+          expect(attributes).toMatchObject({
+            target: 'ProjectSpace',
+            project: target.project,
+            space: target.space,
+          });
+          expect(attributes.virtualCluster).toBeUndefined();
+        }
         if (target.kind === 'ProjectVirtualCluster') {
-          expect(attributes.virtualCluster?.namespace).toBe(lookup.namespaceOfProject(target.project));
+          expect(attributes).toMatchObject({ target: 'ProjectVirtualCluster', project: target.project });
+          expect(attributes.virtualCluster).toEqual({
+            name: target.virtualCluster,
+            namespace: lookup.namespaceOfProject(target.project) ?? '',
+          });
+          expect(attributes.space).toBeUndefined();
         }
       }),
       RUNS,
@@ -225,30 +236,31 @@ describe('routing over adversarial paths', () => {
         rest,
         fc.boolean(),
       )
-      .map(
-        ([space, tail, slash]) => `/kubernetes/project/a/space/${space}/${tail.join('/')}${slash ? '/' : ''}`,
-      );
+      .map(([space, tail, slash]) => ({
+        space,
+        rawPath: `/kubernetes/project/a/space/${space}/${tail.join('/')}${slash ? '/' : ''}`,
+      }));
     const seen = tally();
     fc.assert(
-      fc.property(spacePath, method, query, (rawPath, verb, rawQuery) => {
+      fc.property(spacePath, method, query, ({ space, rawPath }, verb, rawQuery) => {
         const route = routeProxyRequest(verb, rawPath, new URLSearchParams(rawQuery), lookup);
         if (route instanceof StatusError) {
           seen.count(String(route.code));
           return;
         }
         seen.count(route.attributes.resourceRequest ? 'resource' : 'nonResource');
-        expect(route.target).toEqual({ kind: 'ProjectSpace', project: 'a', space: 'p-a' });
+        expect(route.target).toEqual({ kind: 'ProjectSpace', project: 'a', space });
         const { attributes } = route;
         const upstream = goReading(route.upstreamPath) ?? [];
         if (attributes.resourceRequest) {
-          expect(attributes.namespace).toBe('p-a');
+          expect(attributes.namespace).toBe(space);
           // Independently of the reading: the upstream path spells the namespace p-a right after
           // the version (and a legacy path verb), and is the namespace itself only for a get.
           const afterVersion = upstream.slice(upstream[0] === 'api' ? 2 : 3);
           const scoped = ['watch', 'proxy'].includes(afterVersion[0] ?? '')
             ? afterVersion.slice(1)
             : afterVersion;
-          expect(scoped.slice(0, 2)).toEqual(['namespaces', 'p-a']);
+          expect(scoped.slice(0, 2)).toEqual(['namespaces', space]);
           if (scoped.length === 2 || ['status', 'finalize'].includes(scoped[2] ?? '')) {
             expect(['GET', 'HEAD']).toContain(verb);
           }

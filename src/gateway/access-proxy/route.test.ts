@@ -173,11 +173,26 @@ describe('spellings that must reach no other target', () => {
     refusedWith(404, path);
   });
 
-  test('a space of another project, or of none, is not found; so is a virtual cluster of a project without a namespace', () => {
-    refusedWith(404, '/kubernetes/project/p1/space/p-p2/api/v1/namespaces/p-p2/pods');
-    refusedWith(404, '/kubernetes/project/p2/space/shared-x/api');
-    refusedWith(404, '/kubernetes/project/p1/space/default/api/v1/namespaces/default/pods');
-    refusedWith(404, '/kubernetes/project/q/virtualcluster/vc/api');
+  test('a space of another project or of none, and a virtual cluster of an unknown project, are routed: whether they exist is answered after the scope (404 by the targets), so a key scoped elsewhere learns nothing', () => {
+    for (const [path, space] of [
+      ['/kubernetes/project/p1/space/p-p2/api/v1/namespaces/p-p2/pods', 'p-p2'],
+      ['/kubernetes/project/p2/space/shared-x/api', 'shared-x'],
+      ['/kubernetes/project/p1/space/default/api/v1/namespaces/default/pods', 'default'],
+    ] as const) {
+      const routed = route(path);
+      expect(routed instanceof StatusError ? routed.message : routed.target, path).toMatchObject({
+        kind: 'ProjectSpace',
+        space,
+      });
+    }
+    const unknownProject = route('/kubernetes/project/q/virtualcluster/vc/api');
+    expect(
+      unknownProject instanceof StatusError ? unknownProject.message : unknownProject.attributes,
+    ).toMatchObject({
+      target: 'ProjectVirtualCluster',
+      project: 'q',
+      virtualCluster: { name: 'vc', namespace: '' },
+    });
   });
 });
 

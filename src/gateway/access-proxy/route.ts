@@ -26,10 +26,11 @@ import type { ProxyRoute, ProxyTarget } from './target.ts';
  *   so no reading of them is safe, and no client sends them.
  * - 404 for a canonical path that names no target: an unknown keyword, a missing name, or a name
  *   that is no valid object name (a namespace name for a space), so `Prod`, `prod.` or `a:b`
- *   (no such object can exist: the same answer as for one that does not exist); a space whose
- *   namespace is not the project's (`projectOfNamespace`); a virtual cluster of a project
- *   without a namespace. Keywords and names are read percent-decoded, as the target would read
- *   them: `%63luster` is `cluster`.
+ *   (no such object can exist: the same answer as for one that does not exist). Keywords and
+ *   names are read percent-decoded, as the target would read them: `%63luster` is `cluster`.
+ *   Whether a named target exists is NOT decided here but after the key's scope (the targets
+ *   answer 404 for an unknown cluster, virtual cluster, project or a space outside its project):
+ *   a key scoped elsewhere gets the scope's 403 either way and learns nothing of what exists.
  * - 403 for a space request outside its namespace: a space reaches only resource requests in its
  *   namespace (the namespace object itself by `get` only) and the discovery, version and OpenAPI
  *   documents kubectl reads (`GET` of {@link SPACE_NON_RESOURCE_PATHS}, `/openapi/v3/...`).
@@ -115,8 +116,8 @@ export function routeProxyRequest(
     case 'Cluster':
       return { target, upstreamPath, attributes: { ...info, target: 'Cluster', cluster: target.cluster } };
     case 'ProjectVirtualCluster': {
-      const namespace = lookup.namespaceOfProject(target.project);
-      if (namespace === undefined) return notFound(`project "${target.project}" not found`);
+      // An unknown project's virtual cluster lives in no namespace; the targets answer 404 for it.
+      const namespace = lookup.namespaceOfProject(target.project) ?? '';
       const virtualCluster = { name: target.virtualCluster, namespace };
       const attributes: RequestAttributes = {
         ...info,
@@ -127,9 +128,6 @@ export function routeProxyRequest(
       return { target, upstreamPath, attributes };
     }
     case 'ProjectSpace': {
-      if (lookup.projectOfNamespace(target.space) !== target.project) {
-        return notFound(`space "${target.space}" not found in project "${target.project}"`);
-      }
       const refusal = spaceRefusal(target.space, info);
       if (refusal) return refusal;
       const attributes: RequestAttributes = {
