@@ -10,7 +10,7 @@ import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { collectionPath, type KubeClient, objectPath } from '../../src/runtime/kube-client.ts';
 import { pool, quantile, reportFigure, stopChild, waitUntil, within } from '../support.ts';
-import { type OperatorProcess, residentMiB, startOperator } from './process.ts';
+import { type OperatorProcess, residentMiB, restingResidentMiB, startOperator } from './process.ts';
 
 export const SCALE_NAMESPACE = 'bench-scale';
 /**
@@ -180,6 +180,8 @@ export async function operatorCurve(
   entry: string,
   steps: readonly number[],
   changes: number,
+  /** How long the operator is watched at rest for its resident memory. */
+  restMs: number,
   atLastStep: (operator: OperatorProcess, curve: readonly CurveStep[]) => Promise<void>,
 ): Promise<CurveStep[]> {
   const secrets = watchSecrets(api);
@@ -207,13 +209,14 @@ export async function operatorCurve(
         });
         const convergedMs = performance.now() - operator.startedAt;
         const latencies = await changeLatencies(api, secrets, n, changes, operator.child);
-        const memory = residentMiB(operator.child.pid);
+        const peakMiB = residentMiB(operator.child.pid).peak;
+        const rssMiB = await restingResidentMiB(operator.child.pid, restMs);
         const step: CurveStep = {
           n,
           readyMs,
           convergedMs,
-          rssMiB: memory.now,
-          peakMiB: memory.peak,
+          rssMiB,
+          peakMiB,
           changeP50Ms: quantile(latencies, 0.5),
           changeP99Ms: quantile(latencies, 0.99),
         };
@@ -247,9 +250,10 @@ function reportStep(step: CurveStep, previous: CurveStep | undefined): void {
     value: step.convergedMs / 1000,
     unit: 's',
   });
-  reportFigure({ name: `operator resident memory, ${what}`, value: step.rssMiB, unit: 'MiB' });
+  reportFigure({ name: `operator resident memory at rest, ${what}`, value: step.rssMiB, unit: 'MiB' });
+  reportFigure({ name: `operator peak resident memory, ${what}`, value: step.peakMiB, unit: 'MiB' });
   reportFigure({
-    name: `operator resident memory per cached object, ${what} (${objects} objects with the projections)`,
+    name: `operator resident memory at rest per cached object, ${what} (${objects} objects with the projections)`,
     value: (step.rssMiB * 1024) / objects,
     unit: 'KiB',
   });

@@ -67,6 +67,21 @@ export function residentMiB(pid: number | undefined): { now: number; peak: numbe
   return { now: field('VmRSS'), peak: field('VmHWM') };
 }
 
+/**
+ * The lowest resident memory of a process over `windowMs` at rest, in MiB: right after a burst of
+ * work its heap still holds that work's garbage until V8's memory reducer collects it in the
+ * quiet, so a single reading after a burst says little about what the process keeps.
+ */
+export async function restingResidentMiB(pid: number | undefined, windowMs: number): Promise<number> {
+  let lowest = residentMiB(pid).now;
+  const deadline = performance.now() + windowMs;
+  while (performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    lowest = Math.min(lowest, residentMiB(pid).now);
+  }
+  return lowest;
+}
+
 /** CPU time (user + system) a process has used so far, in milliseconds (Linux /proc). */
 export function cpuMs(pid: number | undefined): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

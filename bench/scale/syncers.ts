@@ -5,10 +5,11 @@ import { collectionPath, KubeClient, type ObjectList } from '../../src/runtime/k
 import { LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import { pool, reportFigure, waitUntil } from '../support.ts';
 import { SCALE_NAMESPACE } from './curve.ts';
-import { cpuMs, type OperatorProcess, residentMiB } from './process.ts';
+import { cpuMs, type OperatorProcess, restingResidentMiB } from './process.ts';
 
 const APPS = 'apps';
 const CONCURRENCY = 16;
+const PARALLEL_STARTS = 4;
 
 export interface SyncerStep {
   readonly instances: number;
@@ -95,14 +96,17 @@ async function syncedCount(host: KubeClient, i: number, plural: 'services' | 'en
   return list.items.length;
 }
 
-/** The operator's CPU over `windowMs` at rest, as a share of one core. */
-async function idleCores(pid: number | undefined, windowMs: number): Promise<number> {
+/**
+ * The operator at rest: its CPU over `windowMs` as a share of one core, and its lowest resident
+ * memory over the same window (restingResidentMiB).
+ */
+async function atRest(pid: number | undefined, windowMs: number): Promise<Omit<SyncerStep, 'instances'>> {
   // Left alone for a while first: the last sync's writes and their watch events are done.
   await new Promise((resolve) => setTimeout(resolve, windowMs / 2));
   const before = cpuMs(pid);
   const started = performance.now();
-  await new Promise((resolve) => setTimeout(resolve, windowMs));
-  return (cpuMs(pid) - before) / (performance.now() - started);
+  const rssMiB = await restingResidentMiB(pid, windowMs);
+  return { rssMiB, idleCores: (cpuMs(pid) - before) / (performance.now() - started) };
 }
 
 /**
@@ -120,19 +124,17 @@ export async function syncerCurve(
   perObjectKiB: number,
 ): Promise<SyncerStep[]> {
   const results: SyncerStep[] = [];
-  const base: SyncerStep = {
-    instances: 0,
-    idleCores: await idleCores(operator.child.pid, idleWindowMs),
-    rssMiB: residentMiB(operator.child.pid).now,
-  };
+  const base: SyncerStep = { instances: 0, ...(await atRest(operator.child.pid, idleWindowMs)) };
   process.stdout.write(
     `virtual clusters: the operator with none: ${base.rssMiB.toFixed(0)} MiB, idle ${(base.idleCores * 100).toFixed(2)}% of a core\n`,
   );
   let started = 0;
   for (const instances of steps) {
-    // Their apiservers start side by side (most of a start is waiting on etcd and TLS set-up).
-    const added = Array.from({ length: instances - started }, (_, offset) => started + offset);
-    await Promise.all(added.map((i) => addVirtualCluster(plane, host, i, pairs)));
+    // A few apiservers start side by side (much of a start is waiting on etcd and TLS set-up).
+    const first = started;
+    await pool(instances - first, PARALLEL_STARTS, (offset) =>
+      addVirtualCluster(plane, host, first + offset, pairs),
+    );
     started = instances;
     await waitUntil(
       `${instances} virtual clusters synced (${pairs} Services and Endpoints each)`,
@@ -145,11 +147,7 @@ export async function syncerCurve(
       },
       { boundMs: Math.max(120_000, instances * pairs * 200), child: operator.child, intervalMs: 250 },
     );
-    const step: SyncerStep = {
-      instances,
-      idleCores: await idleCores(operator.child.pid, idleWindowMs),
-      rssMiB: residentMiB(operator.child.pid).now,
-    };
+    const step: SyncerStep = { instances, ...(await atRest(operator.child.pid, idleWindowMs)) };
     results.push(step);
     reportSyncerStep(step, base, pairs, perObjectKiB);
   }
@@ -160,7 +158,7 @@ function reportSyncerStep(step: SyncerStep, base: SyncerStep, pairs: number, per
   const what = `${step.instances} virtual clusters of ${pairs} Services and Endpoints`;
   const perSyncerMiB = (step.rssMiB - base.rssMiB) / step.instances;
   reportFigure({
-    name: `operator resident memory, ${what}`,
+    name: `operator resident memory at rest, ${what}`,
     value: step.rssMiB,
     unit: 'MiB',
     baseline: { name: 'the same operator syncing none', value: base.rssMiB, unit: 'MiB' },
