@@ -249,18 +249,20 @@ describe('routing over adversarial paths', () => {
           return;
         }
         seen.count(route.attributes.resourceRequest ? 'resource' : 'nonResource');
-        expect(route.target).toEqual({ kind: 'ProjectSpace', project: 'a', space });
+        // The space as the path names it, read percent-decoded (a routed path decodes).
+        const named = decodeURIComponent(space);
+        expect(route.target).toEqual({ kind: 'ProjectSpace', project: 'a', space: named });
         const { attributes } = route;
         const upstream = goReading(route.upstreamPath) ?? [];
         if (attributes.resourceRequest) {
-          expect(attributes.namespace).toBe(space);
+          expect(attributes.namespace).toBe(named);
           // Independently of the reading: the upstream path spells the namespace p-a right after
           // the version (and a legacy path verb), and is the namespace itself only for a get.
           const afterVersion = upstream.slice(upstream[0] === 'api' ? 2 : 3);
           const scoped = ['watch', 'proxy'].includes(afterVersion[0] ?? '')
             ? afterVersion.slice(1)
             : afterVersion;
-          expect(scoped.slice(0, 2)).toEqual(['namespaces', space]);
+          expect(scoped.slice(0, 2)).toEqual(['namespaces', named]);
           if (scoped.length === 2 || ['status', 'finalize'].includes(scoped[2] ?? '')) {
             expect(['GET', 'HEAD']).toContain(verb);
           }
