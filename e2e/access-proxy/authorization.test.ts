@@ -129,6 +129,11 @@ describe('access proxy: scope before forwarding, the target RBAC after', () => {
           expect(stored, path).toBe(true);
         } else {
           expectRefused(answer, /scope/);
+          // The Status says which part of the scope refused it, and what the request concerned.
+          const part = Object.keys(scope)[0];
+          expect(answer.json.message, path).toMatch(
+            new RegExp(`scope\\.${part}( does not name|: the request concerns no)`),
+          );
           expect(stored, `${path}: the refused request reached the target`).toBe(false);
         }
       }

@@ -106,10 +106,22 @@ describe('checkScope: projects, spaces, virtual clusters, clusters', () => {
     expect(allowed(scope, request)).toBe(expected);
   });
 
-  it('explains a denial without naming the scope', () => {
+  it("explains a denial: the request, and which parts of the scope refused it, without the scope's entries", () => {
     const decision = checkScope({ projects: [{ project: 'secret-project' }] }, inCluster);
     expect(decision).toEqual({ allowed: false, reason: expect.stringContaining('get pods') });
     expect(JSON.stringify(decision)).not.toContain('secret-project');
+    const parts = checkScope(
+      {
+        clusters: [{ cluster: 'secret-cluster' }],
+        spaces: [{ project: 'p9', space: 'secret-space' }],
+        rules: [{ verbs: ['list'] }],
+      },
+      inCluster,
+    );
+    expect(parts.allowed === false && parts.reason.split(': ').slice(1).join(': ')).toBe(
+      `scope.spaces: the request concerns no space; scope.clusters does not name cluster "${inCluster.cluster}"; no entry of scope.rules matches it`,
+    );
+    expect(JSON.stringify(parts)).not.toMatch(/secret-cluster|secret-space|p9/);
   });
 });
 

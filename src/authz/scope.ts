@@ -306,9 +306,35 @@ function describeRequest(request: RequestAttributes): string {
 }
 
 /**
+ * Why each part the scope has did not let the request through (the parts are a union: every one
+ * of them refused). Names only what the request concerns, never an entry of the scope: the
+ * holder knows the scope; an audit event or log line carrying the message shows nothing of it.
+ */
+function refusingParts(scope: Scope, request: RequestAttributes): string[] {
+  const { project, space, virtualCluster, cluster } = request;
+  const names = (part: string, noun: string, concerned: string | undefined) =>
+    concerned === undefined
+      ? `${part}: the request concerns no ${noun}`
+      : `${part} does not name ${noun} "${concerned}"`;
+  const parts: string[] = [];
+  if ((scope.roles ?? []).length > 0 || scope.allowPlatformCli === true)
+    parts.push('scope.roles grant no such request');
+  if ((scope.projects ?? []).length > 0) parts.push(names('scope.projects', 'project', project));
+  if ((scope.spaces ?? []).length > 0)
+    parts.push(names('scope.spaces', 'space', space === undefined ? undefined : `${project}/${space}`));
+  if ((scope.virtualClusters ?? []).length > 0) {
+    const named = virtualCluster === undefined ? undefined : `${project}/${virtualCluster.name}`;
+    parts.push(names('scope.virtualClusters', 'virtual cluster', named));
+  }
+  if ((scope.clusters ?? []).length > 0) parts.push(names('scope.clusters', 'cluster', cluster));
+  if ((scope.rules ?? []).length > 0) parts.push('no entry of scope.rules matches it');
+  return parts;
+}
+
+/**
  * Whether the key's scope lets `request` through to RBAC. Pure; see the module comment for the
- * exact semantics. The denial reason names the request (which the caller sent) and never the
- * key or its scope.
+ * exact semantics. The denial reason names the request (which the caller sent) and which parts
+ * of the scope refused it, never the key or the scope's entries.
  */
 export function checkScope(scope: Scope | undefined, request: RequestAttributes): ScopeDecision {
   if (!scope || !scopeNarrows(scope)) return NOT_NARROWED;
@@ -323,6 +349,6 @@ export function checkScope(scope: Scope | undefined, request: RequestAttributes)
   if ((scope.rules ?? []).some((rule) => scopeRuleMatches(rule, request))) return NOT_NARROWED;
   return {
     allowed: false,
-    reason: `the access key's scope does not allow ${describeRequest(request)} (target ${request.target})`,
+    reason: `the access key's scope does not allow ${describeRequest(request)} (target ${request.target}): ${refusingParts(scope, request).join('; ')}`,
   };
 }
