@@ -83,22 +83,24 @@ export function useNamespace(prefix = 'e2e'): () => string {
  * Returns a function that starts one.
  */
 export function useExtraClusters(): (options: ClusterOptions) => Promise<Cluster> {
-  let plane: ControlPlane | undefined;
+  // The start itself is kept, not its result: two first calls at once share one control plane
+  // (one CA) instead of making two, the first never stopped.
+  let plane: Promise<ControlPlane> | undefined;
   let stateDir: string | undefined;
   afterAll(async () => {
-    await plane?.stop();
+    await (await plane?.catch(() => undefined))?.stop();
     if (stateDir) rmSync(stateDir, { recursive: true, force: true });
   });
   return async (options) => {
     if (!plane) {
       stateDir = mkdtempSync(join(tmpdir(), 'platform-e2e-extra-'));
-      plane = await ControlPlane.start({
+      plane = ControlPlane.start({
         stateDir,
         binary: inject('controlPlaneBinary'),
         etcdUrl: inject('etcdUrl'),
       });
     }
-    return plane.startCluster(options);
+    return (await plane).startCluster(options);
   };
 }
 
