@@ -140,8 +140,11 @@ export class KubeClient implements KubeApi {
     }
   }
 
-  private send<T>(options: RequestOptions, credentials: Credentials): Promise<T> {
-    const url = requestUrl(credentials.server, options.path, options.query);
+  /** The body to send and the options of the HTTP request carrying it. */
+  private outgoing(
+    options: RequestOptions,
+    credentials: Credentials,
+  ): { payload: string | undefined; requestOptions: https.RequestOptions } {
     const payload =
       options.body === undefined
         ? undefined
@@ -164,6 +167,12 @@ export class KubeClient implements KubeApi {
           : {}),
       },
     };
+    return { payload, requestOptions };
+  }
+
+  private send<T>(options: RequestOptions, credentials: Credentials): Promise<T> {
+    const url = requestUrl(credentials.server, options.path, options.query);
+    const { payload, requestOptions } = this.outgoing(options, credentials);
     const signal = options.signal;
     const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const observe = this.options.metrics?.start(options.method, url.host);
