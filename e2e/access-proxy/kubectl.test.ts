@@ -96,6 +96,21 @@ describe('access proxy: kubectl through each path', () => {
       expect(await readDirect('doomed')).toBeUndefined();
     });
 
+    test('a watch with bookmarks: the initial events and the BOOKMARK that ends them arrive through the proxy', async () => {
+      await createDirect('bookmarked', {});
+      const watch = `/api/v1/namespaces/${ns()}/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2`;
+      const answer = await env().viaProxy(path, token, watch);
+      expect(answer.status, answer.body.toString('utf8')).toBe(200);
+      const events = answer.body
+        .toString('utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as { type: string; object: ConfigMap });
+      expect(events.some((e) => e.type === 'ADDED' && e.object.metadata.name === 'bookmarked')).toBe(true);
+      const bookmark = events.find((e) => e.type === 'BOOKMARK');
+      expect(bookmark?.object.metadata.annotations?.['k8s.io/initial-events-end']).toBe('true');
+    });
+
     test('get -w: events for objects created and deleted after the watch opened arrive', async () => {
       await createDirect('watch-marker', {});
       const watch = spawnKubectl(env().kubeconfig(path, token), [
