@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { KUBERNETES_VERBS } from '../api/meta.ts';
 import type { RequestAttributes } from '../authz/attributes.ts';
 
 /**
@@ -125,20 +126,7 @@ export function labelsOf(attributes: RequestAttributes | undefined): Record<Labe
 }
 
 /** Kubernetes verbs; anything else (a non-resource request's method) counted as one of HTTP's methods. */
-const PROXIED_VERBS = new Set([
-  'get',
-  'list',
-  'watch',
-  'create',
-  'update',
-  'patch',
-  'delete',
-  'deletecollection',
-  'head',
-  'options',
-  'post',
-  'put',
-]);
+const PROXIED_VERBS: ReadonlySet<string> = new Set([...KUBERNETES_VERBS, 'head', 'options', 'post', 'put']);
 
 /** The verb label of a proxied request, from a bounded set, upper case as kube-apiserver's. */
 function proxiedVerb(attributes: RequestAttributes): string {

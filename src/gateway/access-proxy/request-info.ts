@@ -1,5 +1,5 @@
 import { badRequest, type StatusError, sanitize } from '../../api/status.ts';
-import type { RequestAttributes } from '../../authz/attributes.ts';
+import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { isWatch } from '../paths.ts';
 
 /**
@@ -62,16 +62,7 @@ const METHOD_VERBS: ReadonlyMap<string, string> = new Map([
  * which it answers with a 500).
  */
 export function requestInfo(method: string, path: string, query: URLSearchParams): RequestInfo | StatusError {
-  const nonResource: RequestInfo = {
-    verb: method.toLowerCase(),
-    resourceRequest: false,
-    apiGroup: '',
-    resource: '',
-    subresource: '',
-    name: '',
-    namespace: '',
-    path,
-  };
+  const { target: _target, ...nonResource } = nonResourceRequest(method.toLowerCase(), path);
   let parts = splitPath(path);
   const prefix = parts[0] ?? '';
   if (parts.length < 3 || !API_PREFIXES.has(prefix)) return nonResource;
