@@ -73,6 +73,8 @@ describe('launcher failure paths', () => {
     );
     expect((error as ControlPlaneStartError).logTail).toContain(`127.0.0.1:${port}`);
     expect((error as ControlPlaneStartError).logTail).toContain('address already in use');
+    // Taken, not broken: a port the launcher picks itself is picked again; this one was the caller's.
+    expect((error as ControlPlaneStartError).portTaken).toBe(true);
     expect(await noneLeft(dir)).toEqual([]);
   });
 

@@ -11,7 +11,7 @@ import {
 } from './controlplane-files.ts';
 import { httpOk, httpsOk } from './health-probes.ts';
 import { freePort } from './ports.ts';
-import { ControlPlaneStartError, logTail, ManagedProcess, PidFile } from './processes.ts';
+import { ControlPlaneStartError, logTail, ManagedProcess, PidFile, retryWhenPortTaken } from './processes.ts';
 
 /** Where tests and benchmarks have always found it. */
 export { freePort };
@@ -134,29 +134,31 @@ export class ControlPlane {
         throw new ControlPlaneStartError(`etcd at ${opts.etcdUrl} is not healthy`, '');
       return new ControlPlane(opts, undefined, opts.etcdUrl, ca, serviceAccountKeys, pidFile);
     }
-    opts.log('starting etcd');
-    const [clientPort, peerPort] = [await freePort(), await freePort()];
-    const etcdUrl = `http://127.0.0.1:${clientPort}`;
-    const etcd = await ManagedProcess.start({
-      name: 'etcd',
-      command: opts.binary,
-      args: [
-        'etcd',
-        `--data-dir=${join(stateDir, 'etcd')}`,
-        `--listen-client-url=${etcdUrl}`,
-        `--listen-peer-url=http://127.0.0.1:${peerPort}`,
-      ],
-      logPath: join(stateDir, 'logs', 'etcd.log'),
+    return retryWhenPortTaken(async () => {
+      opts.log('starting etcd');
+      const [clientPort, peerPort] = [await freePort(), await freePort()];
+      const etcdUrl = `http://127.0.0.1:${clientPort}`;
+      const etcd = await ManagedProcess.start({
+        name: 'etcd',
+        command: opts.binary,
+        args: [
+          'etcd',
+          `--data-dir=${join(stateDir, 'etcd')}`,
+          `--listen-client-url=${etcdUrl}`,
+          `--listen-peer-url=http://127.0.0.1:${peerPort}`,
+        ],
+        logPath: join(stateDir, 'logs', 'etcd.log'),
+      });
+      const plane = new ControlPlane(opts, etcd, etcdUrl, ca, serviceAccountKeys, pidFile);
+      plane.recordPids();
+      try {
+        await plane.waitReady(etcd, () => httpOk(`${etcdUrl}/health`));
+      } catch (err) {
+        await plane.stop();
+        throw err;
+      }
+      return plane;
     });
-    const plane = new ControlPlane(opts, etcd, etcdUrl, ca, serviceAccountKeys, pidFile);
-    plane.recordPids();
-    try {
-      await plane.waitReady(etcd, () => httpOk(`${etcdUrl}/health`));
-    } catch (err) {
-      await plane.stop();
-      throw err;
-    }
-    return plane;
   }
 
   cluster(name: string): Cluster | undefined {
@@ -182,25 +184,30 @@ export class ControlPlane {
     const tokenFile = join(dir, 'tokens.csv');
     const adminToken = loadOrCreateAdminToken(tokenFile);
 
-    const port = clusterOptions.port ?? (await freePort());
-    const server = `https://127.0.0.1:${port}`;
-    const args = this.apiServerArgs(clusterOptions, dir, port, serving, tokenFile);
-
-    this.options.log(`starting kube-apiserver "${name}" on ${server}`);
-    const apiServer = await ManagedProcess.start({
-      name: `kube-apiserver "${name}"`,
-      command: binary,
-      args,
-      logPath: join(stateDir, 'logs', `${name}-apiserver.log`),
-    });
-    this.processes.push(apiServer);
-    this.recordPids();
-    try {
-      await this.waitReady(apiServer, () => httpsOk(`${server}/readyz`, this.ca.certPem, adminToken));
-    } catch (err) {
-      await apiServer.stop();
-      throw err;
-    }
+    const startApiServer = async () => {
+      const port = clusterOptions.port ?? (await freePort());
+      const server = `https://127.0.0.1:${port}`;
+      const args = this.apiServerArgs(clusterOptions, dir, port, serving, tokenFile);
+      this.options.log(`starting kube-apiserver "${name}" on ${server}`);
+      const apiServer = await ManagedProcess.start({
+        name: `kube-apiserver "${name}"`,
+        command: binary,
+        args,
+        logPath: join(stateDir, 'logs', `${name}-apiserver.log`),
+      });
+      this.processes.push(apiServer);
+      this.recordPids();
+      try {
+        await this.waitReady(apiServer, () => httpsOk(`${server}/readyz`, this.ca.certPem, adminToken));
+      } catch (err) {
+        await apiServer.stop();
+        throw err;
+      }
+      return { port, server, apiServer };
+    };
+    // A port the caller chose is not picked again.
+    const { port, server, apiServer } =
+      clusterOptions.port === undefined ? await retryWhenPortTaken(startApiServer) : await startApiServer();
 
     const kubeconfigPath = join(dir, 'admin.kubeconfig');
     writeFileSync(kubeconfigPath, adminKubeconfig(name, server, this.ca.certPem, adminToken), {
@@ -353,10 +360,12 @@ export class ControlPlane {
     while (Date.now() < deadline) {
       if (!process.running) {
         const tail = await logTail(process.logPath);
-        const hint = /address already in use/.test(tail) ? ' (its port is already in use)' : '';
+        const portTaken = /address already in use/.test(tail);
+        const hint = portTaken ? ' (its port is already in use)' : '';
         throw new ControlPlaneStartError(
           `${process.name} ${process.exitDescription} before it became ready${hint}`,
           tail,
+          portTaken,
         );
       }
       if (await probe()) return;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, test } from 'vitest';
-import { logTail, ManagedProcess, PidFile } from './processes.ts';
+import { ControlPlaneStartError, logTail, ManagedProcess, PidFile, retryWhenPortTaken } from './processes.ts';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -70,5 +70,45 @@ describe('ManagedProcess', () => {
     expect(proc.exitDescription).toMatch(/killed by SIGTERM|exited with code/);
     const tail = await logTail(logPath, 3);
     expect(tail.split('\n')).toEqual(['line-98', 'line-99', 'line-100']);
+  });
+});
+
+describe('retryWhenPortTaken', () => {
+  const taken = () =>
+    new ControlPlaneStartError(
+      'etcd exited (its port is already in use)',
+      'bind: address already in use',
+      true,
+    );
+
+  test('starts again while a port it picked was taken, at most three times', async () => {
+    let runs = 0;
+    const started = await retryWhenPortTaken(async () => {
+      runs += 1;
+      if (runs < 3) throw taken();
+      return 'running';
+    });
+    expect([started, runs]).toEqual(['running', 3]);
+
+    runs = 0;
+    const always = retryWhenPortTaken(async () => {
+      runs += 1;
+      throw taken();
+    });
+    await expect(always).rejects.toMatchObject({ portTaken: true });
+    expect(runs).toBe(3);
+  });
+
+  test('any other failure ends it at once', async () => {
+    let runs = 0;
+    const broken = retryWhenPortTaken(async () => {
+      runs += 1;
+      throw new ControlPlaneStartError(
+        'kube-apiserver exited with code 1 before it became ready',
+        'flag error',
+      );
+    });
+    await expect(broken).rejects.toMatchObject({ portTaken: false });
+    expect(runs).toBe(1);
   });
 });

@@ -153,8 +153,25 @@ export class ControlPlaneStartError extends Error {
   constructor(
     message: string,
     readonly logTail: string,
+    /** The process could not bind a port it was given: another process took it after `freePort` found it free. */
+    readonly portTaken = false,
   ) {
     super(logTail ? `${message}\n--- last lines of the log ---\n${logTail}` : message);
+  }
+}
+
+/**
+ * Runs `start` again, picking its ports anew, when a port it picked was taken before its process
+ * bound it (`freePort` can only say a port is free now: on a busy machine an outgoing connection
+ * may get it as its ephemeral port a moment later). At most `attempts` runs.
+ */
+export async function retryWhenPortTaken<T>(start: () => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (err) {
+      if (!(err instanceof ControlPlaneStartError && err.portTaken) || attempt >= attempts) throw err;
+    }
   }
 }
 
