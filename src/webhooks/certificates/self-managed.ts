@@ -1,4 +1,5 @@
 import { ApiException } from '@kubernetes/client-node';
+import { splitPemBundle } from '../../pki/planning.ts';
 import { type Clock, systemClock } from '../../runtime/clock.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
 import type { CertificateSource, ServingMaterial } from '../server.ts';
@@ -8,6 +9,7 @@ import {
   carryOutPlan,
   planCertificates,
   planDueAt,
+  trustBundle,
 } from './plan.ts';
 import { PublishedMaterial } from './published.ts';
 import {
@@ -98,8 +100,10 @@ export class SelfManagedCertificates extends PublishedMaterial implements Certif
       actions.push(plan.action);
       try {
         const next = await carryOutPlan(plan, stored, now, this.options.policy);
-        // The apiserver must trust a CA before anything is served with it.
-        await this.inject(next.caBundlePem);
+        // The apiserver must trust a CA before anything is served with it, and go on trusting the
+        // one of what is served now until the new material is (a Secret too broken to read is
+        // made anew, with a new CA, while the old certificate is still served).
+        await this.inject(this.whileServing(next.caBundlePem, now));
         await this.write(secret, next);
       } catch (err) {
         if (!(err instanceof LostRace)) throw err;
@@ -109,14 +113,21 @@ export class SelfManagedCertificates extends PublishedMaterial implements Certif
   }
 
   private async adopt(stored: StoredCertificates): Promise<void> {
-    await this.inject(stored.caBundlePem);
-    this.adopted = stored;
     const material = toMaterial(stored);
     const changed =
       !this.material ||
       this.material.certPem !== material.certPem ||
       this.material.caBundlePem !== material.caBundlePem;
+    // Trusted before served (with what is served until the swap), then narrowed to the Secret's.
+    await this.inject(this.whileServing(stored.caBundlePem, this.clock.now()));
+    this.adopted = stored;
     this.publish(material, changed);
+    await this.inject(stored.caBundlePem);
+  }
+
+  /** `bundle` plus the still-valid CAs of the bundle of what is served now (none before serving). */
+  private whileServing(bundle: string, now: number): string {
+    return this.material ? trustBundle(this.material.caBundlePem, now, splitPemBundle(bundle)) : bundle;
   }
 
   private async inject(bundle: string): Promise<void> {
