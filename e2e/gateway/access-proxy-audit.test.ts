@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../src/api/config.ts';
 import { TARGET_ANNOTATIONS } from '../../src/gateway/audit/event.ts';
-import { rawRequest, useAccessProxyEnv } from '../support/access-proxy.ts';
+import { auditDirText, rawRequest, untilProxyAudited, useAccessProxyEnv } from '../support/access-proxy.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { CLUSTER, PROJECT, VIRTUAL_CLUSTER } from '../support/proxy-targets.ts';
 import { eventually } from '../support/wait.ts';
@@ -56,24 +56,12 @@ describe('access proxy: audit events name the target and cluster, and hold no bo
         path: '/api/v1/namespaces/work/secrets',
         body: { metadata: { name: 'db' }, stringData: { password: secretValue } },
       });
-    // The audit configuration is in force once a proxied request is in the file.
-    await eventually(
-      async () => {
-        await env().viaProxy('cluster', token, '/api/v1/namespaces/work/configmaps');
-        return auditText().includes('/kubernetes/cluster/');
-      },
-      60_000,
-      'the gateway to audit a proxied request',
-    );
+    await untilProxyAudited(env(), token, auditDir);
   });
 
   afterAll(() => rmSync(auditDir, { recursive: true, force: true }));
 
-  function auditText(): string {
-    let text = '';
-    for (const file of readdirSync(auditDir)) text += readFileSync(join(auditDir, file), 'utf8');
-    return text;
-  }
+  const auditText = () => auditDirText(auditDir);
 
   // biome-ignore lint/suspicious/noExplicitAny: audit events as written
   function eventsAbout(uriPart: string): any[] {

@@ -1,15 +1,20 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../src/api/config.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
-import { type ResponseBytes, rawRequest, useAccessProxyEnv } from '../support/access-proxy.ts';
+import {
+  auditDirText,
+  type ResponseBytes,
+  rawRequest,
+  untilProxyAudited,
+  useAccessProxyEnv,
+} from '../support/access-proxy.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { CLUSTER, connectCluster, PROJECT_NAMESPACE, VIRTUAL_CLUSTER } from '../support/proxy-targets.ts';
-import { eventually } from '../support/wait.ts';
 
 /**
  * Issue 26: the credentials the platform holds for a target (the token in its credentials Secret)
@@ -85,24 +90,12 @@ describe('security: the targets’ credentials never leave the platform', () => 
       });
     allowed = await env().keyFor(person);
     scoped = await env().keyFor(person, { clusters: [{ cluster: CLUSTER }] });
-    // The audit configuration is in force once a proxied request is in the file.
-    await eventually(
-      async () => {
-        await env().viaProxy('cluster', allowed, '/api/v1/namespaces/work/configmaps');
-        return auditText().includes('/kubernetes/cluster/');
-      },
-      60_000,
-      'the gateway to audit a proxied request',
-    );
+    await untilProxyAudited(env(), allowed, auditDir);
   });
 
   afterAll(() => rmSync(auditDir, { recursive: true, force: true }));
 
-  function auditText(): string {
-    let text = '';
-    for (const file of readdirSync(auditDir)) text += readFileSync(join(auditDir, file), 'utf8');
-    return text;
-  }
+  const auditText = () => auditDirText(auditDir);
 
   /** Each credential as it is, base64-encoded, and (a JWT) its signature alone. */
   const needles = () =>

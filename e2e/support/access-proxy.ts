@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, type Dispatcher, type Headers, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
@@ -348,4 +348,23 @@ function makeEnv(
         },
       }),
   };
+}
+
+/** Every file of the gateway's audit log directory `dir`, concatenated (rotated files included). */
+export function auditDirText(dir: string): string {
+  let text = '';
+  for (const file of readdirSync(dir)) text += readFileSync(join(dir, file), 'utf8');
+  return text;
+}
+
+/** Waits until the gateway audits requests through the cluster path into `dir` (its audit configuration is in force). */
+export async function untilProxyAudited(env: AccessProxyEnv, token: string, dir: string): Promise<void> {
+  await eventually(
+    async () => {
+      await env.viaProxy('cluster', token, '/api/v1/namespaces/work/configmaps');
+      return auditDirText(dir).includes('/kubernetes/cluster/');
+    },
+    60_000,
+    'the gateway to audit a proxied request',
+  );
 }
