@@ -6,6 +6,19 @@
 # The name and tag are what the Helm chart runs by default (charts/platform: image.repository,
 # and the chart's appVersion, which is package.json's version).
 ARG NODE_IMAGE=node:24-bookworm-slim
+# Go of hack/controlplane/go.mod's `go` line, on the same Debian release as NODE_IMAGE: the
+# control-plane binary links the C library it was built against, which the final image then has.
+ARG GO_IMAGE=golang:1.26-bookworm
+
+# The multicall control-plane binary (etcd, kube-apiserver, kube-controller-manager, kubectl) the
+# in-cluster provisioner's StatefulSet runs (src/provision/in-cluster: CONTROL_PLANE_BINARY). Built
+# by the same hack/controlplane/build.sh as `make dev` and the tests, so flags and versions are one.
+FROM ${GO_IMAGE} AS controlplane
+WORKDIR /src
+COPY hack/controlplane ./hack/controlplane
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    bin=$(hack/controlplane/build.sh) \
+ && install -D -m 0755 "$bin" /out/controlplane
 
 # Production dependencies only. isolated-vm (the syncer's patch sandbox) is a native addon: its
 # package ships prebuilt binaries for Node 24; should none fit, node-gyp builds it here, so the
@@ -39,6 +52,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY bin/platform.js ./bin/platform.js
+COPY --from=controlplane /out/controlplane /usr/local/bin/controlplane
 # The image's own unprivileged `node` user, by number so that runAsNonRoot can verify it.
 USER 1000:1000
 EXPOSE 8081 8443 9443
