@@ -40,7 +40,7 @@ export default defineConfig({
     pool: 'forks',
     execArgv: ['--no-node-snapshot'],
     // FC_SEED, FC_PATH, FC_NUM_RUNS: rerun a fast-check failure (README, "Tests").
-    setupFiles: ['src/testing/fast-check-setup.ts'],
+    setupFiles: ['hack/vitest/fast-check-setup.ts'],
     // Two cores: the e2e files mostly wait on apiservers, so a few run at once.
     maxWorkers: 4,
     projects: [

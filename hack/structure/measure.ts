@@ -9,8 +9,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 
 const LAYERS: readonly (readonly string[])[] = [
-  ['api', 'pki', 'runtime', 'authz', 'testing'],
-  ['config', 'clusters', 'sync'],
+  ['api', 'pki', 'runtime', 'authz'],
+  ['config', 'clusters', 'sync', 'provision'],
   ['identity'],
   ['controllers', 'http'],
   ['gateway', 'login', 'webhooks', 'dev'],
