@@ -16,6 +16,7 @@ import { type KubeObject, metadataOf, type ObjectRef, type SyncContext } from '.
 import type { SyncedKind } from '../translate.ts';
 import { desiredPair, type SyncRecord } from './desired.ts';
 import { HostObjectConflict, HostObjectIneligible, HostObjectNotManaged } from './errors.ts';
+import type { OwnServiceDeletions } from './own-service-deletions.ts';
 import {
   hostIneligibility,
   resourceVersionOf,
@@ -60,15 +61,11 @@ export interface KindSyncerOptions {
   /** Endpoints: the managed host Services (to recognise Endpoints the host wrote for them). */
   hostServices?: Store<KubernetesObject>;
   /**
-   * Endpoints: keys whose host Service the Service syncer deleted (to recreate it for a new
-   * virtual uid, say). The host's endpoints controller then deletes the host Endpoints of that
-   * name on its own, whenever it gets to it, even one written after the deletion: that absence
-   * is the syncer's doing, so it brings the host Endpoints back instead of deleting the tenant's
-   * virtual Endpoints. Each key excuses one absence (the entry is taken when it does).
+   * The host Services this syncer deleted itself: the Service syncer announces each deletion
+   * before it is sent; the Endpoints syncer takes the absence of their host Endpoints for its own
+   * doing (see OwnServiceDeletions).
    */
-  hostServicesDeleted?: Set<string>;
-  /** Called with the key of each host object the syncer deletes itself. */
-  onHostDeleted?: (key: string) => void;
+  ownServiceDeletions?: OwnServiceDeletions;
   /** Whether the object of this key is synced at all (resource enabled, or referenced). */
   wanted: (key: string) => boolean;
   /** Host name -> virtual name for `reference` patches on the way back. */
@@ -292,14 +289,19 @@ export async function executePlan(
   host: KubeObject | null,
   ref: ObjectRef,
 ): Promise<ReconcileResult | undefined> {
-  const { kind, resource, hostApi, reporter, onHostDeleted } = sync.options;
+  const { kind, resource, hostApi, reporter, ownServiceDeletions } = sync.options;
   switch (plan.action) {
     case 'skip':
       if (virtual === null && host === null) sync.records.delete(key);
       return undefined;
     case 'deleteHost':
-      await deleteObject(hostApi, resource, host!);
-      onHostDeleted?.(key);
+      if (kind === 'Service') ownServiceDeletions?.announce(key);
+      try {
+        await deleteObject(hostApi, resource, host!);
+      } catch (err) {
+        if (kind === 'Service') ownServiceDeletions?.withdraw(key);
+        throw err;
+      }
       // Forget the pair: the host object's absence is now our doing, not the host's.
       sync.records.delete(key);
       reporter.deleted(kind, 'host');

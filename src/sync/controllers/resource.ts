@@ -68,7 +68,7 @@ export function kindSyncer(options: KindSyncerOptions) {
       return undefined; // the newer version's watch event will enqueue this key again
     }
     // No virtual object, nothing to bring back: the excuse would only outlive it.
-    if (virtual === null) options.hostServicesDeleted?.delete(key);
+    if (virtual === null) options.ownServiceDeletions?.forget(key);
     const plan = planSync({
       kind,
       key,
@@ -77,7 +77,8 @@ export function kindSyncer(options: KindSyncerOptions) {
       service: kind === 'Endpoints' ? asKube(options.services?.get(key)) : undefined,
       wanted: options.wanted(key),
       hostSyncedBefore:
-        record !== null && !(host === null && options.hostServicesDeleted?.delete(key) === true),
+        record !== null &&
+        !(host === null && kind === 'Endpoints' && options.ownServiceDeletions?.excuses(key) === true),
     });
     try {
       const result = await executePlan(sync, plan, key, virtual, host, ref);

@@ -19,6 +19,7 @@ import type { KubeObject, SyncContext } from '../sync-context.ts';
 import type { SyncedKind } from '../translate.ts';
 import type { SyncReporter } from './kind-sync.ts';
 import { SyncerMetrics } from './metrics.ts';
+import { OwnServiceDeletions } from './own-service-deletions.ts';
 import { virtualKeyOfHost } from './plan.ts';
 import {
   hasReferencePatches,
@@ -161,7 +162,7 @@ export function startSyncer(given: SyncerOptions): Syncer {
   const lookups = {
     lookupVirtual: virtualObjectLookup(caches, ctx),
     selectedBy: selectedByLookup(caches, ctx),
-    hostServicesDeleted: new Set<string>(),
+    ownServiceDeletions: new OwnServiceDeletions(manager.clock),
   };
   const controllers = kinds.map((kind) => kindController(kind, controllerParts, lookups));
 
@@ -272,8 +273,8 @@ interface KindControllerParts {
 interface SharedLookups {
   lookupVirtual: HostToVirtualLookup;
   selectedBy: SelectedBy;
-  /** Keys of virtual Services whose host Service the Service syncer deleted. */
-  hostServicesDeleted: Set<string>;
+  /** Host Services the Service syncer deleted, for the Endpoints syncer. */
+  ownServiceDeletions: OwnServiceDeletions;
 }
 
 /**
@@ -301,10 +302,11 @@ function kindController(kind: SyncedKind, parts: KindControllerParts, lookups: S
       ? {
           services: caches.virtual.get('Service')!.store,
           ...(caches.host.has('Service') ? { hostServices: caches.host.get('Service')!.store } : {}),
-          hostServicesDeleted: lookups.hostServicesDeleted,
         }
       : {}),
-    ...(kind === 'Service' ? { onHostDeleted: (key: string) => lookups.hostServicesDeleted.add(key) } : {}),
+    ...(kind === 'Service' || kind === 'Endpoints'
+      ? { ownServiceDeletions: lookups.ownServiceDeletions }
+      : {}),
     wanted,
     lookupVirtual: lookups.lookupVirtual,
     sandbox: parts.sandbox,
