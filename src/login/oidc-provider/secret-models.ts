@@ -8,6 +8,7 @@ import type { KubeApi } from '../../runtime/kube-api.ts';
 import { collectionPath, objectPath } from '../../runtime/kube-client.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { commonIndexers, LabelIndex } from '../../runtime/store.ts';
+import { LiveEntries } from './live-entries.ts';
 
 /**
  * The OpenID provider's short-lived models (interactions, authorization codes, sessions, grants,
@@ -61,6 +62,8 @@ interface StateSecret {
 
 /** The model's label value and name part (`AuthorizationCode` -> `authorizationcode`). */
 const modelKey = (model: string) => model.toLowerCase().replace(/[^a-z0-9]/g, '');
+/** The model label of a stored entry. */
+const modelOf = (secret: StateSecret) => secret.metadata.labels?.[OIDC_MODEL_LABEL] ?? '';
 const digest = (value: string) => createHash('sha256').update(value).digest('hex').slice(0, 40);
 
 /** The Secret name of an entry: the model and a hash of its id (the id itself is a bearer value). */
@@ -136,6 +139,8 @@ export interface SecretModelsOptions {
 export class SecretModels {
   private readonly informer: Informer<StateSecret>;
   private readonly now: () => number;
+  /** The cached entries of each model and their expiries, for the bound on live entries. */
+  private readonly live = new LiveEntries();
 
   constructor(
     manager: Manager,
@@ -148,6 +153,16 @@ export class SecretModels {
       { namespace: options.namespace, labelSelector: OIDC_MODEL_LABEL },
       { [LabelIndex]: commonIndexers[LabelIndex]! },
     );
+    const record = (secret: StateSecret) =>
+      this.live.set(modelOf(secret), secret.metadata.name ?? '', stateExpiresAt(secret));
+    this.informer.addEventHandler({
+      onAdd: record,
+      onUpdate: (old, secret) => {
+        if (modelOf(old) !== modelOf(secret)) this.live.remove(modelOf(old), old.metadata.name ?? '');
+        record(secret);
+      },
+      onDelete: (secret) => this.live.remove(modelOf(secret), secret.metadata.name ?? ''),
+    });
     manager
       .controller({
         name: 'oidc-provider-state-expiry',
@@ -212,7 +227,10 @@ export class SecretModels {
   async write(model: string, id: string, payload: AdapterPayload, expiresInSeconds: number): Promise<void> {
     const name = stateSecretName(model, id);
     const limit = this.options.entriesPerModel ?? ENTRIES_PER_MODEL;
-    if (!this.informer.store.getByName(this.options.namespace, name) && this.liveCount(model) >= limit) {
+    if (
+      !this.informer.store.getByName(this.options.namespace, name) &&
+      this.live.full(modelKey(model), limit, this.now())
+    ) {
       throw new OidcStateFull(`the OpenID provider holds ${limit} ${model} entries; try again later`);
     }
     const secret = stateSecret({
@@ -267,16 +285,6 @@ export class SecretModels {
   /** @internal */
   payloadOf(secret: StateSecret | undefined): AdapterPayload | undefined {
     return secret ? statePayload(secret, this.now()) : undefined;
-  }
-
-  private liveCount(model: string): number {
-    const key = modelKey(model);
-    const now = this.now();
-    let count = 0;
-    for (const secret of this.informer.store.list()) {
-      if (secret.metadata.labels?.[OIDC_MODEL_LABEL] === key && stateExpiresAt(secret) > now) count += 1;
-    }
-    return count;
   }
 
   private path(name: string): string {
