@@ -150,6 +150,14 @@ const SAMPLES: Record<string, unknown> = {
     credentialsSecretRef: { name: 'dev-credentials' },
     config: 'sync:\n  toHost:\n    endpoints:\n      enabled: false\n',
   },
+  VirtualClusterTemplate: {
+    displayName: 'Small',
+    description: 'One small control plane',
+    kubernetesVersion: 'v1.36.3',
+    resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '2', memory: '1Gi' } },
+    storage: { size: '5Gi', storageClassName: 'standard' },
+    config: 'sync:\n  toHost:\n    endpoints:\n      enabled: false\n',
+  },
 };
 
 describe('CRDs on a real apiserver', () => {

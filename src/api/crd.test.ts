@@ -43,6 +43,7 @@ describe('generated CRDs', () => {
         'teams',
         'users',
         'virtualclusterinstances',
+        'virtualclustertemplates',
       ].map((plural) => `${plural}.management.platform.yaml`),
     );
     for (const text of renderCrds().values()) {
@@ -170,6 +171,7 @@ describe('registry', () => {
       'Project',
       'Cluster',
       'VirtualClusterInstance',
+      'VirtualClusterTemplate',
       'DirectClusterEndpointToken',
       'ProjectMembers',
       'VirtualClusterInstanceKubeConfig',

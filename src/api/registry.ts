@@ -11,6 +11,7 @@ import {
   VirtualClusterInstanceKubeConfigSchema,
   VirtualClusterInstanceSchema,
 } from './virtualclusterinstance.ts';
+import { VirtualClusterTemplateSchema } from './virtualclustertemplate.ts';
 
 type ResourceScope = 'Namespaced' | 'Cluster';
 export type Verb = (typeof KUBERNETES_VERBS)[number];
@@ -202,6 +203,22 @@ export const VIRTUAL_CLUSTER_INSTANCE = stored({
   selectableFields: ['.spec.clusterRef.cluster'],
 });
 
+export const VIRTUAL_CLUSTER_TEMPLATE = stored({
+  kind: 'VirtualClusterTemplate',
+  schema: VirtualClusterTemplateSchema,
+  plural: 'virtualclustertemplates',
+  singular: 'virtualclustertemplate',
+  shortNames: ['vct'],
+  scope: 'Cluster',
+  printerColumns: [
+    displayName,
+    { name: 'Version', type: 'string', jsonPath: '.spec.kubernetesVersion' },
+    { name: 'Storage', type: 'string', jsonPath: '.spec.storage.size' },
+    { name: 'Storage Class', type: 'string', jsonPath: '.spec.storage.storageClassName', priority: 1 },
+    age,
+  ],
+});
+
 const DIRECT_CLUSTER_ENDPOINT_TOKEN: VirtualKind = {
   stored: false,
   kind: 'DirectClusterEndpointToken',
@@ -257,6 +274,7 @@ export const KINDS: readonly KindInfo[] = [
   PROJECT,
   CLUSTER,
   VIRTUAL_CLUSTER_INSTANCE,
+  VIRTUAL_CLUSTER_TEMPLATE,
   DIRECT_CLUSTER_ENDPOINT_TOKEN,
   PROJECT_MEMBERS,
   VIRTUAL_CLUSTER_INSTANCE_KUBECONFIG,

@@ -11,6 +11,7 @@ import {
   TEAM,
   USER,
   VIRTUAL_CLUSTER_INSTANCE,
+  VIRTUAL_CLUSTER_TEMPLATE,
 } from './registry.ts';
 
 /**
@@ -39,6 +40,7 @@ export const resources = {
   projects: resourceOf(PROJECT),
   clusters: resourceOf(CLUSTER),
   virtualClusterInstances: resourceOf(VIRTUAL_CLUSTER_INSTANCE),
+  virtualClusterTemplates: resourceOf(VIRTUAL_CLUSTER_TEMPLATE),
   roles: { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', namespaced: true },
   roleBindings: {
     group: 'rbac.authorization.k8s.io',
