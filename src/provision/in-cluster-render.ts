@@ -1,0 +1,329 @@
+import { createHash } from 'node:crypto';
+import { posix } from 'node:path';
+import type {
+  V1OwnerReference,
+  V1PersistentVolumeClaim,
+  V1ResourceRequirements,
+  V1Service,
+  V1StatefulSet,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
+import { GROUP_VERSION } from '../api/meta.ts';
+import type { VirtualClusterTemplateSpec } from '../api/virtualclustertemplate.ts';
+import {
+  type ComponentDescription,
+  type ControlPlaneDescription,
+  describeControlPlane,
+  POD_PORTS,
+} from './control-plane.ts';
+import { CONTROL_PLANE_BINARY } from './in-cluster-image.ts';
+
+/**
+ * The in-cluster provisioner's objects, as pure data: a StatefulSet of one pod (zero asleep)
+ * running the platform's image, each component of control-plane.ts's description a container
+ * whose args are that component's `argv` exactly, its files the instance's Secrets mounted at the
+ * description's paths, its storage a PersistentVolumeClaim from the template; and the Service the
+ * syncer and the access proxy dial, named as the serving certificate's names say
+ * (`servingNamesOf`: `<instance>.<namespace>.svc`). Everything is owned by the instance.
+ */
+
+/** Where the pod mounts the `pki` Secret's files (the description's `pkiDir`). */
+export const POD_PKI_DIR = '/etc/controlplane/pki';
+/** Where the pod mounts its PersistentVolumeClaim (the description's `dataDir`). */
+export const POD_DATA_DIR = '/var/lib/controlplane';
+/** The root filesystem is read-only; what a component writes besides its data goes here. */
+export const POD_TMP_DIR = '/tmp';
+/** The image's own unprivileged user (the Dockerfile's `USER 1000:1000`). */
+export const POD_USER = 1000;
+/** The claim template's name: the claim of pod 0 is `data-<StatefulSet>-0`. */
+export const DATA_CLAIM = 'data';
+/** Storage of an instance whose template says none. */
+export const DEFAULT_STORAGE_SIZE = '1Gi';
+/** The Service's port (the apiserver listens on POD_PORTS.apiServer behind it). */
+export const SERVICE_PORT = 443;
+/**
+ * The digest of the StatefulSet's fields the apiserver refuses to change (selector,
+ * serviceName, volumeClaimTemplates): a StatefulSet whose digest differs from the rendered one is
+ * replaced, not updated (in-cluster.ts). A digest, not the fields themselves, because the
+ * apiserver rewrites quantities (`1024Mi` reads back `1Gi`).
+ */
+export const IMMUTABLE_DIGEST_ANNOTATION = 'management.platform/control-plane-immutable-digest';
+
+export interface InClusterRenderInput {
+  /** The VirtualClusterInstance: its namespace is where everything is made; its uid owns it. */
+  readonly instance: { readonly namespace: string; readonly name: string; readonly uid: string };
+  /** The instance's template (`spec.templateRef`), absent when it names none. */
+  readonly template?: Pick<VirtualClusterTemplateSpec, 'resources' | 'storage'>;
+  /** Run a kube-controller-manager beside the apiserver (control-plane.ts `controllerManager`). */
+  readonly controllerManager: boolean;
+  /** Asleep: the StatefulSet has no replica; its claim (the storage) stays. */
+  readonly sleeping: boolean;
+  /** The platform's image (it carries CONTROL_PLANE_BINARY). */
+  readonly image: string;
+  readonly imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
+  readonly imagePullSecrets?: readonly string[];
+}
+
+export interface InClusterObjects {
+  readonly statefulSet: V1StatefulSet;
+  readonly service: V1Service;
+}
+
+/** The description of the control plane the pod runs: one source with the processes provisioner. */
+export function podControlPlane(input: Pick<InClusterRenderInput, 'instance' | 'controllerManager'>) {
+  return describeControlPlane({
+    namespace: input.instance.namespace,
+    name: input.instance.name,
+    ports: POD_PORTS,
+    pkiDir: POD_PKI_DIR,
+    dataDir: POD_DATA_DIR,
+    // Every address of the pod, so that its Service reaches the apiserver.
+    bindAddress: '0.0.0.0',
+    controllerManager: input.controllerManager,
+  });
+}
+
+/**
+ * The StatefulSet's name. A pod's controller-revision-hash label is `<StatefulSet>-<10 characters>`
+ * and a label value holds at most 63, so a longer name is cut and made unique by a digest.
+ */
+export function statefulSetNameOf(instanceName: string): string {
+  const name = `vc-${instanceName}`;
+  if (name.length <= 52) return name;
+  const digest = createHash('sha256').update(instanceName).digest('hex').slice(0, 8);
+  return `${name.slice(0, 43).replace(/-+$/, '')}-${digest}`;
+}
+
+/** The claim of the StatefulSet's only pod (what `remove` deletes besides the StatefulSet). */
+export function dataClaimNameOf(instanceName: string): string {
+  return `${DATA_CLAIM}-${statefulSetNameOf(instanceName)}-0`;
+}
+
+/** The Service's name: the first label of the serving certificate's `<instance>.<namespace>.svc`. */
+export function serviceNameOf(instanceName: string): string {
+  return instanceName;
+}
+
+/** Where the syncer and the access proxy reach the instance's apiserver. */
+export function endpointOf(instance: { namespace: string; name: string }): string {
+  return `https://${serviceNameOf(instance.name)}.${instance.namespace}.svc`;
+}
+
+/** The labels the StatefulSet selects its pod by, and the Service its endpoints by. */
+export function selectorLabelsOf(instanceName: string): Record<string, string> {
+  return { 'app.kubernetes.io/name': 'virtual-control-plane', 'app.kubernetes.io/instance': instanceName };
+}
+
+function labelsOf(instanceName: string): Record<string, string> {
+  return {
+    ...selectorLabelsOf(instanceName),
+    'app.kubernetes.io/component': 'control-plane',
+    [MANAGED_BY_LABEL]: MANAGED_BY,
+  };
+}
+
+/** The owner reference every object of the instance carries (deleted with it by the garbage collector). */
+export function instanceOwnerReference(instance: InClusterRenderInput['instance']): V1OwnerReference {
+  return {
+    apiVersion: GROUP_VERSION,
+    kind: 'VirtualClusterInstance',
+    name: instance.name,
+    uid: instance.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+/** The template's compute resources for the whole pod (pod-level resources: shared by its containers). */
+function podResources(template: InClusterRenderInput['template']): V1ResourceRequirements | undefined {
+  const { requests, limits } = template?.resources ?? {};
+  const compute = (c: typeof requests) =>
+    c && (c.cpu !== undefined || c.memory !== undefined)
+      ? {
+          ...(c.cpu !== undefined ? { cpu: c.cpu } : {}),
+          ...(c.memory !== undefined ? { memory: c.memory } : {}),
+        }
+      : undefined;
+  const result = {
+    ...(compute(requests) ? { requests: compute(requests) } : {}),
+    ...(compute(limits) ? { limits: compute(limits) } : {}),
+  };
+  return Object.keys(result).length > 0 ? result : undefined;
+}
+
+/**
+ * A component's files as Secret volumes: one per (Secret, directory), holding only the keys the
+ * component reads (etcd reads none; only the controller manager gets the CA's key).
+ */
+export function componentSecretVolumes(
+  component: ComponentDescription,
+  secretNames: ControlPlaneDescription['secretNames'],
+): Array<{ volume: V1Volume; mount: V1VolumeMount }> {
+  const groups = new Map<
+    string,
+    { secret: keyof typeof secretNames; dir: string; files: typeof component.files }
+  >();
+  for (const file of component.files) {
+    const dir = posix.dirname(file.path);
+    const id = `${file.secret}\0${dir}`;
+    const group = groups.get(id) ?? { secret: file.secret, dir, files: [] };
+    groups.set(id, { ...group, files: [...group.files, file] });
+  }
+  return [...groups.values()].map((group, index) => {
+    const name = `${component.name}-${group.secret}${index === 0 ? '' : `-${index}`}`;
+    return {
+      volume: {
+        name,
+        secret: {
+          secretName: secretNames[group.secret],
+          // Read by the group the pod's fsGroup gives the files; nobody else.
+          defaultMode: 0o440,
+          items: group.files.map((file) => ({ key: file.key, path: posix.basename(file.path) })),
+        },
+      },
+      mount: { name, mountPath: group.dir, readOnly: true },
+    };
+  });
+}
+
+const restrictedContainerSecurity = {
+  runAsNonRoot: true,
+  runAsUser: POD_USER,
+  runAsGroup: POD_USER,
+  allowPrivilegeEscalation: false,
+  privileged: false,
+  readOnlyRootFilesystem: true,
+  capabilities: { drop: ['ALL'] },
+  seccompProfile: { type: 'RuntimeDefault' },
+};
+
+function claimTemplate(input: InClusterRenderInput): V1PersistentVolumeClaim {
+  const storage = input.template?.storage;
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: DATA_CLAIM, labels: labelsOf(input.instance.name) },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: storage?.size ?? DEFAULT_STORAGE_SIZE } },
+      ...(storage?.storageClassName !== undefined ? { storageClassName: storage.storageClassName } : {}),
+    },
+  };
+}
+
+/** The digest of the fields of a StatefulSet spec the apiserver refuses to update. */
+export function immutableDigestOf(
+  spec: Pick<NonNullable<V1StatefulSet['spec']>, 'selector' | 'serviceName' | 'volumeClaimTemplates'>,
+): string {
+  return createHash('sha256')
+    .update(JSON.stringify([spec.selector, spec.serviceName ?? null, spec.volumeClaimTemplates ?? []]))
+    .digest('hex')
+    .slice(0, 16);
+}
+
+export function renderInCluster(input: InClusterRenderInput): InClusterObjects {
+  const { instance } = input;
+  const description = podControlPlane(input);
+  const labels = labelsOf(instance.name);
+  const ownerReferences = [instanceOwnerReference(instance)];
+  const metadata = (name: string, annotations?: Record<string, string>) => ({
+    name,
+    namespace: instance.namespace,
+    labels,
+    ...(annotations ? { annotations } : {}),
+    ownerReferences,
+  });
+
+  const shared = {
+    data: { name: 'data', mountPath: POD_DATA_DIR },
+    tmp: { name: 'tmp', mountPath: POD_TMP_DIR },
+  };
+  const volumes: V1Volume[] = [{ name: shared.tmp.name, emptyDir: {} }];
+  const containers = description.components.map((component) => {
+    const secretVolumes = componentSecretVolumes(component, description.secretNames);
+    volumes.push(...secretVolumes.map((v) => v.volume));
+    // The apiserver alone listens beyond loopback (control-plane.ts: bindAddress); the kubelet
+    // probes from outside the pod, so only its readiness can be probed, and it covers etcd's
+    // (the apiserver's /readyz checks its storage).
+    const servesPod = component.readiness.port === POD_PORTS.apiServer;
+    return {
+      name: component.name,
+      image: input.image,
+      ...(input.imagePullPolicy ? { imagePullPolicy: input.imagePullPolicy } : {}),
+      command: [CONTROL_PLANE_BINARY],
+      args: [...component.argv],
+      ...(servesPod
+        ? {
+            ports: [{ name: 'https', containerPort: POD_PORTS.apiServer, protocol: 'TCP' }],
+            readinessProbe: {
+              httpGet: {
+                scheme: component.readiness.scheme,
+                port: component.readiness.port,
+                path: component.readiness.path,
+              },
+              periodSeconds: 5,
+              failureThreshold: 3,
+            },
+          }
+        : {}),
+      volumeMounts: [shared.data, shared.tmp, ...secretVolumes.map((v) => v.mount)],
+      securityContext: restrictedContainerSecurity,
+    };
+  });
+
+  const selector = { matchLabels: selectorLabelsOf(instance.name) };
+  const serviceName = serviceNameOf(instance.name);
+  const volumeClaimTemplates = [claimTemplate(input)];
+  const resources = podResources(input.template);
+  const statefulSet: V1StatefulSet = {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: metadata(statefulSetNameOf(instance.name), {
+      [IMMUTABLE_DIGEST_ANNOTATION]: immutableDigestOf({ selector, serviceName, volumeClaimTemplates }),
+    }),
+    spec: {
+      replicas: input.sleeping ? 0 : 1,
+      selector,
+      serviceName,
+      // The claim goes with the StatefulSet (remove), never with a scale to zero (sleep).
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Delete', whenScaled: 'Retain' },
+      volumeClaimTemplates,
+      template: {
+        metadata: { labels },
+        spec: {
+          // The control plane needs no credential of the host cluster.
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: POD_USER,
+            runAsGroup: POD_USER,
+            fsGroup: POD_USER,
+            fsGroupChangePolicy: 'OnRootMismatch',
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          ...(resources ? { resources } : {}),
+          ...(input.imagePullSecrets?.length
+            ? { imagePullSecrets: input.imagePullSecrets.map((name) => ({ name })) }
+            : {}),
+          containers,
+          volumes,
+        },
+      },
+    },
+  };
+
+  const service: V1Service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: metadata(serviceName),
+    spec: {
+      type: 'ClusterIP',
+      selector: selectorLabelsOf(instance.name),
+      ports: [{ name: 'https', port: SERVICE_PORT, targetPort: 'https', protocol: 'TCP' }],
+    },
+  };
+  return { statefulSet, service };
+}
