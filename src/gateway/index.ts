@@ -36,7 +36,7 @@ import { directTokensEndpoint, oidcEndpoints, tokenRevocationEndpoint } from './
 import { discoveryEndpoints } from './endpoints/discovery.ts';
 import type { GatewayEndpoint } from './endpoints/endpoint.ts';
 import { healthEndpoints } from './endpoints/health.ts';
-import { kubeConfigEndpoint, servingCaOf } from './endpoints/kubeconfig.ts';
+import { kubeConfigEndpoint, ServingCa } from './endpoints/kubeconfig.ts';
 import { membersEndpoint } from './endpoints/members.ts';
 import { ownerAccessKeysEndpoints } from './endpoints/owner-access-keys.ts';
 import { tokenReviewEndpoint } from './endpoints/token-review.ts';
@@ -161,6 +161,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
     targets,
     issuer: () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, ''),
     tokenOwners: directTokenOwners(authenticator),
+    servingCa: new ServingCa(options.certDir),
   };
 
   return {
@@ -185,6 +186,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
       await server?.close();
       await upstream?.close();
       targets.close();
+      parts.servingCa.close();
       await authenticator
         .stop()
         .catch((err: unknown) => logger.warn({ err }, 'could not write all key activity'));
@@ -209,6 +211,8 @@ interface GatewayParts {
   readonly lookup: ProxyLookup;
   /** How the access proxy reaches its targets. */
   readonly targets: ProxyTargets;
+  /** The CA of the serving certificate, handed out in kubeconfigs. */
+  readonly servingCa: ServingCa;
 }
 
 /** What the gateway's own endpoints are built from. */
@@ -302,7 +306,7 @@ function ownEndpoints(context: OwnEndpointsContext): GatewayEndpoint[] {
         issueKey({ upstream: connection, random, now }, identity, body, signal),
       ...(options.signingTimeoutMs ? { signingTimeoutMs: options.signingTimeoutMs } : {}),
       externalUrl: issuer,
-      servingCaPem: () => servingCaOf(options.certDir),
+      servingCaPem: () => context.servingCa.pem(),
     }),
   ];
 }
