@@ -101,6 +101,66 @@ describe('password sign-in', () => {
     await service.passwordLogin({ username: name, password: 'new battery staple', source: '10.0.0.2' });
   });
 
+  it("is bound to its User's uid: a User made again under the name has no password until one is set; the key lives 20 days by default", async () => {
+    const { gateway, service } = env();
+    await env().configure('');
+    const name = await env().userWithPassword('again', 'earlier password 1');
+    const users = { group: 'management.platform', version: 'v1', plural: 'users' };
+    const earlier = (await gateway.custom.getClusterCustomObject({ ...users, name })) as {
+      metadata: { uid: string };
+    };
+    const secret = await gateway.core.readNamespacedSecret({
+      name: `platform-password-${name}`,
+      namespace: gateway.platformNamespace,
+    });
+    expect(secret.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'User', name, uid: earlier.metadata.uid }),
+    ]);
+    const minted = await service.passwordLogin({
+      username: name,
+      password: 'earlier password 1',
+      source: '10.0.1.1',
+    });
+    // Without loginAccessKeyTTLSeconds, a Login key lives 20 days (docs/login.md, "The key").
+    await eventually(
+      async () => (await env().storedKey(minted.keyName))?.status?.expirationTimestamp !== undefined,
+      30_000,
+      'the expiry recorded',
+    );
+    const key = await env().storedKey(minted.keyName);
+    expect(
+      Date.parse(key?.status?.expirationTimestamp) - Date.parse(key?.metadata.creationTimestamp ?? ''),
+    ).toBe(20 * 24 * 3600 * 1000);
+
+    await gateway.custom.deleteClusterCustomObject({ ...users, name });
+    await eventually(
+      async () =>
+        (await gateway.custom.getClusterCustomObject({ ...users, name }).catch(() => null)) === null,
+      30_000,
+      'the User gone',
+    );
+    await gateway.custom.createClusterCustomObject({
+      ...users,
+      body: {
+        apiVersion: 'management.platform/v1',
+        kind: 'User',
+        metadata: { name },
+        spec: { username: name },
+      },
+    });
+    // This environment runs no garbage collector: the earlier User's Secret is still there, and
+    // its password does not sign the new User in.
+    await gateway.core.readNamespacedSecret({
+      name: `platform-password-${name}`,
+      namespace: gateway.platformNamespace,
+    });
+    await expect(
+      service.passwordLogin({ username: name, password: 'earlier password 1', source: '10.0.1.2' }),
+    ).rejects.toBeInstanceOf(InvalidCredentials);
+    await service.setPassword(name, 'new user password 1');
+    await service.passwordLogin({ username: name, password: 'new user password 1', source: '10.0.1.3' });
+  });
+
   it('is refused when password login is disabled, and an unknown user is refused like a wrong password', async () => {
     const { service } = env();
     await env().configure('auth: { password: { disabled: true } }');
