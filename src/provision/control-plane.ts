@@ -38,6 +38,9 @@ export const PKI_KEYS = {
   serviceAccountPrivateKey: 'sa.key',
   /** The controller manager's kubeconfig: its client certificate, inline, to the apiserver on loopback. */
   controllerManagerKubeconfig: 'controller-manager.kubeconfig',
+  /** The controller manager's client certificate and key (the kubeconfig above holds them too). */
+  controllerManagerCert: 'controller-manager.crt',
+  controllerManagerKey: 'controller-manager.key',
 } as const;
 export type PkiKey = (typeof PKI_KEYS)[keyof typeof PKI_KEYS];
 
@@ -46,6 +49,9 @@ export const ADMIN_KEYS = {
   /** Inline credentials only (client certificate in system:masters, CA), as `clusters/connection.ts` reads. */
   kubeconfig: 'kubeconfig',
   caCert: 'ca.crt',
+  /** The admin's client certificate and key (the kubeconfig above holds them too). */
+  clientCert: 'admin.crt',
+  clientKey: 'admin.key',
 } as const;
 
 export interface ControlPlanePorts {
