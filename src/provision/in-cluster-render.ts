@@ -4,6 +4,7 @@ import type {
   V1OwnerReference,
   V1PersistentVolumeClaim,
   V1ResourceRequirements,
+  V1Secret,
   V1Service,
   V1StatefulSet,
   V1Volume,
@@ -17,6 +18,8 @@ import {
   type ControlPlaneDescription,
   describeControlPlane,
   POD_PORTS,
+  type SecretRole,
+  secretNameOf,
 } from './control-plane.ts';
 import { CONTROL_PLANE_BINARY } from './in-cluster-image.ts';
 
@@ -326,4 +329,28 @@ export function renderInCluster(input: InClusterRenderInput): InClusterObjects {
     },
   };
   return { statefulSet, service };
+}
+
+/**
+ * The instance's Secrets (control-plane.ts `secretNameOf`) holding `material` (pki.ts's plain
+ * text per key) as their data, owned by the instance like everything else of it.
+ */
+export function renderSecrets(
+  instance: InClusterRenderInput['instance'],
+  material: Readonly<Record<SecretRole, Readonly<Record<string, string>>>>,
+): V1Secret[] {
+  return (Object.keys(material) as SecretRole[]).sort().map((role) => ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: secretNameOf(instance.name, role),
+      namespace: instance.namespace,
+      labels: labelsOf(instance.name),
+      ownerReferences: [instanceOwnerReference(instance)],
+    },
+    type: 'Opaque',
+    data: Object.fromEntries(
+      Object.entries(material[role]).map(([key, text]) => [key, Buffer.from(text).toString('base64')]),
+    ),
+  }));
 }
