@@ -32,7 +32,16 @@ export class KeyCaches implements KeyAuthority {
   constructor(readonly clock: FakeClock) {
     this.context = {
       lookupKey: () => [],
-      lookupRecords: (id) => [...this.records.values()].filter((record) => record.keyId === id),
+      // The records with that id, chained as the authenticator files them (this holder's own records).
+      lookupRecord: (id) => {
+        let first: KeyRecord | undefined;
+        for (const record of [...this.records.values()].reverse()) {
+          if (record.keyId !== id) continue;
+          record.sameId = first;
+          first = record;
+        }
+        return first;
+      },
       lookupUser: (name) => this.users.get(name),
       lookupTeam: (name) => this.teams.get(name),
       pepper: PEPPER,

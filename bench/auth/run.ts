@@ -148,11 +148,11 @@ async function main(): Promise<void> {
     const pepperKey = createSecretKey(pepper);
     // What authentication is made of, each part alone over the same keys, as the decision does
     // them: the shape parsed (the checksum only on failure), the key's record found by its id.
-    const records = new Map<string, KeyRecord[]>();
-    for (const key of authenticator.keys.list()) records.set(key.spec.keyId ?? '', [newKeyRecord(key)]);
+    const records = new Map<string, KeyRecord>();
+    for (const key of authenticator.keys.list()) records.set(key.spec.keyId ?? '', newKeyRecord(key));
     const context: AuthenticationContext = {
       lookupKey: (id) => authenticator.keys.byIndex(BY_KEY_ID, id),
-      lookupRecords: (id) => records.get(id) ?? [],
+      lookupRecord: (id) => records.get(id),
       lookupUser: (name) => authenticator.users.get(name),
       lookupTeam: (name) => authenticator.teams.get(name),
       ownersVersion: () => authenticator.users.version + authenticator.teams.version,
@@ -170,7 +170,7 @@ async function main(): Promise<void> {
       parse: (i) => accessKeyIdOf(token(i)),
       verify: (i) => {
         const id = accessKeyIdOf(token(i)) as string;
-        const record = records.get(id)?.[0];
+        const record = records.get(id);
         digestMatchesStored(accessKeyDigest(token(i), pepper), record?.storedHash);
       },
       decide: (i) => authenticateAccessKey(token(i), context),

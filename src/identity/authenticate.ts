@@ -97,11 +97,13 @@ export interface AuthenticationContext extends OwnerLookups {
   readonly lookupKey: (id: string) => readonly OwnedAccessKey[];
   /**
    * The same keys as their {@link KeyRecord}s, when the caller keeps them (the authenticator,
-   * beside its cache): one lookup, and what the decision reads of a key in one place, instead of
-   * the objects and their records found one by one. At ten thousand keys the memory a decision
-   * touches is most of its cost (bench/auth).
+   * beside its cache): the first record filed under `id`, the others (normally none) chained
+   * through {@link KeyRecord.sameId}. One lookup, and what the decision reads of a key in one
+   * object, instead of the objects and their records found one by one (or an array per id): at
+   * ten thousand keys each further object a request touches is a likely cache miss, most of the
+   * decision's cost beyond the HMAC (bench/auth).
    */
-  readonly lookupRecords?: (id: string) => readonly KeyRecord[];
+  readonly lookupRecord?: (id: string) => KeyRecord | undefined;
   /** The HMAC key of `spec.keyHash`. */
   readonly pepper: Uint8Array | string;
   readonly now: () => Date;
@@ -137,7 +139,8 @@ export interface KeyRecord {
   readonly key: OwnedAccessKey;
   readonly keyId: string | undefined;
   readonly name: string;
-  readonly storedHash: Buffer | undefined;
+  /** The decoded `spec.keyHash`, in the record's own memory (see {@link storedHashOf}). */
+  readonly storedHash: Uint8Array | undefined;
   /** Disabled, or being deleted. */
   readonly disabled: boolean;
   /** Its life counts from its activity (`spec.ttlAfterLastActivity`). */
@@ -163,6 +166,11 @@ export interface KeyRecord {
   answerOwner: KeyOwner | undefined;
   /** The second of the last activity its holder recorded for it (the authenticator's, once per second). */
   activitySecond: number;
+  /**
+   * The next record its holder filed under the same key id ({@link AuthenticationContext.lookupRecord}):
+   * ids are unique at admission, so normally none.
+   */
+  sameId: KeyRecord | undefined;
 }
 type Lookup = readonly ['user' | 'team', string, unknown];
 
@@ -172,7 +180,7 @@ export function newKeyRecord(key: OwnedAccessKey): KeyRecord {
     key,
     keyId: key.spec?.keyId,
     name: key.metadata?.name ?? '',
-    storedHash: decodeStoredHash(key.spec?.keyHash ?? ''),
+    storedHash: storedHashOf(key.spec?.keyHash ?? ''),
     disabled: key.spec?.disabled === true || Boolean(key.metadata?.deletionTimestamp),
     activityBased: key.spec?.ttlAfterLastActivity === true,
     expiryLimits: undefined,
@@ -183,7 +191,18 @@ export function newKeyRecord(key: OwnedAccessKey): KeyRecord {
     answer: undefined,
     answerOwner: undefined,
     activitySecond: Number.NaN,
+    sameId: undefined,
   };
+}
+
+/**
+ * The decoded stored hash as a typed array of its own: 32 bytes are allocated inside the V8 heap
+ * beside the array object, where a Buffer decoded from hex is a view on a shared off-heap pool
+ * (two more objects, elsewhere in memory, to reach on every request).
+ */
+function storedHashOf(keyHash: string): Uint8Array | undefined {
+  const decoded = decodeStoredHash(keyHash);
+  return decoded ? new Uint8Array(decoded) : undefined;
 }
 
 /** The record of a key object, for callers that do not keep records themselves. */
@@ -234,15 +253,23 @@ export function authenticateAccessKey(token: string, context: AuthenticationCont
   const id = accessKeyIdOf(token);
   if (id instanceof MalformedAccessKey) return fail(id);
 
-  const candidates = context.lookupRecords ? context.lookupRecords(id) : context.lookupKey(id).map(recordOf);
   // Always one HMAC and at least one constant-time comparison, found or not.
   const digest = accessKeyDigest(token, context.pepper);
   let record: KeyRecord | undefined;
   let compared = false;
-  for (const candidate of candidates) {
-    if (candidate.keyId !== id) continue;
-    compared = true;
-    if (digestMatchesStored(digest, candidate.storedHash)) record = candidate;
+  if (context.lookupRecord) {
+    for (let candidate = context.lookupRecord(id); candidate; candidate = candidate.sameId) {
+      if (candidate.keyId !== id) continue;
+      compared = true;
+      if (digestMatchesStored(digest, candidate.storedHash)) record = candidate;
+    }
+  } else {
+    for (const key of context.lookupKey(id)) {
+      const candidate = recordOf(key);
+      if (candidate.keyId !== id) continue;
+      compared = true;
+      if (digestMatchesStored(digest, candidate.storedHash)) record = candidate;
+    }
   }
   if (!compared) digestMatchesStored(digest, undefined);
   if (!record) {

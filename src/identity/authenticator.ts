@@ -42,8 +42,6 @@ interface AccessKeyAuthenticatorDeps {
 /** How long a read past the caches may take before the key is judged on the caches alone. */
 const LIVE_LOOKUP_TIMEOUT_MS = 5000;
 
-const NO_RECORDS: readonly KeyRecord[] = [];
-
 /** Objects a caller's key needs that the caches did not have, read from the apiserver. */
 interface LiveObjects {
   keys: OwnedAccessKey[];
@@ -92,10 +90,12 @@ export class AccessKeyAuthenticator {
   /** Reads past the caches in flight, by key id: concurrent misses share one. */
   private readonly liveReads = new Map<string, Promise<LiveObjects | undefined>>();
   /**
-   * The records of the cached keys by `spec.keyId`, kept by the key informer's events (which
-   * run as the cache changes, so the two agree whenever a request is decided).
+   * The record of each cached key by `spec.keyId` (others with the same id chained through
+   * {@link KeyRecord.sameId}), kept by the key informer's events (which run as the cache
+   * changes, so the two agree whenever a request is decided). One entry and one object per key:
+   * what a request reads beyond the HMAC (bench/auth).
    */
-  private readonly records = new Map<string, KeyRecord[]>();
+  private readonly records = new Map<string, KeyRecord>();
   /** The same records by key name (OwnedAccessKeys are cluster-scoped: the name is the key). */
   private readonly recordsByName = new Map<string, KeyRecord>();
   /** The platform configuration's access key limits, kept as it changes. */
@@ -153,7 +153,8 @@ export class AccessKeyAuthenticator {
     if (!id) return;
     const record = newKeyRecord(key);
     this.recordsByName.set(name, record);
-    this.records.set(id, [...(this.records.get(id) ?? []), record]);
+    record.sameId = this.records.get(id);
+    this.records.set(id, record);
   }
 
   /** Removes the record filed for the key named `name`, under whatever id it was filed. */
@@ -162,9 +163,18 @@ export class AccessKeyAuthenticator {
     if (!record) return;
     this.recordsByName.delete(name);
     const id = record.keyId ?? '';
-    const others = (this.records.get(id) ?? []).filter((filed) => filed !== record);
-    if (others.length > 0) this.records.set(id, others);
-    else this.records.delete(id);
+    const first = this.records.get(id);
+    if (first === record) {
+      if (record.sameId) this.records.set(id, record.sameId);
+      else this.records.delete(id);
+      return;
+    }
+    for (let filed = first; filed; filed = filed.sameId) {
+      if (filed.sameId === record) {
+        filed.sameId = record.sameId;
+        return;
+      }
+    }
   }
 
   /** Loads the pepper (waiting for it to exist) and starts writing activity. Call after `manager.start()`. */
@@ -250,11 +260,10 @@ export class AccessKeyAuthenticator {
     const self = this;
     return {
       lookupKey: (id: string) => self.keys.byIndex(BY_KEY_ID, id),
-      lookupRecords: (id: string) => {
+      lookupRecord: (id: string) => {
         const filed = self.records.get(id);
-        if (filed) return filed;
-        self.cacheMisses.key = true;
-        return NO_RECORDS;
+        if (!filed) self.cacheMisses.key = true;
+        return filed;
       },
       lookupUser: (name: string) => {
         const cached = self.users.get(name);

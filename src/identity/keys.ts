@@ -340,7 +340,7 @@ const NO_STORED_HASH = Buffer.alloc(32);
  * inputs: a missing or malformed stored hash is compared like any other (against zeros, then the
  * answer is forced to false).
  */
-export function digestMatchesStored(digest: Buffer, stored: Buffer | undefined): boolean {
+export function digestMatchesStored(digest: Uint8Array, stored: Uint8Array | undefined): boolean {
   const equal = timingSafeEqual(digest, stored ?? NO_STORED_HASH);
   return stored !== undefined && equal;
 }
