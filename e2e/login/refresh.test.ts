@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Team, User } from '../../src/api/identity.ts';
+import { freePort } from '../../src/dev/controlplane.ts';
 import { OidcConnector } from '../../src/login/oidc.ts';
 import { userNameFor } from '../../src/login/outcome.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { call } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
@@ -40,6 +42,14 @@ async function object<T>(plural: string, name: string): Promise<T> {
     plural,
     name,
   })) as T;
+}
+
+/** The events.k8s.io Events about one object of the platform's kinds. */
+async function eventsAbout(kind: string, name: string) {
+  const list = await new KubeClient(env().gateway.kc).request<{
+    items: { type?: string; reason?: string; note?: string; regarding?: { kind?: string; name?: string } }[];
+  }>({ method: 'GET', path: '/apis/events.k8s.io/v1/events' });
+  return list.items.filter((e) => e.regarding?.kind === kind && e.regarding?.name === name);
 }
 
 /** A GET through the gateway with `key`, without waiting for it to be accepted. */
@@ -109,6 +119,72 @@ ${oidcSection(env())}
     await eventually(async () => (await statusWith(minted.key)) === 401, 30_000, 'the key to stop working');
     // Nothing secret in what is said about it.
     expect(JSON.stringify(ended?.status)).not.toContain(refreshToken);
+    // The User is told: a Warning Event LoginKeyDisabled naming the key.
+    let told: { note?: string } | undefined;
+    await eventually(
+      async () => {
+        told = (await eventsAbout('User', account)).find(
+          (e) => e.reason === 'LoginKeyDisabled' && e.type === 'Warning',
+        );
+        return told !== undefined;
+      },
+      30_000,
+      'the LoginKeyDisabled Event on the User',
+    );
+    expect(told?.note).toContain(minted.keyName);
+    expect(told?.note).not.toContain(refreshToken);
+  });
+
+  it('a provider that cannot be reached leaves the key as it is (RefreshFailed, a Warning Event on the key), and the refresh goes on once it answers', async () => {
+    const { oidc } = env();
+    const account = uniqueName('outage');
+    oidc.accounts.set(account, { claims: { preferred_username: account, groups: [] } });
+    const reachable = `
+auth:
+${oidcSection(env())}
+    scopes: [profile, groups, offline_access]
+`;
+    await env().configure(reachable);
+    const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
+    const { url, transaction } = await startRedirect(connector);
+    const callback = await new ScriptedAgent([oidc.caPem]).followUntil(url.toString(), env().oidcCallback, {
+      path: /^\/interaction\//,
+      fields: { username: account },
+    });
+    const minted = await env().service.ssoLogin(await connector.finish(viaUrl(callback), transaction));
+    await env().gateway.accepted(minted.key);
+
+    // The same connector, at an address where nothing answers.
+    const nowhere = `https://127.0.0.1:${await freePort()}`;
+    await env().configure(reachable.replace(`issuerUrl: ${oidc.issuer}`, `issuerUrl: ${nowhere}`));
+    expect(env().config().auth.oidc?.issuerUrl).toBe(nowhere);
+    await eventually(
+      async () => conditionOf(await env().storedKey(minted.keyName))?.reason === 'RefreshFailed',
+      30_000,
+      'the refresh to fail',
+    );
+    const failed = await env().storedKey(minted.keyName);
+    expect(conditionOf(failed)).toMatchObject({ status: 'False', reason: 'RefreshFailed' });
+    expect(failed?.spec.disabled).not.toBe(true);
+    expect(await statusWith(minted.key)).toBe(200);
+    await eventually(
+      async () =>
+        (await eventsAbout('OwnedAccessKey', minted.keyName)).some(
+          (e) => e.reason === 'RefreshFailed' && e.type === 'Warning',
+        ),
+      30_000,
+      'the RefreshFailed Event on the key',
+    );
+
+    // The provider answers again: the next refresh succeeds.
+    await env().configure(reachable);
+    await eventually(
+      async () => conditionOf(await env().storedKey(minted.keyName))?.reason === 'Refreshed',
+      60_000,
+      'the refresh to succeed again',
+    );
+    expect((await env().storedKey(minted.keyName))?.spec.disabled).not.toBe(true);
+    expect(await statusWith(minted.key)).toBe(200);
   });
 });
 
