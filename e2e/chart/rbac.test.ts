@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { SYNCER_SERVICE_ACCOUNT_PREFIX } from '../../src/api/labels.ts';
 import { CONTROLLER_NAMES } from '../../src/controllers/index.ts';
 import { type Cluster, freePort } from '../../src/dev/controlplane.ts';
-import { ManagedProcess } from '../../src/dev/processes.ts';
 import { PEPPER_SECRET_NAME } from '../../src/identity/pepper.ts';
+import { ManagedProcess } from '../../src/provision/child-processes.ts';
 import { SERVING_SECRET_NAME } from '../../src/webhooks/certificates/stored.ts';
 import {
   MUTATING_CONFIGURATION_NAME,

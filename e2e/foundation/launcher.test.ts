@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, inject, test } from 'vitest';
 import { ControlPlane, freePort } from '../../src/dev/controlplane.ts';
-import { ControlPlaneStartError } from '../../src/dev/processes.ts';
+import { ControlPlaneStartError } from '../../src/provision/child-processes.ts';
 
 /** Processes whose command line mentions `marker` (every component's flags name its state dir). */
 function processesMentioning(marker: string): number[] {

@@ -12,8 +12,8 @@ import { ensureGatewayTls } from '../dev/gateway-tls.ts';
 import { installCrds } from '../dev/install-crds.ts';
 import { installPlatformRoles } from '../dev/install-rbac.ts';
 import { type PersistentPort, persistentPort } from '../dev/ports.ts';
-import { PidFile } from '../dev/processes.ts';
 import { BASE_PATH } from '../gateway/index.ts';
+import { PidFile } from '../provision/child-processes.ts';
 import { isAlreadyExists } from '../runtime/errors.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
 import { KubeClient } from '../runtime/kube-client.ts';
@@ -46,7 +46,7 @@ const progress = (message: string) => process.stderr.write(`platform dev: ${mess
  * Both kubeconfigs stay valid across restarts: the ports, certificates and the admin key are kept.
  * Progress goes to stderr, the final summary to stdout. SIGINT/SIGTERM stop everything and exit 0;
  * a second one exits at once. The control plane's children die with us even on SIGKILL
- * (src/dev/processes.ts).
+ * (src/provision/child-processes.ts).
  */
 export function devCommand(): Command {
   return new Command('dev')
@@ -203,7 +203,7 @@ function stopOnSignals(running: () => { plane?: ControlPlane; operator?: Running
   const stop = (signal: string) => {
     if (stopping) {
       progress('forced to stop');
-      process.exit(130); // the exit hook of src/dev/processes.ts still kills the children
+      process.exit(130); // the exit hook of src/provision/child-processes.ts still kills the children
     }
     stopping = true;
     progress(`${signal}: stopping (press Ctrl-C again to force)`);

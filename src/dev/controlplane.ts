@@ -3,15 +3,21 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CertificateAndKey } from '../pki/certificates.ts';
 import {
+  ControlPlaneStartError,
+  logTail,
+  ManagedProcess,
+  PidFile,
+  retryWhenPortTaken,
+} from '../provision/child-processes.ts';
+import { httpOk, httpsOk } from '../provision/health-probes.ts';
+import {
   adminKubeconfig,
   DAY,
   loadOrCreateAdminToken,
   loadOrCreatePki,
   loadOrIssue,
 } from './controlplane-files.ts';
-import { httpOk, httpsOk } from './health-probes.ts';
 import { freePort } from './ports.ts';
-import { ControlPlaneStartError, logTail, ManagedProcess, PidFile, retryWhenPortTaken } from './processes.ts';
 
 /** Where tests and benchmarks have always found it. */
 export { freePort };

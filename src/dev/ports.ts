@@ -1,5 +1,5 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort, portIsFree } from '../provision/local-ports.ts';
 
 /**
  * Fixed local ports of `platform dev`, kept in `<stateDir>/ports.json` so that the kubeconfigs it
@@ -7,6 +7,9 @@ import { createServer } from 'node:net';
  * free ports; later runs reuse them, and pick a new one only when the old one is taken by
  * something else (the kubeconfigs are then rewritten by their owners).
  */
+
+/** Where the tests and `platform dev` have always found them. */
+export { freePort, portIsFree };
 
 export type PortName = 'apiserver' | 'gateway';
 export type StoredPorts = Partial<Record<PortName, number>>;
@@ -30,29 +33,6 @@ export function parseStoredPorts(text: string | undefined): StoredPorts {
     if (isPort(value)) ports[name] = value;
   }
   return ports;
-}
-
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
-
-/** Whether nothing listens on 127.0.0.1:`port` right now (we could bind it). */
-export function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
 }
 
 export interface PersistentPort {

@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, test } from 'vitest';
-import { ControlPlaneStartError, logTail, ManagedProcess, PidFile, retryWhenPortTaken } from './processes.ts';
+import {
+  ControlPlaneStartError,
+  logTail,
+  ManagedProcess,
+  PidFile,
+  retryWhenPortTaken,
+} from './child-processes.ts';
 
 const dirs: string[] = [];
 afterEach(() => {
