@@ -474,6 +474,22 @@ const projectConflictProbe: Probe = {
 };
 
 /** The syncer identity objects the virtual cluster controller labels. */
+/**
+ * The VirtualClusterInstance `vc` of the setting's virtual cluster, its token in the Secret `creds`
+ * beside it, syncing to the host what `toHost` enables (the virtual-cluster probes' one body).
+ */
+const syncingInstance = (setting: Setting, toHost: Record<string, { enabled: boolean }>) => ({
+  apiVersion: V1,
+  kind: 'VirtualClusterInstance',
+  metadata: { name: 'vc' },
+  spec: {
+    endpoint: setting.virtual.server,
+    caData: b64(setting.virtual.caPem),
+    credentialsSecretRef: { name: 'creds' },
+    config: stringify({ sync: { toHost } }),
+  },
+});
+
 const SYNCER_SELECTOR = 'management.platform/virtualclusterinstance-uid';
 
 const SYNCED = [
@@ -552,26 +568,15 @@ const virtualClusterProbe: Probe = {
       {
         what: 'the instance syncs (Syncing=True for its generation)',
         run: () =>
-          ctx.admin.create(`${MP}/namespaces/${host}/virtualclusterinstances`, {
-            apiVersion: V1,
-            kind: 'VirtualClusterInstance',
-            metadata: { name: 'vc' },
-            spec: {
-              endpoint: ctx.setting.virtual.server,
-              caData: b64(ctx.setting.virtual.caPem),
-              credentialsSecretRef: { name: 'creds' },
-              config: stringify({
-                sync: {
-                  toHost: {
-                    services: { enabled: true },
-                    endpoints: { enabled: true },
-                    configMaps: { enabled: true },
-                    secrets: { enabled: true },
-                  },
-                },
-              }),
-            },
-          }),
+          ctx.admin.create(
+            `${MP}/namespaces/${host}/virtualclusterinstances`,
+            syncingInstance(ctx.setting, {
+              services: { enabled: true },
+              endpoints: { enabled: true },
+              configMaps: { enabled: true },
+              secrets: { enabled: true },
+            }),
+          ),
         until: async () => isTrueAndCurrent(await ctx.admin.get(path), 'Syncing'),
       },
       {
@@ -749,19 +754,10 @@ const virtualClusterSharesProbe: Probe = {
       {
         what: 'an instance gets a Lease of its own, held by the operator',
         run: () =>
-          ctx.admin.create(`${MP}/namespaces/${ns}/virtualclusterinstances`, {
-            apiVersion: V1,
-            kind: 'VirtualClusterInstance',
-            metadata: { name: 'vc' },
-            spec: {
-              endpoint: ctx.setting.virtual.server,
-              caData: b64(ctx.setting.virtual.caPem),
-              credentialsSecretRef: { name: 'creds' },
-              config: stringify({
-                sync: { toHost: { services: { enabled: false }, endpoints: { enabled: false } } },
-              }),
-            },
-          }),
+          ctx.admin.create(
+            `${MP}/namespaces/${ns}/virtualclusterinstances`,
+            syncingInstance(ctx.setting, { services: { enabled: false }, endpoints: { enabled: false } }),
+          ),
         until: async () => (await holderOfKey()) === ctx.identity,
       },
       {
