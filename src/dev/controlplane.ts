@@ -322,8 +322,10 @@ export class ControlPlane {
         `--cluster-signing-cert-file=${join(pki, 'ca.crt')}`,
         `--cluster-signing-key-file=${join(pki, 'ca.key')}`,
         // Only what a control plane without nodes needs: GC, namespace deletion, CSRs, service
-        // accounts, and ClusterRole aggregation (admin/edit/view and the roles built on them).
-        '--controllers=garbage-collector-controller,namespace-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller',
+        // accounts, ClusterRole aggregation (admin/edit/view and the roles built on them), and
+        // ResourceQuota usage (a Project's quotas: the apiserver refuses creates a quota covers
+        // until this controller has counted what there is).
+        '--controllers=garbage-collector-controller,namespace-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,resourcequota-controller',
       ],
       logPath: join(this.options.stateDir, 'logs', `${name}-controller-manager.log`),
     });
