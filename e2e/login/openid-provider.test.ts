@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { repoRoot } from '../../src/dev/binaries.ts';
 import { generateSigningKey, ringFromSecret, SIGNING_KEYS_SECRET } from '../../src/identity/signing-keys.ts';
+import { OIDC_EXPIRES_AT_ANNOTATION, stateSecretName } from '../../src/login/oidc-provider/secret-models.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { readDoc } from '../docs/markdown.ts';
 import { uniqueName } from '../support/cluster.ts';
@@ -99,6 +100,17 @@ describe('the platform as an OpenID provider', () => {
     // No Login key: the person signed in for the application, not for the platform's API.
     expect(await env().loginKeys(name)).toEqual([]);
 
+    // The code's state Secret expires 60 s after it was made (its creation time has whole seconds).
+    const codeEntry = await env().gateway.core.readNamespacedSecret({
+      name: stateSecretName('AuthorizationCode', new URL(callbackUrl).searchParams.get('code') ?? ''),
+      namespace: env().gateway.platformNamespace,
+    });
+    const codeLifetime =
+      Date.parse(codeEntry.metadata?.annotations?.[OIDC_EXPIRES_AT_ANNOTATION] ?? '') -
+      Date.parse(String(codeEntry.metadata?.creationTimestamp));
+    expect(codeLifetime).toBeGreaterThanOrEqual(59_000);
+    expect(codeLifetime).toBeLessThanOrEqual(61_000);
+
     const tokens = await exchange(rp, started, callbackUrl);
     const claims = tokens.claims();
     expect(claims).toMatchObject({
@@ -110,6 +122,9 @@ describe('the platform as an OpenID provider', () => {
       nonce: started.nonce,
     });
     expect(claims?.groups).toEqual(['developers', `platform:team:${team}`].sort());
+    // Lifetimes (docs/login.md): ID and access tokens an hour.
+    expect((claims?.exp ?? 0) - (claims?.iat ?? 0)).toBe(3600);
+    expect(tokens.expires_in).toBe(3600);
     const header = JSON.parse(Buffer.from(tokens.id_token?.split('.')[0] ?? '', 'base64url').toString());
     expect(header.alg).toBe('ES256');
     const userinfo = await client.fetchUserInfo(rp.config, tokens.access_token, name);
