@@ -12,6 +12,7 @@ import { RestClientMetrics } from '../../src/runtime/rest-client-metrics.ts';
 import { SyncerMetrics } from '../../src/sync/controllers/metrics.ts';
 import { kubeConfigFor, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { installCrds } from '../support/crds.ts';
+import { find, type Manifest, renderChart } from '../support/helm.ts';
 import { eventually } from '../support/wait.ts';
 import { docPath, runDocExamples } from './runner.ts';
 
@@ -154,70 +155,246 @@ describe('docs/metrics.md: the reference table', () => {
   });
 });
 
-describe('a running platform operator', () => {
-  const startCluster = useExtraClusters();
-  let operator: ChildProcess | undefined;
+/**
+ * The page's "Buckets:" sentence, histogram by histogram: the lowest and highest bucket of each
+ * (and the factor between work-queue buckets). A histogram missing here fails the test, so a new
+ * one cannot go undescribed.
+ */
+const DOCUMENTED_BUCKETS: Record<string, { lowest: number; highest: number; factor?: number }> = {
+  // reconcile time as controller-runtime (5 ms to 60 s)
+  controller_runtime_reconcile_time_seconds: { lowest: 0.005, highest: 60 },
+  // work queue durations as client-go (10 ns to 10 s, factors of 10)
+  workqueue_queue_duration_seconds: { lowest: 1e-8, highest: 10, factor: 10 },
+  workqueue_work_duration_seconds: { lowest: 1e-8, highest: 10, factor: 10 },
+  // apiserver requests and the rate limiter's wait as client-go (5 ms to 60 s)
+  rest_client_request_duration_seconds: { lowest: 0.005, highest: 60 },
+  rest_client_rate_limiter_duration_seconds: { lowest: 0.005, highest: 60 },
+  // gateway and access-proxy latency as kube-apiserver (5 ms to 60 s)
+  gateway_request_duration_seconds: { lowest: 0.005, highest: 60 },
+  gateway_proxy_request_duration_seconds: { lowest: 0.005, highest: 60 },
+};
+
+describe('docs/metrics.md: histogram buckets', () => {
+  test('every histogram has the buckets the page says', () => {
+    const text = readFileSync(docPath('metrics.md'), 'utf8').replace(/\s+/g, ' ');
+    expect(text).toContain(
+      "Buckets: reconcile time as controller-runtime (5 ms to 60 s), work queue durations as client-go (10 ns to 10 s, factors of 10), apiserver requests and the rate limiter's wait as client-go (5 ms to 60 s), gateway and access-proxy latency as kube-apiserver (5 ms to 60 s).",
+    );
+    const registry = new Registry();
+    new RuntimeMetrics(registry);
+    RestClientMetrics.for(registry);
+    new GatewayMetrics(registry);
+    SyncerMetrics.for(registry);
+    const histograms = registry
+      .getMetricsAsArray()
+      .filter((metric) => (metric as unknown as { upperBounds?: number[] }).upperBounds !== undefined);
+    expect(histograms.map((metric) => metric.name).sort()).toEqual(Object.keys(DOCUMENTED_BUCKETS).sort());
+    for (const metric of histograms) {
+      const bounds = (metric as unknown as { upperBounds: number[] }).upperBounds;
+      const documented = DOCUMENTED_BUCKETS[metric.name]!;
+      expect(bounds[0], metric.name).toBeCloseTo(documented.lowest, 12);
+      expect(bounds.at(-1), metric.name).toBeCloseTo(documented.highest, 12);
+      if (documented.factor)
+        for (let i = 1; i < bounds.length; i++)
+          expect(bounds[i]! / bounds[i - 1]!, metric.name).toBeCloseTo(documented.factor, 9);
+    }
+  });
+});
+
+describe("docs/metrics.md: the endpoints' default ports", () => {
+  test('the health port is 8081 for controller, gateway and operator, 8082 for syncer', async () => {
+    const defaultOf = (command: string) =>
+      new Promise<string>((resolve, reject) => {
+        const child = spawn(
+          process.execPath,
+          ['--no-node-snapshot', join(repoRoot, 'bin', 'platform.js'), command, '--help'],
+          {
+            stdio: ['ignore', 'pipe', 'inherit'],
+          },
+        );
+        let help = '';
+        child.stdout?.on('data', (chunk: Buffer) => {
+          help += chunk.toString();
+        });
+        child.once('error', reject);
+        child.once('exit', () => {
+          // commander wraps the description: the default follows --health-port within its entry.
+          const entry = /--health-port <port>([\s\S]*?)\n {2}-/.exec(help)?.[1] ?? '';
+          resolve(/\(default: (\d+)\)/.exec(entry)?.[1] ?? `no default in: ${help}`);
+        });
+      });
+    const commands = ['controller', 'gateway', 'operator', 'syncer'];
+    const defaults = await Promise.all(commands.map(defaultOf));
+    expect(Object.fromEntries(commands.map((command, i) => [command, defaults[i]]))).toEqual({
+      controller: '8081',
+      gateway: '8081',
+      operator: '8081',
+      syncer: '8082',
+    });
+  }, 120_000);
+});
+
+describe("docs/metrics.md: the chart's metrics Service and ServiceMonitor", () => {
+  test('platform-metrics selects the pods of every component on their health port; the ServiceMonitor scrapes it', async () => {
+    const manifests = await renderChart({
+      release: 'platform',
+      values: { metrics: { serviceMonitor: { enabled: true } } },
+    });
+    const service = find(manifests, 'Service', 'platform-metrics') as Manifest & {
+      spec: { selector: Record<string, string>; ports: { name: string; targetPort: string | number }[] };
+    };
+    const deployments = manifests.filter((m) => m.kind === 'Deployment') as (Manifest & {
+      spec: {
+        template: {
+          metadata: { labels: Record<string, string> };
+          spec: { containers: { args?: string[]; ports?: { name: string; containerPort: number }[] }[] };
+        };
+      };
+    })[];
+    // One Deployment per component, each selected by the Service, its health port the Service's target.
+    expect(deployments.map((d) => d.metadata.name).sort()).toEqual([
+      'platform-controller',
+      'platform-gateway',
+      'platform-webhook',
+    ]);
+    expect(service.spec.ports).toEqual([expect.objectContaining({ name: 'metrics', targetPort: 'health' })]);
+    for (const deployment of deployments) {
+      expect(deployment.spec.template.metadata.labels, deployment.metadata.name).toMatchObject(
+        service.spec.selector,
+      );
+      const [container] = deployment.spec.template.spec.containers;
+      const health = container?.ports?.find((port) => port.name === 'health');
+      expect(health, deployment.metadata.name).toBeDefined();
+      expect(container?.args, deployment.metadata.name).toContain(`--health-port=${health?.containerPort}`);
+    }
+    const monitor = find(manifests, 'ServiceMonitor') as Manifest & {
+      spec: {
+        selector: { matchLabels: Record<string, string> };
+        endpoints: { port: string; path: string }[];
+      };
+    };
+    expect(service.metadata.labels).toMatchObject(monitor.spec.selector.matchLabels);
+    expect(manifests.filter((m) => m.kind === 'Service' && m !== service)).not.toContainEqual(
+      expect.objectContaining({
+        metadata: expect.objectContaining({
+          labels: expect.objectContaining(monitor.spec.selector.matchLabels),
+        }),
+      }),
+    );
+    expect(monitor.spec.endpoints).toEqual([expect.objectContaining({ port: 'metrics', path: '/metrics' })]);
+  });
+});
+
+/** The page's controller names (the `controller` and `name` label values): the operator's, the gateway's. */
+function documentedControllers(): { operator: string[]; gateway: string[] } {
+  const text = readFileSync(docPath('metrics.md'), 'utf8').replace(/\s+/g, ' ');
+  const names = (list: string | undefined) =>
+    [...(list ?? '').matchAll(/`([^`]+)`/g)].map((match) => match[1]!);
+  return {
+    operator: names(/the operator's controllers are (.*?); the gateway's/.exec(text)?.[1]),
+    gateway: names(/the gateway's \([^)]*\) is (`[^`]+`)/.exec(text)?.[1]),
+  };
+}
+
+/** A `bin/platform.js <command>` process, its output kept for the failure message. */
+interface PlatformProcess {
+  readonly child: ChildProcess;
+  output(): string;
+}
+
+function startPlatform(command: string, args: string[]): PlatformProcess {
+  const child = spawn(
+    process.execPath,
+    ['--no-node-snapshot', join(repoRoot, 'bin', 'platform.js'), command, ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
-  const ports = { health: 0, gateway: 0, webhook: 0 };
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-20_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return { child, output: () => output };
+}
+
+/** Resolves once every URL answers 200; fails at once when the process exits. */
+async function untilReady(platform: PlatformProcess, urls: string[], what: string): Promise<void> {
+  await eventually(
+    async () => {
+      if (platform.child.exitCode !== null) throw new Error(`${what} exited: ${platform.output()}`);
+      const ready = await Promise.all(
+        urls.map((url) =>
+          fetch(url).then(
+            (response) => response.status === 200,
+            () => false,
+          ),
+        ),
+      );
+      return ready.every(Boolean);
+    },
+    120_000,
+    `${what} ready`,
+  );
+}
+
+async function stopPlatform(platform: PlatformProcess | undefined): Promise<void> {
+  const child = platform?.child;
+  if (!child || child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+  if (child.exitCode === null) child.kill('SIGKILL');
+}
+
+describe('a running platform operator, and a platform gateway alone', () => {
+  const startCluster = useExtraClusters();
+  let operator: PlatformProcess | undefined;
+  let gateway: PlatformProcess | undefined;
+  const ports = { health: 0, gateway: 0, webhook: 0, aloneHealth: 0, aloneGateway: 0 };
 
   beforeAll(async () => {
     const cluster = await startCluster({ name: uniqueName('doc-metrics') });
     const kc = kubeConfigFor(cluster);
     await installCrds(kc);
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'platform-system' } } });
-    ports.health = await freePort();
-    ports.gateway = await freePort();
-    ports.webhook = await freePort();
-    operator = spawn(
-      process.execPath,
-      [
-        '--no-node-snapshot',
-        join(repoRoot, 'bin', 'platform.js'),
-        'operator',
-        `--kubeconfig=${cluster.kubeconfigPath}`,
-        '--namespace=platform-system',
-        '--identity=doc-metrics',
-        '--log-level=warn',
-        '--health-host=127.0.0.1',
-        `--health-port=${ports.health}`,
-        '--webhook-host=127.0.0.1',
-        `--webhook-port=${ports.webhook}`,
-        '--webhook-endpoint=local',
-        '--gateway-host=127.0.0.1',
-        `--gateway-port=${ports.gateway}`,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+    for (const port of Object.keys(ports) as (keyof typeof ports)[]) ports[port] = await freePort();
+    const common = [
+      `--kubeconfig=${cluster.kubeconfigPath}`,
+      '--namespace=platform-system',
+      '--log-level=warn',
+      '--health-host=127.0.0.1',
+      '--gateway-host=127.0.0.1',
+    ];
+    operator = startPlatform('operator', [
+      ...common,
+      '--identity=doc-metrics',
+      `--health-port=${ports.health}`,
+      '--webhook-host=127.0.0.1',
+      `--webhook-port=${ports.webhook}`,
+      '--webhook-endpoint=local',
+      `--gateway-port=${ports.gateway}`,
+    ]);
+    gateway = startPlatform('gateway', [
+      ...common,
+      `--health-port=${ports.aloneHealth}`,
+      `--gateway-port=${ports.aloneGateway}`,
+    ]);
+    await untilReady(
+      operator,
+      [`http://127.0.0.1:${ports.health}/readyz`, `http://127.0.0.1:${ports.gateway}/readyz`],
+      'platform operator',
     );
-    const keep = (chunk: Buffer) => {
-      output = (output + chunk.toString()).slice(-20_000);
-    };
-    operator.stdout?.on('data', keep);
-    operator.stderr?.on('data', keep);
-    await eventually(
-      async () => {
-        if (operator?.exitCode !== null) throw new Error(`platform operator exited: ${output}`);
-        const ready = await Promise.all(
-          [`http://127.0.0.1:${ports.health}/readyz`, `http://127.0.0.1:${ports.gateway}/readyz`].map((url) =>
-            fetch(url).then(
-              (response) => response.status === 200,
-              () => false,
-            ),
-          ),
-        );
-        return ready.every(Boolean);
-      },
-      120_000,
-      'platform operator ready',
+    await untilReady(
+      gateway,
+      [`http://127.0.0.1:${ports.aloneHealth}/readyz`, `http://127.0.0.1:${ports.aloneGateway}/readyz`],
+      'platform gateway',
     );
-  }, 180_000);
+  }, 240_000);
 
   afterAll(async () => {
-    if (operator && operator.exitCode === null) {
-      const exited = new Promise((resolve) => operator?.once('exit', resolve));
-      operator.kill('SIGTERM');
-      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
-      if (operator.exitCode === null) operator.kill('SIGKILL');
-    }
+    await Promise.all([stopPlatform(operator), stopPlatform(gateway)]);
   });
 
   runDocExamples('metrics.md', {
@@ -225,6 +402,42 @@ describe('a running platform operator', () => {
       OPERATOR_URL: `http://127.0.0.1:${ports.health}`,
       PLATFORM_URL: `http://127.0.0.1:${ports.gateway}`,
     }),
+  });
+
+  /** The values of `label` in the series of `metric` a health port serves. */
+  const labelValues = async (port: number, metric: string, label: string) => {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    return [
+      ...new Set(
+        [...text.matchAll(new RegExp(`^${metric}\\{[^}]*\\b${label}="([^"]+)"`, 'gm'))].map(
+          (match) => match[1]!,
+        ),
+      ),
+    ].sort();
+  };
+
+  test("the controllers are the ones the page names, as `controller` label values: the operator's and the gateway's", async () => {
+    const documented = documentedControllers();
+    expect(documented.operator.length).toBeGreaterThan(0);
+    expect(documented.gateway.length).toBeGreaterThan(0);
+    // Set when a controller is registered, before any work (the queue's series appear with work).
+    expect(
+      await labelValues(ports.health, 'controller_runtime_max_concurrent_reconciles', 'controller'),
+    ).toEqual([...documented.operator, ...documented.gateway].sort());
+    expect(
+      await labelValues(ports.aloneHealth, 'controller_runtime_max_concurrent_reconciles', 'controller'),
+    ).toEqual([...documented.gateway].sort());
+  });
+
+  test('a platform gateway alone serves the gateway metrics and those of its controller and apiserver client, on its health port only', async () => {
+    const documented = documentedMetrics();
+    const expected = new Map(
+      documented
+        .filter((m) => m.where.includes('operator') || m.where.includes('gateway'))
+        .map((m) => [m.name, m.type]),
+    );
+    expect(await scrape(`http://127.0.0.1:${ports.aloneHealth}/metrics`)).toEqual(expected);
+    expect((await fetch(`http://127.0.0.1:${ports.aloneGateway}/metrics`)).status).toBe(404);
   });
 
   test('serves exactly the documented operator and gateway metrics, on the health port only', async () => {
