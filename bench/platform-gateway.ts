@@ -11,7 +11,16 @@ import { freePort } from '../src/dev/controlplane.ts';
 import { impersonationHeaders } from '../src/gateway/proxy/impersonation.ts';
 import { authenticateAccessKey } from '../src/identity/authenticate.ts';
 import { generateAccessKey, hashAccessKey } from '../src/identity/keys.ts';
-import { type PlatformRuntime, reportFigure, stopChild, waitUntil } from './support.ts';
+import { PepperStore } from '../src/identity/pepper.ts';
+import { KubeClient } from '../src/runtime/kube-client.ts';
+import {
+  benchMode,
+  type PlatformRuntime,
+  platformEntry,
+  reportFigure,
+  stopChild,
+  waitUntil,
+} from './support.ts';
 
 /**
  * What the benchmarks of the gateway (bench/gateway: the management API) and of its access proxy
@@ -27,6 +36,35 @@ export const GROUP = 'management.platform';
 
 export type Headers = Record<string, string>;
 export type Impersonation = Record<string, string | string[]>;
+
+/** The namespace the measured gateway serves as its platform namespace (its pepper, its config). */
+export const PLATFORM_NAMESPACE = 'platform-system';
+
+/**
+ * The load of both benchmarks: `run.sh [SECONDS=10] [CONNECTIONS=16] [N=50] ...` (`BENCH_SMOKE=1`:
+ * 2 s, 4, 5), a warm-up run of each path first, and where the measured gateway runs from.
+ */
+export interface LoadSizes {
+  readonly smoke: boolean;
+  readonly seconds: number;
+  readonly connections: number;
+  /** Objects in the listed namespace. */
+  readonly n: number;
+  readonly warmUpSeconds: number;
+  readonly runtime: PlatformRuntime;
+}
+
+export function loadSizes(): LoadSizes {
+  const smoke = benchMode() === 'smoke';
+  return {
+    smoke,
+    seconds: Number(process.argv[2] ?? (smoke ? 2 : 10)),
+    connections: Number(process.argv[3] ?? (smoke ? 4 : 16)),
+    n: Number(process.argv[4] ?? (smoke ? 5 : 50)),
+    warmUpSeconds: smoke ? 1 : 2,
+    runtime: gatewayRuntime(smoke),
+  };
+}
 
 /** CPU seconds (user + system, all threads) a process has used so far, from /proc (Linux). */
 export function cpuSeconds(pid: number | undefined): number {
@@ -103,6 +141,26 @@ export function reportCpuFigure(
     ratio: value / apiserver,
     ...(goal ? { goal } : {}),
   });
+}
+
+/** One line of a run: requests per second, latency, and each process's CPU per request. */
+export function runLine(label: string, run: Measured): string {
+  const cpu = Object.entries(run.cpuMs)
+    .map(([process, ms]) => `${process} ${ms.toFixed(2)}`)
+    .join(', ');
+  return `  ${label.padEnd(20)} ${rps(run.result).toFixed(0).padStart(6)} req/s  p50 ${run.result.latency.p50.toFixed(1).padStart(5)} ms  p99 ${run.result.latency.p99.toFixed(1).padStart(5)} ms  CPU ms/request: ${cpu}`;
+}
+
+/** Fails the benchmark when a process it loads exited during the load, or a request of it failed. */
+export function checkLoad(
+  name: string,
+  processes: readonly { readonly what: string; readonly child: ChildProcess }[],
+  ...runs: Measured[]
+): void {
+  for (const { what, child } of processes)
+    if (child.exitCode !== null) throw new Error(`${what} exited during the load`);
+  const failed = failures(...runs.map((run) => run.result));
+  if (failed > 0) throw new Error(`${name}: ${failed} requests failed (non-2xx or errors)`);
 }
 
 export const bearer = (token: string): Headers => ({ authorization: `Bearer ${token}` });
@@ -188,6 +246,51 @@ export const GATEWAY_CPUS = ((): string | undefined => {
   return asked ?? (availableParallelism() >= 2 ? '1' : undefined);
 })();
 export const PLATFORM_CPUS = process.env.PLATFORM_CPUS ?? '0';
+
+/**
+ * This process and what it starts from now on (the control plane; the load generator runs in it)
+ * on the platform's CPUs, when the gateway has CPUs of its own. First thing in a benchmark.
+ */
+export function pinPlatform(): void {
+  if (GATEWAY_CPUS) pin(process.pid, PLATFORM_CPUS);
+}
+
+/**
+ * `platform gateway` from `runtime` for the cluster of `kubeconfig`, on the gateway's CPUs, once
+ * it answers `ready` with 200: the key it is asked with is in its caches.
+ */
+export async function measuredGateway(
+  runtime: PlatformRuntime,
+  kubeconfig: string,
+  ready: (gatewayUrl: string) => { readonly what: string; readonly url: string; readonly headers: Headers },
+): Promise<GatewayProcess> {
+  const gateway = await startGatewayProcess(platformEntry(runtime), kubeconfig, PLATFORM_NAMESPACE);
+  try {
+    if (GATEWAY_CPUS && gateway.pid) pin(gateway.pid, GATEWAY_CPUS);
+    const { what, url, headers } = ready(gateway.url);
+    await waitUntil(what, async () => (await fetch(url, { headers })).status === 200, {
+      boundMs: START_BOUND_MS,
+      child: gateway.child,
+      intervalMs: 200,
+    });
+  } catch (error) {
+    await gateway.stop();
+    throw error;
+  }
+  return gateway;
+}
+
+/** Where the gateway runs from and on which CPUs, beside `others` (for a benchmark's heading). */
+export function placement(runtime: PlatformRuntime, others: string): string {
+  const from = `platform gateway from ${runtime === 'tsx' ? 'the sources (tsx)' : 'dist/ (compiled)'}`;
+  return GATEWAY_CPUS
+    ? `${from}; gateway on CPU ${GATEWAY_CPUS}, ${others} on CPU ${PLATFORM_CPUS}`
+    : `${from}; every process on every CPU`;
+}
+
+/** The platform's pepper, made as the gateway makes it (the keys are hashed with it). */
+export const ensurePepper = (kc: KubeConfig): Promise<Uint8Array> =>
+  new PepperStore(new KubeClient(kc), PLATFORM_NAMESPACE, randomBytes).ensure();
 
 /** Pins a process and all its threads (children started later inherit it). */
 export function pin(pid: number, cpus: string): void {

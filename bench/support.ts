@@ -169,6 +169,17 @@ export async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<
   clearTimeout(timer);
 }
 
+/** Runs a benchmark's `main` as the process: exit 0 when it completes, 1 (the error printed) when it fails. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
+
 /** Where a benchmark's `platform` child runs from: the sources through tsx, or compiled to dist/. */
 export type PlatformRuntime = 'tsx' | 'dist';
 

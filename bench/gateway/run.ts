@@ -33,51 +33,47 @@
  * and the ratio shows what the gateway costs the apiserver, not what it takes from its CPUs.
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { BASE_PATH } from '../../src/gateway/index.ts';
-import { PepperStore } from '../../src/identity/pepper.ts';
-import { KubeClient } from '../../src/runtime/kube-client.ts';
 import {
   autocannonHeaders,
   bearer,
+  checkLoad,
   createBenchKey,
+  ensurePepper,
   failures,
   GATEWAY_CPUS,
   type GatewayProcess,
   GROUP,
-  gatewayRuntime,
   type Headers,
+  type Impersonation,
+  loadSizes,
   load as loadWith,
   type Measured,
-  PLATFORM_CPUS,
+  measuredGateway,
+  PLATFORM_NAMESPACE,
   pin,
+  pinPlatform,
+  placement,
   reportCpuFigure,
   rps,
+  runLine,
   START_BOUND_MS,
-  startGatewayProcess,
 } from '../platform-gateway.ts';
-import {
-  benchMode,
-  platformEntry,
-  reportFigure,
-  stopChild,
-  waitUntil,
-  withBenchCluster,
-} from '../support.ts';
+import { reportFigure, runBench, stopChild, waitUntil, withBenchCluster } from '../support.ts';
 
-const smoke = benchMode() === 'smoke';
-const SECONDS = Number(process.argv[2] ?? (smoke ? 2 : 10));
-const CONNECTIONS = Number(process.argv[3] ?? (smoke ? 4 : 16));
-const N = Number(process.argv[4] ?? (smoke ? 5 : 50));
-const WARM_UP_SECONDS = smoke ? 1 : 2;
-const PLATFORM_NAMESPACE = 'platform-system';
+const SIZES = loadSizes();
 let processes: Record<string, number | undefined> = {};
 
-const load = (url: string, headers: Headers, seconds = SECONDS): Promise<Measured> =>
-  loadWith(url, headers, { seconds, connections: CONNECTIONS, processes });
+const load = (url: string, headers: Headers, seconds = SIZES.seconds): Promise<Measured> =>
+  loadWith(url, headers, { seconds, connections: SIZES.connections, processes });
 
 function rows(
   name: string,
@@ -87,23 +83,15 @@ function rows(
   gatewayRun: Measured,
 ): string {
   const [direct, impersonated, gateway] = [directRun.result, impersonatedRun.result, gatewayRun.result];
-  const cpu = (run: Measured) =>
-    Object.entries(run.cpuMs)
-      .map(([process, ms]) => `${process} ${ms.toFixed(2)}`)
-      .join(', ');
-  const figure = (label: string, run: Measured) =>
-    `  ${label.padEnd(20)} ${rps(run.result).toFixed(0).padStart(6)} req/s  p50 ${run.result.latency.p50.toFixed(1).padStart(5)} ms  p99 ${run.result.latency.p99.toFixed(1).padStart(5)} ms  CPU ms/request: ${cpu(run)}`;
   return [
     `${name}`,
-    figure('direct (admin)', directRun),
-    `${figure('direct impersonated', impersonatedRun)}  ratio to direct ${(rps(impersonated) / rps(direct)).toFixed(2)} (kube-apiserver's impersonation cost)`,
-    `${figure('bare Node proxy', bareRun)}  ratio to impersonated ${(rps(bareRun.result) / rps(impersonated)).toFixed(2)} (the least a Node proxy costs)`,
-    `${figure('gateway', gatewayRun)}  ratio to impersonated ${(rps(gateway) / rps(impersonated)).toFixed(2)} (the gateway's own overhead)`,
+    runLine('direct (admin)', directRun),
+    `${runLine('direct impersonated', impersonatedRun)}  ratio to direct ${(rps(impersonated) / rps(direct)).toFixed(2)} (kube-apiserver's impersonation cost)`,
+    `${runLine('bare Node proxy', bareRun)}  ratio to impersonated ${(rps(bareRun.result) / rps(impersonated)).toFixed(2)} (the least a Node proxy costs)`,
+    `${runLine('gateway', gatewayRun)}  ratio to impersonated ${(rps(gateway) / rps(impersonated)).toFixed(2)} (the gateway's own overhead)`,
     `  goal: gateway ${rps(gateway).toFixed(0)} / direct ${rps(direct).toFixed(0)} req/s = ratio ${(rps(gateway) / rps(direct)).toFixed(2)} (goal >= 0.80)  added latency p50 ${(gateway.latency.p50 - direct.latency.p50).toFixed(1)} ms, p99 ${(gateway.latency.p99 - direct.latency.p99).toFixed(1)} ms  (non-2xx/errors: ${failures(direct, impersonated, bareRun.result, gateway)})`,
   ].join('\n');
 }
-
-const RUNTIME = gatewayRuntime(smoke);
 
 /**
  * The floor: `bare-proxy.mjs` (Node's HTTP server and an undici pool as the gateway's, nothing
@@ -142,40 +130,19 @@ async function startBareProxy(
 }
 
 async function main(): Promise<void> {
-  if (GATEWAY_CPUS) pin(process.pid, PLATFORM_CPUS);
+  pinPlatform();
   await withBenchCluster('gateway', async (cluster, kc) => {
-    const core = kc.makeApiClient(CoreV1Api);
-    const custom = kc.makeApiClient(CustomObjectsApi);
-    await core.createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } });
-    await core.createNamespace({ body: { metadata: { name: 'bench' } } });
-    await kc.makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
-      body: {
-        metadata: { name: 'platform-admins' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'platform:admins' }],
-      },
-    });
-    for (let i = 0; i < N; i++) {
-      await custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: 'v1',
-        namespace: 'bench',
-        plural: 'sharedsecrets',
-        body: {
-          apiVersion: `${GROUP}/v1`,
-          kind: 'SharedSecret',
-          metadata: { name: `secret-${i}` },
-          spec: { data: { token: 'dG9rZW4=' }, access: [{ verbs: ['get'], users: [`user-${i}`] }] },
-        },
-      });
-    }
-    const pepper = await new PepperStore(new KubeClient(kc), PLATFORM_NAMESPACE, randomBytes).ensure();
-    const entry = platformEntry(RUNTIME);
+    await prepare(kc);
+    const pepper = await ensurePepper(kc);
     const { token, impersonation } = await createBenchKey(kc, pepper, 'bench', {
       clusterRoles: [{ name: 'platform-admin' }],
     });
-    const gateway = await startGatewayProcess(entry, cluster.kubeconfigPath, PLATFORM_NAMESPACE);
-    if (GATEWAY_CPUS && gateway.pid) pin(gateway.pid, GATEWAY_CPUS);
+    const user = bearer(token);
+    const gateway = await measuredGateway(SIZES.runtime, cluster.kubeconfigPath, (url) => ({
+      what: 'the gateway to answer the key',
+      url: `${url}${BASE_PATH}${SECRETS}/secret-0`,
+      headers: user,
+    }));
     const bare = await startBareProxy(cluster, impersonation).catch(async (error: unknown) => {
       await gateway.stop();
       throw error;
@@ -188,72 +155,103 @@ async function main(): Promise<void> {
       autocannon: process.pid,
     };
     try {
-      const path = `/apis/${GROUP}/v1/namespaces/bench/sharedsecrets`;
-      const gatewayBase = `${gateway.url}${BASE_PATH}`;
-      const admin = bearer(cluster.adminToken);
-      const impersonated = { ...admin, ...autocannonHeaders(impersonation) };
-      const user = bearer(token);
-      await waitUntil(
-        'the gateway to answer the key',
-        async () => (await fetch(`${gatewayBase}${path}/secret-0`, { headers: user })).status === 200,
-        { boundMs: START_BOUND_MS, child: gateway.child, intervalMs: 200 },
-      );
-      // Warm every path up (connections, JIT, the apiserver's caches) before measuring.
-      await load(`${cluster.server}${path}/secret-0`, impersonated, WARM_UP_SECONDS);
-      await load(`${gatewayBase}${path}/secret-0`, user, WARM_UP_SECONDS);
-      await load(`${bare.url}${path}/secret-0`, {}, WARM_UP_SECONDS);
-      console.log(
-        `gateway benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} SharedSecrets, platform gateway from ${RUNTIME === 'tsx' ? 'the sources (tsx)' : 'dist/ (compiled)'}${
-          GATEWAY_CPUS
-            ? `; gateway on CPU ${GATEWAY_CPUS}, apiserver, etcd and load generator on CPU ${PLATFORM_CPUS}`
-            : '; every process on every CPU'
-        }`,
-      );
-      for (const [name, url] of [
-        ['GET', `${path}/secret-0`],
-        ['LIST', path],
-      ] as const) {
-        const direct = await load(`${cluster.server}${url}`, admin);
-        const asUser = await load(`${cluster.server}${url}`, impersonated);
-        const floor = await load(`${bare.url}${url}`, {});
-        const through = await load(`${gatewayBase}${url}`, user);
-        if (gateway.child.exitCode !== null) throw new Error('the gateway process exited during the load');
-        if (bare.child.exitCode !== null) throw new Error('the bare proxy exited during the load');
-        console.log(rows(name, direct, asUser, floor, through));
-        const failed = failures(direct.result, asUser.result, floor.result, through.result);
-        if (failed > 0) throw new Error(`${name}: ${failed} requests failed (non-2xx or errors)`);
-        reportFigure({
-          name: `${name} through the gateway${GATEWAY_CPUS ? ' (gateway on a CPU of its own)' : ''}`,
-          value: rps(through.result),
-          unit: 'req/s',
-          baseline: { name: 'direct to kube-apiserver', value: rps(direct.result), unit: 'req/s' },
-          ratio: rps(through.result) / rps(direct.result),
-          goal: '>= 0.8',
-        });
-        reportCpuFigure(
-          `gateway CPU per proxied ${name}`,
-          name,
-          through,
-          'gateway',
-          name === 'GET' ? '<= 0.5' : undefined,
-        );
-        reportCpuFigure(
-          `bare Node proxy CPU per proxied ${name} (the floor of any Node gateway)`,
-          name,
-          floor,
-          'bare',
-        );
-      }
+      await measure(cluster, gateway, bare, { user, impersonation });
     } finally {
       await Promise.all([gateway.stop(), bare.stop()]);
     }
   });
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+const SECRETS = `/apis/${GROUP}/v1/namespaces/bench/sharedsecrets`;
+
+/** The platform namespace, the platform admins' binding and N SharedSecrets to read. */
+async function prepare(kc: KubeConfig): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  await core.createNamespace({ body: { metadata: { name: PLATFORM_NAMESPACE } } });
+  await core.createNamespace({ body: { metadata: { name: 'bench' } } });
+  await kc.makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
+    body: {
+      metadata: { name: 'platform-admins' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'platform:admins' }],
+    },
+  });
+  for (let i = 0; i < SIZES.n; i++) {
+    await custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: 'v1',
+      namespace: 'bench',
+      plural: 'sharedsecrets',
+      body: {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'SharedSecret',
+        metadata: { name: `secret-${i}` },
+        spec: { data: { token: 'dG9rZW4=' }, access: [{ verbs: ['get'], users: [`user-${i}`] }] },
+      },
+    });
+  }
+}
+
+/** GET and LIST direct, impersonated, through the bare proxy and through the gateway, with their figures. */
+async function measure(
+  cluster: Cluster,
+  gateway: GatewayProcess,
+  bare: GatewayProcess,
+  key: { readonly user: Headers; readonly impersonation: Impersonation },
+): Promise<void> {
+  const gatewayBase = `${gateway.url}${BASE_PATH}`;
+  const admin = bearer(cluster.adminToken);
+  const impersonated = { ...admin, ...autocannonHeaders(key.impersonation) };
+  // Warm every path up (connections, JIT, the apiserver's caches) before measuring.
+  await load(`${cluster.server}${SECRETS}/secret-0`, impersonated, SIZES.warmUpSeconds);
+  await load(`${gatewayBase}${SECRETS}/secret-0`, key.user, SIZES.warmUpSeconds);
+  await load(`${bare.url}${SECRETS}/secret-0`, {}, SIZES.warmUpSeconds);
+  console.log(
+    `gateway benchmark: ${SIZES.seconds}s per run, ${SIZES.connections} connections, LIST of ${SIZES.n} SharedSecrets, ${placement(SIZES.runtime, 'apiserver, etcd and load generator')}`,
+  );
+  for (const [name, url] of [
+    ['GET', `${SECRETS}/secret-0`],
+    ['LIST', SECRETS],
+  ] as const) {
+    const direct = await load(`${cluster.server}${url}`, admin);
+    const asUser = await load(`${cluster.server}${url}`, impersonated);
+    const floor = await load(`${bare.url}${url}`, {});
+    const through = await load(`${gatewayBase}${url}`, key.user);
+    console.log(rows(name, direct, asUser, floor, through));
+    checkLoad(
+      name,
+      [
+        { what: 'the gateway process', child: gateway.child },
+        { what: 'the bare proxy', child: bare.child },
+      ],
+      direct,
+      asUser,
+      floor,
+      through,
+    );
+    reportFigure({
+      name: `${name} through the gateway${GATEWAY_CPUS ? ' (gateway on a CPU of its own)' : ''}`,
+      value: rps(through.result),
+      unit: 'req/s',
+      baseline: { name: 'direct to kube-apiserver', value: rps(direct.result), unit: 'req/s' },
+      ratio: rps(through.result) / rps(direct.result),
+      goal: '>= 0.8',
+    });
+    reportCpuFigure(
+      `gateway CPU per proxied ${name}`,
+      name,
+      through,
+      'gateway',
+      name === 'GET' ? '<= 0.5' : undefined,
+    );
+    reportCpuFigure(
+      `bare Node proxy CPU per proxied ${name} (the floor of any Node gateway)`,
+      name,
+      floor,
+      'bare',
+    );
+  }
+}
+
+runBench(main);

@@ -30,44 +30,42 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node
 import { Agent } from 'undici';
 import { prepareTarget } from '../../e2e/support/proxy-targets.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
-import { PepperStore } from '../../src/identity/pepper.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import {
   autocannonHeaders,
   type BenchKey,
   bearer,
+  checkLoad,
   createBenchKey,
+  ensurePepper,
   failures,
   GATEWAY_CPUS,
   type GatewayProcess,
   GROUP,
-  gatewayRuntime,
   type Headers,
   type Impersonation,
   load,
+  loadSizes,
   type Measured,
-  PLATFORM_CPUS,
-  pin,
+  measuredGateway,
+  PLATFORM_NAMESPACE,
+  pinPlatform,
+  placement,
   reportCpuFigure,
   rps,
+  runLine,
   START_BOUND_MS,
-  startGatewayProcess,
 } from '../platform-gateway.ts';
-import { benchMode, platformEntry, reportFigure, waitUntil, withBenchCluster } from '../support.ts';
+import { benchMode, reportFigure, runBench, withBenchCluster } from '../support.ts';
 import { eventRate, holdWatches } from './watches.ts';
 
+const SIZES = loadSizes();
 const smoke = benchMode() === 'smoke';
-const SECONDS = Number(process.argv[2] ?? (smoke ? 2 : 10));
-const CONNECTIONS = Number(process.argv[3] ?? (smoke ? 4 : 16));
-const N = Number(process.argv[4] ?? (smoke ? 5 : 50));
 const WATCHES = Number(process.argv[5] ?? (smoke ? 50 : 1000));
 const E = Number(process.argv[6] ?? (smoke ? 20 : 200));
-const WARM_UP_SECONDS = smoke ? 1 : 2;
 /** People holding the watches: the gateway's default limit is 64 concurrent watches per identity. */
 const WATCHES_PER_PERSON = 50;
-const PLATFORM_NAMESPACE = 'platform-system';
 const CLUSTER = 'target';
-const RUNTIME = gatewayRuntime(smoke);
 
 /** The target's side: what the impersonated people may read, and the objects they read. */
 async function prepareObjects(target: Cluster): Promise<void> {
@@ -91,7 +89,7 @@ async function prepareObjects(target: Cluster): Promise<void> {
       },
     });
     for (const [namespace, count] of [
-      ['bench', N],
+      ['bench', SIZES.n],
       ['events', E],
       ['held', 0],
     ] as const) {
@@ -146,23 +144,17 @@ async function preparePlatform(
       },
     },
   });
-  const pepper = await new PepperStore(new KubeClient(kc), PLATFORM_NAMESPACE, randomBytes).ensure();
+  const pepper = await ensurePepper(kc);
   const keys: BenchKey[] = [];
   for (let i = 0; i < people; i++) keys.push(await createBenchKey(kc, pepper, `person-${i}`));
   return keys;
 }
 
 function rows(name: string, direct: Measured, proxied: Measured): string {
-  const cpu = (run: Measured) =>
-    Object.entries(run.cpuMs)
-      .map(([process, ms]) => `${process} ${ms.toFixed(2)}`)
-      .join(', ');
-  const figure = (label: string, run: Measured) =>
-    `  ${label.padEnd(20)} ${rps(run.result).toFixed(0).padStart(6)} req/s  p50 ${run.result.latency.p50.toFixed(1).padStart(5)} ms  p99 ${run.result.latency.p99.toFixed(1).padStart(5)} ms  CPU ms/request: ${cpu(run)}`;
   return [
     name,
-    figure('direct impersonated', direct),
-    `${figure('access proxy', proxied)}  ratio ${(rps(proxied.result) / rps(direct.result)).toFixed(2)} (goal >= 0.90)  added latency p50 ${(proxied.result.latency.p50 - direct.result.latency.p50).toFixed(1)} ms, p99 ${(proxied.result.latency.p99 - direct.result.latency.p99).toFixed(1)} ms  (non-2xx/errors: ${failures(direct.result, proxied.result)})`,
+    runLine('direct impersonated', direct),
+    `${runLine('access proxy', proxied)}  ratio ${(rps(proxied.result) / rps(direct.result)).toFixed(2)} (goal >= 0.90)  added latency p50 ${(proxied.result.latency.p50 - direct.result.latency.p50).toFixed(1)} ms, p99 ${(proxied.result.latency.p99 - direct.result.latency.p99).toFixed(1)} ms  (non-2xx/errors: ${failures(direct.result, proxied.result)})`,
   ].join('\n');
 }
 
@@ -184,7 +176,7 @@ interface Run {
 
 /** GET and LIST, direct and through the proxy, with their figures. */
 async function requestThroughput(run: Run): Promise<void> {
-  const options = { seconds: SECONDS, connections: CONNECTIONS, processes: run.processes };
+  const options = { seconds: SIZES.seconds, connections: SIZES.connections, processes: run.processes };
   const path = '/api/v1/namespaces/bench/configmaps';
   // Warm both paths up (connections, JIT, the apiserver's caches) before measuring.
   for (const base of [run.direct, run.proxied])
@@ -193,7 +185,7 @@ async function requestThroughput(run: Run): Promise<void> {
       base === run.direct ? run.straightForAutocannon(0) : run.viaProxy(0),
       {
         ...options,
-        seconds: WARM_UP_SECONDS,
+        seconds: SIZES.warmUpSeconds,
       },
     );
   for (const [name, url] of [
@@ -202,10 +194,8 @@ async function requestThroughput(run: Run): Promise<void> {
   ] as const) {
     const direct = await load(`${run.direct}${url}`, run.straightForAutocannon(0), options);
     const proxied = await load(`${run.proxied}${url}`, run.viaProxy(0), options);
-    if (run.gateway.child.exitCode !== null) throw new Error('the gateway process exited during the load');
     console.log(rows(name, direct, proxied));
-    const failed = failures(direct.result, proxied.result);
-    if (failed > 0) throw new Error(`${name}: ${failed} requests failed (non-2xx or errors)`);
+    checkLoad(name, [{ what: 'the gateway process', child: run.gateway.child }], direct, proxied);
     reportFigure({
       name: `${name} through the access proxy${GATEWAY_CPUS ? ' (gateway on a CPU of its own)' : ''}`,
       value: rps(proxied.result),
@@ -222,7 +212,7 @@ async function requestThroughput(run: Run): Promise<void> {
 async function watchThroughput(run: Run, dispatchers: { direct: Agent; proxy: Agent }): Promise<void> {
   const path = '/api/v1/namespaces/events/configmaps?watch=1';
   const bound = { boundMs: START_BOUND_MS, child: run.gateway.child };
-  const options = { expected: E, seconds: SECONDS, connections: CONNECTIONS, bound };
+  const options = { expected: E, seconds: SIZES.seconds, connections: SIZES.connections, bound };
   const direct = await eventRate(`${run.direct}${path}`, run.straight(0), {
     ...options,
     dispatcher: dispatchers.direct,
@@ -232,7 +222,7 @@ async function watchThroughput(run: Run, dispatchers: { direct: Agent; proxy: Ag
     dispatcher: dispatchers.proxy,
   });
   console.log(
-    `watch events (${CONNECTIONS} watchers, ${E} events per watch)\n  direct impersonated  ${direct.eventsPerSecond.toFixed(0).padStart(6)} events/s (${direct.watches} watches)\n  access proxy         ${proxied.eventsPerSecond.toFixed(0).padStart(6)} events/s (${proxied.watches} watches)`,
+    `watch events (${SIZES.connections} watchers, ${E} events per watch)\n  direct impersonated  ${direct.eventsPerSecond.toFixed(0).padStart(6)} events/s (${direct.watches} watches)\n  access proxy         ${proxied.eventsPerSecond.toFixed(0).padStart(6)} events/s (${proxied.watches} watches)`,
   );
   reportFigure({
     name: 'watch events through the access proxy',
@@ -290,7 +280,7 @@ async function heldWatches(run: Run, dispatcher: Agent): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  if (GATEWAY_CPUS) pin(process.pid, PLATFORM_CPUS);
+  pinPlatform();
   await withBenchCluster('proxy', async (host, kc, plane) => {
     const target = await plane.startCluster({ name: CLUSTER });
     const token = await prepareTarget(target);
@@ -301,23 +291,23 @@ async function main(): Promise<void> {
       token,
       Math.max(1, Math.ceil(WATCHES / WATCHES_PER_PERSON)),
     );
-    const gateway = await startGatewayProcess(
-      platformEntry(RUNTIME),
-      host.kubeconfigPath,
-      PLATFORM_NAMESPACE,
-    );
-    if (GATEWAY_CPUS && gateway.pid) pin(gateway.pid, GATEWAY_CPUS);
+    const keyOf = (i: number) => keys[i] ?? keys[0]!;
+    const proxied = (gatewayUrl: string) => `${gatewayUrl}/kubernetes/cluster/${CLUSTER}`;
+    const gateway = await measuredGateway(SIZES.runtime, host.kubeconfigPath, (url) => ({
+      what: 'the access proxy to answer the key',
+      url: `${proxied(url)}/api/v1/namespaces/bench/configmaps/config-0`,
+      headers: bearer(keyOf(0).token),
+    }));
     // HTTP/1.1 both ways, as the proxy speaks to its targets (undici's HTTP/2 also joins repeated
     // headers such as Impersonate-Group into one).
     const dispatchers = {
       direct: new Agent({ connect: { ca: target.caPem }, bodyTimeout: 0, allowH2: false }),
       proxy: new Agent({ bodyTimeout: 0, allowH2: false }),
     };
-    const keyOf = (i: number) => keys[i] ?? keys[0]!;
     const run: Run = {
       target,
       gateway,
-      proxied: `${gateway.url}/kubernetes/cluster/${CLUSTER}`,
+      proxied: proxied(gateway.url),
       direct: target.server,
       viaProxy: (i) => bearer(keyOf(i).token),
       straight: (i) => ({ ...bearer(token), ...keyOf(i).impersonation }),
@@ -330,22 +320,8 @@ async function main(): Promise<void> {
       },
     };
     try {
-      await waitUntil(
-        'the access proxy to answer the key',
-        async () =>
-          (
-            await fetch(`${run.proxied}/api/v1/namespaces/bench/configmaps/config-0`, {
-              headers: run.viaProxy(0),
-            })
-          ).status === 200,
-        { boundMs: START_BOUND_MS, child: gateway.child, intervalMs: 200 },
-      );
       console.log(
-        `access proxy benchmark: ${SECONDS}s per run, ${CONNECTIONS} connections, LIST of ${N} ConfigMaps, watches of ${E} events, ${WATCHES} held watches; platform gateway from ${RUNTIME === 'tsx' ? 'the sources (tsx)' : 'dist/ (compiled)'}${
-          GATEWAY_CPUS
-            ? `; gateway on CPU ${GATEWAY_CPUS}, both apiservers, etcd and load generator on CPU ${PLATFORM_CPUS}`
-            : '; every process on every CPU'
-        }`,
+        `access proxy benchmark: ${SIZES.seconds}s per run, ${SIZES.connections} connections, LIST of ${SIZES.n} ConfigMaps, watches of ${E} events, ${WATCHES} held watches; ${placement(SIZES.runtime, 'both apiservers, etcd and load generator')}`,
       );
       await heldWatches(run, dispatchers.proxy);
       await requestThroughput(run);
@@ -357,10 +333,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);
