@@ -174,6 +174,40 @@ describe('password sign-in', () => {
   });
 });
 
+describe('password sign-in throttling, with the default limits', () => {
+  /** A password sign-in through the gateway, from `source` (as the trusted proxy reports it). */
+  const signIn = (username: string, password: string, source: string) =>
+    call(`${env().platformUrl}/auth/password/login`, {
+      method: 'POST',
+      body: JSON.stringify({ username, password }),
+      headers: { 'content-type': 'application/json', accept: 'application/json', 'x-forwarded-for': source },
+      dispatcher: env().gateway.dispatcher,
+    });
+
+  it('checks 5 failed attempts per user, then refuses (429 with Retry-After) even the right password', async () => {
+    await env().configure('');
+    const name = await env().userWithPassword('limited', 'limited password 1');
+    for (let i = 1; i <= 5; i++)
+      expect((await signIn(name, `wrong guess ${i}`, `198.51.100.${i}`)).status, `guess ${i}`).toBe(401);
+    const sixth = await signIn(name, 'wrong guess 6', '198.51.100.6');
+    expect(sixth.status).toBe(429);
+    expect(Number(sixth.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect((await signIn(name, 'limited password 1', '198.51.100.7')).status).toBe(429);
+  });
+
+  it('checks 20 failed attempts per source address, then refuses (429) every sign-in from it', async () => {
+    await env().configure('');
+    const name = await env().userWithPassword('fromsource', 'source password 1');
+    const source = '203.0.113.9';
+    // Each guess at another (unknown) user, so that no per-user limit is reached first.
+    for (let i = 1; i <= 20; i++)
+      expect((await signIn(uniqueName('guess'), 'whatever 123', source)).status, `guess ${i}`).toBe(401);
+    expect((await signIn(uniqueName('guess'), 'whatever 123', source)).status).toBe(429);
+    expect((await signIn(name, 'source password 1', source)).status).toBe(429);
+    expect((await signIn(name, 'source password 1', '203.0.113.10')).status).toBe(200);
+  });
+});
+
 describe('OIDC sign-in', () => {
   it('creates the user with its filtered groups and teams, and a Login key holding the identity', async () => {
     const { oidc, service, gateway } = env();
