@@ -1,0 +1,197 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { ADMIN_KEYS, secretNameOf } from '../../src/provision/control-plane.ts';
+import { readSecretText } from '../../src/provision/instance-secrets.ts';
+import { ProcessesProvisioner } from '../../src/provision/processes.ts';
+import type { ProvisionStatus } from '../../src/provision/provisioner.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { hostKubeConfig, uniqueName, useNamespace } from '../support/cluster.ts';
+import { eventually } from '../support/wait.ts';
+
+/**
+ * The processes provisioner with the real control-plane binary: a virtual control plane of its
+ * own (etcd, kube-apiserver, kube-controller-manager) for one instance, reached with the CA and
+ * admin credential of its Secrets on the host; restarted when killed; asleep and awake with its
+ * objects; taken over by a new provisioner (a platform restart); removed without a trace.
+ * Processes are found by their command lines in /proc, not by the provisioner's own records.
+ */
+
+const namespace = useNamespace('provision');
+const host = () => new KubeClient(hostKubeConfig());
+let stateDir: string;
+const provisioners: ProcessesProvisioner[] = [];
+const instance = { namespace: '', name: uniqueName('vc') };
+const options = { controllerManager: true };
+
+const newProvisioner = () => {
+  const provisioner = new ProcessesProvisioner({
+    stateDir,
+    binary: inject('controlPlaneBinary'),
+    api: host(),
+  });
+  provisioners.push(provisioner);
+  return provisioner;
+};
+const instanceDir = () => join(stateDir, 'virtualclusters', instance.namespace, instance.name);
+
+/** Live processes whose command line names the instance's directory, by component. */
+function processesOfInstance(): { pid: number; component: string }[] {
+  const found: { pid: number; component: string }[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.startsWith('Z')) continue;
+    } catch {
+      continue; // ended meanwhile
+    }
+    if (!argv.some((a) => a.includes(instanceDir()))) continue;
+    const component = argv.find((a) => ['etcd', 'kube-apiserver', 'kube-controller-manager'].includes(a));
+    found.push({ pid: Number(entry), component: component ?? argv.join(' ') });
+  }
+  return found;
+}
+
+async function adminKubeConfig(): Promise<{
+  kc: KubeConfig;
+  server: string;
+  ca: string;
+  cert: string;
+  key: string;
+}> {
+  const text = await readSecretText(host(), instance.namespace, secretNameOf(instance.name, 'admin'));
+  const yaml = text?.[ADMIN_KEYS.kubeconfig];
+  if (!yaml) throw new Error('the admin Secret has no kubeconfig');
+  const doc = parseYaml(yaml) as {
+    clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
+    users: { user: { 'client-certificate-data': string; 'client-key-data': string } }[];
+  };
+  const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
+  const kc = new KubeConfig();
+  kc.loadFromString(yaml);
+  return {
+    kc,
+    server: doc.clusters[0]!.cluster.server,
+    ca: b64(doc.clusters[0]!.cluster['certificate-authority-data']),
+    cert: b64(doc.users[0]!.user['client-certificate-data']),
+    key: b64(doc.users[0]!.user['client-key-data']),
+  };
+}
+
+/** GET /readyz verified by the Secret's CA, authenticated by its client certificate. */
+async function readyz(): Promise<{ status: number; body: string }> {
+  const { server, ca, cert, key } = await adminKubeConfig();
+  return new Promise((resolve, reject) => {
+    const req = request(`${server}/readyz`, { ca, cert, key, timeout: 5_000 }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => {
+        body += chunk.toString();
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.end();
+  });
+}
+
+const virtualCore = async () => (await adminKubeConfig()).kc.makeApiClient(CoreV1Api);
+const readConfigMap = async () =>
+  (await virtualCore()).readNamespacedConfigMap({ namespace: 'default', name: 'kept' });
+
+beforeAll(() => {
+  instance.namespace = namespace();
+  stateDir = mkdtempSync(join(tmpdir(), 'provision-processes-'));
+});
+afterAll(async () => {
+  for (const provisioner of provisioners) await provisioner.close();
+  await newProvisioner().remove(instance);
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+describe('ProcessesProvisioner', { timeout: 300_000 }, () => {
+  let first: ProcessesProvisioner;
+  let ready: ProvisionStatus;
+
+  test('provisions a control plane that answers /readyz to the admin credential of its Secret', async () => {
+    first = newProvisioner();
+    ready = await first.ensure(instance, options);
+    expect(ready.phase).toBe('Ready');
+    expect(ready.adminSecretName).toBe(secretNameOf(instance.name, 'admin'));
+    const admin = await adminKubeConfig();
+    expect(ready.endpoint).toBe(admin.server);
+    expect(Buffer.from(ready.caData ?? '', 'base64').toString()).toBe(admin.ca);
+    expect(await readyz()).toEqual({ status: 200, body: 'ok' });
+    expect(
+      processesOfInstance()
+        .map((p) => p.component)
+        .sort(),
+    ).toEqual(['etcd', 'kube-apiserver', 'kube-controller-manager']);
+    const core = await virtualCore();
+    await core.createNamespacedConfigMap({
+      namespace: 'default',
+      body: { metadata: { name: 'kept' }, data: { made: 'before' } },
+    });
+  });
+
+  test('a killed apiserver is started again, over the same storage', async () => {
+    const [killed] = processesOfInstance().filter((p) => p.component === 'kube-apiserver');
+    process.kill(killed!.pid, 'SIGKILL');
+    await eventually(
+      () => processesOfInstance().some((p) => p.component === 'kube-apiserver' && p.pid !== killed!.pid),
+      60_000,
+      'a new kube-apiserver process',
+    );
+    await eventually(
+      async () => (await readyz().catch(() => ({ status: 0 }))).status === 200,
+      60_000,
+      'readyz',
+    );
+    expect((await readConfigMap()).data).toEqual({ made: 'before' });
+  });
+
+  test('stop ends every process and keeps the storage; ensure wakes it with its objects', async () => {
+    await first.stop(instance);
+    expect(processesOfInstance()).toEqual([]);
+    expect((await first.status(instance)).phase).toBe('Stopped');
+    expect(existsSync(join(instanceDir(), 'data', 'etcd'))).toBe(true);
+
+    expect((await first.ensure(instance, options)).phase).toBe('Ready');
+    expect((await readConfigMap()).data).toEqual({ made: 'before' });
+  });
+
+  test('a new provisioner over the same state directory (a platform restart) takes the instance over', async () => {
+    const before = processesOfInstance().map((p) => p.pid);
+    const second = newProvisioner();
+    const resumed = await second.resume();
+    expect(resumed.map((s) => s.phase)).toEqual(['Ready']);
+    // The earlier provisioner's processes are ended and it does not start them again: one of each.
+    const after = processesOfInstance();
+    expect(after.map((p) => p.component).sort()).toEqual([
+      'etcd',
+      'kube-apiserver',
+      'kube-controller-manager',
+    ]);
+    expect(after.filter((p) => before.includes(p.pid))).toEqual([]);
+    expect((await readConfigMap()).data).toEqual({ made: 'before' });
+    expect(await readyz()).toEqual({ status: 200, body: 'ok' });
+  });
+
+  test('remove ends the processes and deletes the storage and the Secrets', async () => {
+    await provisioners.at(-1)!.remove(instance);
+    expect(processesOfInstance()).toEqual([]);
+    expect(existsSync(instanceDir())).toBe(false);
+    for (const role of ['pki', 'admin'] as const) {
+      expect(
+        await readSecretText(host(), instance.namespace, secretNameOf(instance.name, role)),
+      ).toBeUndefined();
+    }
+    expect((await provisioners.at(-1)!.status(instance)).phase).toBe('Absent');
+  });
+});
