@@ -68,6 +68,33 @@ describe('security: bogus TokenReviews cannot switch off platform keys', () => {
     );
   });
 
+  test('every refusal has the same answer: unknown, malformed, disabled and out-of-scope keys cannot be told apart', async () => {
+    const working = await env().key({ user });
+    const elsewhere = await env().key({ user, scope: { clusters: [{ cluster: 'core' }] } });
+    const disabled = await env().key({ user, disabled: true });
+    // The gateway knows each key (a key of the same user, made last, is reviewed as accepted).
+    await eventually(
+      async () => (await review(working, reviewer)).json?.status?.authenticated === true,
+      20_000,
+      'the working key',
+    );
+    const refusals: Record<string, { status: number; body: unknown }> = {};
+    for (const [what, token] of Object.entries({
+      unknown: generateAccessKey(randomBytes).key,
+      malformed: 'pak_not-a-key',
+      'not a key at all': 'hello',
+      disabled,
+      'scoped to another cluster': elsewhere,
+    })) {
+      const answer = await review(token, reviewer);
+      refusals[what] = { status: answer.status, body: answer.json };
+    }
+    const first = refusals.unknown;
+    expect(first).toMatchObject({ status: 200, body: { status: { authenticated: false } } });
+    for (const [what, refusal] of Object.entries(refusals)) expect(refusal, what).toEqual(first);
+    expect(Object.keys(refusals)).toHaveLength(5);
+  });
+
   test('floods of bogus reviews, anonymous or from a reviewer, leave valid keys working there', async () => {
     const victim = await env().key({ user });
     const parsed = parseAccessKey(victim);
