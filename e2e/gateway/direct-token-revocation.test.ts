@@ -149,6 +149,22 @@ describe('gateway: direct cluster endpoint tokens are revocable', () => {
     await refusedSoon(token, "the token of the deleted user's key to be refused");
   });
 
+  test("deleting a team ends the tokens of the team's keys", async () => {
+    const team = uniqueName('dt-team');
+    const teams = { group: 'management.platform', version: 'v1', plural: 'teams' };
+    await env().custom.createClusterCustomObject({
+      ...teams,
+      body: { apiVersion: 'management.platform/v1', kind: 'Team', metadata: { name: team }, spec: {} },
+    });
+    const teamKey = await env().key({ team });
+    await env().accepted(teamKey);
+    const token = await mint(teamKey);
+    expect(decodeJwt(token)['management.platform']).toMatchObject({ kind: 'Team', name: team });
+    expect(await accepted(token)).toBe(true);
+    await env().custom.deleteClusterCustomObject({ ...teams, name: team });
+    await refusedSoon(token, "the token of the deleted team's key to be refused");
+  });
+
   test('disabling the owner ends their tokens; enabling them brings the tokens back', async () => {
     const erin = uniqueName('dt-erin');
     const erinKey = await env().user(erin);
