@@ -14,6 +14,7 @@ import { secretNameOf } from '../../src/provision/control-plane.ts';
 import {
   ControlPlaneBeingReplaced,
   InClusterProvisioner,
+  NameTakenInNamespace,
   RESOURCES,
 } from '../../src/provision/in-cluster.ts';
 import {
@@ -24,6 +25,7 @@ import {
   serviceNameOf,
   statefulSetNameOf,
 } from '../../src/provision/in-cluster-render.ts';
+import { applyObject } from '../../src/runtime/apply.ts';
 import { isApiError } from '../../src/runtime/errors.ts';
 import { fieldManagers } from '../../src/runtime/field-managers.ts';
 import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../src/runtime/kube-client.ts';
@@ -420,6 +422,51 @@ describe('in-cluster provisioner', () => {
       (objects) => objects.length === 0,
       60_000,
     );
+  });
+
+  test("objects of the instance's names that are another's are left as they are, and nothing is written", async () => {
+    const created = await createInstance(uniqueName('vc'));
+    const instance = { namespace, name: created.metadata!.name!, uid: created.metadata!.uid! };
+    // A tenant's own Service, named as the instance's would be.
+    const theirs = await api.request<V1Service>({
+      method: 'POST',
+      path: collectionPath(RESOURCES.services, namespace),
+      body: {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: serviceNameOf(instance.name) },
+        spec: { selector: { app: 'theirs' }, ports: [{ port: 80 }] },
+      },
+    });
+    await expect(provisioner().ensure(instance, { controllerManager: true })).rejects.toThrow(
+      NameTakenInNamespace,
+    );
+    const after = (await get<V1Service>(RESOURCES.services, serviceNameOf(instance.name)))!;
+    expect(after.metadata!.resourceVersion).toBe(theirs.metadata!.resourceVersion);
+    for (const [resource, name] of [
+      [RESOURCES.secrets, secretNameOf(instance.name, 'pki')],
+      [RESOURCES.secrets, secretNameOf(instance.name, 'admin')],
+      [RESOURCES.statefulSets, statefulSetNameOf(instance.name)],
+    ] as const)
+      expect(await get(resource, name), name).toBeUndefined();
+
+    // What write() relies on: an apply carrying another object's uid is refused, not applied.
+    const refused = await applyObject(
+      api,
+      {
+        ...after,
+        metadata: { name: after.metadata!.name, namespace, uid: instance.uid },
+        spec: { ports: [{ port: 81 }] },
+      },
+      { fieldManager: fieldManagers.virtualCluster, force: true, resource: RESOURCES.services },
+    ).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(isApiError(refused)).toBe(true);
+    expect(
+      (await get<V1Service>(RESOURCES.services, serviceNameOf(instance.name)))!.metadata!.resourceVersion,
+    ).toBe(theirs.metadata!.resourceVersion);
   });
 
   test('an instance without a uid is refused before anything is written', async () => {

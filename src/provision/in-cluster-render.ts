@@ -338,8 +338,8 @@ export function renderInCluster(input: InClusterRenderInput): InClusterObjects {
 export function renderSecrets(
   instance: InClusterRenderInput['instance'],
   material: Readonly<Record<SecretRole, Readonly<Record<string, string>>>>,
-): V1Secret[] {
-  return (Object.keys(material) as SecretRole[]).sort().map((role) => ({
+): Record<SecretRole, V1Secret> {
+  const secretOf = (role: SecretRole): V1Secret => ({
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: {
@@ -352,5 +352,6 @@ export function renderSecrets(
     data: Object.fromEntries(
       Object.entries(material[role]).map(([key, text]) => [key, Buffer.from(text).toString('base64')]),
     ),
-  }));
+  });
+  return { pki: secretOf('pki'), admin: secretOf('admin') };
 }

@@ -2,7 +2,7 @@ import type { KubernetesObject, V1Secret, V1StatefulSet } from '@kubernetes/clie
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { VirtualClusterTemplateSpec } from '../api/virtualclustertemplate.ts';
 import { applyObject, deleteObject } from '../runtime/apply.ts';
-import { isNotFound, RuntimeError } from '../runtime/errors.ts';
+import { isNotFound, RuntimeError, TerminalError } from '../runtime/errors.ts';
 import { fieldManagers } from '../runtime/field-managers.ts';
 import type { KubeApi } from '../runtime/kube-api.ts';
 import { objectPath, type ResourceRef } from '../runtime/kube-client.ts';
@@ -42,6 +42,12 @@ export const RESOURCES = {
  */
 export class ControlPlaneBeingReplaced extends RuntimeError {}
 
+/**
+ * An object the instance would be made of exists and is not the instance's (a tenant's Service
+ * or Secret of that name in the namespace): it is left as it is and nothing is written over it.
+ */
+export class NameTakenInNamespace extends TerminalError {}
+
 /** `ensure` was handed an instance without a uid: its objects could not be owned by it. */
 export class InstanceWithoutUid extends RuntimeError {}
 
@@ -69,28 +75,6 @@ export class InClusterProvisioner implements Provisioner {
 
   async ensure(instance: ProvisionedInstance, options: ProvisionOptions): Promise<ProvisionStatus> {
     const owner = ownerOf(instance);
-    const { api } = this.options;
-    const existing = {
-      pki: secretText(
-        await this.read(RESOURCES.secrets, instance.namespace, secretNameOf(instance.name, 'pki')),
-      ),
-      admin: secretText(
-        await this.read(RESOURCES.secrets, instance.namespace, secretNameOf(instance.name, 'admin')),
-      ),
-    };
-    const material = await ensureInstancePki(
-      existing,
-      {
-        namespace: instance.namespace,
-        name: instance.name,
-        endpoint: endpointOf(instance),
-        apiServerPort: POD_PORTS.apiServer,
-      },
-      this.options.now?.() ?? new Date(),
-    );
-    for (const secret of renderSecrets(owner, { pki: material.pki, admin: material.admin }))
-      await applyObject(api, secret, { fieldManager, force: true, resource: RESOURCES.secrets });
-
     const { statefulSet, service } = renderInCluster({
       instance: owner,
       template: await this.options.templateOf(instance),
@@ -100,16 +84,40 @@ export class InClusterProvisioner implements Provisioner {
       imagePullPolicy: this.options.imagePullPolicy,
       imagePullSecrets: this.options.imagePullSecrets,
     });
-    await applyObject(api, service, { fieldManager, force: true, resource: RESOURCES.services });
+    // Everything of the instance's name is read, and refused when it is another's, before
+    // anything is written.
+    const [pki, admin, currentService, current] = await Promise.all([
+      this.read<V1Secret>(RESOURCES.secrets, instance.namespace, secretNameOf(instance.name, 'pki')),
+      this.read<V1Secret>(RESOURCES.secrets, instance.namespace, secretNameOf(instance.name, 'admin')),
+      this.read(RESOURCES.services, instance.namespace, service.metadata!.name!),
+      this.read<V1StatefulSet>(RESOURCES.statefulSets, instance.namespace, statefulSet.metadata!.name!),
+    ]);
+    for (const [resource, object] of [
+      [RESOURCES.secrets, pki],
+      [RESOURCES.secrets, admin],
+      [RESOURCES.services, currentService],
+      [RESOURCES.statefulSets, current],
+    ] as const)
+      if (object) refuseIfNotOwned(resource, object, instance);
 
-    const current = await this.read<V1StatefulSet>(
-      RESOURCES.statefulSets,
-      instance.namespace,
-      statefulSet.metadata!.name!,
+    const material = await ensureInstancePki(
+      { pki: secretText(pki), admin: secretText(admin) },
+      {
+        namespace: instance.namespace,
+        name: instance.name,
+        endpoint: endpointOf(instance),
+        apiServerPort: POD_PORTS.apiServer,
+      },
+      this.options.now?.() ?? new Date(),
     );
+    const secrets = renderSecrets(owner, { pki: material.pki, admin: material.admin });
+    await this.write(RESOURCES.secrets, secrets.pki, pki);
+    await this.write(RESOURCES.secrets, secrets.admin, admin);
+    await this.write(RESOURCES.services, service, currentService);
+
     if (current && needsReplacement(current, statefulSet)) {
       // Orphan: the pod and the claim stay (the data with them) for the new StatefulSet to adopt.
-      await api
+      await this.options.api
         .request({
           method: 'DELETE',
           path: objectPath(RESOURCES.statefulSets, instance.namespace, current.metadata!.name!),
@@ -127,12 +135,10 @@ export class InClusterProvisioner implements Provisioner {
         throw new ControlPlaneBeingReplaced(
           `the control plane's StatefulSet ${instance.namespace}/${current.metadata!.name} is being replaced (its storage changed)`,
         );
+      const applied = await this.write(RESOURCES.statefulSets, statefulSet, undefined);
+      return statusOf(instance, applied, material.admin[ADMIN_KEYS.caCert]);
     }
-    const applied = await applyObject(api, statefulSet, {
-      fieldManager,
-      force: true,
-      resource: RESOURCES.statefulSets,
-    });
+    const applied = await this.write(RESOURCES.statefulSets, statefulSet, current);
     return statusOf(instance, applied, material.admin[ADMIN_KEYS.caCert]);
   }
 
@@ -190,6 +196,29 @@ export class InClusterProvisioner implements Provisioner {
     );
   }
 
+  /**
+   * Server-side apply of `desired` over `current` (the instance's object of that name as read,
+   * or undefined). Over an existing object the apply carries its uid: should it have been
+   * replaced by another of the same name since it was read, the apiserver refuses the apply (a
+   * uid cannot change) instead of writing over the newcomer.
+   */
+  private write<T extends KubernetesObject>(
+    resource: ResourceRef,
+    desired: T,
+    current: KubernetesObject | undefined,
+  ): Promise<T> {
+    const uid = current?.metadata?.uid;
+    return applyObject(
+      this.options.api,
+      uid ? { ...desired, metadata: { ...desired.metadata, uid } } : desired,
+      {
+        fieldManager,
+        force: true,
+        resource,
+      },
+    );
+  }
+
   private async read<T extends KubernetesObject>(
     resource: ResourceRef,
     namespace: string,
@@ -219,6 +248,17 @@ function secretText(secret: V1Secret | undefined): SecretText | undefined {
   if (!secret?.data) return undefined;
   return Object.fromEntries(
     Object.entries(secret.data).map(([key, value]) => [key, Buffer.from(value, 'base64').toString()]),
+  );
+}
+
+function refuseIfNotOwned(
+  resource: ResourceRef,
+  object: KubernetesObject,
+  instance: ProvisionedInstance,
+): void {
+  if (isOwnedBy(object, instance, resource)) return;
+  throw new NameTakenInNamespace(
+    `${resource.plural} ${instance.namespace}/${object.metadata?.name} exists and is not virtual cluster ${instance.name}'s: it is left as it is; delete it or give the virtual cluster another name`,
   );
 }
 
