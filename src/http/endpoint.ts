@@ -56,8 +56,9 @@ export type EndpointRoute =
  * - `key`: a valid platform access key (`Authorization: Bearer`); 401, or 429 after repeated
  *   failures, otherwise. The request carries the caller's {@link AuthenticatedIdentity}.
  * - `none`: no key is read (public documents, login pages and callbacks, health). Such an
- *   endpoint that checks credentials of its own (a password) reports failures through
- *   {@link EndpointRequest.failedAttempt}, so that the same throttling applies.
+ *   endpoint that checks credentials of its own (an OAuth client's secret) declares
+ *   `checksCredentials` and counts its failures through {@link EndpointRequest.credentialFailures},
+ *   so that the same throttling applies.
  */
 export type EndpointAuthentication = 'key' | 'none';
 
@@ -94,6 +95,11 @@ export interface Endpoint {
    * Errors are still JSON.
    */
   readonly produces?: readonly string[];
+  /**
+   * Checks credentials of its own (an OAuth client's secret) and counts the failures with the
+   * platform's one failure limiter: its requests carry {@link EndpointRequest.credentialFailures}.
+   */
+  readonly checksCredentials?: boolean;
   handle(request: EndpointRequest): Promise<EndpointAnswer> | EndpointAnswer;
 }
 
@@ -129,11 +135,19 @@ export interface EndpointRequest {
   /** Aborted when the client goes away. */
   readonly signal: AbortSignal;
   /**
-   * Counts a failed credential check of the endpoint's own (a wrong password) against the
-   * source and `subject` (a user name): resolves to the seconds to wait when this failure
-   * crossed a limit (answer 429 with Retry-After then), undefined otherwise.
+   * The failure limiter for the endpoint's own credential checks, against this request's source:
+   * set for endpoints that declare `checksCredentials`, undefined for every other.
    */
-  failedAttempt(subject: string | undefined): Promise<number | undefined>;
+  readonly credentialFailures: CredentialFailures | undefined;
+}
+
+/** An endpoint's own credential checks against the request's source and a `subject` (a user or client name). */
+export interface CredentialFailures {
+  /**
+   * Counts a failed check: resolves to the seconds to wait when this failure crossed a limit
+   * (answer 429 with Retry-After then), undefined otherwise.
+   */
+  failed(subject: string | undefined): Promise<number | undefined>;
   /**
    * Seconds the source or `subject` must still wait after earlier failures (check before the
    * credential itself, answer 429 when set), undefined when neither is blocked.

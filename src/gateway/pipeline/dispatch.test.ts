@@ -13,6 +13,7 @@ import { BASE_PATH } from '../paths.ts';
 import type { ProxyDeps } from '../proxy/proxy.ts';
 import { dispatch } from './dispatch.ts';
 import { receiveBody } from './receive.ts';
+import { EndpointTable } from './route.ts';
 import { Throttle } from './throttle.ts';
 
 const api = `${BASE_PATH}/apis/management.platform/v1`;
@@ -60,25 +61,43 @@ describe('dispatch', () => {
     expect(() => request.object()).toThrow(expect.objectContaining({ code: 400 }));
   });
 
-  test("an endpoint's own failed credential checks count against the source and the user", async () => {
-    seen.length = 0;
+  test("an endpoint's own failed credential checks count against the source and the user, for endpoints that declare them", async () => {
+    const checked: GatewayRequest[] = [];
+    const checking = new EndpointTable([
+      {
+        name: 'checks',
+        route: { kind: 'path', path: '/oidc', prefix: true, methods: ['POST'] },
+        authentication: 'none',
+        checksCredentials: true,
+        handle: (request) => {
+          checked.push(request);
+          return { code: 200, object: {} };
+        },
+      },
+    ]);
     const throttle = new Throttle(
       new AuthFailureLimiter({
         perSource: { failures: 100, windowSeconds: 60, blockSeconds: 30 },
         perKey: { failures: 1, windowSeconds: 60, blockSeconds: 90 },
       }),
     );
-    const { exchange, route, query } = routed('POST', '/kubernetes/tokenreview/x');
+    const { exchange, route, query } = routedTestExchange(checking, 'POST', '/oidc/token');
     await dispatch(
       { ...deps, throttle },
       { exchange, routed: route, query, bytes: Buffer.alloc(0), body: undefined },
     );
-    const request = seen[0] as GatewayRequest;
-    expect(await request.blockedFor('bob')).toBeUndefined();
-    expect(await request.failedAttempt('bob')).toBeUndefined();
-    expect(await request.failedAttempt('bob')).toBe(90);
-    expect(await request.blockedFor('bob')).toBe(90);
-    expect(await request.blockedFor('carol')).toBeUndefined();
+    const failures = checked[0]?.credentialFailures;
+    if (!failures) throw new Error('no credential failures for an endpoint that checks credentials');
+    expect(await failures.blockedFor('bob')).toBeUndefined();
+    expect(await failures.failed('bob')).toBeUndefined();
+    expect(await failures.failed('bob')).toBe(90);
+    expect(await failures.blockedFor('bob')).toBe(90);
+    expect(await failures.blockedFor('carol')).toBeUndefined();
+    // Every other endpoint's request carries none.
+    seen.length = 0;
+    const other = routed('POST', '/kubernetes/tokenreview/x');
+    await dispatch(deps, { ...other, routed: other.route, bytes: Buffer.alloc(0), body: undefined });
+    expect(seen[0]?.credentialFailures).toBeUndefined();
   });
 
   test('to the proxy only as someone the apiserver can be told about', () => {

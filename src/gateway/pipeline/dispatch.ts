@@ -1,7 +1,8 @@
 import { StatusError } from '../../api/status.ts';
-import { userSubject } from '../../http/failure-limiter.ts';
+import type { CredentialFailures } from '../../http/endpoint.ts';
+import { type AuthFailureLimiter, userSubject } from '../../http/failure-limiter.ts';
 import { parseObjectBody, type RequestBody } from '../body.ts';
-import type { GatewayAnswer, GatewayRequest } from '../endpoints/endpoint.ts';
+import type { GatewayAnswer, GatewayEndpoint, GatewayRequest } from '../endpoints/endpoint.ts';
 import { impersonationHeaders } from '../proxy/impersonation.ts';
 import { type ProxyDeps, proxy } from '../proxy/proxy.ts';
 import type { Exchange } from './exchange.ts';
@@ -14,7 +15,7 @@ import type { Throttle } from './throttle.ts';
 
 export interface DispatchDeps {
   readonly proxy: ProxyDeps;
-  /** Counts an endpoint's own failed credential checks (`failedAttempt`, `blockedFor`). */
+  /** Counts the own failed credential checks of endpoints that declare `checksCredentials`. */
   readonly throttle: Pick<Throttle, 'failures'>;
 }
 
@@ -30,7 +31,8 @@ export interface DispatchInput {
 
 export function dispatch(deps: DispatchDeps, input: DispatchInput): Promise<GatewayAnswer> | GatewayAnswer {
   const { exchange, routed } = input;
-  if (routed.kind === 'endpoint') return routed.endpoint.handle(endpointRequest(deps, input));
+  if (routed.kind === 'endpoint')
+    return routed.endpoint.handle(endpointRequest(deps, input, routed.endpoint));
   const identity = exchange.identity;
   if (!identity) throw new StatusError(500, 'InternalError', 'a proxied request without an identity');
   const impersonation = impersonationHeaders(identity);
@@ -51,7 +53,11 @@ export function dispatch(deps: DispatchDeps, input: DispatchInput): Promise<Gate
   );
 }
 
-function endpointRequest(deps: DispatchDeps, input: DispatchInput): GatewayRequest {
+function endpointRequest(
+  deps: DispatchDeps,
+  input: DispatchInput,
+  endpoint: GatewayEndpoint,
+): GatewayRequest {
   const { exchange, routed, bytes, query } = input;
   let decoded: Record<string, unknown> | undefined;
   return {
@@ -79,15 +85,18 @@ function endpointRequest(deps: DispatchDeps, input: DispatchInput): GatewayReque
     resource: routed.resource,
     decoded: input.body,
     upstreamAccept: exchange.negotiated.upstreamAccept,
-    failedAttempt: (subject) =>
-      deps.throttle.failures.failed(
-        exchange.source,
-        subject === undefined ? undefined : userSubject(subject),
-      ),
-    blockedFor: (subject) =>
-      deps.throttle.failures.blockedFor(
-        exchange.source,
-        subject === undefined ? undefined : userSubject(subject),
-      ),
+    credentialFailures: endpoint.checksCredentials
+      ? credentialFailures(deps.throttle.failures, exchange.source)
+      : undefined,
+  };
+}
+
+/** The failure limiter for an endpoint's own credential checks from `source` (per user or client subject). */
+function credentialFailures(failures: AuthFailureLimiter, source: string): CredentialFailures {
+  const subjectOf = (subject: string | undefined) =>
+    subject === undefined ? undefined : userSubject(subject);
+  return {
+    failed: (subject) => failures.failed(source, subjectOf(subject)),
+    blockedFor: (subject) => failures.blockedFor(source, subjectOf(subject)),
   };
 }

@@ -109,6 +109,8 @@ export class OpenIdProvider {
       authentication: 'none',
       // Codes, tokens and client secrets pass here.
       sensitive: true,
+      // A client's secret is checked here: failures count as failed keys do.
+      checksCredentials: true,
       handle: (request) => this.forward(request),
     };
   }
@@ -147,13 +149,15 @@ export class OpenIdProvider {
           Buffer.from(request.body).toString('utf8'),
         )
       : undefined;
-    if (subject) {
-      const wait = await request.blockedFor(subject);
+    const failures = subject ? request.credentialFailures : undefined;
+    if (subject && !failures) throw new Error('the OpenID provider endpoint must declare checksCredentials');
+    if (subject && failures) {
+      const wait = await failures.blockedFor(subject);
       if (wait !== undefined) throw tooManyClientFailures(wait);
     }
     const answer = await this.relay(request);
-    if (subject && answer.code === 401) {
-      const wait = await request.failedAttempt(subject);
+    if (subject && failures && answer.code === 401) {
+      const wait = await failures.failed(subject);
       if (wait !== undefined) throw tooManyClientFailures(wait);
     }
     return answer;
