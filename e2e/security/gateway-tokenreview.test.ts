@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { decodeJwt } from 'jose';
 import { Agent } from 'undici';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { composeAccessKey, generateAccessKey, parseAccessKey } from '../../src/identity/keys.ts';
-import { reviewToken, selfSubjectReview, useGatewayEnv } from '../gateway/support.ts';
+import { call, reviewToken, selfSubjectReview, useGatewayEnv } from '../gateway/support.ts';
 import { tokenWebhookConfig, uniqueName, useExtraClusters } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -66,6 +67,44 @@ describe('security: bogus TokenReviews cannot switch off platform keys', () => {
       20_000,
       'the key',
     );
+  });
+
+  test('a reviewer credential reviews tokens, and whatever else it may ask acts as its own subject, which RBAC grants nothing', async () => {
+    const management = `${env().server.url}/kubernetes/management/apis/management.platform/v1`;
+    const asReviewer = (path: string, body?: unknown) =>
+      call(`${management}${path}`, {
+        token: reviewer,
+        dispatcher: env().dispatcher,
+        ...(body !== undefined
+          ? { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }
+          : {}),
+      });
+    const refused: Record<string, number> = {
+      'list keys': (await asReviewer('/ownedaccesskeys')).status,
+      'list users': (await asReviewer('/users')).status,
+      'list clusters': (await asReviewer('/clusters')).status,
+      'make a key': (
+        await asReviewer('/ownedaccesskeys', {
+          apiVersion: 'management.platform/v1',
+          kind: 'OwnedAccessKey',
+          spec: {},
+        })
+      ).status,
+    };
+    expect(refused).toEqual({ 'list keys': 403, 'list users': 403, 'list clusters': 403, 'make a key': 403 });
+    // Its `clusters: [edge]` entry lets it mint a direct token for edge: one of its own subject,
+    // which the cluster's RBAC grants nothing.
+    const minted = await asReviewer('/directclusterendpointtokens', { spec: {} });
+    expect(minted.status, minted.text).toBe(201);
+    const token = minted.json.status.token as string;
+    const claims = decodeJwt(token);
+    expect(claims.aud).toEqual(['edge']);
+    expect(String(claims.sub)).toMatch(/^reviewer-/);
+    const whoami = await onEdge(token);
+    expect(whoami.status, whoami.text).toBe(201);
+    expect(whoami.json.status.userInfo.username).toBe(claims.sub);
+    const namespaces = await call(`${edge.server}/api/v1/namespaces`, { token, dispatcher: edgeDispatcher });
+    expect(namespaces.status).toBe(403);
   });
 
   test('every refusal has the same answer: unknown, malformed, disabled and out-of-scope keys cannot be told apart', async () => {
