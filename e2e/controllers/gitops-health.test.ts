@@ -187,7 +187,16 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
       { kstatus: last?.kstatus.status, argocd: last?.argocd?.status ?? null },
       `${kind} ${name} ${what}: ${JSON.stringify(last)}`,
     ).toEqual(expected);
-    return read(kind, name, namespace);
+    const object = await read(kind, name, namespace);
+    // docs/gitops-health.md: every condition carries observedGeneration too, in every state.
+    const conditions =
+      (object as { status?: { conditions?: { type: string; observedGeneration?: unknown }[] } }).status
+        ?.conditions ?? [];
+    for (const condition of conditions)
+      expect(typeof condition.observedGeneration, `${kind} ${name} ${what}: ${condition.type}`).toBe(
+        'number',
+      );
+    return object;
   };
 
   const kubectlWait = (kind: Kind, name: string, timeout: string, namespace?: string) =>
@@ -519,6 +528,39 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     expect(team.metadata.generation).toBe(2);
     expect(team.status?.observedGeneration).toBe(team.metadata.generation);
     expect(team.status?.conditions?.find((c) => c.type === 'Ready')?.observedGeneration).toBe(2);
+
+    // Progressing: while a listed User's status.teams cannot follow the team (its status writes
+    // refused here), the Team waits with MembershipPending; once they can, it is ready.
+    await create('User', 'bob', { username: 'bob' });
+    await expectHealth('User', 'bob', { kstatus: 'Current', argocd: 'Healthy' }, 'ready');
+    const allow = await refuse(
+      'no-user-status',
+      { apiGroups: [API_GROUP], resources: ['users/status'], operations: ['UPDATE'] },
+      undefined,
+      () =>
+        api.request({
+          method: 'PATCH',
+          path: `${objectPath(kinds.User, undefined, 'bob')}/status`,
+          query: dryRun,
+          contentType: 'application/merge-patch+json',
+          body: { status: { teams: ['probe'] } },
+        }),
+    );
+    await create('Team', 'devs', { users: ['bob'] });
+    const pending = await expectHealth(
+      'Team',
+      'devs',
+      { kstatus: 'InProgress', argocd: 'Progressing' },
+      'progressing, its membership pending',
+    );
+    expect(conditionOf(pending, 'Ready')).toMatchObject({ status: 'Unknown', reason: 'MembershipPending' });
+    expect(conditionOf(pending, 'Reconciling')).toMatchObject({
+      status: 'True',
+      reason: 'MembershipPending',
+    });
+    expect((await kubectlWait('Team', 'devs', '2s')).code).not.toBe(0);
+    await allow();
+    await expectHealth('Team', 'devs', { kstatus: 'Current', argocd: 'Healthy' }, 'ready once bob follows');
     await deleteHeld('User', 'alice');
   });
 
