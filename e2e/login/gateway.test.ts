@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { signInKeys } from '../../src/cli/login/browser-sign-in.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import { type Answer, call } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
@@ -139,6 +140,37 @@ auth:
     // Another client behind the same proxy is its own source.
     const other = await signIn(name, 'proxied password 1', { 'x-forwarded-for': '198.51.100.20' });
     expect(other.status).toBe(200);
+  });
+
+  it('hand a sign-in to a return address only with the key of a platform login: without cli the key page is shown', async () => {
+    await env().configure('');
+    const name = await env().userWithPassword('returned', 'returned password 1');
+    const returnTo = 'http://127.0.0.1:9/callback';
+    const formSignIn = (query: URLSearchParams, source: string) =>
+      call(`${env().platformUrl}/auth/password/login?${query}`, {
+        method: 'POST',
+        body: new URLSearchParams({ username: name, password: 'returned password 1' }).toString(),
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          accept: 'text/html,application/xhtml+xml,*/*;q=0.8',
+          'x-forwarded-for': source,
+        },
+        dispatcher: env().gateway.dispatcher,
+      });
+    // With a platform login's key: handed to the loopback address, sealed (no key on the page).
+    const keys = await signInKeys(env().platformUrl);
+    const handedOff = await formSignIn(
+      new URLSearchParams({ cli: keys.publicKey, return: returnTo }),
+      '192.0.2.71',
+    );
+    expect(handedOff.status, handedOff.text).toBe(200);
+    expect(handedOff.text).toContain('127.0.0.1:9');
+    expect(handedOff.text).not.toMatch(/pak_/);
+    // Without it the return address is ignored: the key page, and nothing sent there.
+    const ignored = await formSignIn(new URLSearchParams({ return: returnTo }), '192.0.2.72');
+    expect(ignored.status, ignored.text).toBe(200);
+    expect(ignored.text).toMatch(/pak_/);
+    expect(ignored.text).not.toContain('127.0.0.1:9');
   });
 
   it("log out the caller's own key only", async () => {
