@@ -8,8 +8,9 @@ import { eventually } from '../support/wait.ts';
 
 /**
  * docs/audit.md, "`level`: built-in policies": before the level's rules, built-in rules never log
- * direct cluster endpoint tokens, and log only metadata for the creation of shared secrets and
- * clusters and for TokenReviews, even at level 4 (every request with its bodies). Against a
+ * direct cluster endpoint tokens and kubeconfig retrievals, and log only metadata for the creation
+ * of access keys, shared secrets and clusters and for TokenReviews, even at level 4 (every request
+ * with its bodies); a request that fails authentication is logged all the same, at Metadata. Against a
  * kube-apiserver of its own with the platform's admission and a gateway writing its audit log.
  */
 describe('audit: the built-in rules before the level', () => {
@@ -62,6 +63,20 @@ describe('audit: the built-in rules before the level', () => {
     const [read] = completed('sharedsecrets');
     expect(read).toMatchObject({ level: 'RequestResponse', verb: 'list' });
     expect(read.responseObject).toMatchObject({ kind: 'SharedSecretList' });
+  });
+
+  test('a watch is logged when its stream starts and when it ends', async () => {
+    const watch = await call(`${env().api}/namespaces/default/sharedsecrets?watch=true&timeoutSeconds=1`, {
+      token: admin,
+      dispatcher: env().dispatcher,
+    });
+    expect(watch.status, watch.text).toBe(200);
+    const stages = () =>
+      lines()
+        .filter((line) => line.verb === 'watch' && line.objectRef?.resource === 'sharedsecrets')
+        .map((line) => line.stage);
+    await eventually(() => stages().includes('ResponseComplete'), 30_000, 'the watch to be logged');
+    expect(stages()).toEqual(['RequestReceived', 'ResponseStarted', 'ResponseComplete']);
   });
 
   test('direct cluster endpoint tokens are never logged', async () => {
@@ -119,5 +134,60 @@ describe('audit: the built-in rules before the level', () => {
       expect(create.responseObject, resource).toBeUndefined();
     }
     expect(readFileSync(auditPath, 'utf8')).not.toContain('logged only as metadata');
+  });
+
+  test('creating an access key is Metadata only; a kubeconfig retrieval is never logged', async () => {
+    const key = await post('/ownedaccesskeys', {
+      apiVersion: GROUP_VERSION,
+      kind: 'OwnedAccessKey',
+      metadata: { name: 'audited-key' },
+      spec: { displayName: 'a key logged only as metadata', ttl: 600 },
+    });
+    expect(key.status, key.text).toBe(201);
+    // Asked of an instance that does not exist: a kubeconfig retrieval all the same.
+    const kubeconfig = await post('/namespaces/default/virtualclusterinstances/absent/kubeconfig', {});
+    expect(kubeconfig.status, kubeconfig.text).toBe(404);
+    await call(`${env().api}/namespaces/default/sharedsecrets/after-kubeconfig`, {
+      token: admin,
+      dispatcher: env().dispatcher,
+    });
+    await eventually(
+      () =>
+        completed('ownedaccesskeys').some((line) => line.verb === 'create') &&
+        lines().some((line) => line.objectRef?.name === 'after-kubeconfig'),
+      30_000,
+      'the key create and the later request in the log',
+    );
+    const create = completed('ownedaccesskeys').find((line) => line.verb === 'create');
+    expect(create.level).toBe('Metadata');
+    expect(create.requestObject).toBeUndefined();
+    expect(create.responseObject).toBeUndefined();
+    const log = readFileSync(auditPath, 'utf8');
+    expect(log).not.toContain('a key logged only as metadata');
+    expect(log).not.toContain(key.json.spec.key);
+    expect(lines().filter((line) => String(line.requestURI).includes('/kubeconfig'))).toEqual([]);
+  });
+
+  test('a request that fails authentication is logged, at Metadata, even where the rule says None', async () => {
+    const refused = await call(`${env().api}/directclusterendpointtokens`, {
+      method: 'POST',
+      token: 'pak_aaaaaaaaaaaaaaaa_not-a-real-key',
+      dispatcher: env().dispatcher,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ apiVersion: GROUP_VERSION, kind: 'DirectClusterEndpointToken', spec: {} }),
+    });
+    expect(refused.status, refused.text).toBe(401);
+    const logged = () =>
+      lines().filter(
+        (line) =>
+          line.stage === 'ResponseComplete' &&
+          String(line.requestURI).endsWith('/directclusterendpointtokens') &&
+          line.user?.username === 'system:anonymous',
+      );
+    await eventually(() => logged().length > 0, 30_000, 'the refused request in the log');
+    expect(logged()).toEqual([
+      expect.objectContaining({ level: 'Metadata', responseStatus: expect.objectContaining({ code: 401 }) }),
+    ]);
+    expect(logged()[0].requestObject).toBeUndefined();
   });
 });

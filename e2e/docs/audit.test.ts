@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AuthorizationV1Api } from '@kubernetes/client-node';
 import { beforeAll, expect } from 'vitest';
@@ -43,8 +43,13 @@ runDocExamples('audit.md', {
         expect(Buffer.from(secret.data?.[PLATFORM_CONFIG_KEY] ?? '', 'base64').toString()).toContain(
           `path: ${auditDir}/audit.log`,
         );
-        // The auditor applies the configuration from its informer; give it that moment.
-        await new Promise((resolve) => setTimeout(resolve, 2000));
+        // The auditor applies the configuration from its informer, opening (creating) the log
+        // file as it does: the requests after this are logged.
+        await eventually(
+          () => existsSync(join(auditDir, 'audit.log')),
+          30_000,
+          'the gateway to apply the audit configuration',
+        );
       },
     },
     'post-invalid-config': {

@@ -8,7 +8,13 @@ import { AUDIT_LEVELS } from '../../api/config-audit.ts';
 import type { RequestAttributes } from '../../authz/attributes.ts';
 import { generateAccessKey } from '../../identity/keys.ts';
 import { Auditor } from './auditor.ts';
-import { type AuditRequestInfo, buildAuditEvent, capLevel, serializeAuditEvent } from './event.ts';
+import {
+  type AuditRequestInfo,
+  buildAuditEvent,
+  capLevel,
+  redactBody,
+  serializeAuditEvent,
+} from './event.ts';
 
 const attributes = (over: Partial<RequestAttributes>): RequestAttributes => ({
   target: 'Management',
@@ -124,6 +130,20 @@ describe('audit events', () => {
         }
       }),
     );
+  });
+
+  test('JSON patch operations on shared secrets and access keys keep op and path, not the value (docs/audit.md)', () => {
+    const patch = [
+      { op: 'add', path: '/spec/data/x', value: DATA },
+      { op: 'remove', path: '/spec/data/y' },
+      { op: 'replace', path: '/spec/key', value: KEY },
+    ];
+    for (const resource of ['sharedsecrets', 'ownedaccesskeys'])
+      expect(redactBody(info({ verb: 'patch', resource }).attributes, patch), resource).toEqual([
+        { op: 'add', path: '/spec/data/x', value: '[redacted]' },
+        { op: 'remove', path: '/spec/data/y' },
+        { op: 'replace', path: '/spec/key', value: '[redacted]' },
+      ]);
   });
 
   test('no secret in any line at any level', () => {
