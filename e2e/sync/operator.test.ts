@@ -184,6 +184,7 @@ describe('the operator syncs a VirtualClusterInstance', () => {
       namespace: ns,
       plural: PLURAL,
       body: instance('staging', {
+        endpoint: cluster.server,
         credentialsSecretRef: { name: 'staging-creds' },
         config: configYaml({ sync: { toHost: { endpoints: { enabled: false } } } }),
       }),

@@ -606,7 +606,7 @@ describe('VirtualClusterInstance', () => {
       apiVersion: `${API_GROUP}/${API_VERSION}`,
       kind: 'VirtualClusterInstance',
       metadata: { name: 'vc' },
-      spec: { config },
+      spec: { endpoint: 'https://vc.example.com', config },
     };
     const refused = await rejectionOf(
       e.custom.createNamespacedCustomObject({
@@ -619,7 +619,7 @@ describe('VirtualClusterInstance', () => {
     expect(refused.code).toBe(422);
     expect(refused.message).toContain('spec.config: sync.toHost.endpoints.patches[1].expression:');
     expectCause(refused, 'spec.config', /^sync\.toHost\.endpoints\.patches\[1\]\.expression: /);
-    const valid = { ...body, spec: { config: config.split('\n').slice(0, 6).join('\n') } };
+    const valid = { ...body, spec: { ...body.spec, config: config.split('\n').slice(0, 6).join('\n') } };
     await e.custom.createNamespacedCustomObject({
       ...GV,
       plural: 'virtualclusterinstances',

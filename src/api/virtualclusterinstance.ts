@@ -6,7 +6,21 @@ import {
   LocalSecretReferenceSchema,
   OwnerSchema,
 } from './common.ts';
-import { conditionsSchema, ObjectMetaSchema, observedGenerationSchema, typeMetaShape } from './meta.ts';
+import {
+  conditionsSchema,
+  ObjectMetaSchema,
+  observedGenerationSchema,
+  timestampSchema,
+  typeMetaShape,
+} from './meta.ts';
+
+/** Seconds of inactivity (`spec.sleepAfter`, `spec.deleteAfter`); 0 means never. */
+const inactivitySecondsSchema = () => z.int().min(0).max(2_147_483_647);
+
+const ENDPOINT_OR_TEMPLATE =
+  'set exactly one of spec.endpoint (register a virtual cluster made elsewhere) and spec.templateRef (the platform provisions one)';
+const CREDENTIALS_ONLY_WITH_ENDPOINT =
+  'spec.credentialsSecretRef is only for a registered virtual cluster (spec.endpoint); the platform makes the credentials of one it provisions';
 
 const VirtualClusterInstanceSpecSchema = z
   .object({
@@ -40,10 +54,30 @@ const VirtualClusterInstanceSpecSchema = z
       .string()
       .regex(HTTP_URL_PATTERN)
       .optional()
-      .describe("URL of the virtual cluster's API server."),
+      .describe(
+        "URL of the virtual cluster's API server. Set: the instance registers a virtual cluster made elsewhere. Absent: the platform provisions it from `spec.templateRef`. Exactly one of the two is set.",
+      ),
+    templateRef: z
+      .object({
+        name: z.string().min(1).describe('Name of the VirtualClusterTemplate.'),
+      })
+      .optional()
+      .describe(
+        'The VirtualClusterTemplate the platform provisions this virtual cluster from (control-plane resources, storage, version, default `spec.config`); required when `spec.endpoint` is absent, refused beside it. Cannot be changed once set.',
+      ),
+    sleepAfter: inactivitySecondsSchema()
+      .optional()
+      .describe(
+        'Seconds without activity (a request through the access proxy or a change the syncer carries) after which a provisioned virtual cluster is put to sleep: its control plane stopped, its storage kept. Absent or 0: never.',
+      ),
+    deleteAfter: inactivitySecondsSchema()
+      .optional()
+      .describe(
+        'Seconds without activity after which a provisioned virtual cluster is deleted, with its storage. Absent or 0: never.',
+      ),
     caData: base64Schema().optional().describe("Base64 PEM CA bundle of the virtual cluster's API server."),
     credentialsSecretRef: LocalSecretReferenceSchema.optional().describe(
-      "Secret in this object's namespace holding the credentials the platform uses to reach the virtual cluster.",
+      "Secret in this object's namespace holding the credentials the platform uses to reach the virtual cluster. Only with `spec.endpoint`: the platform makes a provisioned virtual cluster's credentials itself.",
     ),
     config: z
       .string()
@@ -52,15 +86,55 @@ const VirtualClusterInstanceSpecSchema = z
         "The virtual cluster's configuration as YAML text (for example `sync.toHost.endpoints`); validated by the syncer's configuration rules.",
       ),
   })
+  .refine((spec) => (spec.endpoint === undefined) !== (spec.templateRef === undefined), {
+    message: ENDPOINT_OR_TEMPLATE,
+    path: ['templateRef'],
+  })
+  .refine((spec) => spec.credentialsSecretRef === undefined || spec.endpoint !== undefined, {
+    message: CREDENTIALS_ONLY_WITH_ENDPOINT,
+    path: ['credentialsSecretRef'],
+  })
   .meta({
     'x-kubernetes-validations': [
       immutableOnceSet('clusterRef', 'move a virtual cluster by creating a new one'),
+      {
+        // Unlike clusterRef, not even set later: that would turn a registered instance into a provisioned one.
+        rule: 'has(self.templateRef) == has(oldSelf.templateRef) && (!has(self.templateRef) || self.templateRef == oldSelf.templateRef)',
+        message:
+          'templateRef cannot be set, changed or removed after creation: a provisioned virtual cluster keeps the template it was made from, a registered one stays registered',
+        fieldPath: '.templateRef',
+        reason: 'FieldValueInvalid',
+      },
+      {
+        rule: 'has(self.endpoint) != has(self.templateRef)',
+        message: ENDPOINT_OR_TEMPLATE,
+        fieldPath: '.templateRef',
+        reason: 'FieldValueInvalid',
+      },
+      {
+        rule: '!has(self.credentialsSecretRef) || has(self.endpoint)',
+        message: CREDENTIALS_ONLY_WITH_ENDPOINT,
+        fieldPath: '.credentialsSecretRef',
+        reason: 'FieldValueForbidden',
+      },
     ],
   })
   .describe('Desired state of the virtual cluster.');
 
 const VirtualClusterInstanceStatusSchema = z
-  .object({ observedGeneration: observedGenerationSchema(), conditions: conditionsSchema().optional() })
+  .object({
+    observedGeneration: observedGenerationSchema(),
+    conditions: conditionsSchema()
+      .optional()
+      .describe(
+        'Current state of the virtual cluster, at most one condition per type. `Ready`: the platform reaches its API server (a provisioned one: its API server answers `/readyz` and its syncer runs). `Syncing`: how its syncer does. `Provisioned` (provisioned instances only): whether its control plane, storage and credentials exist. `Sleeping` (provisioned instances only): `True` while its control plane is stopped for inactivity, `lastTransitionTime` being when it fell asleep.',
+      ),
+    sleepingSince: timestampSchema()
+      .optional()
+      .describe(
+        "When the virtual cluster last fell asleep (RFC 3339, UTC); absent while it is awake. The same time as the `Sleeping` condition's `lastTransitionTime`.",
+      ),
+  })
   .describe('Observed state of the virtual cluster.');
 
 export const VirtualClusterInstanceSchema = z

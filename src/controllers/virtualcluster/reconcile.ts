@@ -40,6 +40,7 @@ import type { SyncedKind } from '../../sync/translate.ts';
 import {
   asksToBeSynced,
   instanceOutcome,
+  SYNCING_CONDITION,
   type SyncerState,
   stalledOutcome,
   stallOf,
@@ -177,6 +178,12 @@ async function reconcileVirtualCluster(
 ): Promise<Converged<VirtualClusterInstanceStatus>> {
   const { supervisor } = context;
   const key = objectKey(vci);
+  if (isProvisioned(vci)) {
+    // Not a registered instance missing its credentials: nothing of a syncer or identity is due
+    // until a provisioner makes its control plane and credentials.
+    await releaseInstance(context, key, vci);
+    return provisionerNotConfigured();
+  }
   const validated = validatedConfig(vci);
   // What only a change of the instance (or of what its placement was refused for) resolves:
   // no syncer, no identity, Stalled.
@@ -228,6 +235,28 @@ async function reconcileVirtualCluster(
     // A probe client the syncer did not take over is closed.
     if (probeClient && probeClient !== supervisor.get(key)?.client) probeClient.close();
   }
+}
+
+/** An instance the platform provisions (from `spec.templateRef`) rather than one it registers (`spec.endpoint`). */
+export const isProvisioned = (vci: Pick<VirtualClusterInstance, 'spec'>): boolean =>
+  vci.spec.endpoint === undefined;
+
+/** The reason of `Provisioned` and `Ready` while no provisioner runs. */
+const PROVISIONER_NOT_CONFIGURED = 'ProvisionerNotConfigured';
+
+/**
+ * The outcome of a provisioned instance while this operator provisions none (pure): `Provisioned`
+ * and `Ready` False with reason `ProvisionerNotConfigured`, no `Syncing`. Not `Stalled`: the
+ * instance asks for nothing wrong; an operator that provisions will take it up.
+ */
+export function provisionerNotConfigured(): Converged<VirtualClusterInstanceStatus> {
+  const message =
+    'this instance names a VirtualClusterTemplate (spec.templateRef), but this operator provisions no virtual clusters';
+  return {
+    ready: { status: 'False', reason: PROVISIONER_NOT_CONFIGURED, message },
+    conditions: [{ type: 'Provisioned', status: 'False', reason: PROVISIONER_NOT_CONFIGURED, message }],
+    removeConditions: [SYNCING_CONDITION],
+  };
 }
 
 /**
