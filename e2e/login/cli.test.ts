@@ -291,6 +291,9 @@ describe('platform login --password', () => {
     login.end('cli password 123\n');
     expect(await login.exited(), login.stderr).toBe(0);
     const written = contextOf(kubeconfig);
+    // The context is named after the platform's host (a port after a dash), and made current.
+    const { host } = new URL(env().platformUrl);
+    expect(written.config['current-context']).toBe(`platform-${host.replace(':', '-')}`);
     await env().gateway.accepted(written.token);
     expect((await kubectlWith(kubeconfig, ['get', 'ownedaccesskeys', '-o', 'name'])).code).toBe(0);
     const logout = new Platform(['logout', ...tls(), '--kubeconfig', kubeconfig]);
@@ -298,5 +301,8 @@ describe('platform login --password', () => {
     // A password sign-in has no identity provider to sign out of.
     expect(logout.stderr).not.toContain('identity provider');
     expect(await env().loginKeys(name)).toEqual([]);
+    // The context, its cluster and its user are gone from the kubeconfig.
+    const after = parseYaml(readFileSync(kubeconfig, 'utf8'));
+    expect([after.contexts, after.clusters, after.users]).toEqual([[], [], []]);
   });
 });
