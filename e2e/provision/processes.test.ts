@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -10,7 +12,7 @@ import { readSecretText } from '../../src/provision/instance-secrets.ts';
 import { ProcessesProvisioner } from '../../src/provision/processes.ts';
 import type { ProvisionStatus } from '../../src/provision/provisioner.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
-import { hostKubeConfig, uniqueName, useNamespace } from '../support/cluster.ts';
+import { hostKubeConfig, hostKubeconfigPath, uniqueName, useNamespace } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
 /**
@@ -28,19 +30,21 @@ const provisioners: ProcessesProvisioner[] = [];
 const instance = { namespace: '', name: uniqueName('vc') };
 const options = { controllerManager: true };
 
-const newProvisioner = () => {
+type Instance = { namespace: string; name: string };
+const newProvisioner = (dir = stateDir) => {
   const provisioner = new ProcessesProvisioner({
-    stateDir,
+    stateDir: dir,
     binary: inject('controlPlaneBinary'),
     api: host(),
   });
   provisioners.push(provisioner);
   return provisioner;
 };
-const instanceDir = () => join(stateDir, 'virtualclusters', instance.namespace, instance.name);
+const instanceDir = (of: Instance = instance, dir = stateDir) =>
+  join(dir, 'virtualclusters', of.namespace, of.name);
 
-/** Live processes whose command line names the instance's directory, by component. */
-function processesOfInstance(): { pid: number; component: string }[] {
+/** Live processes whose command line names the instance's directory `dir`, by component. */
+function processesOfInstance(dir = instanceDir()): { pid: number; component: string }[] {
   const found: { pid: number; component: string }[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -51,21 +55,21 @@ function processesOfInstance(): { pid: number; component: string }[] {
     } catch {
       continue; // ended meanwhile
     }
-    if (!argv.some((a) => a.includes(instanceDir()))) continue;
+    if (!argv.some((a) => a.includes(dir))) continue;
     const component = argv.find((a) => ['etcd', 'kube-apiserver', 'kube-controller-manager'].includes(a));
     found.push({ pid: Number(entry), component: component ?? argv.join(' ') });
   }
   return found;
 }
 
-async function adminKubeConfig(): Promise<{
+async function adminKubeConfig(of: Instance = instance): Promise<{
   kc: KubeConfig;
   server: string;
   ca: string;
   cert: string;
   key: string;
 }> {
-  const text = await readSecretText(host(), instance.namespace, secretNameOf(instance.name, 'admin'));
+  const text = await readSecretText(host(), of.namespace, secretNameOf(of.name, 'admin'));
   const yaml = text?.[ADMIN_KEYS.kubeconfig];
   if (!yaml) throw new Error('the admin Secret has no kubeconfig');
   const doc = parseYaml(yaml) as {
@@ -101,9 +105,10 @@ async function readyz(): Promise<{ status: number; body: string }> {
   });
 }
 
-const virtualCore = async () => (await adminKubeConfig()).kc.makeApiClient(CoreV1Api);
-const readConfigMap = async () =>
-  (await virtualCore()).readNamespacedConfigMap({ namespace: 'default', name: 'kept' });
+const virtualCore = async (of: Instance = instance) =>
+  (await adminKubeConfig(of)).kc.makeApiClient(CoreV1Api);
+const readConfigMap = async (of: Instance = instance) =>
+  (await virtualCore(of)).readNamespacedConfigMap({ namespace: 'default', name: 'kept' });
 
 beforeAll(() => {
   instance.namespace = namespace();
@@ -193,5 +198,75 @@ describe('ProcessesProvisioner', { timeout: 300_000 }, () => {
       ).toBeUndefined();
     }
     expect((await provisioners.at(-1)!.status(instance)).phase).toBe('Absent');
+  });
+});
+
+describe('an operator killed with SIGKILL (a platform stopped hard)', { timeout: 300_000 }, () => {
+  const killed: Instance = { namespace: '', name: uniqueName('vc') };
+  let ownStateDir: string;
+  beforeAll(() => {
+    killed.namespace = namespace();
+    ownStateDir = mkdtempSync(join(tmpdir(), 'provision-processes-killed-'));
+  });
+  afterAll(async () => {
+    await newProvisioner(ownStateDir).remove(killed);
+    rmSync(ownStateDir, { recursive: true, force: true });
+  });
+
+  test('its control planes end with it; the next operator resumes them with their objects', async () => {
+    const script = fileURLToPath(new URL('./processes-operator.ts', import.meta.url));
+    const args = [
+      ownStateDir,
+      inject('controlPlaneBinary'),
+      hostKubeconfigPath(),
+      killed.namespace,
+      killed.name,
+    ];
+    const operator = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise((resolve) => operator.once('exit', resolve));
+    let stderr = '';
+    operator.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      let stdout = '';
+      operator.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        if (stdout.includes('\n')) resolve(stdout.split('\n')[0]!);
+      });
+      operator.once('exit', (code) =>
+        reject(new Error(`the operator exited (${code}) before it was ready: ${stderr}`)),
+      );
+    });
+    expect(line).toBe(`READY ${(await adminKubeConfig(killed)).server}`);
+    await (await virtualCore(killed)).createNamespacedConfigMap({
+      namespace: 'default',
+      body: { metadata: { name: 'kept' }, data: { made: 'before the kill' } },
+    });
+    const dir = instanceDir(killed, ownStateDir);
+    expect(
+      processesOfInstance(dir)
+        .map((p) => p.component)
+        .sort(),
+    ).toEqual(['etcd', 'kube-apiserver']);
+
+    operator.kill('SIGKILL');
+    await exited;
+    await eventually(
+      () => processesOfInstance(dir).length === 0,
+      30_000,
+      'the control plane to end with its operator',
+    );
+
+    const resumed = await newProvisioner(ownStateDir).resume();
+    expect(resumed.map((s) => s.phase)).toEqual(['Ready']);
+    expect(
+      processesOfInstance(dir)
+        .map((p) => p.component)
+        .sort(),
+    ).toEqual(['etcd', 'kube-apiserver']);
+    expect((await readConfigMap(killed)).data).toEqual({ made: 'before the kill' });
   });
 });
