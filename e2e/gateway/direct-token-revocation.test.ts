@@ -159,7 +159,7 @@ describe('gateway: direct cluster endpoint tokens are revocable', () => {
     const teamKey = await env().key({ team });
     await env().accepted(teamKey);
     const token = await mint(teamKey);
-    expect(decodeJwt(token)['management.platform']).toMatchObject({ kind: 'Team', name: team });
+    expect(decodeJwt(token)['management.platform']).toMatchObject({ kind: 'Team', name: team, gen: 0 });
     expect(await accepted(token)).toBe(true);
     await env().custom.deleteClusterCustomObject({ ...teams, name: team });
     await refusedSoon(token, "the token of the deleted team's key to be refused");
