@@ -2,6 +2,7 @@ import { posix } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { CONTROL_PLANE_BINARY } from './in-cluster-image.ts';
 import {
+  componentSecretVolumes,
   IMMUTABLE_DIGEST_ANNOTATION,
   type InClusterRenderInput,
   POD_DATA_DIR,
@@ -37,14 +38,16 @@ describe('renderInCluster', () => {
     const pod = renderInCluster(input()).statefulSet.spec!.template.spec!;
     for (const [i, component] of description.components.entries()) {
       const mounted = pod.containers[i]!.volumeMounts!.flatMap((mount) => {
-        const secret = pod.volumes!.find((v) => v.name === mount.name)?.secret;
-        if (!secret) return [];
+        const projected = pod.volumes!.find((v) => v.name === mount.name)?.projected;
+        if (!projected) return [];
         expect(mount.readOnly).toBe(true);
-        return secret.items!.map((item) => ({
-          path: posix.join(mount.mountPath, item.path),
-          secretName: secret.secretName,
-          key: item.key,
-        }));
+        return projected.sources!.flatMap((source) =>
+          source.secret!.items!.map((item) => ({
+            path: posix.join(mount.mountPath, item.path),
+            secretName: source.secret!.name,
+            key: item.key,
+          })),
+        );
       });
       expect(mounted).toEqual(
         component.files.map((file) => ({
@@ -139,6 +142,49 @@ describe('renderInCluster', () => {
         },
       ]);
     }
+  });
+
+  test('files of several directories are one volume each; files of several Secrets in one directory are one volume', () => {
+    const component = {
+      ...podControlPlane({ instance, controllerManager: false }).components[1]!,
+      files: [
+        { path: '/a/ca.crt', secret: 'pki', key: 'ca.crt' },
+        { path: '/b/ca.key', secret: 'pki', key: 'ca.key' },
+        { path: '/a/sa.pub', secret: 'pki', key: 'sa.pub' },
+        { path: '/a/kubeconfig', secret: 'admin', key: 'controller-manager.kubeconfig' },
+      ],
+    } as const;
+    const volumes = componentSecretVolumes(component, { pki: 'the-pki', admin: 'the-admin' });
+    expect(
+      volumes.map(({ volume, mount }) => [
+        volume.name,
+        mount.mountPath,
+        volume.projected?.sources?.map((s) => [
+          s.secret?.name,
+          s.secret?.items?.map((i) => `${i.key}>${i.path}`),
+        ]),
+      ]),
+    ).toEqual([
+      [
+        'kube-apiserver-files',
+        '/a',
+        [
+          ['the-pki', ['ca.crt>ca.crt', 'sa.pub>sa.pub']],
+          ['the-admin', ['controller-manager.kubeconfig>kubeconfig']],
+        ],
+      ],
+      ['kube-apiserver-files-1', '/b', [['the-pki', ['ca.key>ca.key']]]],
+    ]);
+  });
+
+  test("no two of a container's mounts share a path, no two volumes a name", () => {
+    const pod = renderInCluster(input()).statefulSet.spec!.template.spec!;
+    for (const container of pod.containers) {
+      const paths = container.volumeMounts!.map((m) => m.mountPath);
+      expect(new Set(paths).size).toBe(paths.length);
+    }
+    const names = pod.volumes!.map((v) => v.name);
+    expect(new Set(names).size).toBe(names.length);
   });
 
   test('the StatefulSet name leaves room for the revision label of its pods (63 characters)', () => {

@@ -157,36 +157,39 @@ function podResources(template: InClusterRenderInput['template']): V1ResourceReq
 }
 
 /**
- * A component's files as Secret volumes: one per (Secret, directory), holding only the keys the
- * component reads (etcd reads none; only the controller manager gets the CA's key).
+ * A component's files as volumes: one per directory (two mounts at one path are refused), each
+ * projecting from the instance's Secrets only the keys the component reads there (etcd reads
+ * none; only the controller manager gets the CA's key).
  */
 export function componentSecretVolumes(
   component: ComponentDescription,
   secretNames: ControlPlaneDescription['secretNames'],
 ): Array<{ volume: V1Volume; mount: V1VolumeMount }> {
-  const groups = new Map<
-    string,
-    { secret: keyof typeof secretNames; dir: string; files: typeof component.files }
-  >();
+  const byDir = new Map<string, Array<ComponentDescription['files'][number]>>();
   for (const file of component.files) {
     const dir = posix.dirname(file.path);
-    const id = `${file.secret}\0${dir}`;
-    const group = groups.get(id) ?? { secret: file.secret, dir, files: [] };
-    groups.set(id, { ...group, files: [...group.files, file] });
+    byDir.set(dir, [...(byDir.get(dir) ?? []), file]);
   }
-  return [...groups.values()].map((group, index) => {
-    const name = `${component.name}-${group.secret}${index === 0 ? '' : `-${index}`}`;
+  return [...byDir.entries()].map(([dir, files], index) => {
+    const name = `${component.name}-files${index === 0 ? '' : `-${index}`}`;
+    const roles = [...new Set(files.map((file) => file.secret))];
     return {
       volume: {
         name,
-        secret: {
-          secretName: secretNames[group.secret],
+        projected: {
           // Read by the group the pod's fsGroup gives the files; nobody else.
           defaultMode: 0o440,
-          items: group.files.map((file) => ({ key: file.key, path: posix.basename(file.path) })),
+          sources: roles.map((role) => ({
+            secret: {
+              name: secretNames[role],
+              items: files
+                .filter((file) => file.secret === role)
+                .map((file) => ({ key: file.key, path: posix.basename(file.path) })),
+            },
+          })),
         },
       },
-      mount: { name, mountPath: group.dir, readOnly: true },
+      mount: { name, mountPath: dir, readOnly: true },
     };
   });
 }
