@@ -10,7 +10,7 @@ import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { collectionPath, type KubeClient, objectPath } from '../../src/runtime/kube-client.ts';
 import { pool, quantile, reportFigure, stopChild, waitUntil, within } from '../support.ts';
-import { type OperatorProcess, residentMiB, restingResidentMiB, startOperator } from './process.ts';
+import { keptResidentMiB, type OperatorProcess, residentMiB, startOperator } from './process.ts';
 
 export const SCALE_NAMESPACE = 'bench-scale';
 /**
@@ -180,8 +180,6 @@ export async function operatorCurve(
   entry: string,
   steps: readonly number[],
   changes: number,
-  /** How long the operator is watched at rest for its resident memory. */
-  restMs: number,
   atLastStep: (operator: OperatorProcess, curve: readonly CurveStep[]) => Promise<void>,
 ): Promise<CurveStep[]> {
   const secrets = watchSecrets(api);
@@ -210,7 +208,7 @@ export async function operatorCurve(
         const convergedMs = performance.now() - operator.startedAt;
         const latencies = await changeLatencies(api, secrets, n, changes, operator.child);
         const peakMiB = residentMiB(operator.child.pid).peak;
-        const rssMiB = await restingResidentMiB(operator.child.pid, restMs);
+        const rssMiB = await keptResidentMiB(operator);
         const step: CurveStep = {
           n,
           readyMs,

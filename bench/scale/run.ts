@@ -36,8 +36,6 @@ const VIRTUAL_CLUSTERS = list(process.argv[3], smoke ? [1, 2] : [1, 10, 30]);
 const PAIRS = Number(process.argv[4] ?? (smoke ? 10 : 150));
 const CHANGES = Number(process.argv[5] ?? (smoke ? 5 : 100));
 const IDLE_WINDOW_MS = smoke ? 1_000 : 20_000;
-/** How long the curve's operator is watched at rest for its resident memory. */
-const REST_MS = smoke ? 1_000 : 15_000;
 const RUNTIME: PlatformRuntime =
   (process.env.SCALE_BENCH_RUNTIME ?? (smoke ? 'tsx' : 'dist')) === 'tsx' ? 'tsx' : 'dist';
 
@@ -54,7 +52,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       `scale benchmark${smoke ? ' (smoke)' : ''}: steps ${STEPS.join(', ')}; virtual clusters ${VIRTUAL_CLUSTERS.join(', ')} of ${PAIRS} Services and Endpoints; operator from ${RUNTIME === 'tsx' ? 'the sources (tsx)' : 'dist/'}\n`,
     );
-    await operatorCurve(cluster, api, entry, STEPS, CHANGES, REST_MS, (operator, curve) =>
+    await operatorCurve(cluster, api, entry, STEPS, CHANGES, (operator, curve) =>
       syncerCurve(plane, api, operator, VIRTUAL_CLUSTERS, PAIRS, IDLE_WINDOW_MS, perObjectKiB(curve)).then(
         () => {},
       ),

@@ -5,7 +5,7 @@ import { collectionPath, KubeClient, type ObjectList } from '../../src/runtime/k
 import { LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import { pool, reportFigure, waitUntil } from '../support.ts';
 import { SCALE_NAMESPACE } from './curve.ts';
-import { cpuMs, type OperatorProcess, restingResidentMiB } from './process.ts';
+import { cpuMs, keptResidentMiB, type OperatorProcess } from './process.ts';
 
 const APPS = 'apps';
 const CONCURRENCY = 16;
@@ -97,16 +97,18 @@ async function syncedCount(host: KubeClient, i: number, plural: 'services' | 'en
 }
 
 /**
- * The operator at rest: its CPU over `windowMs` as a share of one core, and its lowest resident
- * memory over the same window (restingResidentMiB).
+ * The operator at rest: its CPU over `windowMs` as a share of one core, then its resident memory
+ * after a full collection (keptResidentMiB; the collection's own CPU falls after the window).
  */
-async function atRest(pid: number | undefined, windowMs: number): Promise<Omit<SyncerStep, 'instances'>> {
+async function atRest(operator: OperatorProcess, windowMs: number): Promise<Omit<SyncerStep, 'instances'>> {
+  const { pid } = operator.child;
   // Left alone for a while first: the last sync's writes and their watch events are done.
   await new Promise((resolve) => setTimeout(resolve, windowMs / 2));
   const before = cpuMs(pid);
   const started = performance.now();
-  const rssMiB = await restingResidentMiB(pid, windowMs);
-  return { rssMiB, idleCores: (cpuMs(pid) - before) / (performance.now() - started) };
+  await new Promise((resolve) => setTimeout(resolve, windowMs));
+  const idleCores = (cpuMs(pid) - before) / (performance.now() - started);
+  return { rssMiB: await keptResidentMiB(operator), idleCores };
 }
 
 /**
@@ -124,7 +126,7 @@ export async function syncerCurve(
   perObjectKiB: number,
 ): Promise<SyncerStep[]> {
   const results: SyncerStep[] = [];
-  const base: SyncerStep = { instances: 0, ...(await atRest(operator.child.pid, idleWindowMs)) };
+  const base: SyncerStep = { instances: 0, ...(await atRest(operator, idleWindowMs)) };
   process.stdout.write(
     `virtual clusters: the operator with none: ${base.rssMiB.toFixed(0)} MiB, idle ${(base.idleCores * 100).toFixed(2)}% of a core\n`,
   );
@@ -147,7 +149,7 @@ export async function syncerCurve(
       },
       { boundMs: Math.max(120_000, instances * pairs * 200), child: operator.child, intervalMs: 250 },
     );
-    const step: SyncerStep = { instances, ...(await atRest(operator.child.pid, idleWindowMs)) };
+    const step: SyncerStep = { instances, ...(await atRest(operator, idleWindowMs)) };
     results.push(step);
     reportSyncerStep(step, base, pairs, perObjectKiB);
   }
