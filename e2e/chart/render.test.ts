@@ -189,6 +189,8 @@ describe('the Helm chart', () => {
     const dockerfile = readFileSync(join(repoRoot, 'Dockerfile'), 'utf8');
     expect(dockerfile).toContain(`${repository}:`);
     expect(dockerfile).toContain('--no-node-snapshot');
+    // The image's entrypoint is the `platform` command the Deployments run (docs/README.md).
+    expect(dockerfile).toMatch(/^ENTRYPOINT \["node", "--no-node-snapshot", "\/app\/bin\/platform\.js"\]$/m);
   });
 
   test("the gateway's --issuer-url: gateway.externalURL, else the ingress host over HTTPS, else none (docs/trust.md, the `iss` claim)", async () => {
