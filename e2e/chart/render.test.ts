@@ -214,6 +214,19 @@ describe('the Helm chart', () => {
     ).toEqual(['--issuer-url=https://platform.example.com']);
   });
 
+  test('grants the group platform:admins nothing: no binding names it (docs/security.md, docs/install-helm.md)', async () => {
+    for (const values of [{}, FULL_VALUES]) {
+      const bindings = (await renderChart({ values })).filter((m) =>
+        ['RoleBinding', 'ClusterRoleBinding'].includes(m.kind),
+      );
+      expect(bindings.length).toBeGreaterThan(0);
+      const naming = bindings.filter((binding) =>
+        (binding.subjects ?? []).some((subject: { name?: string }) => subject.name === 'platform:admins'),
+      );
+      expect(naming.map((binding) => binding.metadata.name)).toEqual([]);
+    }
+  });
+
   test('rollouts never go below the replica count; the gateway Service is ClusterIP on 80, or 443 with TLS (docs/install-helm.md)', async () => {
     const defaults = await renderChart();
     for (const deployment of defaults.filter((m) => m.kind === 'Deployment'))
