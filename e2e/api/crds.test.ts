@@ -265,6 +265,32 @@ describe('CRDs on a real apiserver', () => {
     }
   });
 
+  it('kubectl deletes every key of a user at once with --field-selector spec.user=<user> (docs/access-keys-ci.md)', async () => {
+    const api = resource(stored('OwnedAccessKey'), namespace);
+    const [leaving, staying] = [uniqueName('leaving'), uniqueName('staying')];
+    const key = (name: string, user: string) =>
+      api.create(object('OwnedAccessKey', name, { user, keyHash: 'a'.repeat(64), keyId: 'abc' }));
+    await key(`${leaving}-1`, leaving);
+    await key(`${leaving}-2`, leaving);
+    await key(`${staying}-1`, staying);
+    try {
+      const deleted = await kubectl([
+        'delete',
+        'ownedaccesskeys',
+        '--field-selector',
+        `spec.user=${leaving}`,
+      ]);
+      expect(deleted.code, deleted.stderr).toBe(0);
+      expect(deleted.stdout.trim().split('\n').sort()).toEqual([
+        `ownedaccesskey.management.platform "${leaving}-1" deleted`,
+        `ownedaccesskey.management.platform "${leaving}-2" deleted`,
+      ]);
+      expect((await api.get(`${staying}-1`)).spec).toMatchObject({ user: staying });
+    } finally {
+      await api.delete(`${staying}-1`);
+    }
+  });
+
   it('lets a team be set on a key that had none, then keeps it', async () => {
     const api = resource(stored('OwnedAccessKey'), namespace);
     const name = uniqueName('team');

@@ -310,6 +310,22 @@ describe('gateway: virtualclusterinstances/<name>/kubeconfig', () => {
     expect(lifetimeSeconds(certificateOf(signerDefault.json.status.kubeConfig))).toBe(365 * 86_400);
   });
 
+  test("certificate mode: ends no later than the caller's key; a key with less than 600 s left gets none", async () => {
+    const hourKey = await env().key({ user: 'alice', displayName: 'for 50 minutes', ttl: 3000 });
+    // The key was created before this moment, so it ends before this moment + its ttl.
+    const keyEndsBy = Date.now() + 3000_000;
+    const week = await retrieve('dev', 'spec:\n  clientCert: true\n  certificateTTL: 604800\n', hourKey);
+    expect(week.status, week.text).toBe(201);
+    const certificate = new X509Certificate(certificateOf(week.json.status.kubeConfig));
+    // The certificate's notAfter is whole seconds: at most one second past the key's end.
+    expect(Date.parse(certificate.validTo)).toBeLessThanOrEqual(keyEndsBy + 1000);
+
+    const shortKey = await env().key({ user: 'alice', displayName: 'for 5 minutes', ttl: 300 });
+    const none = await retrieve('dev', 'spec:\n  clientCert: true\n', shortKey);
+    expect(none.status, none.text).toBe(403);
+    expect(none.json.message).toContain('less than 600 seconds');
+  });
+
   test("certificate mode: spec.server overrides the server; the virtual cluster's CA stays", async () => {
     const answer = await retrieve('dev', 'spec:\n  clientCert: true\n  server: https://vc.example.com\n');
     expect(answer.status, answer.text).toBe(201);
