@@ -130,6 +130,39 @@ describe('docs/spec-coverage.md', () => {
         ).toBe(true);
     },
   );
+
+  /** The status values the page defines (a row's status begins with one). */
+  const STATUSES = ['done', 'warned', 'partial', 'deviates', 'missing'];
+
+  test('the Counts section counts the table’s statuses', () => {
+    const counts = (from: number, to: number) => {
+      const byStatus = new Map<string, number>();
+      for (const row of rows.filter((r) => Number(r.row) >= from && Number(r.row) <= to)) {
+        const status = /^[a-z]+/.exec(row.status)?.[0] ?? row.status;
+        byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
+      }
+      return { total: to - from + 1, of: (status: string) => byStatus.get(status) ?? 0, byStatus };
+    };
+    const section = markdown.slice(markdown.indexOf('## Counts'), markdown.indexOf('## Missing'));
+    const [requirementsLine = '', configLine = ''] = section
+      .split(/\n- /)
+      .slice(1)
+      .map((line) => line.replace(/\s+/g, ' '));
+    const requirements = counts(1, 98);
+    for (const status of requirements.byStatus.keys())
+      expect(STATUSES, `row status "${status}"`).toContain(status);
+    expect(requirementsLine).toContain(`${requirements.total} rows; done ${requirements.of('done')}`);
+    expect(requirementsLine).toContain(`partial ${requirements.of('partial')}`);
+    expect(requirementsLine).toContain(`deviating ${requirements.of('deviates')}`);
+    expect(requirementsLine).toContain(`refused with a warning ${requirements.of('warned')}`);
+    expect(requirementsLine).toContain(`missing ${requirements.of('missing')}`);
+    const config = counts(99, rows.length);
+    for (const status of config.byStatus.keys()) expect(STATUSES, `row status "${status}"`).toContain(status);
+    expect(configLine).toContain(`${config.total} rows;`);
+    expect(configLine).toContain(`working ${config.of('done')}`);
+    expect(configLine).toContain(`partial ${config.of('partial')}`);
+    expect(configLine).toContain(`refused with a warning ${config.of('warned')}`);
+  });
 });
 
 describe('the reading of the table', () => {
