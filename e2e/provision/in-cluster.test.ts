@@ -356,13 +356,19 @@ describe('in-cluster provisioner', () => {
       expect(
         (await get<V1StatefulSet>(RESOURCES.statefulSets, statefulSetNameOf(instance.name)))!.spec!.replicas,
       ).toBe(1);
-      // The StatefulSet controller's report of a ready pod (none runs here to write it).
-      await mergePatch(
-        RESOURCES.statefulSets,
-        statefulSetNameOf(instance.name),
-        { status: { replicas: 1, readyReplicas: 1, availableReplicas: 1 } },
-        '/status',
-      );
+      // The StatefulSet controller's report of a ready pod (none runs here to write it): first
+      // a count from before the wake (an older generation), which does not count; then its own.
+      const woken = (await get<V1StatefulSet>(RESOURCES.statefulSets, statefulSetNameOf(instance.name)))!;
+      const reportReady = (observedGeneration: number) =>
+        mergePatch(
+          RESOURCES.statefulSets,
+          statefulSetNameOf(instance.name),
+          { status: { observedGeneration, replicas: 1, readyReplicas: 1, availableReplicas: 1 } },
+          '/status',
+        );
+      await reportReady(woken.metadata!.generation! - 1);
+      expect((await p.status(instance)).phase).toBe('Starting');
+      await reportReady(woken.metadata!.generation!);
       const ready = await p.status(instance);
       expect(ready.phase).toBe('Ready');
       expect(ready.caData).toBeDefined();

@@ -143,12 +143,17 @@ export class InClusterProvisioner implements Provisioner {
   }
 
   async stop(instance: ProvisionedInstance): Promise<void> {
+    const name = statefulSetNameOf(instance.name);
+    const current = await this.read(RESOURCES.statefulSets, instance.namespace, name);
+    if (!current) return;
+    refuseIfNotOwned(RESOURCES.statefulSets, current, instance);
     try {
       await this.options.api.request({
         method: 'PATCH',
-        path: `${objectPath(RESOURCES.statefulSets, instance.namespace, statefulSetNameOf(instance.name))}/scale`,
+        path: `${objectPath(RESOURCES.statefulSets, instance.namespace, name)}/scale`,
         query: { fieldManager },
-        body: { spec: { replicas: 0 } },
+        // The scale of the StatefulSet read, not of a same-named newcomer.
+        body: { metadata: { uid: current.metadata?.uid }, spec: { replicas: 0 } },
         contentType: PatchStrategy.MergePatch,
       });
     } catch (err) {
@@ -183,6 +188,11 @@ export class InClusterProvisioner implements Provisioner {
       statefulSetNameOf(instance.name),
     );
     if (!statefulSet) return { phase: 'Absent' };
+    if (!isOwnedBy(statefulSet, instance, RESOURCES.statefulSets))
+      return {
+        phase: 'Absent',
+        message: `the StatefulSet ${statefulSet.metadata?.name} is not this virtual cluster's`,
+      };
     const admin = await this.read<V1Secret>(
       RESOURCES.secrets,
       instance.namespace,
@@ -296,7 +306,11 @@ function isOwnedBy(object: KubernetesObject, instance: ProvisionedInstance, reso
   );
 }
 
-/** What the StatefulSet says: stopped at zero replicas, ready with a ready replica. */
+/**
+ * What the StatefulSet says: stopped at zero replicas, ready with a ready replica, counted by
+ * the StatefulSet controller after it saw the current spec (a count from before a stop and a
+ * wake is not the woken pod's).
+ */
 export function statusOf(
   instance: ProvisionedInstance,
   statefulSet: V1StatefulSet,
@@ -308,10 +322,13 @@ export function statusOf(
     ...(caPem !== undefined ? { caData: Buffer.from(caPem).toString('base64') } : {}),
   };
   if ((statefulSet.spec?.replicas ?? 1) === 0) return { phase: 'Stopped', ...where };
-  if ((statefulSet.status?.readyReplicas ?? 0) >= 1) return { phase: 'Ready', ...where };
+  const observed = (statefulSet.status?.observedGeneration ?? 0) >= (statefulSet.metadata?.generation ?? 1);
+  if (observed && (statefulSet.status?.readyReplicas ?? 0) >= 1) return { phase: 'Ready', ...where };
   return {
     phase: 'Starting',
     ...where,
-    message: `the control plane's pod is not ready (${statefulSet.status?.readyReplicas ?? 0}/1 ready)`,
+    message: observed
+      ? `the control plane's pod is not ready (${statefulSet.status?.readyReplicas ?? 0}/1 ready)`
+      : 'the StatefulSet controller has not seen the latest spec yet',
   };
 }
