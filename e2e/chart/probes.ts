@@ -378,7 +378,10 @@ const teamMembershipProbe: Probe = {
   },
 };
 
-/** Projects: namespace, member RoleBindings to the three project roles, status, repair, removal, deletion. */
+/** The quota resource of a project's `spec.quotas.virtualClusterInstances`. */
+const INSTANCE_COUNT = 'count/virtualclusterinstances.management.platform';
+
+/** Projects: namespace, member RoleBindings to the three project roles, quota, status, repair, removal, deletion. */
 const projectsProbe: Probe = {
   id: 'projects',
   needs: { controllers: ['project'] },
@@ -391,10 +394,12 @@ const projectsProbe: Probe = {
         .map((b: any) => b.roleRef.name)
         .sort()
         .join();
+    const quotaPath = `${nsPath(namespace)}/resourcequotas/platform-project-quota`;
+    const quotaLimit = async () => (await ctx.admin.get(quotaPath))?.spec?.hard?.[INSTANCE_COUNT];
     ctx.cleanup.push(forceDelete(ctx.admin, path), () => ctx.admin.delete(nsPath(namespace)));
     return [
       {
-        what: 'a Project gets its namespace and member RoleBindings, and Ready',
+        what: 'a Project gets its namespace, member RoleBindings and quota, and Ready',
         run: () =>
           ctx.admin.create(clusterPath('projects'), {
             apiVersion: V1,
@@ -406,6 +411,7 @@ const projectsProbe: Probe = {
                 { kind: 'User', name: ctx.setting.users.bob, clusterRole: 'platform-project-user' },
                 { kind: 'Team', name: ctx.setting.team, clusterRole: 'platform-project-viewer' },
               ],
+              quotas: { virtualClusterInstances: 2 },
             },
           }),
         until: async () => {
@@ -416,9 +422,23 @@ const projectsProbe: Probe = {
             isTrueAndCurrent(project, 'Ready') &&
             project.status.namespace === namespace &&
             ns?.metadata.ownerReferences?.[0]?.uid === project.metadata.uid &&
-            (await boundRoles()) === 'platform-project-admin,platform-project-user,platform-project-viewer'
+            (await boundRoles()) === 'platform-project-admin,platform-project-user,platform-project-viewer' &&
+            (await quotaLimit()) === '2'
           );
         },
+      },
+      {
+        what: "a project's quota edited by someone else is repaired",
+        run: () =>
+          ctx.admin.jsonPatch(quotaPath, [
+            { op: 'replace', path: `/spec/hard/${INSTANCE_COUNT.replace('/', '~1')}`, value: '100' },
+          ]),
+        until: async () => (await quotaLimit()) === '2',
+      },
+      {
+        what: "a project's quota unset removes its ResourceQuota",
+        run: () => ctx.admin.jsonPatch(path, [{ op: 'remove', path: '/spec/quotas' }]),
+        until: async () => (await ctx.admin.get(quotaPath)) === null,
       },
       {
         what: 'a changed project namespace is repaired',
@@ -1547,6 +1567,7 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'controller:core/serviceaccounts/token:create': 'virtual-cluster',
   'controller:core/namespaces:get': 'project-conflict',
   ...each('controller', 'core/namespaces', ['list', 'watch', 'create', 'patch', 'delete'], 'projects'),
+  ...each('controller', 'core/resourcequotas', ['list', 'watch', 'create', 'patch', 'delete'], 'projects'),
   'controller:core/secrets:get': 'virtual-cluster',
   ...each('controller', 'core/secrets', ['list', 'watch', 'patch'], 'secret-sync'),
   ...each('controller', 'events.k8s.io/events', ['create', 'patch'], 'events'),

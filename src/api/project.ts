@@ -10,6 +10,19 @@ const ProjectMemberSchema = z
   })
   .describe('A member of the project.');
 
+const ProjectQuotasSchema = z
+  .object({
+    virtualClusterInstances: z
+      .int()
+      .min(0)
+      .max(2_147_483_647)
+      .optional()
+      .describe(
+        "Most VirtualClusterInstances the project's namespace may hold (registered and provisioned alike); absent: no limit. Enforced by the apiserver's own quota admission (a ResourceQuota the platform keeps in the namespace), so it holds under concurrent creates: one more is refused 403 Forbidden, `exceeded quota`. Lowering it below what exists removes nothing; only new instances are refused.",
+      ),
+  })
+  .describe("Limits on what the project's members create in its namespace.");
+
 const ProjectSpecSchema = z
   .object({
     displayName: z.string().optional().describe('Name shown in the UI.'),
@@ -19,6 +32,7 @@ const ProjectSpecSchema = z
       .array(ProjectMemberSchema)
       .optional()
       .describe('Users and teams that are members of the project.'),
+    quotas: ProjectQuotasSchema.optional(),
   })
   .describe('Desired state of the project.');
 
@@ -76,6 +90,7 @@ export const ProjectMembersSchema = z
 
 export type Project = z.infer<typeof ProjectSchema>;
 export type ProjectSpec = z.infer<typeof ProjectSpecSchema>;
+export type ProjectQuotas = z.infer<typeof ProjectQuotasSchema>;
 export type ProjectMember = z.infer<typeof ProjectMemberSchema>;
 export type ProjectMembers = z.infer<typeof ProjectMembersSchema>;
 export type EntityInfo = z.infer<typeof EntityInfoSchema>;

@@ -51,4 +51,5 @@ export const resources = {
   secrets: { group: '', version: 'v1', plural: 'secrets', namespaced: true },
   serviceAccounts: { group: '', version: 'v1', plural: 'serviceaccounts', namespaced: true },
   namespaces: { group: '', version: 'v1', plural: 'namespaces', namespaced: false },
+  resourceQuotas: { group: '', version: 'v1', plural: 'resourcequotas', namespaced: true },
 } as const satisfies Record<string, ResourceRef>;

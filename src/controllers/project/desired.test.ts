@@ -2,9 +2,11 @@ import { describe, expect, test } from 'vitest';
 import type { Project } from '../../api/project.ts';
 import {
   desiredProjectChildren,
+  desiredProjectQuota,
   memberBindingName,
   namespaceBelongsTo,
   PROJECT_ADMIN_CLUSTER_ROLE,
+  PROJECT_QUOTA_NAME,
 } from './desired.ts';
 
 const project = (spec: Project['spec'], status?: Project['status']): Project => ({
@@ -111,5 +113,40 @@ describe('desiredProjectChildren', () => {
     expect(memberBindingName(long)).toMatch(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
     expect(memberBindingName('Role:With.Odd_Chars')).toMatch(/^[a-z0-9-]+$/);
     expect(memberBindingName(`${long}a`)).not.toBe(memberBindingName(`${long}b`));
+  });
+});
+
+describe('desiredProjectQuota', () => {
+  test('no quotas, no ResourceQuota', () => {
+    expect(desiredProjectQuota(project({}), 'p-shop')).toBeUndefined();
+    expect(desiredProjectQuota(project({ quotas: {} }), 'p-shop')).toBeUndefined();
+    expect(desiredProjectChildren(project({}), 'p-shop')).not.toHaveProperty('quota');
+  });
+
+  test.each([0, 3])('a limit of %i instances is a count quota owned by the project', (limit) => {
+    const quota = desiredProjectQuota(project({ quotas: { virtualClusterInstances: limit } }), 'p-shop');
+    expect(quota).toEqual({
+      apiVersion: 'v1',
+      kind: 'ResourceQuota',
+      metadata: {
+        name: PROJECT_QUOTA_NAME,
+        namespace: 'p-shop',
+        labels: { 'management.platform/project': 'shop', 'app.kubernetes.io/managed-by': 'cluster-platform' },
+        ownerReferences: [
+          {
+            apiVersion: 'management.platform/v1',
+            kind: 'Project',
+            name: 'shop',
+            uid: 'uid-1',
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+      spec: { hard: { 'count/virtualclusterinstances.management.platform': String(limit) } },
+    });
+    expect(
+      desiredProjectChildren(project({ quotas: { virtualClusterInstances: limit } }), 'p-shop').quota,
+    ).toEqual(quota);
   });
 });

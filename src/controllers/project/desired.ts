@@ -1,6 +1,6 @@
-import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+import type { V1Namespace, V1ResourceQuota, V1RoleBinding } from '@kubernetes/client-node';
 import { MANAGED_BY, MANAGED_BY_LABEL, PROJECT_LABEL } from '../../api/labels.ts';
-import { GROUP_VERSION } from '../../api/meta.ts';
+import { API_GROUP, GROUP_VERSION } from '../../api/meta.ts';
 import type { Project } from '../../api/project.ts';
 import { teamGroup, userGroup } from '../common.ts';
 import { hashedChildName } from '../names.ts';
@@ -13,9 +13,17 @@ export function memberBindingName(clusterRole: string): string {
   return hashedChildName(`project-${clusterRole}`, clusterRole);
 }
 
+/** Name of the ResourceQuota carrying a project's `spec.quotas` in its namespace. */
+export const PROJECT_QUOTA_NAME = 'platform-project-quota';
+
+/** The quota resource counting VirtualClusterInstances (object count quota of a custom resource). */
+export const VIRTUAL_CLUSTER_INSTANCE_COUNT = `count/virtualclusterinstances.${API_GROUP}`;
+
 export interface ProjectChildren {
   namespace: V1Namespace;
   roleBindings: V1RoleBinding[];
+  /** Absent when the project sets no quota: then no ResourceQuota of ours is in the namespace. */
+  quota?: V1ResourceQuota;
 }
 
 const ownerReferencesOf = (project: Project) => [
@@ -67,6 +75,7 @@ export function desiredProjectChildren(project: Project, namespaceName: string):
           .map((group) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group })),
       }),
     );
+  const quota = desiredProjectQuota(project, namespaceName);
   return {
     namespace: {
       apiVersion: 'v1',
@@ -74,6 +83,29 @@ export function desiredProjectChildren(project: Project, namespaceName: string):
       metadata: { name: namespaceName, labels, ownerReferences },
     },
     roleBindings,
+    ...(quota ? { quota } : {}),
+  };
+}
+
+/**
+ * The ResourceQuota of a project's `spec.quotas` (pure), or none when it sets no limit. The
+ * count is the apiserver's: its quota admission checks and increments the quota's usage in one
+ * optimistic write per create, so concurrent creates never exceed it, and members (the project
+ * roles grant no write of resourcequotas) cannot lift it.
+ */
+export function desiredProjectQuota(project: Project, namespaceName: string): V1ResourceQuota | undefined {
+  const limit = project.spec.quotas?.virtualClusterInstances;
+  if (limit === undefined) return undefined;
+  return {
+    apiVersion: 'v1',
+    kind: 'ResourceQuota',
+    metadata: {
+      name: PROJECT_QUOTA_NAME,
+      namespace: namespaceName,
+      labels: { [PROJECT_LABEL]: project.metadata.name!, [MANAGED_BY_LABEL]: MANAGED_BY },
+      ownerReferences: ownerReferencesOf(project),
+    },
+    spec: { hard: { [VIRTUAL_CLUSTER_INSTANCE_COUNT]: String(limit) } },
   };
 }
 

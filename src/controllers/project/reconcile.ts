@@ -1,6 +1,7 @@
-import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+import type { V1Namespace, V1ResourceQuota, V1RoleBinding } from '@kubernetes/client-node';
 import type { ConfigStatus } from '../../api/config.ts';
 import { CLEANUP_FINALIZER, PROJECT_LABEL } from '../../api/labels.ts';
+import { GROUP_VERSION } from '../../api/meta.ts';
 import type { Project, ProjectStatus } from '../../api/project.ts';
 import { projectNamespaceName } from '../../api/project-namespace.ts';
 import { resources, type Stored } from '../../api/resources.ts';
@@ -14,7 +15,12 @@ import type { KubeApi } from '../../runtime/kube-api.ts';
 import { collectionPath, objectPath } from '../../runtime/kube-client.ts';
 import { type Converged, objectReconciler } from '../../runtime/reconciler.ts';
 import type { Store } from '../../runtime/store.ts';
-import { desiredProjectChildren, namespaceBelongsTo } from './desired.ts';
+import {
+  desiredProjectChildren,
+  namespaceBelongsTo,
+  PROJECT_QUOTA_NAME,
+  VIRTUAL_CLUSTER_INSTANCE_COUNT,
+} from './desired.ts';
 
 /** Index of member RoleBindings (and namespaces) by the project named in their label. */
 export const BY_PROJECT = 'project';
@@ -36,6 +42,8 @@ export interface ProjectReconcilerDeps {
   projects: Store<Stored<Project>>;
   namespaces: Store<V1Namespace>;
   roleBindings: Store<V1RoleBinding>;
+  /** The ResourceQuotas labelled with a project (ours: {@link PROJECT_QUOTA_NAME}). */
+  resourceQuotas: Store<V1ResourceQuota>;
   config: () => ConfigStatus;
 }
 
@@ -80,14 +88,88 @@ async function reconcileProject(
     };
   }
   await convergeMemberBindings(deps, project, namespaceName, desired.roleBindings);
+  await convergeQuota(deps, project, namespaceName, desired.quota);
+  const limit = project.spec.quotas?.virtualClusterInstances;
   return {
     ready: {
       status: 'True',
       reason: 'Converged',
-      message: `namespace ${namespaceName} and member bindings match the spec`,
+      message: `namespace ${namespaceName}, member bindings and quotas match the spec`,
     },
+    ...(limit === undefined
+      ? { removeConditions: [QUOTA_CONDITION] }
+      : {
+          conditions: [
+            {
+              type: QUOTA_CONDITION,
+              status: 'True',
+              reason: 'Enforced',
+              message: `at most ${limit} VirtualClusterInstances in namespace ${namespaceName} (ResourceQuota ${PROJECT_QUOTA_NAME})`,
+            },
+          ],
+        }),
     status: { namespace: namespaceName },
   };
+}
+
+/** The Project condition saying which quotas hold in its namespace; absent when it sets none. */
+export const QUOTA_CONDITION = 'QuotaEnforced';
+
+/**
+ * Applies the project's ResourceQuota when the cache's differs (an edit by anyone else is undone),
+ * deletes it when the project no longer sets quotas. A Normal Event tells each change.
+ */
+async function convergeQuota(
+  deps: ProjectReconcilerDeps,
+  project: Stored<Project>,
+  namespaceName: string,
+  desired: V1ResourceQuota | undefined,
+): Promise<void> {
+  const current = deps.resourceQuotas
+    .byIndex(BY_PROJECT, project.metadata.name!)
+    .find(
+      (quota) => quota.metadata?.namespace === namespaceName && quota.metadata?.name === PROJECT_QUOTA_NAME,
+    );
+  if (!desired) {
+    if (!current) return;
+    await deleteObject(deps.api, resources.resourceQuotas, current);
+    void deps.events.record(projectReference(project), {
+      type: 'Normal',
+      reason: 'QuotaRemoved',
+      action: 'ConvergeQuota',
+      note: `no quota set: ResourceQuota ${namespaceName}/${PROJECT_QUOTA_NAME} deleted`,
+    });
+    return;
+  }
+  if (current && quotaMatches(current, desired)) return;
+  await applyObject(deps.api, desired, {
+    fieldManager: fieldManagers.project,
+    force: true,
+    resource: resources.resourceQuotas,
+  });
+  void deps.events.record(projectReference(project), {
+    type: 'Normal',
+    reason: 'QuotaApplied',
+    action: 'ConvergeQuota',
+    note: `ResourceQuota ${namespaceName}/${PROJECT_QUOTA_NAME}: ${VIRTUAL_CLUSTER_INSTANCE_COUNT}=${desired.spec?.hard?.[VIRTUAL_CLUSTER_INSTANCE_COUNT]}`,
+  });
+}
+
+const projectReference = (project: Stored<Project>) => ({
+  apiVersion: GROUP_VERSION,
+  kind: 'Project',
+  name: project.metadata.name ?? '',
+  uid: project.metadata.uid ?? '',
+});
+
+function quotaMatches(existing: V1ResourceQuota, desired: V1ResourceQuota): boolean {
+  return (
+    Object.entries(desired.metadata?.labels ?? {}).every(([k, v]) => existing.metadata?.labels?.[k] === v) &&
+    deepEqual(existing.metadata?.ownerReferences, desired.metadata?.ownerReferences) &&
+    deepEqual(existing.spec?.hard ?? {}, desired.spec?.hard ?? {}) &&
+    existing.spec?.scopes === undefined &&
+    existing.spec?.scopeSelector === undefined
+  );
 }
 
 async function deleteNamespace(deps: ProjectReconcilerDeps, project: Stored<Project>): Promise<void> {

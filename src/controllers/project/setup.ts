@@ -1,4 +1,4 @@
-import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+import type { V1Namespace, V1ResourceQuota, V1RoleBinding } from '@kubernetes/client-node';
 import { PROJECT_LABEL } from '../../api/labels.ts';
 import type { Project } from '../../api/project.ts';
 import { resources, type Stored } from '../../api/resources.ts';
@@ -10,8 +10,8 @@ import { BY_PROJECT, projectOf, projectReconciler } from './reconcile.ts';
 
 /**
  * The Project controller: primary Projects (cluster-scoped), reconciled on spec changes, deletion
- * and finalizer changes (not on status or label writes); the namespaces and RoleBindings it
- * labels with the project map back to it; a platform config change (the namespace prefix)
+ * and finalizer changes (not on status or label writes); the namespaces, RoleBindings and
+ * ResourceQuotas it labels with the project map back to it; a platform config change (the namespace prefix)
  * re-evaluates every project.
  */
 export function setupProjectController(manager: Manager, deps: ControllerDeps) {
@@ -23,12 +23,18 @@ export function setupProjectController(manager: Manager, deps: ControllerDeps) {
     { labelSelector: PROJECT_LABEL },
     { [BY_PROJECT]: projectOf },
   );
+  const resourceQuotas = manager.informer<V1ResourceQuota>(
+    resources.resourceQuotas,
+    { labelSelector: PROJECT_LABEL },
+    { [BY_PROJECT]: projectOf },
+  );
   const config = platformConfigSource(manager, platformNamespace);
   const reconcile = projectReconciler({
     ...reconcilerDeps(deps),
     projects: projects.store,
     namespaces: namespaces.store,
     roleBindings: roleBindings.store,
+    resourceQuotas: resourceQuotas.store,
     config: () => config.current(),
   });
   const controller = addController(manager, deps, { name: 'project', workers: 2, reconcile });
@@ -38,6 +44,7 @@ export function setupProjectController(manager: Manager, deps: ControllerDeps) {
     .watchPrimary(projects, { predicates: [anyOf(generationChanged, lifecycleChanged)] })
     .watch(namespaces, projectOf)
     .watch(roleBindings, projectOf)
+    .watch(resourceQuotas, projectOf)
     .watch(config.informer, () => projects.store.keys());
   return { controller };
 }
