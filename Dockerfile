@@ -11,7 +11,7 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 ARG GO_IMAGE=golang:1.26-bookworm
 
 # The multicall control-plane binary (etcd, kube-apiserver, kube-controller-manager, kubectl) the
-# in-cluster provisioner's StatefulSet runs (src/provision/in-cluster: CONTROL_PLANE_BINARY). Built
+# in-cluster provisioner's StatefulSet runs (src/provision/in-cluster-image.ts: CONTROL_PLANE_BINARY). Built
 # by the same hack/controlplane/build.sh as `make dev` and the tests, so flags and versions are one.
 FROM ${GO_IMAGE} AS controlplane
 WORKDIR /src
