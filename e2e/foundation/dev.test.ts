@@ -186,6 +186,12 @@ describe('platform dev', () => {
       expect(stderr).toContain('platform dev: installing the CRDs');
       expect(stderr).toMatch(/platform dev: starting the operator: controllers .*virtualcluster/);
       expect(stderr).toContain('platform dev: created the User admin');
+      // docs/metrics.md: the operator's metrics (the gateway's among them) on a port dev prints.
+      const metricsUrl = /operator +metrics (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(stdout)?.[1];
+      expect(metricsUrl, stdout).toBeDefined();
+      const scraped = await fetch(metricsUrl!);
+      expect(scraped.status).toBe(200);
+      expect(await scraped.text()).toContain('# TYPE gateway_request_total counter');
 
       expect(statSync(adminConfig).mode & 0o777).toBe(0o600);
       const key = tokenOfKubeconfig(readFileSync(adminConfig, 'utf8'));
