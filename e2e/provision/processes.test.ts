@@ -188,6 +188,19 @@ describe('ProcessesProvisioner', { timeout: 300_000 }, () => {
     expect(await readyz()).toEqual({ status: 200, body: 'ok' });
   });
 
+  test('the earlier provisioner, asked again, takes it back: the last to act owns it, one process of each', async () => {
+    const before = processesOfInstance().map((p) => p.pid);
+    expect((await first.ensure(instance, options)).phase).toBe('Ready');
+    const after = processesOfInstance();
+    expect(after.map((p) => p.component).sort()).toEqual([
+      'etcd',
+      'kube-apiserver',
+      'kube-controller-manager',
+    ]);
+    expect(after.filter((p) => before.includes(p.pid))).toEqual([]);
+    expect((await readConfigMap()).data).toEqual({ made: 'before' });
+  });
+
   test('remove ends the processes and deletes the storage and the Secrets', async () => {
     await provisioners.at(-1)!.remove(instance);
     expect(processesOfInstance()).toEqual([]);

@@ -100,12 +100,15 @@ export class ProcessesProvisioner implements Provisioner {
 
   ensure(instance: ProvisionedInstance, options: ProvisionOptions): Promise<ProvisionStatus> {
     return this.serialized(instance, async () => {
-      const current = this.running.get(keyOf(instance));
-      const same = current?.state.controllerManager === options.controllerManager;
-      if (current && same && current.supervisors.every((s) => s.running))
-        return this.probe(instance, current);
-      if (current) await this.end(instance, current);
       const paths = instancePaths(this.options.stateDir, instance);
+      const current = this.running.get(keyOf(instance));
+      // Still ours (no other provisioner took it over), as asked, and every process alive: kept.
+      const kept =
+        current?.state.controllerManager === options.controllerManager &&
+        ownerOf(paths) === this.id &&
+        current.supervisors.every((s) => s.running);
+      if (current && kept) return this.probe(instance, current);
+      if (current) await this.end(instance, current);
       mkdirSync(paths.root, { recursive: true });
       writeFileSync(paths.ownerFile, this.id);
       const reaped = new PidFile(paths.pidFile).reapStale();
@@ -245,8 +248,9 @@ export class ProcessesProvisioner implements Provisioner {
   private async end(instance: ProvisionedInstance, running: RunningInstance): Promise<void> {
     for (const supervisor of [...running.supervisors].reverse()) await supervisor.stop();
     this.running.delete(keyOf(instance));
+    // The pid file is the owner's: one that took the instance over keeps its records.
     const paths = instancePaths(this.options.stateDir, instance);
-    if (existsSync(paths.root)) new PidFile(paths.pidFile).record([]);
+    if (existsSync(paths.root) && ownerOf(paths) === this.id) new PidFile(paths.pidFile).record([]);
   }
 
   stop(instance: ProvisionedInstance): Promise<void> {
