@@ -36,9 +36,10 @@ import { directTokensEndpoint, oidcEndpoints, tokenRevocationEndpoint } from './
 import { discoveryEndpoints } from './endpoints/discovery.ts';
 import type { GatewayEndpoint } from './endpoints/endpoint.ts';
 import { healthEndpoints } from './endpoints/health.ts';
-import { kubeConfigEndpoint, ServingCa } from './endpoints/kubeconfig.ts';
+import { kubeConfigEndpoint } from './endpoints/kubeconfig.ts';
 import { membersEndpoint } from './endpoints/members.ts';
 import { ownerAccessKeysEndpoints } from './endpoints/owner-access-keys.ts';
+import { ServingCa } from './endpoints/serving-ca.ts';
 import { tokenReviewEndpoint } from './endpoints/token-review.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { EndpointTable } from './pipeline/route.ts';
