@@ -13,6 +13,7 @@ import { authenticateAccessKey } from '../src/identity/authenticate.ts';
 import { generateAccessKey, hashAccessKey } from '../src/identity/keys.ts';
 import { PepperStore } from '../src/identity/pepper.ts';
 import { KubeClient } from '../src/runtime/kube-client.ts';
+import { inspectFlag } from './inspector-gc.ts';
 import {
   benchMode,
   type PlatformRuntime,
@@ -192,6 +193,11 @@ export interface GatewayProcess {
   readonly child: ChildProcess;
   readonly pid: number | undefined;
   readonly url: string;
+  /**
+   * Its inspector's loopback port, for a collection before a memory reading (bench/inspector-gc):
+   * the platform gateway's (startGatewayProcess); a bare proxy has none.
+   */
+  readonly inspectPort?: number;
   stop(): Promise<void>;
 }
 
@@ -206,11 +212,13 @@ export async function startGatewayProcess(
 ): Promise<GatewayProcess> {
   const extra = (process.env.GATEWAY_NODE_OPTIONS ?? '').split(/\s+/).filter((flag) => flag !== '');
   const [port, healthPort] = [await freePort(), await freePort()];
+  const inspect = await inspectFlag();
   const child = spawn(
     process.execPath,
     [
       '--no-node-snapshot',
       ...extra,
+      inspect.flag,
       entry,
       'gateway',
       ...['--kubeconfig', kubeconfig, '--namespace', namespace],
@@ -232,7 +240,7 @@ export async function startGatewayProcess(
     await stop();
     throw error;
   }
-  return { child, pid: child.pid, url: `http://127.0.0.1:${port}`, stop };
+  return { child, pid: child.pid, url: `http://127.0.0.1:${port}`, inspectPort: inspect.port, stop };
 }
 
 /**

@@ -25,12 +25,14 @@
  *   bench/proxy/run.sh [SECONDS=10] [CONNECTIONS=16] [N=50] [WATCHES=1000] [E=200]
  *   (BENCH_SMOKE=1: 2 s, 4, 5, 50, 20)
  */
+
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { Agent } from 'undici';
 import { prepareTarget } from '../../e2e/support/proxy-targets.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { collectGarbage } from '../inspector-gc.ts';
 import {
   autocannonHeaders,
   type BenchKey,
@@ -233,6 +235,11 @@ async function watchThroughput(run: Run, dispatchers: { direct: Agent; proxy: Ag
   });
 }
 
+function inspectPortOf(gateway: GatewayProcess): number {
+  if (gateway.inspectPort === undefined) throw new Error('the gateway was started without its inspector');
+  return gateway.inspectPort;
+}
+
 /** WATCHES watches held through the proxy at once; its memory per watch beside the target's. */
 async function heldWatches(run: Run, dispatcher: Agent): Promise<void> {
   const api = new KubeClient(kubeConfigOf(run.target));
@@ -252,6 +259,9 @@ async function heldWatches(run: Run, dispatcher: Agent): Promise<void> {
             body: { metadata: { name: 'touched' } },
           });
         },
+        // The gateway's heap collected before each reading; the apiserver (Go) collects as it goes.
+        collect: () =>
+          collectGarbage(inspectPortOf(run.gateway), { boundMs: START_BOUND_MS, child: run.gateway.child }),
         bound: { boundMs: START_BOUND_MS, child: run.gateway.child },
       },
     );

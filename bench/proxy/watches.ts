@@ -135,7 +135,9 @@ export interface HeldWatches {
 /**
  * Opens `count` watches of `url` (the headers of watch i from `headersOf(i)`), `concurrency` at a
  * time, and proves each one live: `touch()` writes an object the watches see, and every watch
- * must receive its event. Measures the resident memory `processes` gained meanwhile.
+ * must receive its event. Measures the resident memory `processes` gained meanwhile, each reading
+ * after `collect()` (a full collection in the Node processes: otherwise the difference is mostly
+ * how much garbage each reading happened to find).
  */
 export async function holdWatches(
   url: string,
@@ -146,10 +148,12 @@ export async function holdWatches(
     readonly dispatcher: Dispatcher;
     readonly processes: Record<string, number | undefined>;
     readonly touch: () => Promise<void>;
+    readonly collect: () => Promise<void>;
     readonly bound: WaitBound;
   },
 ): Promise<HeldWatches> {
   const { processes } = options;
+  await options.collect();
   const before = Object.fromEntries(
     Object.entries(processes).map(([name, pid]) => [name, residentBytes(pid)]),
   );
@@ -170,6 +174,7 @@ export async function holdWatches(
       () => watches.every((watch) => watch.events() > 0),
       { ...options.bound, intervalMs: 100 },
     );
+    await options.collect();
     const bytesPerWatch = Object.fromEntries(
       Object.entries(processes).map(([name, pid]) => [
         name,
