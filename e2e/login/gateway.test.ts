@@ -263,6 +263,32 @@ describe('the password API', () => {
       expect(answer.text).not.toMatch(/set by admin|set by helpdesk|mine now|short"/);
   });
 
+  it('POST /auth/password/change takes the old password, without a key, and ends the Login sessions', async () => {
+    await env().configure('');
+    const name = await env().userWithPassword('changer', 'changer password 1');
+    // Each attempt from an address of its own: the failures here are not to block anyone else.
+    const from = (n: number) => ({ 'x-forwarded-for': `198.51.100.${40 + n}` });
+    const session = (await signIn(name, 'changer password 1', from(1))).json;
+    const change = (oldPassword: string, newPassword: string) =>
+      post(
+        '/auth/password/change',
+        { username: name, oldPassword, newPassword },
+        {
+          headers: from(0),
+        },
+      );
+    const wrongOld = await change('not the old one', 'changed password 1');
+    expect(wrongOld.status, wrongOld.text).toBe(401);
+    expect((await signIn(name, 'changer password 1', from(2))).status).toBe(200);
+    const changed = await change('changer password 1', 'changed password 1');
+    expect(changed.status, changed.text).toBe(200);
+    expect(changed.text).not.toContain('changed password 1');
+    expect(await env().loginKeys(name)).toEqual([]);
+    expect(await env().storedKey(session.keyName)).toBeUndefined();
+    expect((await signIn(name, 'changer password 1', from(3))).status).toBe(401);
+    expect((await signIn(name, 'changed password 1', from(4))).status).toBe(200);
+  });
+
   it('is out of reach of a key whose scope does not cover it', async () => {
     await env().configure('auth: { customHttpHeaders: { X-Frame-Policy: sso-only } }');
     const g = env().gateway;
