@@ -202,12 +202,16 @@ describe('the password API', () => {
     await g.accepted(admin);
     await g.accepted(helpdesk);
 
-    // An admin sets it; the user's Login sessions end, the new password works.
+    // An admin sets it; the user's Login sessions end (its keys for automation stay), the new
+    // password works.
     const session = (await signIn(target, 'first password 1')).json;
+    const automation = uniqueName('automation');
+    await g.key({ user: target, type: 'User' }, automation);
     const byAdmin = await setPassword(target, { password: 'set by admin 1' }, admin);
     expect(byAdmin.status, byAdmin.text).toBe(200);
     expect(byAdmin.json).toMatchObject({ kind: 'Status', status: 'Success' });
     expect(await env().storedKey(session.keyName)).toBeUndefined();
+    expect((await env().storedKey(automation))?.metadata.name).toBe(automation);
     expect((await signIn(target, 'first password 1')).status).toBe(401);
     expect((await signIn(target, 'set by admin 1')).status).toBe(200);
 
