@@ -20,6 +20,12 @@ describe('leader election on a real Lease', () => {
   const readLease = (name: string) =>
     admin.request<Lease>({ method: 'GET', path: objectPath(leaseResource, namespace(), name) });
 
+  /** The `leader_election_master_status` series a manager's /metrics would serve. */
+  const leaderStatus = async (manager: Manager) =>
+    (await manager.registry.metrics())
+      .split('\n')
+      .filter((line) => line.startsWith('leader_election_master_status{'));
+
   it('one manager leads and runs its controller; after it stops, the other takes over at once', async () => {
     const reconciledBy: string[] = [];
     const managers = ['first', 'second'].map((identity) => {
@@ -58,6 +64,9 @@ describe('leader election on a real Lease', () => {
     await eventually(() => reconciledBy.includes(`first:${namespace()}`), 20_000, 'first to reconcile');
     expect(second.isLeader()).toBe(false);
     expect(reconciledBy.some((entry) => entry.startsWith('second:'))).toBe(false);
+    // docs/metrics.md: 1 on the leader; a replica that never led has no series of the Lease.
+    expect(await leaderStatus(first)).toEqual(['leader_election_master_status{name="managers"} 1']);
+    expect(await leaderStatus(second)).toEqual([]);
     const before = await readLease('managers');
     expect(before.spec?.holderIdentity).toBe('first');
 
@@ -68,6 +77,9 @@ describe('leader election on a real Lease', () => {
     const after = await readLease('managers');
     expect(after.spec?.holderIdentity).toBe('second');
     expect(after.spec?.leaseTransitions).toBe((before.spec?.leaseTransitions ?? 0) + 1);
+    // One that led and stopped says 0.
+    expect(await leaderStatus(first)).toEqual(['leader_election_master_status{name="managers"} 0']);
+    expect(await leaderStatus(second)).toEqual(['leader_election_master_status{name="managers"} 1']);
   });
 
   it('a leader that cannot renew stops leading before another candidate acquires the lease', async () => {
