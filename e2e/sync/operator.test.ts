@@ -39,7 +39,7 @@ describe('the operator syncs a VirtualClusterInstance', () => {
     virtual = new Api(kubeConfigFor(cluster));
     await virtual.createNamespace('apps');
   });
-  useOperator(namespace, { controllers: ['virtualcluster'] });
+  const operator = useOperator(namespace, { controllers: ['virtualcluster'] });
   afterAll(() => {
     virtual?.close();
     host.close();
@@ -111,6 +111,26 @@ describe('the operator syncs a VirtualClusterInstance', () => {
       (e) => e?.metadata.annotations['platform.test/tier'] === 'host-gold',
       'host Endpoints db',
     );
+
+    // docs/metrics.md: the operator's metrics carry the syncer's, its controllers named
+    // syncer:<namespace>/<name>:<kind>, its vcluster label <host namespace>/<name>.
+    const metrics = await operator().registry.metrics();
+    for (const kind of ['service', 'endpoints'])
+      expect(metrics).toContain(
+        `controller_runtime_max_concurrent_reconciles{controller="syncer:${ns}/dev:${kind}"}`,
+      );
+    expect(metrics).toContain(`platform_syncer_ready{vcluster="${ns}/dev"} 1`);
+    const syncedToHost = metrics
+      .split('\n')
+      .filter(
+        (line) =>
+          line.startsWith('platform_syncer_objects_synced_total{') &&
+          [`vcluster="${ns}/dev"`, 'kind="Endpoints"', 'direction="toHost"'].every((label) =>
+            line.includes(label),
+          ),
+      );
+    expect(syncedToHost, metrics).toHaveLength(1);
+    expect(Number(syncedToHost[0]!.split(' ').at(-1))).toBeGreaterThan(0);
 
     // A hostile patch: that object fails, the condition says which, the rest keeps syncing.
     const evil = serviceAndEndpoints('evil', { annotations: { 'platform.test/hostile': 'yes' } });
