@@ -168,6 +168,29 @@ describe('the chart: the defaults docs/install-helm.md states', () => {
     expect(service!.spec.ports).toEqual([expect.objectContaining({ name: 'metrics', targetPort: 'health' })]);
   });
 
+  test('one installation per cluster: a second release in another namespace would take the same cluster-wide names', async () => {
+    const clusterScoped = (manifests: Manifest[]) =>
+      manifests
+        .filter((manifest) => manifest.metadata.namespace === undefined)
+        .map((m) => `${m.kind}/${m.metadata.name}`);
+    const other = await renderChart({ release: 'second', namespace: 'elsewhere' });
+    const shared = clusterScoped(defaults).filter((name) => clusterScoped(other).includes(name));
+    expect(shared).toEqual(
+      expect.arrayContaining([
+        'ValidatingWebhookConfiguration/platform-validating-webhooks',
+        'MutatingWebhookConfiguration/platform-mutating-webhooks',
+        'ClusterRole/platform-project-admin',
+        'ClusterRole/platform-project-user',
+        'ClusterRole/platform-project-viewer',
+      ]),
+    );
+    expect(
+      shared.filter((name) => name.startsWith('ClusterRole/') && name.includes('syncer')).length,
+    ).toBeGreaterThan(0);
+    // The components' own cluster roles carry the release's name.
+    expect(shared).not.toContain(`ClusterRole/${RELEASE}-controller`);
+  });
+
   test('resources: controller and gateway 100m / 256Mi requested, 1 CPU / 1Gi limit; webhook 50m / 128Mi, 1 CPU / 512Mi', () => {
     const expected = {
       controller: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } },
