@@ -81,6 +81,21 @@ describe('renderInCluster', () => {
     expect(pod.volumes!.every((v) => v.hostPath === undefined)).toBe(true);
   });
 
+  test("the image, its pull policy and pull Secrets are the chart's", () => {
+    const pod = renderInCluster(
+      input({
+        image: 'registry.test/platform@sha256:abc',
+        imagePullPolicy: 'Always',
+        imagePullSecrets: ['pull'],
+      }),
+    ).statefulSet.spec!.template.spec!;
+    expect(pod.containers.map((c) => [c.image, c.imagePullPolicy])).toEqual(
+      pod.containers.map(() => ['registry.test/platform@sha256:abc', 'Always']),
+    );
+    expect(pod.imagePullSecrets).toEqual([{ name: 'pull' }]);
+    expect(renderInCluster(input()).statefulSet.spec!.template.spec!.imagePullSecrets).toBeUndefined();
+  });
+
   test('one replica awake, none asleep; nothing else differs', () => {
     const awake = renderInCluster(input({ sleeping: false }));
     const asleep = renderInCluster(input({ sleeping: true }));
