@@ -261,6 +261,9 @@ describe('the password API', () => {
       own,
     );
     expect(changed.status).toBe(200);
+    // Every Login session ends, the one that asked included; keys for automation stay.
+    expect(await env().loginKeys(target)).toEqual([]);
+    expect((await env().storedKey(automation))?.metadata.name).toBe(automation);
     expect((await signIn(target, 'mine now 1')).status).toBe(200);
     // No password was echoed anywhere in those answers.
     for (const answer of [byAdmin, refused, wrongOld, tooShort, changed])
