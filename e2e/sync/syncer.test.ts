@@ -260,6 +260,10 @@ describe('platform syncer: Services and Endpoints between a virtual cluster and 
     expect(metrics).toMatch(
       /platform_syncer_objects_synced_total\{[^}]*kind="Endpoints",direction="toHost"\} [1-9]/,
     );
+    // docs/metrics.md: platform syncer's controllers are syncer-<kind>; vcluster is <host namespace>/<name>.
+    for (const kind of ['service', 'endpoints'])
+      expect(metrics).toContain(`controller_runtime_max_concurrent_reconciles{controller="syncer-${kind}"}`);
+    expect(metrics).toContain(`platform_syncer_ready{vcluster="${hostNamespace()}/${vcName}"} 1`);
   });
 
   test('ConfigMaps sync when enabled; Secrets only while a synced object references them', async () => {
