@@ -8,7 +8,8 @@ import type { AuthenticatedIdentity } from '../src/identity/authenticate.ts';
 /**
  * For the unit tests of the pipeline stages: an {@link Exchange} made of an in-memory request (a
  * stream of the body with its headers) and a response that records what was written, so a stage
- * can be run alone without an HTTP server.
+ * can be run alone without an HTTP server; what earlier stages return is handed to it as the
+ * pipeline would.
  */
 
 /** A response that keeps its status, headers and body. */
@@ -54,7 +55,6 @@ export interface TestExchangeOptions {
   /** Sent in chunks of this list (one chunk for a string or a buffer). */
   readonly body?: string | Buffer | readonly (string | Buffer)[];
   readonly source?: string;
-  readonly identity?: AuthenticatedIdentity;
 }
 
 export type TestExchange = Exchange & { readonly response: RecordedResponse & ServerResponse };
@@ -82,12 +82,6 @@ export function testExchange(options: TestExchangeOptions = {}): TestExchange {
     receivedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 678),
     signal: new AbortController().signal,
     upgrade: undefined,
-    negotiated: JSON_ONLY,
-    attributes: undefined,
-    identity: options.identity,
-    audit: undefined,
-    release: undefined,
-    finished: false,
   };
 }
 
@@ -135,8 +129,8 @@ export function testEndpointTable(seen: GatewayRequest[] = []): EndpointTable {
 }
 
 /**
- * The exchange of a request by `alice` and where `table` routes it (set on the exchange as the
- * route stage does); throws when the table refuses it or leaves it unknown.
+ * The exchange of a request by `alice` (her identity, as the authenticate stage returns it) and
+ * where `table` routes it; throws when the table refuses it or leaves it unknown.
  */
 export function routedTestExchange(
   table: EndpointTable,
@@ -145,19 +139,12 @@ export function routedTestExchange(
   headers: IncomingHttpHeaders = {},
   body?: string | readonly string[],
 ) {
-  const exchange = testExchange({
-    method,
-    url,
-    headers,
-    ...(body !== undefined ? { body } : {}),
-    identity: testIdentity(),
-  });
+  const exchange = testExchange({ method, url, headers, ...(body !== undefined ? { body } : {}) });
   const query = new URLSearchParams(exchange.search);
   const route = table.route(method, exchange.path, exchange.search, NO_PROJECTS);
   if (route.kind === 'refused' || route.kind === 'unknown' || route.kind === 'cluster')
     throw new Error(`${url} is not served`);
-  exchange.attributes = route.attributes;
-  return { exchange, route, query };
+  return { exchange, route, query, identity: testIdentity(), negotiated: JSON_ONLY };
 }
 
 /** A JSON body with the headers announcing it. */

@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { badRequest, StatusError } from '../api/status.ts';
+import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
 import {
   type AccessProxyDeps,
   callerImpersonationRefusal,
@@ -19,16 +20,9 @@ import type { GatewayMetrics } from './metrics.ts';
 import { auditFailedAuthentication, beginAudit } from './pipeline/audit.ts';
 import { authenticateExchange, needsKey } from './pipeline/authenticate.ts';
 import { dispatch } from './pipeline/dispatch.ts';
-import {
-  type EncodeDeps,
-  NegotiationCache,
-  negotiateExchange,
-  sendAnswer,
-  sendError,
-  sendRelay,
-  streamStarted,
-} from './pipeline/encode.ts';
-import { type Exchange, JSON_ONLY } from './pipeline/exchange.ts';
+import { type EncodeDeps, type Outcome, respond } from './pipeline/encode.ts';
+import { type Answering, type Exchange, JSON_ONLY } from './pipeline/exchange.ts';
+import { NegotiationCache, negotiateExchange } from './pipeline/negotiate.ts';
 import { receiveBody } from './pipeline/receive.ts';
 import type { EndpointTable, Routed } from './pipeline/route.ts';
 import { checkRoutedScope } from './pipeline/scope.ts';
@@ -38,7 +32,8 @@ import type { ProxyDeps } from './proxy/proxy.ts';
 
 /**
  * The management gateway's HTTP server: wiring only. Each request goes through the pipeline
- * (`pipeline/`): route → authenticate → throttle → scope → audit → dispatch → encode. The
+ * (`pipeline/`): route → authenticate → negotiate → throttle → scope → receive → audit → dispatch,
+ * and encode once with what they came to (the access proxy: its relay in place of dispatch). The
  * stages are small modules with their own tests; the endpoints (`endpoints/`, and those other
  * components hand in) are one interface (`src/http/endpoint.ts`).
  */
@@ -82,10 +77,7 @@ export async function startGatewayServer(
   const serve = pipeline(deps, encode);
   const tls = options.tls !== undefined;
   const handle = (request: IncomingMessage, response: ServerResponse) => {
-    const exchange = receivedExchange(request, response, deps.trustedProxies, tls);
-    serve(exchange).catch((error: unknown) => {
-      sendError(encode, exchange, error);
-    });
+    void serve(receivedExchange(request, response, deps.trustedProxies, tls));
   };
   const upgraded = new Set<Duplex>();
   // An upgrade request goes through the same stages, answered (refusals too) on its connection.
@@ -93,10 +85,7 @@ export async function startGatewayServer(
     upgraded.add(socket);
     socket.once('close', () => upgraded.delete(socket));
     const response = upgradeResponse(request, socket);
-    const exchange = receivedExchange(request, response, deps.trustedProxies, tls, { socket, head });
-    serve(exchange).catch((error: unknown) => {
-      sendError(encode, exchange, error);
-    });
+    void serve(receivedExchange(request, response, deps.trustedProxies, tls, { socket, head }));
   };
   const serverOptions: http.ServerOptions = {
     requestTimeout: options.requestTimeoutMs ?? 60_000,
@@ -117,88 +106,126 @@ export async function startGatewayServer(
   return { port, url: `${scheme}://${host}:${port}`, close: () => close(server, upgraded) };
 }
 
-/** The stages one request goes through, in order; a stage's refusal is thrown (and encoded by the caller). */
+/**
+ * The stages one request goes through, in order, each handed what the earlier ones returned; then
+ * encode, once, with what they came to (a stage's refusal is thrown, and answered as a Status).
+ */
 function pipeline(deps: GatewayServerDeps, encode: EncodeDeps): (exchange: Exchange) => Promise<void> {
   const negotiation = new NegotiationCache();
   return async (exchange) => {
-    const query = new URLSearchParams(exchange.search);
-    // route
-    const routed = deps.endpoints.route(exchange.method, exchange.path, exchange.search, deps.lookup);
-    // The headers of a path's endpoint go on every answer there, refusals of the stages included.
-    const headers =
-      routed.kind === 'endpoint' || routed.kind === 'refused'
-        ? routed.endpoint?.answerHeaders?.()
-        : undefined;
-    if (headers)
-      for (const [name, value] of Object.entries(headers)) exchange.response.setHeader(name, value);
-    if (routed.kind === 'refused') throw routed.error;
-    exchange.attributes = routed.attributes;
-    // authenticate; a failure: throttle (counted; 401 or 429), audit
-    if (needsKey(routed)) {
-      const authenticated = authenticateExchange(deps, exchange);
-      const failed = authenticated instanceof Promise ? await authenticated : authenticated;
-      if (failed) {
-        const refusal = await deps.throttle.refusal(exchange.source, failed.failure, failed.keyId);
-        auditFailedAuthentication(deps.auditor, exchange, refusal, failed.failure);
-        throw refusal;
-      }
+    // What the stages established so far, for encode to answer with (a refusal included).
+    let answering: Answering = {
+      exchange,
+      attributes: undefined,
+      negotiated: JSON_ONLY,
+      audit: undefined,
+      release: undefined,
+    };
+    let outcome: Outcome;
+    try {
+      outcome = await walk(deps, negotiation, exchange, (established) => {
+        answering = { ...answering, ...established };
+      });
+    } catch (error) {
+      outcome = { kind: 'error', error };
     }
-    if (routed.kind === 'unknown') throw routed.error;
-    if (routed.kind === 'cluster') return proxyExchange(deps, encode, exchange, routed);
-    negotiateExchange(negotiation, exchange, routed);
-    // throttle (watches), scope
-    holdWatchSlot(deps.throttle, exchange);
-    checkRoutedScope(exchange.identity, routed);
-    // receive (the body, decoded for resource writes), audit
-    const { bytes, body, requestObject } = await receiveBody(exchange, routed);
-    const sensitive = routed.kind === 'endpoint' && routed.endpoint.sensitive === true;
-    beginAudit(deps.auditor, exchange, { requestObject, sensitive });
-    // dispatch, encode
-    const answer = await dispatch(
-      { proxy: deps.proxy, throttle: deps.throttle },
-      { exchange, routed, query, bytes, body },
-    );
-    if (isRelay(answer)) await sendRelay(encode, exchange, answer);
-    else sendAnswer(encode, exchange, answer, sensitive);
+    await respond(encode, answering, outcome).catch((error: unknown) => {
+      // Encode failed to answer (a defect): the connection is cut rather than left hanging.
+      encode.logger.error({ err: error }, 'gateway answer failed');
+      exchange.response.destroy();
+    });
   };
+}
+
+/** The stages before encode: what the request comes to. `established` records each stage's output for encode. */
+async function walk(
+  deps: GatewayServerDeps,
+  negotiation: NegotiationCache,
+  exchange: Exchange,
+  established: (output: Partial<Omit<Answering, 'exchange'>>) => void,
+): Promise<Outcome> {
+  // route
+  const routed = deps.endpoints.route(exchange.method, exchange.path, exchange.search, deps.lookup);
+  // The headers of a path's endpoint go on every answer there, refusals of the stages included.
+  const headers =
+    routed.kind === 'endpoint' || routed.kind === 'refused' ? routed.endpoint?.answerHeaders?.() : undefined;
+  if (headers) for (const [name, value] of Object.entries(headers)) exchange.response.setHeader(name, value);
+  if (routed.kind === 'refused') throw routed.error;
+  const attributes = routed.attributes;
+  established({ attributes });
+  // authenticate; a failure: throttle (counted; 401 or 429), audit
+  let identity: AuthenticatedIdentity | undefined;
+  if (needsKey(routed)) {
+    const authenticated = authenticateExchange(deps, exchange);
+    const settled = authenticated instanceof Promise ? await authenticated : authenticated;
+    if (settled.failed) {
+      const { failure, keyId } = settled.failed;
+      const refusal = await deps.throttle.refusal(exchange.source, failure, keyId);
+      auditFailedAuthentication(deps.auditor, exchange, attributes, refusal, failure);
+      throw refusal;
+    }
+    identity = settled.identity;
+  }
+  if (routed.kind === 'unknown') throw routed.error;
+  if (routed.kind === 'cluster') return proxyOutcome(deps, exchange, routed, identity, established);
+  const negotiated = negotiateExchange(negotiation, exchange, routed);
+  established({ negotiated });
+  // throttle (watches), scope
+  established({ release: holdWatchSlot(deps.throttle, exchange, { identity, attributes }) });
+  checkRoutedScope(identity, routed);
+  // receive (the body, decoded for resource writes), audit
+  const { bytes, body, requestObject } = await receiveBody(exchange, routed);
+  const sensitive = routed.kind === 'endpoint' && routed.endpoint.sensitive === true;
+  established({
+    audit: beginAudit(deps.auditor, exchange, { attributes, identity, requestObject, sensitive }),
+  });
+  // dispatch
+  const answer = await dispatch(
+    { proxy: deps.proxy, throttle: deps.throttle },
+    { exchange, routed, query: new URLSearchParams(exchange.search), bytes, body, identity, negotiated },
+  );
+  return isRelay(answer) ? { kind: 'relay', relay: answer } : { kind: 'answer', answer, sensitive };
 }
 
 /**
  * The stages of a request of the access proxy once authenticated: caller impersonation refused,
- * throttle (a long-lived connection holds a slot), scope, audit, then the relay; the answer is
- * counted when its headers go out and completed when it ends.
+ * throttle (a long-lived connection holds a slot), scope, audit; then the relay, which encode
+ * counts when its headers go out and completes when it ends.
  */
-async function proxyExchange(
+function proxyOutcome(
   deps: GatewayServerDeps,
-  encode: EncodeDeps,
   exchange: Exchange,
   routed: Extract<Routed, { kind: 'cluster' }>,
-): Promise<void> {
-  const identity = exchange.identity;
+  identity: AuthenticatedIdentity | undefined,
+  established: (output: Partial<Omit<Answering, 'exchange'>>) => void,
+): Outcome {
   if (!identity) throw new StatusError(500, 'InternalError', 'a proxied request without an identity');
   const impersonating = callerImpersonationRefusal(exchange.request.rawHeaders);
   if (impersonating) throw impersonating;
-  const longLived = isLongLived(exchange);
+  const attributes = routed.attributes;
+  const longLived = isLongLived(exchange, attributes);
   // An upgraded connection is cut by its socket (the response is detached from it once upgraded).
   const upgrade = exchange.upgrade;
-  holdWatchSlot(deps.throttle, exchange, upgrade ? () => upgrade.socket.destroy() : undefined);
+  const cut = upgrade ? () => upgrade.socket.destroy() : undefined;
+  established({ release: holdWatchSlot(deps.throttle, exchange, { identity, attributes }, cut) });
   checkRoutedScope(identity, routed);
-  beginAudit(deps.auditor, exchange, { sensitive: false });
-  let ended: ((code: number) => void) | undefined;
-  const code = await forward(deps.accessProxy, {
-    route: routed.route,
-    identity,
-    request: exchange.request,
-    response: exchange.response,
-    search: exchange.search,
-    signal: exchange.signal,
+  established({ audit: beginAudit(deps.auditor, exchange, { attributes, identity, sensitive: false }) });
+  return {
+    kind: 'forwarded',
     longLived,
-    ...(upgrade ? { upgrade } : {}),
-    answering: (started) => {
-      ended = streamStarted(encode, exchange, started, longLived);
-    },
-  });
-  ended?.(code);
+    run: (answering) =>
+      forward(deps.accessProxy, {
+        route: routed.route,
+        identity,
+        request: exchange.request,
+        response: exchange.response,
+        search: exchange.search,
+        signal: exchange.signal,
+        longLived,
+        ...(upgrade ? { upgrade } : {}),
+        answering,
+      }),
+  };
 }
 
 /** A request as the pipeline starts with it: nothing decided yet. */
@@ -229,12 +256,6 @@ function receivedExchange(
     receivedAt: Date.now(),
     signal: abort.signal,
     upgrade,
-    negotiated: JSON_ONLY,
-    attributes: undefined,
-    identity: undefined,
-    audit: undefined,
-    release: undefined,
-    finished: false,
   };
 }
 

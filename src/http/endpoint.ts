@@ -7,8 +7,8 @@ import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
  * gateway proxies to kube-apiserver): the gateway's own resources (configs, own access keys,
  * members, kubeconfigs, direct tokens, discovery), the TokenReview webhook, public documents,
  * health, and the login pages and callbacks. The gateway's pipeline does everything around an
- * endpoint (route → authenticate → throttle → scope → audit → dispatch → encode), so an endpoint
- * only says where it is served, whether a key is needed, and how it answers.
+ * endpoint (route → authenticate → negotiate → throttle → scope → receive → audit → dispatch →
+ * encode), so an endpoint only says where it is served, whether a key is needed, and how it answers.
  *
  * An endpoint is a plain object. Components outside the gateway (login) implement it here,
  * without importing the gateway, and the composition root hands them to it

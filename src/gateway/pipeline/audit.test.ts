@@ -35,10 +35,14 @@ function auditor(enabled = true) {
 describe('the audit stage', () => {
   test('begins the record with the request object', () => {
     const audit = auditor();
-    const exchange = testExchange({ method: 'POST', identity: testIdentity('alice') });
-    exchange.attributes = created;
-    beginAudit(audit, exchange, { requestObject: { spec: { data: { a: 'YQ==' } } }, sensitive: false });
-    expect(exchange.audit).toBe(audit.record);
+    const exchange = testExchange({ method: 'POST' });
+    const alice = { attributes: created, identity: testIdentity('alice') };
+    const record = beginAudit(audit, exchange, {
+      ...alice,
+      requestObject: { spec: { data: { a: 'YQ==' } } },
+      sensitive: false,
+    });
+    expect(record).toBe(audit.record);
     expect(audit.begun).toHaveLength(1);
     expect(audit.begun[0]?.requestObject).toEqual({ spec: { data: { a: 'YQ==' } } });
     expect(audit.begun[0]?.request.attributes).toBe(created);
@@ -46,19 +50,19 @@ describe('the audit stage', () => {
 
   test('bodies of sensitive endpoints (keys, tokens, kubeconfigs, logins) never reach it', () => {
     const audit = auditor();
-    const exchange = testExchange({ method: 'POST', identity: testIdentity('alice') });
-    exchange.attributes = created;
-    beginAudit(audit, exchange, { requestObject: { password: 'hunter2' }, sensitive: true });
+    const exchange = testExchange({ method: 'POST' });
+    const alice = { attributes: created, identity: testIdentity('alice') };
+    beginAudit(audit, exchange, { ...alice, requestObject: { password: 'hunter2' }, sensitive: true });
     expect(audit.begun[0]?.requestObject).toBeUndefined();
     expect(JSON.stringify(audit.begun)).not.toContain('hunter2');
   });
 
   test('nothing when no audit log is configured', () => {
     const audit = auditor(false);
-    const exchange = testExchange({ identity: testIdentity('alice') });
-    beginAudit(audit, exchange, { sensitive: false });
+    const exchange = testExchange();
+    const alice = { attributes: undefined, identity: testIdentity('alice') };
+    expect(beginAudit(audit, exchange, { ...alice, sensitive: false })).toBeUndefined();
     expect(audit.begun).toEqual([]);
-    expect(exchange.audit).toBeUndefined();
   });
 });
 
@@ -71,7 +75,7 @@ describe('the audit stage for a key not accepted', () => {
     };
     const token = 'pak_secret-that-must-not-be-audited';
     const exchange = testExchange({ headers: { authorization: `Bearer ${token}` } });
-    auditFailedAuthentication(auditor, exchange, unauthorized(), new InvalidAccessKey());
+    auditFailedAuthentication(auditor, exchange, undefined, unauthorized(), new InvalidAccessKey());
     expect(audited).toHaveLength(1);
     expect(audited[0]?.request.sourceIPs).toEqual(['192.0.2.1']);
     expect(audited[0]?.request.user.username).toBe('system:anonymous');
@@ -92,10 +96,9 @@ describe('the request side of audit events', () => {
       url: '/kubernetes/management/apis/management.platform/v1/namespaces/p-web/sharedsecrets?dryRun=All',
       headers: { 'user-agent': 'kubectl/v1.36.3' },
       source: '203.0.113.9',
-      identity: testIdentity('alice'),
     });
-    exchange.attributes = created;
-    const info = auditInfo(exchange);
+    const alice = { attributes: created, identity: testIdentity('alice') };
+    const info = auditInfo(exchange, alice);
     expect(info).toMatchObject({
       requestURI:
         '/kubernetes/management/apis/management.platform/v1/namespaces/p-web/sharedsecrets?dryRun=All',
@@ -111,12 +114,12 @@ describe('the request side of audit events', () => {
       },
     });
     expect(info.auditID).toMatch(/^[0-9a-f-]{36}$/);
-    expect(auditInfo(exchange).auditID).not.toBe(info.auditID);
+    expect(auditInfo(exchange, alice).auditID).not.toBe(info.auditID);
   });
 
   test('before routing and authentication: the path as a non-resource request, anonymous', () => {
     const exchange = testExchange({ method: 'GET', url: '/kubernetes/management/version' });
-    const info = auditInfo(exchange);
+    const info = auditInfo(exchange, { attributes: undefined, identity: undefined });
     expect(info.attributes).toEqual(nonResourceRequest('get', '/kubernetes/management/version'));
     expect(info.user).toEqual({ username: 'system:anonymous', groups: ['system:unauthenticated'] });
     expect(info).not.toHaveProperty('userAgent');
@@ -125,8 +128,7 @@ describe('the request side of audit events', () => {
   test('the user as the apiserver sees it: the key named in the extra, no uid when there is none', () => {
     const subject = { ...testIdentity('robot'), kind: 'Subject' as const, uid: undefined };
     const exchange = testExchange({ method: 'GET', url: '/kubernetes/management/version' });
-    exchange.identity = subject;
-    expect(auditInfo(exchange).user).toEqual({
+    expect(auditInfo(exchange, { attributes: undefined, identity: subject }).user).toEqual({
       username: 'robot',
       groups: ['platform:authenticated', 'platform:user:robot'],
       extra: { [ACCESS_KEY_EXTRA]: ['key-robot'] },

@@ -153,39 +153,35 @@ describe('needsKey', () => {
 });
 
 describe('the authenticate stage', () => {
-  test('a valid key from the caches: the identity set synchronously, no failure', () => {
+  test('a valid key from the caches: the identity returned synchronously, no failure', () => {
     const { deps } = world();
     const exchange = bearer(key.key);
-    expect(authenticateExchange(deps, exchange)).toBeUndefined();
-    expect(exchange.identity).toBe(alice);
+    expect(authenticateExchange(deps, exchange)).toEqual({ identity: alice });
   });
 
-  test('a valid key read past the caches: the identity set when the read settles', async () => {
+  test('a valid key read past the caches: the identity returned when the read settles', async () => {
     const { deps, authenticator } = world();
     authenticator.slow = true;
     const exchange = bearer(key.key);
     const pending = authenticateExchange(deps, exchange);
     expect(pending).toBeInstanceOf(Promise);
-    expect(await pending).toBeUndefined();
-    expect(exchange.identity).toBe(alice);
+    expect(await pending).toEqual({ identity: alice });
   });
 
   test('a failure is returned with the key id, not answered; no identity', () => {
     const { deps } = world();
     const exchange = bearer(other.key);
-    expect(authenticateExchange(deps, exchange)).toMatchObject({
-      ok: false,
-      failure: expect.any(InvalidAccessKey),
-      keyId: other.id,
+    const settled = authenticateExchange(deps, exchange);
+    expect(settled).toMatchObject({
+      failed: { ok: false, failure: expect.any(InvalidAccessKey), keyId: other.id },
     });
-    expect(exchange.identity).toBeUndefined();
+    expect(settled).not.toHaveProperty('identity');
   });
 
   test('no token at all fails like a wrong one', () => {
     const { deps } = world();
     expect(authenticateExchange(deps, testExchange())).toMatchObject({
-      ok: false,
-      failure: expect.any(InvalidAccessKey),
+      failed: { ok: false, failure: expect.any(InvalidAccessKey) },
     });
   });
 
@@ -193,8 +189,7 @@ describe('the authenticate stage', () => {
     const { deps, authenticator, throttle } = world();
     await throttle.refusal('192.0.2.1', new InvalidAccessKey(), undefined);
     const exchange = bearer(key.key);
-    expect(authenticateExchange(deps, exchange)).toBeUndefined();
-    expect(exchange.identity).toBe(alice);
+    expect(authenticateExchange(deps, exchange)).toEqual({ identity: alice });
     // A source that failed recently is kept off the apiserver.
     expect(authenticator.asked).toEqual(['cached']);
     const elsewhere = testExchange({

@@ -1,4 +1,4 @@
-import type { AuthenticationResult } from '../../identity/authenticate.ts';
+import type { AuthenticatedIdentity, AuthenticationResult } from '../../identity/authenticate.ts';
 import { authenticateToken, bearerToken, type KeyAuthenticator } from '../key-authentication.ts';
 import type { Exchange } from './exchange.ts';
 import type { Routed } from './route.ts';
@@ -28,26 +28,28 @@ export interface AuthenticateDeps {
 export type FailedAuthentication = Extract<AuthenticationResult, { ok: false }>;
 
 /**
- * The caller's identity into the exchange, or the failure returned (for the throttle stage to
- * count and answer, and the audit stage to record). Synchronous when the caches decided: the
- * common case costs no promise.
+ * The caller's identity, or the failure (for the throttle stage to count and answer, and the audit
+ * stage to record). Synchronous when the caches decided: the common case costs no promise.
  */
 export function authenticateExchange(
   deps: AuthenticateDeps,
   exchange: Exchange,
-): FailedAuthentication | undefined | Promise<FailedAuthentication | undefined> {
+): Authenticated | Promise<Authenticated> {
   const token = bearerToken(exchange.request.headers.authorization);
   const result = authenticateToken(
     deps.authenticator,
     token,
     deps.throttle.cachedOnly(exchange.source, token),
   );
-  if (result instanceof Promise) return result.then((settled) => conclude(exchange, settled));
-  return conclude(exchange, result);
+  if (result instanceof Promise) return result.then(conclude);
+  return conclude(result);
 }
 
-function conclude(exchange: Exchange, result: AuthenticationResult): FailedAuthentication | undefined {
-  if (!result.ok) return result;
-  exchange.identity = result.identity;
-  return undefined;
+/** What the authenticate stage adds: the caller, or why its key was not accepted. */
+export type Authenticated =
+  | { readonly identity: AuthenticatedIdentity; readonly failed?: undefined }
+  | { readonly identity?: undefined; readonly failed: FailedAuthentication };
+
+function conclude(result: AuthenticationResult): Authenticated {
+  return result.ok ? { identity: result.identity } : { failed: result };
 }

@@ -8,10 +8,12 @@ import {
   testIdentity,
 } from '../../../test-support/gateway-exchange.ts';
 import { AuthFailureLimiter } from '../../http/failure-limiter.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { GatewayRequest } from '../endpoints/endpoint.ts';
 import { BASE_PATH } from '../paths.ts';
 import type { ProxyDeps } from '../proxy/proxy.ts';
 import { dispatch } from './dispatch.ts';
+import { JSON_ONLY } from './exchange.ts';
 import { receiveBody } from './receive.ts';
 import { EndpointTable } from './route.ts';
 import { Throttle } from './throttle.ts';
@@ -30,14 +32,20 @@ describe('dispatch', () => {
   test("to the routed endpoint, with the request as the endpoint sees it; the body's object decoded once", async () => {
     seen.length = 0;
     const { headers, text } = jsonBody({ metadata: { name: 'c' } });
-    const { exchange, route, query } = routed('POST', `${api}/configs?dryRun=All`, headers, text);
+    const { exchange, route, query, identity, negotiated } = routed(
+      'POST',
+      `${api}/configs?dryRun=All`,
+      headers,
+      text,
+    );
     const received = await receiveBody(exchange, route);
-    expect(await dispatch(deps, { exchange, routed: route, query, ...received })).toEqual({
+    const input = { exchange, routed: route, query, identity, negotiated, ...received };
+    expect(await dispatch(deps, input)).toEqual({
       code: 200,
       object: { name: 'configs' },
     });
     const request = seen[0] as GatewayRequest;
-    expect(request.identity).toBe(exchange.identity);
+    expect(request.identity).toBe(identity);
     expect(request.attributes.verb).toBe('create');
     expect(request.query.get('dryRun')).toBe('All');
     expect(request.source).toBe('192.0.2.1');
@@ -49,13 +57,14 @@ describe('dispatch', () => {
 
   test("a path endpoint's body is parsed when it asks, 400 when it is not an object", async () => {
     seen.length = 0;
-    const { exchange, route, query } = routed(
+    const { exchange, route, query, identity, negotiated } = routed(
       'POST',
       '/kubernetes/tokenreview/cluster/c',
       { 'content-length': '4' },
       'not{',
     );
-    await dispatch(deps, { exchange, routed: route, query, ...(await receiveBody(exchange, route)) });
+    const received = await receiveBody(exchange, route);
+    await dispatch(deps, { exchange, routed: route, query, identity, negotiated, ...received });
     const request = seen[0] as GatewayRequest;
     expect(Buffer.from(request.body).toString()).toBe('not{');
     expect(() => request.object()).toThrow(expect.objectContaining({ code: 400 }));
@@ -81,10 +90,10 @@ describe('dispatch', () => {
         perKey: { failures: 1, windowSeconds: 60, blockSeconds: 90 },
       }),
     );
-    const { exchange, route, query } = routedTestExchange(checking, 'POST', '/oidc/token');
+    const { route, ...request } = routedTestExchange(checking, 'POST', '/oidc/token');
     await dispatch(
       { ...deps, throttle },
-      { exchange, routed: route, query, bytes: Buffer.alloc(0), body: undefined },
+      { ...request, routed: route, bytes: Buffer.alloc(0), body: undefined },
     );
     const failures = checked[0]?.credentialFailures;
     if (!failures) throw new Error('no credential failures for an endpoint that checks credentials');
@@ -103,15 +112,17 @@ describe('dispatch', () => {
   test('to the proxy only as someone the apiserver can be told about', () => {
     const proxied = table.route('GET', `${api}/namespaces/ns/sharedsecrets`, '', NO_PROJECTS);
     if (proxied.kind !== 'proxy') throw new Error('not proxied');
-    const input = (exchange: ReturnType<typeof testExchange>) => ({
-      exchange,
+    const input = (identity: AuthenticatedIdentity | undefined) => ({
+      exchange: testExchange(),
       routed: proxied,
       query: new URLSearchParams(),
       bytes: Buffer.alloc(0),
       body: undefined,
+      identity,
+      negotiated: JSON_ONLY,
     });
-    expect(() => dispatch(deps, input(testExchange()))).toThrow(expect.objectContaining({ code: 500 }));
-    const unspeakable = testExchange({ identity: { ...testIdentity(), username: 'alice\nbob' } });
+    expect(() => dispatch(deps, input(undefined))).toThrow(expect.objectContaining({ code: 500 }));
+    const unspeakable = { ...testIdentity(), username: 'alice\nbob' };
     expect(() => dispatch(deps, input(unspeakable))).toThrow(expect.objectContaining({ code: 403 }));
   });
 });

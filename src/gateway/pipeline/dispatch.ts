@@ -1,7 +1,8 @@
 import { StatusError } from '../../api/status.ts';
 import type { CredentialFailures } from '../../http/endpoint.ts';
 import { type AuthFailureLimiter, userSubject } from '../../http/failure-limiter.ts';
-import { parseObjectBody, type RequestBody } from '../body.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { type Negotiated, parseObjectBody, type RequestBody } from '../body.ts';
 import type { GatewayAnswer, GatewayEndpoint, GatewayRequest } from '../endpoints/endpoint.ts';
 import { impersonationHeaders } from '../proxy/impersonation.ts';
 import { type ProxyDeps, proxy } from '../proxy/proxy.ts';
@@ -27,13 +28,16 @@ export interface DispatchInput {
   readonly bytes: Buffer;
   /** The body decoded by the verb, for resource writes. */
   readonly body: RequestBody | undefined;
+  /** The authenticate stage's caller (none for endpoints served without a key). */
+  readonly identity: AuthenticatedIdentity | undefined;
+  /** The negotiate stage's format. */
+  readonly negotiated: Negotiated;
 }
 
 export function dispatch(deps: DispatchDeps, input: DispatchInput): Promise<GatewayAnswer> | GatewayAnswer {
-  const { exchange, routed } = input;
+  const { exchange, routed, identity } = input;
   if (routed.kind === 'endpoint')
     return routed.endpoint.handle(endpointRequest(deps, input, routed.endpoint));
-  const identity = exchange.identity;
   if (!identity) throw new StatusError(500, 'InternalError', 'a proxied request without an identity');
   const impersonation = impersonationHeaders(identity);
   if (impersonation instanceof StatusError) throw impersonation;
@@ -45,7 +49,7 @@ export function dispatch(deps: DispatchDeps, input: DispatchInput): Promise<Gate
       resource: routed.resource,
       search: exchange.search,
       body: input.body,
-      accept: exchange.negotiated.upstreamAccept,
+      accept: input.negotiated.upstreamAccept,
       userAgent: exchange.request.headers['user-agent'],
       signal: exchange.signal,
     },
@@ -68,7 +72,7 @@ function endpointRequest(
     source: exchange.source,
     secure: exchange.secure,
     attributes: routed.attributes,
-    identity: exchange.identity,
+    identity: input.identity,
     body: bytes,
     object: () => {
       if (decoded) return decoded;
@@ -84,7 +88,7 @@ function endpointRequest(
     signal: exchange.signal,
     resource: routed.resource,
     decoded: input.body,
-    upstreamAccept: exchange.negotiated.upstreamAccept,
+    upstreamAccept: input.negotiated.upstreamAccept,
     credentialFailures: endpoint.checksCredentials
       ? credentialFailures(deps.throttle.failures, exchange.source)
       : undefined,

@@ -6,20 +6,15 @@ import { parse as parseYaml } from 'yaml';
 import { testExchange } from '../../../test-support/gateway-exchange.ts';
 import { StatusError, tooManyRequests } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
+import type { EndpointAnswer } from '../../http/endpoint.ts';
 import type { AuditOutcome } from '../audit/event.ts';
+import type { Relay } from '../endpoints/endpoint.ts';
 import { GatewayMetrics } from '../metrics.ts';
 import { redactAccessKeys } from '../proxy/redact.ts';
 import type { UpstreamResponse } from '../proxy/upstream.ts';
-import {
-  type EncodeDeps,
-  NegotiationCache,
-  negotiateExchange,
-  objectAsListRefusal,
-  sendAnswer,
-  sendError,
-  sendObject,
-  sendRelay,
-} from './encode.ts';
+import { type EncodeDeps, type Outcome, respond } from './encode.ts';
+import { type Answering, JSON_ONLY } from './exchange.ts';
+import { NegotiationCache } from './negotiate.ts';
 
 const keys = (verb: string): RequestAttributes => ({
   ...nonResourceRequest(verb, ''),
@@ -45,24 +40,36 @@ function world() {
   return { deps, logged, counted };
 }
 
-/** An exchange whose answer is audited (records what completes it) and that holds a slot. */
+/** A request whose answer is audited (records what completes it) and that holds a slot. */
 function exchangeFor(attributes: RequestAttributes | undefined, accept?: string) {
   const exchange = testExchange(accept ? { headers: { accept } } : {});
-  exchange.attributes = attributes;
-  if (accept) negotiateExchange(new NegotiationCache(), exchange);
+  const negotiated = accept ? new NegotiationCache().negotiate(accept) : JSON_ONLY;
+  if (negotiated instanceof StatusError) throw negotiated;
   const completed: AuditOutcome[] = [];
   const started: AuditOutcome[] = [];
-  exchange.audit = {
-    level: 'Metadata',
-    responseStarted: (outcome) => started.push(outcome),
-    complete: (outcome) => completed.push(outcome),
-  };
   let released = 0;
-  exchange.release = () => {
-    released++;
+  const answering: Answering = {
+    exchange,
+    attributes,
+    negotiated,
+    audit: {
+      level: 'Metadata',
+      responseStarted: (outcome) => started.push(outcome),
+      complete: (outcome) => completed.push(outcome),
+    },
+    release: () => {
+      released++;
+    },
   };
-  return { exchange, completed, started, released: () => released };
+  return { exchange, answering, completed, started, released: () => released };
 }
+
+const answer = (value: EndpointAnswer, sensitive = false): Outcome => ({
+  kind: 'answer',
+  answer: value,
+  sensitive,
+});
+const relayed = (relay: Relay): Outcome => ({ kind: 'relay', relay });
 
 /** An apiserver answer of `chunks`. */
 function upstream(
@@ -91,85 +98,15 @@ const key = (name: string) => ({
   spec: { user: 'alice', identity: { connector: 'oidc', connectorData: SECRET } },
 });
 
-describe('content negotiation', () => {
-  test('each Accept header is negotiated once; the cache starts over when full', () => {
-    const cache = new NegotiationCache(2);
-    const yaml = cache.negotiate('application/yaml');
-    expect(yaml).toEqual({ format: 'yaml', upstreamAccept: 'application/json' });
-    expect(cache.negotiate('application/yaml')).toBe(yaml);
-    expect(cache.negotiate(undefined)).toBe(cache.negotiate(''));
-    expect(cache.size).toBe(2);
-    cache.negotiate('*/*');
-    expect(cache.size).toBe(1);
-    expect(cache.negotiate('application/yaml')).not.toBe(yaml);
-  });
-
-  test('refusals are not kept: each 406 is a fresh error', () => {
-    const cache = new NegotiationCache();
-    const first = cache.negotiate('text/html');
-    expect(first).toBeInstanceOf(StatusError);
-    expect((first as StatusError).code).toBe(406);
-    expect(cache.negotiate('text/html')).not.toBe(first);
-    expect(cache.size).toBe(0);
-  });
-
-  test("the exchange is answered in the negotiated format, or refused; a table request's JSON flavour goes upstream", () => {
-    const cache = new NegotiationCache();
-    const table = testExchange({ headers: { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' } });
-    negotiateExchange(cache, table);
-    expect(table.negotiated).toEqual({
-      format: 'json',
-      upstreamAccept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json',
-    });
-    expect(() => negotiateExchange(cache, testExchange({ headers: { accept: 'text/html' } }))).toThrow(
-      expect.objectContaining({ code: 406 }),
-    );
-  });
-});
-
-describe('a single object asked for as a list of metadata', () => {
-  const metadataList = 'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io';
-  const negotiated = (accept: string) => {
-    const answer = new NegotiationCache().negotiate(accept);
-    if (answer instanceof StatusError) throw answer;
-    return answer;
-  };
-
-  test.each(['get', 'create', 'update', 'patch', 'delete'])(
-    '%s: 406, as kube-apiserver answers for its own kinds',
-    (verb) => {
-      expect(objectAsListRefusal(negotiated(metadataList), verb)?.code).toBe(406);
-      expect(objectAsListRefusal(negotiated(`${metadataList}, application/json`), verb)?.code).toBe(406);
-    },
-  );
-
-  test('lists and watches may ask for it; objects may ask for other flavours, or for it after another', () => {
-    expect(objectAsListRefusal(negotiated(metadataList), 'list')).toBeUndefined();
-    expect(objectAsListRefusal(negotiated(metadataList), 'watch')).toBeUndefined();
-    expect(
-      objectAsListRefusal(negotiated('application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io'), 'get'),
-    ).toBeUndefined();
-    expect(
-      objectAsListRefusal(negotiated(`application/json;as=Table;v=v1;g=meta.k8s.io, ${metadataList}`), 'get'),
-    ).toBeUndefined();
-    expect(objectAsListRefusal(negotiated(`application/yaml, ${metadataList}`), 'get')).toBeUndefined();
-  });
-
-  test('the stage refuses it for resource requests', () => {
-    const exchange = testExchange({ headers: { accept: metadataList } });
-    exchange.attributes = keys('get');
-    expect(() => negotiateExchange(new NegotiationCache(), exchange)).toThrow(
-      expect.objectContaining({ code: 406 }),
-    );
-  });
-});
-
 describe('objects and errors', () => {
-  test('an object in YAML, with its length; counted, audited, the slot given back, once', async () => {
+  test('an object in YAML, with its length; counted, audited, the slot given back', async () => {
     const { deps, counted } = world();
-    const { exchange, completed, released } = exchangeFor(keys('get'), 'application/yaml');
-    sendObject(deps, exchange, 200, { a: 1 });
-    sendObject(deps, exchange, 500, { b: 2 });
+    const { exchange, answering, completed, released } = exchangeFor(keys('get'), 'application/yaml');
+    await respond(deps, answering, {
+      kind: 'answer',
+      answer: { code: 200, object: { a: 1 } },
+      sensitive: false,
+    });
     expect(exchange.response.statusCode).toBe(200);
     expect(exchange.response.headers['content-type']).toBe('application/yaml');
     expect(exchange.response.headers['content-length']).toBe(Buffer.byteLength(exchange.response.text));
@@ -179,59 +116,60 @@ describe('objects and errors', () => {
     expect(await counted()).toEqual([['GET', '200', 1]]);
   });
 
-  test('answers of sensitive endpoints never reach the audit log; their refusals do', () => {
+  test('answers of sensitive endpoints never reach the audit log; their refusals do', async () => {
     const { deps } = world();
     const ok = exchangeFor(keys('create'));
-    sendAnswer(deps, ok.exchange, { code: 201, object: { token: 'secret' } }, true);
+    await respond(deps, ok.answering, answer({ code: 201, object: { token: 'secret' } }, true));
     expect(ok.completed).toEqual([{ code: 201 }]);
     const refused = exchangeFor(keys('create'));
-    sendAnswer(deps, refused.exchange, { code: 403, object: { message: 'no', reason: 'Forbidden' } }, true);
+    const forbidden = { code: 403, object: { message: 'no', reason: 'Forbidden' } };
+    await respond(deps, refused.answering, answer(forbidden, true));
     expect(refused.completed[0]).toMatchObject({ code: 403, status: 'Failure', message: 'no' });
   });
 
-  test('a raw answer as it is, with its content type', () => {
+  test('a raw answer as it is, with its content type', async () => {
     const { deps } = world();
-    const { exchange } = exchangeFor(nonResourceRequest('get', '/login'));
-    sendAnswer(deps, exchange, { code: 200, body: '<p>hi</p>', contentType: 'text/html' }, false);
+    const { exchange, answering } = exchangeFor(nonResourceRequest('get', '/login'));
+    await respond(deps, answering, answer({ code: 200, body: '<p>hi</p>', contentType: 'text/html' }));
     expect(exchange.response.headers['content-type']).toBe('text/html');
     expect(exchange.response.text).toBe('<p>hi</p>');
   });
 
-  test('a StatusError as its Status, with its headers', () => {
+  test('a StatusError as its Status, with its headers', async () => {
     const { deps } = world();
-    const { exchange } = exchangeFor(keys('list'));
-    sendError(deps, exchange, tooManyRequests(7));
+    const { exchange, answering } = exchangeFor(keys('list'));
+    await respond(deps, answering, { kind: 'error', error: tooManyRequests(7) });
     expect(exchange.response.statusCode).toBe(429);
     expect(exchange.response.headers['retry-after']).toBe('7');
     expect(exchange.response.json).toEqual(tooManyRequests(7).toStatus());
   });
 
-  test('anything else: logged, and a 500 that tells nothing', () => {
+  test('anything else: logged, and a 500 that tells nothing', async () => {
     const { deps, logged } = world();
-    const { exchange } = exchangeFor(keys('list'));
-    sendError(deps, exchange, new Error('password=hunter2'));
+    const { exchange, answering } = exchangeFor(keys('list'));
+    await respond(deps, answering, { kind: 'error', error: new Error('password=hunter2') });
     expect(exchange.response.statusCode).toBe(500);
     expect(exchange.response.json).toMatchObject({ kind: 'Status', code: 500, reason: 'InternalError' });
     expect(exchange.response.text).not.toContain('hunter2');
     expect(logged).toHaveLength(1);
   });
 
-  test('a client that went away: 499 in the metrics and the audit, nothing logged', () => {
+  test('a client that went away: 499 in the metrics and the audit, nothing logged', async () => {
     const { deps, logged } = world();
-    const { exchange, completed } = exchangeFor(keys('list'));
+    const { exchange, answering, completed } = exchangeFor(keys('list'));
     const abort = new AbortController();
     abort.abort(new Error('client went away'));
-    const gone = { ...exchange, signal: abort.signal };
-    sendError(deps, gone, new Error('client went away'));
+    const gone = { ...answering, exchange: { ...exchange, signal: abort.signal } };
+    await respond(deps, gone, { kind: 'error', error: new Error('client went away') });
     expect(completed[0]).toMatchObject({ code: 499 });
     expect(logged).toEqual([]);
   });
 
-  test('an error once the answer is under way cuts the connection', () => {
+  test('an error once the answer is under way cuts the connection', async () => {
     const { deps } = world();
-    const { exchange, completed } = exchangeFor(keys('list'));
+    const { exchange, answering, completed } = exchangeFor(keys('list'));
     exchange.response.writeHead(200, {});
-    sendError(deps, exchange, new StatusError(502, 'BadGateway', 'broken'));
+    await respond(deps, answering, { kind: 'error', error: new StatusError(502, 'BadGateway', 'broken') });
     expect(exchange.response.destroyed).toBe(true);
     expect(completed[0]).toMatchObject({ code: 502 });
   });
@@ -240,16 +178,20 @@ describe('objects and errors', () => {
 describe('apiserver answers relayed', () => {
   test('small JSON without redaction: passed on as it came, with its warnings', async () => {
     const { deps } = world();
-    const { exchange, completed } = exchangeFor(nonResourceRequest('get', '/x'));
+    const { exchange, answering, completed } = exchangeFor(nonResourceRequest('get', '/x'));
     const text = '{"kind":"SharedSecretList","items":[]}';
-    await sendRelay(deps, exchange, {
-      relay: upstream(
-        200,
-        { 'content-type': 'application/json', 'content-length': String(text.length), warning: '299 - "w"' },
-        [text],
-      ),
-      redaction: undefined,
-    });
+    await respond(
+      deps,
+      answering,
+      relayed({
+        relay: upstream(
+          200,
+          { 'content-type': 'application/json', 'content-length': String(text.length), warning: '299 - "w"' },
+          [text],
+        ),
+        redaction: undefined,
+      }),
+    );
     expect(exchange.response.text).toBe(text);
     expect(exchange.response.headers.warning).toBe('299 - "w"');
     expect(completed).toEqual([{ code: 200 }]);
@@ -266,11 +208,15 @@ describe('apiserver answers relayed', () => {
     ],
   ])('%s: redacted', async (_shape, value, accept) => {
     const { deps } = world();
-    const { exchange } = exchangeFor(keys('get'), accept);
-    await sendRelay(deps, exchange, {
-      relay: upstream(200, { 'content-type': 'application/json' }, [JSON.stringify(value, null, 2)]),
-      redaction: redactAccessKeys,
-    });
+    const { exchange, answering } = exchangeFor(keys('get'), accept);
+    await respond(
+      deps,
+      answering,
+      relayed({
+        relay: upstream(200, { 'content-type': 'application/json' }, [JSON.stringify(value, null, 2)]),
+        redaction: redactAccessKeys,
+      }),
+    );
     expect(exchange.response.statusCode).toBe(200);
     expect(exchange.response.text).toContain('k1');
     expect(exchange.response.text).not.toContain(SECRET);
@@ -278,14 +224,18 @@ describe('apiserver answers relayed', () => {
 
   test('a watch: streamed event by event, each redacted; the slot given back when it ends', async () => {
     const { deps, counted } = world();
-    const { exchange, started, completed, released } = exchangeFor(keys('watch'));
+    const { exchange, answering, started, completed, released } = exchangeFor(keys('watch'));
     const event = (name: string) => JSON.stringify({ type: 'ADDED', object: key(name) });
     const both = `${event('k1')}\n${event('k2')}\n`;
     // Split inside a document: the stream reassembles it before redacting.
-    await sendRelay(deps, exchange, {
-      relay: upstream(200, { 'content-type': 'application/json' }, [both.slice(0, 50), both.slice(50)]),
-      redaction: redactAccessKeys,
-    });
+    await respond(
+      deps,
+      answering,
+      relayed({
+        relay: upstream(200, { 'content-type': 'application/json' }, [both.slice(0, 50), both.slice(50)]),
+        redaction: redactAccessKeys,
+      }),
+    );
     expect(exchange.response.headers['cache-control']).toBe('no-cache, private');
     const lines = exchange.response.text.trim().split('\n');
     expect(lines.map((line) => JSON.parse(line).object.metadata.name)).toEqual(['k1', 'k2']);
@@ -298,39 +248,105 @@ describe('apiserver answers relayed', () => {
 
   test('a watch stream that cannot be read as events is cut, never passed on unredacted', async () => {
     const { deps } = world();
-    const { exchange, released } = exchangeFor(keys('watch'));
-    await sendRelay(deps, exchange, {
-      relay: upstream(200, { 'content-type': 'application/json' }, [
-        `${JSON.stringify({ type: 'ADDED', object: key('k1') })}\n`,
-        `not json ${SECRET}`,
-      ]),
-      redaction: redactAccessKeys,
-    });
+    const { exchange, answering, released } = exchangeFor(keys('watch'));
+    await respond(
+      deps,
+      answering,
+      relayed({
+        relay: upstream(200, { 'content-type': 'application/json' }, [
+          `${JSON.stringify({ type: 'ADDED', object: key('k1') })}\n`,
+          `not json ${SECRET}`,
+        ]),
+        redaction: redactAccessKeys,
+      }),
+    );
     expect(exchange.response.text).not.toContain(SECRET);
     expect(released()).toBe(1);
   });
 
   test('events read whole (a watch spelled as a list) are redacted one by one', async () => {
     const { deps } = world();
-    const { exchange } = exchangeFor(keys('list'));
+    const { exchange, answering } = exchangeFor(keys('list'));
     const events = [key('k1'), key('k2')].map((object) => JSON.stringify({ type: 'ADDED', object }));
-    await sendRelay(deps, exchange, {
-      relay: upstream(200, { 'content-type': 'application/json' }, [events.join('\n')]),
-      redaction: redactAccessKeys,
-    });
+    await respond(
+      deps,
+      answering,
+      relayed({
+        relay: upstream(200, { 'content-type': 'application/json' }, [events.join('\n')]),
+        redaction: redactAccessKeys,
+      }),
+    );
     expect(exchange.response.text.trim().split('\n')).toHaveLength(2);
     expect(exchange.response.text).not.toContain(SECRET);
   });
 
-  test('an answer that must be redacted but is no JSON: 502', async () => {
+  test('an answer that must be redacted but is no JSON: 502, never passed on', async () => {
     const { deps } = world();
-    const { exchange } = exchangeFor(keys('get'));
-    await expect(
-      sendRelay(deps, exchange, {
+    const { exchange, answering, completed } = exchangeFor(keys('get'));
+    await respond(
+      deps,
+      answering,
+      relayed({
         relay: upstream(200, { 'content-type': 'text/plain' }, [SECRET]),
         redaction: redactAccessKeys,
       }),
-    ).rejects.toMatchObject({ code: 502 });
-    expect(exchange.response.text).toBe('');
+    );
+    expect(exchange.response.statusCode).toBe(502);
+    expect(exchange.response.text).not.toContain(SECRET);
+    expect(completed).toEqual([expect.objectContaining({ code: 502 })]);
+  });
+});
+
+describe('access proxy relays', () => {
+  const forwarded = (run: (answering: (code: number) => void) => Promise<number>) =>
+    ({ kind: 'forwarded', longLived: false, run }) as const;
+
+  test('counted when its headers are known, completed and the slot given back when it ends', async () => {
+    const { deps, counted } = world();
+    const { answering, completed, released } = exchangeFor(keys('get'));
+    await respond(
+      deps,
+      answering,
+      forwarded(async (started) => {
+        started(200);
+        return 200;
+      }),
+    );
+    expect(completed).toEqual([{ code: 200 }]);
+    expect(released()).toBe(1);
+    expect(await counted()).toEqual([['GET', '200', 1]]);
+  });
+
+  test('a failure before its headers: a Status, counted and completed once', async () => {
+    const { deps, counted } = world();
+    const { exchange, answering, completed, released } = exchangeFor(keys('get'));
+    await respond(
+      deps,
+      answering,
+      forwarded(async () => {
+        throw new StatusError(503, 'ServiceUnavailable', 'unreachable');
+      }),
+    );
+    expect(exchange.response.statusCode).toBe(503);
+    expect(completed).toEqual([expect.objectContaining({ code: 503 })]);
+    expect(released()).toBe(1);
+    expect(await counted()).toEqual([['GET', '503', 1]]);
+  });
+
+  test('a failure once counted: answered, and its audit record completed and slot given back all the same', async () => {
+    const { deps, counted } = world();
+    const { exchange, answering, completed, released } = exchangeFor(keys('get'));
+    await respond(
+      deps,
+      answering,
+      forwarded(async (started) => {
+        started(101);
+        throw new StatusError(502, 'BadGateway', 'switched protocols unasked');
+      }),
+    );
+    expect(exchange.response.statusCode).toBe(502);
+    expect(completed).toEqual([{ code: 502 }]);
+    expect(released()).toBe(1);
+    expect(await counted()).toEqual([['GET', '101', 1]]);
   });
 });

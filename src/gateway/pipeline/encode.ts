@@ -1,23 +1,23 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
-import { internalError, notAcceptable, StatusError } from '../../api/status.ts';
+import { internalError, StatusError } from '../../api/status.ts';
 import type { EndpointAnswer, EndpointHeaders } from '../../http/endpoint.ts';
 import { pump, readUpTo } from '../../http/streams.ts';
 import type { AuditOutcome } from '../audit/event.ts';
-import { encodeBody, mediaType, type Negotiated, negotiate } from '../body.ts';
+import { encodeBody, mediaType, type Negotiated } from '../body.ts';
 import type { Relay } from '../endpoints/endpoint.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { RedactingStream, redactDocuments, UnredactableAnswer } from '../proxy/redact.ts';
 import { upstreamFailure } from '../proxy/upstream.ts';
-import type { Exchange } from './exchange.ts';
-import type { Routed } from './route.ts';
+import type { Answering, Exchange } from './exchange.ts';
 
 /**
- * The encode stage, the only one that writes responses: objects in the negotiated format (JSON,
- * or YAML), raw bodies as they are, apiserver answers relayed (streamed, or read whole when they
- * must be looked at: redaction, YAML, an audit log of responses), and every error as a Kubernetes
- * `Status`. Finishing an answer counts it (metrics), completes its audit record and gives back
- * what the request held (a watch slot).
+ * The encode stage, the only one that writes responses, called once per request with what the
+ * stages came to ({@link Outcome}): objects in the negotiated format (JSON, or YAML), raw bodies
+ * as they are, apiserver answers relayed (streamed, or read whole when they must be looked at:
+ * redaction, YAML, an audit log of responses), the access proxy's relay counted as it goes, and
+ * every error as a Kubernetes `Status`. Finishing an answer counts it (metrics), completes its
+ * audit record and gives back what the request held (a watch slot), once.
  */
 
 export interface EncodeDeps {
@@ -33,133 +33,105 @@ export const MAX_READ_RESPONSE_BYTES = 64 * 1024 * 1024;
 /** Headers of an apiserver answer passed on to the client. */
 const RELAYED_HEADERS = ['warning', 'retry-after'] as const;
 
-/**
- * Content negotiation per distinct Accept header: clients send a handful of spellings over and
- * over, so each is parsed once (at most `max` kept; the cache starts over when full). Refusals
- * (406) are not kept: each is a fresh error.
- */
-export class NegotiationCache {
-  private readonly known = new Map<string, Negotiated>();
-
-  constructor(private readonly max = 256) {}
-
-  /** The answer format for `accept`, or the 406 refusal. */
-  negotiate(accept: string | undefined): Negotiated | StatusError {
-    const key = accept ?? '';
-    const cached = this.known.get(key);
-    if (cached) return cached;
-    const negotiated = negotiate(accept);
-    if (!(negotiated instanceof StatusError)) {
-      if (this.known.size >= this.max) this.known.clear();
-      this.known.set(key, negotiated);
+/** What the stages came to for one request: what encode writes. */
+export type Outcome =
+  /** An endpoint's answer; `sensitive`: its object never reaches the audit log. */
+  | { readonly kind: 'answer'; readonly answer: EndpointAnswer; readonly sensitive: boolean }
+  /** An apiserver answer an endpoint or the proxy passes on. */
+  | { readonly kind: 'relay'; readonly relay: Relay }
+  /**
+   * The access proxy's relay, which writes the bytes itself: `run` calls `answering` when the
+   * answer's headers are known (before they go out) and resolves to the code when it ends.
+   */
+  | {
+      readonly kind: 'forwarded';
+      readonly longLived: boolean;
+      readonly run: (answering: (code: number) => void) => Promise<number>;
     }
-    return negotiated;
+  /** A refusal or failure of any stage. */
+  | { readonly kind: 'error'; readonly error: unknown };
+
+/** Writes the request's answer: the one call of the encode stage per request. */
+export async function respond(deps: EncodeDeps, answering: Answering, outcome: Outcome): Promise<void> {
+  const reply = new Reply(deps, answering);
+  try {
+    if (outcome.kind === 'answer') sendAnswer(reply, outcome.answer, outcome.sensitive);
+    else if (outcome.kind === 'relay') await sendRelay(reply, outcome.relay);
+    else if (outcome.kind === 'forwarded') await sendForwarded(reply, outcome);
+    else sendError(reply, outcome.error);
+  } catch (error) {
+    // An answer that failed before it was finished (a relay too large or unredactable to pass on).
+    sendError(reply, error);
+  }
+}
+
+/** One request's answer under way: counted, audited and its slot given back once. */
+class Reply {
+  private finished = false;
+
+  constructor(
+    readonly deps: EncodeDeps,
+    readonly answering: Answering,
+  ) {}
+
+  get exchange(): Exchange {
+    return this.answering.exchange;
   }
 
-  get size(): number {
-    return this.known.size;
+  /** Counts the answer, completes the audit record, gives back what the request held. */
+  finish(code: number, responseObject: unknown, annotations?: Readonly<Record<string, string>>): void {
+    if (this.finished) return;
+    this.finished = true;
+    const { attributes, audit, release, exchange } = this.answering;
+    this.deps.metrics.observe(attributes, code, (performance.now() - exchange.started) / 1000);
+    if (audit) {
+      const status =
+        code >= 400 ? (responseObject as { message?: string; reason?: string } | undefined) : undefined;
+      audit.complete({
+        code,
+        ...(status ? { status: 'Failure', message: status.message, reason: status.reason } : {}),
+        ...(responseObject !== undefined ? { responseObject } : {}),
+        ...(annotations ? { annotations } : {}),
+      } as AuditOutcome);
+    }
+    release?.();
   }
-}
 
-/** Verbs answered with one object (or a Status), never a list. */
-const OBJECT_VERBS = new Set(['get', 'create', 'update', 'patch', 'delete']);
-
-/**
- * A request answered with one object that asks for it first as a list of metadata
- * (`as=PartialObjectMetadataList`): kube-apiserver refuses that with 406 for its own kinds, and
- * fails with a 500 ("content is not a list") for custom resources. The gateway answers 406 for
- * every resource, as kube-apiserver does for its own.
- */
-export function objectAsListRefusal(
-  negotiated: Negotiated,
-  verb: string | undefined,
-): StatusError | undefined {
-  if (verb === undefined || !OBJECT_VERBS.has(verb) || !asListFirst(negotiated)) return undefined;
-  return notAcceptable('you requested PartialObjectMetadataList, but the requested object is not a list');
-}
-
-/** Whether a negotiation asks for a list of metadata first (one object per Accept header, cached). */
-const AS_LIST_FIRST = new WeakMap<Negotiated, boolean>();
-
-function asListFirst(negotiated: Negotiated): boolean {
-  const known = AS_LIST_FIRST.get(negotiated);
-  if (known !== undefined) return known;
-  const first = negotiated.upstreamAccept.split(',')[0] ?? '';
-  const asList = first
-    .split(';')
-    .slice(1)
-    .some((parameter) => parameter.trim().toLowerCase() === 'as=partialobjectmetadatalist');
-  AS_LIST_FIRST.set(negotiated, asList);
-  return asList;
-}
-
-/** Whether the routed endpoint answers one of the accepted media types itself (`produces`). */
-function answersItself(exchange: Exchange, routed: Routed | undefined): boolean {
-  const produces = routed?.kind === 'endpoint' ? routed.endpoint.produces : undefined;
-  if (!produces || produces.length === 0) return false;
-  const accept = exchange.request.headers.accept ?? '';
-  return accept.split(',').some((entry) => produces.includes(mediaType(entry)));
-}
-
-/**
- * Negotiates the exchange's answer format from its Accept header (throws 406); a request for a
- * media type its endpoint answers itself gets JSON for everything else (its errors).
- */
-export function negotiateExchange(cache: NegotiationCache, exchange: Exchange, routed?: Routed): void {
-  let negotiated = cache.negotiate(exchange.request.headers.accept);
-  if (negotiated instanceof StatusError && answersItself(exchange, routed))
-    negotiated = cache.negotiate(undefined);
-  if (negotiated instanceof StatusError) throw negotiated;
-  const refusal = exchange.attributes?.resourceRequest
-    ? objectAsListRefusal(negotiated, exchange.attributes.verb)
-    : undefined;
-  if (refusal) throw refusal;
-  exchange.negotiated = negotiated;
-}
-
-/** Counts the answer, completes the audit record, gives back what the request held. Once per request. */
-export function finish(
-  deps: EncodeDeps,
-  exchange: Exchange,
-  code: number,
-  responseObject: unknown,
-  annotations?: Readonly<Record<string, string>>,
-): void {
-  if (exchange.finished) return;
-  exchange.finished = true;
-  deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000);
-  if (exchange.audit) {
-    const status =
-      code >= 400 ? (responseObject as { message?: string; reason?: string } | undefined) : undefined;
-    exchange.audit.complete({
-      code,
-      ...(status ? { status: 'Failure', message: status.message, reason: status.reason } : {}),
-      ...(responseObject !== undefined ? { responseObject } : {}),
-      ...(annotations ? { annotations } : {}),
-    } as AuditOutcome);
+  /**
+   * An answer streamed as it comes (a relayed watch, any answer of the access proxy): counted when
+   * its headers go out, with the time to them; a long-running one's audit record says so then.
+   * Returns what completes it when it ends (its audit record, its slot).
+   */
+  streamStarted(code: number, longRunning: boolean): (code: number) => void {
+    this.finished = true;
+    const { attributes, audit, release, exchange } = this.answering;
+    this.deps.metrics.observe(attributes, code, (performance.now() - exchange.started) / 1000, longRunning);
+    if (longRunning) audit?.responseStarted({ code });
+    return (ended) => {
+      audit?.complete({ code: ended });
+      release?.();
+    };
   }
-  exchange.release?.();
 }
 
 /**
- * An answer streamed as it comes (a relayed watch, log or upgraded connection, any answer of the
- * access proxy): counted when its headers go out, with the time to them; a long-running one's
- * audit record says so then. Returns what completes it when it ends (its audit record, its slot).
+ * The access proxy's relay: counted when its headers are known, completed when it ends. A failure
+ * before that is answered as a Status; after it, the answer is cut (or, headers not yet sent, a
+ * Status after all) and completed with the failure's code.
  */
-export function streamStarted(
-  deps: EncodeDeps,
-  exchange: Exchange,
-  code: number,
-  longRunning: boolean,
-): (code: number) => void {
-  exchange.finished = true;
-  deps.metrics.observe(exchange.attributes, code, (performance.now() - exchange.started) / 1000, longRunning);
-  const audit = exchange.audit;
-  if (longRunning) audit?.responseStarted({ code });
-  return (ended) => {
-    audit?.complete({ code: ended });
-    exchange.release?.();
-  };
+async function sendForwarded(reply: Reply, outcome: Extract<Outcome, { kind: 'forwarded' }>): Promise<void> {
+  let ended: ((code: number) => void) | undefined;
+  try {
+    const code = await outcome.run((started) => {
+      ended = reply.streamStarted(started, outcome.longLived);
+    });
+    ended?.(code);
+  } catch (error) {
+    if (!ended) throw error;
+    const status = statusOf(reply, error);
+    writeStatus(reply.exchange, status, reply.answering.negotiated);
+    ended(status.code);
+  }
 }
 
 function write(
@@ -178,39 +150,48 @@ const plainHeaders = (headers: EndpointHeaders | undefined): OutgoingHttpHeaders
   (headers ?? {}) as OutgoingHttpHeaders;
 
 /** An object in the negotiated format. `sensitive`: never in the audit log. */
-export function sendObject(
-  deps: EncodeDeps,
-  exchange: Exchange,
+function sendObject(
+  reply: Reply,
   code: number,
   value: unknown,
   headers?: EndpointHeaders,
   sensitive = false,
   annotations?: Readonly<Record<string, string>>,
 ): void {
-  const encoded = encodeBody(value, exchange.negotiated.format);
-  write(exchange, code, { ...plainHeaders(headers), 'content-type': encoded.contentType }, encoded.body);
-  finish(deps, exchange, code, sensitive && code < 400 ? undefined : value, annotations);
+  const encoded = encodeBody(value, reply.answering.negotiated.format);
+  write(
+    reply.exchange,
+    code,
+    { ...plainHeaders(headers), 'content-type': encoded.contentType },
+    encoded.body,
+  );
+  reply.finish(code, sensitive && code < 400 ? undefined : value, annotations);
 }
 
 /** A `Status` for an error: the gateway's own, or a 500 (logged) for anything unexpected. */
-export function sendError(deps: EncodeDeps, exchange: Exchange, error: unknown): void {
+function sendError(reply: Reply, error: unknown): void {
+  const status = statusOf(reply, error);
+  writeStatus(reply.exchange, status, reply.answering.negotiated);
+  reply.finish(status.code, status.toStatus());
+}
+
+/** The Status an error is answered with. */
+function statusOf(reply: Reply, error: unknown): StatusError {
   // A client that went away mid-answer (the relayed body fails with the abort's reason) is 499,
   // not an error of the gateway's.
-  const status =
-    error instanceof StatusError
-      ? error
-      : exchange.signal.aborted
-        ? upstreamFailure(error, exchange.signal)
-        : unexpected(deps, error);
+  if (error instanceof StatusError) return error;
+  const signal = reply.exchange.signal;
+  return signal.aborted ? upstreamFailure(error, signal) : unexpected(reply.deps, error);
+}
+
+/** Writes `status`; too late for one (the answer is under way), the connection is cut instead. */
+function writeStatus(exchange: Exchange, status: StatusError, negotiated: Negotiated): void {
   if (exchange.response.headersSent) {
-    // Too late for a Status: the answer was already under way.
     exchange.response.destroy();
-    finish(deps, exchange, status.code, status.toStatus());
     return;
   }
-  const encoded = encodeBody(status.toStatus(), exchange.negotiated.format);
+  const encoded = encodeBody(status.toStatus(), negotiated.format);
   write(exchange, status.code, { ...status.headers, 'content-type': encoded.contentType }, encoded.body);
-  finish(deps, exchange, status.code, status.toStatus());
 }
 
 function unexpected(deps: EncodeDeps, error: unknown): StatusError {
@@ -219,31 +200,18 @@ function unexpected(deps: EncodeDeps, error: unknown): StatusError {
 }
 
 /** An endpoint's answer. */
-export function sendAnswer(
-  deps: EncodeDeps,
-  exchange: Exchange,
-  answer: EndpointAnswer,
-  sensitive: boolean,
-): void {
+function sendAnswer(reply: Reply, answer: EndpointAnswer, sensitive: boolean): void {
   if ('object' in answer) {
-    sendObject(
-      deps,
-      exchange,
-      answer.code,
-      answer.object,
-      answer.headers,
-      sensitive,
-      answer.auditAnnotations,
-    );
+    sendObject(reply, answer.code, answer.object, answer.headers, sensitive, answer.auditAnnotations);
     return;
   }
   write(
-    exchange,
+    reply.exchange,
     answer.code,
     { ...plainHeaders(answer.headers), 'content-type': answer.contentType },
     answer.body,
   );
-  finish(deps, exchange, answer.code, undefined, answer.auditAnnotations);
+  reply.finish(answer.code, undefined, answer.auditAnnotations);
 }
 
 /**
@@ -251,7 +219,8 @@ export function sendAnswer(
  * or a large answer); read whole when it is small (one write with its length is cheaper than a
  * chunked stream), when it must be redacted, re-encoded as YAML, or logged with its body.
  */
-export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Relay): Promise<void> {
+async function sendRelay(reply: Reply, relay: Relay): Promise<void> {
+  const { attributes, audit, negotiated } = reply.answering;
   const response = relay.relay;
   const code = response.statusCode;
   const contentType = headerValue(response.headers['content-type']) ?? 'application/json';
@@ -260,30 +229,29 @@ export async function sendRelay(deps: EncodeDeps, exchange: Exchange, relay: Rel
     const value = headerValue(response.headers[name]);
     if (value !== undefined) headers[name] = value;
   }
-  if (exchange.attributes?.verb === 'watch' && code === 200) {
-    await streamWatch(deps, exchange, relay, headers);
+  if (attributes?.verb === 'watch' && code === 200) {
+    await streamWatch(reply, relay, headers);
     return;
   }
-  const wantsBody = exchange.audit?.level === 'RequestResponse';
-  if (!relay.redaction && exchange.negotiated.format === 'json' && !wantsBody) {
-    await passOn(deps, exchange, response, headers);
+  const wantsBody = audit?.level === 'RequestResponse';
+  if (!relay.redaction && negotiated.format === 'json' && !wantsBody) {
+    await passOn(reply, response, headers);
     return;
   }
-  await rewrite(deps, exchange, relay, headers, mediaType(contentType) === 'application/json');
+  await rewrite(reply, relay, headers, mediaType(contentType) === 'application/json');
 }
 
 /** A watch: headers at once (a watch may stay silent for minutes), then events as they come, redacted. */
 async function streamWatch(
-  deps: EncodeDeps,
-  exchange: Exchange,
+  reply: Reply,
   { relay: response, redaction }: Relay,
   headers: OutgoingHttpHeaders,
 ): Promise<void> {
   const code = response.statusCode;
-  const ended = streamStarted(deps, exchange, code, true);
+  const ended = reply.streamStarted(code, true);
   const stream = redaction ? response.body.pipe(new RedactingStream(redaction)) : response.body;
   response.body.once('error', (error) => stream.destroy(error));
-  const raw = exchange.response;
+  const raw = reply.exchange.response;
   raw.writeHead(code, { ...headers, 'cache-control': 'no-cache, private' });
   raw.flushHeaders();
   try {
@@ -301,12 +269,8 @@ async function streamWatch(
  * out in one write with their length (the apiserver sends many without one). Past the limit,
  * what was read goes first and the rest is streamed.
  */
-async function passOn(
-  deps: EncodeDeps,
-  exchange: Exchange,
-  response: Relay['relay'],
-  headers: OutgoingHttpHeaders,
-): Promise<void> {
+async function passOn(reply: Reply, response: Relay['relay'], headers: OutgoingHttpHeaders): Promise<void> {
+  const exchange = reply.exchange;
   const code = response.statusCode;
   const start = await readUpTo(response.body, BUFFERED_RESPONSE_BYTES);
   if (start.complete) {
@@ -316,7 +280,7 @@ async function passOn(
       headers,
       start.chunks.length === 1 ? start.chunks[0]! : Buffer.concat(start.chunks),
     );
-    finish(deps, exchange, code, undefined);
+    reply.finish(code, undefined);
     return;
   }
   const raw = exchange.response;
@@ -325,7 +289,7 @@ async function passOn(
   await pump(response.body, raw).catch(() => {
     // The client went away, or the apiserver broke off: the answer is incomplete either way.
   });
-  finish(deps, exchange, code, undefined);
+  reply.finish(code, undefined);
 }
 
 /**
@@ -333,18 +297,18 @@ async function passOn(
  * must be redacted but cannot be read is not passed on (502).
  */
 async function rewrite(
-  deps: EncodeDeps,
-  exchange: Exchange,
+  reply: Reply,
   { relay: response, redaction }: Relay,
   headers: OutgoingHttpHeaders,
   isJson: boolean,
 ): Promise<void> {
   const code = response.statusCode;
   const text = await readBounded(response.body);
+  const exchange = reply.exchange;
   const asItCame = () => {
     if (redaction) throw unredactable();
     write(exchange, code, headers, text);
-    finish(deps, exchange, code, undefined);
+    reply.finish(code, undefined);
   };
   if (!isJson) return asItCame();
   let documents: { single: unknown } | { many: unknown[] };
@@ -357,10 +321,10 @@ async function rewrite(
   if ('many' in documents) {
     // A stream of events read whole (the apiserver ended it): passed on as it came, one per line.
     write(exchange, code, headers, documents.many.map((value) => `${JSON.stringify(value)}\n`).join(''));
-    finish(deps, exchange, code, undefined);
+    reply.finish(code, undefined);
     return;
   }
-  sendObject(deps, exchange, code, documents.single, pick(headers, RELAYED_HEADERS));
+  sendObject(reply, code, documents.single, pick(headers, RELAYED_HEADERS));
 }
 
 async function readBounded(body: Relay['relay']['body']): Promise<string> {

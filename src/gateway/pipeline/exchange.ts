@@ -1,14 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestAttributes } from '../../authz/attributes.ts';
-import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import type { UpgradeConnection } from '../access-proxy/index.ts';
 import type { AuditRecord } from '../audit/auditor.ts';
 import type { Negotiated } from '../body.ts';
 
 /**
- * One request on its way through the pipeline (route → authenticate → throttle → scope → audit →
- * dispatch → encode): what the HTTP server received, and what each stage adds to it. Stages read
- * what earlier ones wrote; only `encode` writes the response.
+ * One request as the HTTP server received it: what every stage of the pipeline (route →
+ * authenticate → negotiate → throttle → scope → receive → audit → dispatch → encode) reads.
+ * Nothing in it changes: each stage returns what it adds, and the pipeline (`../server.ts`) hands
+ * that to the stages after it, and to encode as an {@link Answering}.
  */
 export interface Exchange {
   readonly request: IncomingMessage;
@@ -31,16 +31,22 @@ export interface Exchange {
   readonly signal: AbortSignal;
   /** An upgrade request's connection (the access proxy's exec, attach, port-forward); `response` is bound to it. */
   readonly upgrade: UpgradeConnection | undefined;
-  /** JSON until the Accept header was read. */
-  negotiated: Negotiated;
-  /** The routed attributes (metrics and audit label the request with them once known). */
-  attributes: RequestAttributes | undefined;
-  identity: AuthenticatedIdentity | undefined;
-  audit: AuditRecord | undefined;
-  /** Resources to give back when the answer is complete (a watch slot). */
-  release: (() => void) | undefined;
-  /** Set by `encode` once the answer is written (or streaming). */
-  finished: boolean;
+}
+
+/**
+ * What the encode stage answers a request with, its only writer: the exchange and what the stages
+ * had established when the answer (or a refusal) was known. Each field comes from one stage.
+ */
+export interface Answering {
+  readonly exchange: Exchange;
+  /** The route stage's attributes (metrics and audit label the request with them); none before routing. */
+  readonly attributes: RequestAttributes | undefined;
+  /** The negotiate stage's format; {@link JSON_ONLY} before it ran. */
+  readonly negotiated: Negotiated;
+  /** The audit stage's record, when the request is audited. */
+  readonly audit: AuditRecord | undefined;
+  /** The throttle stage's slot (a long-lived request's), given back when the answer is complete. */
+  readonly release: (() => void) | undefined;
 }
 
 /** `application/json` both ways: what a request is answered in until its Accept header was read. */

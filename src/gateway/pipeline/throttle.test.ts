@@ -5,7 +5,11 @@ import { CREATED, KeyCaches, testUser } from '../../../test-support/key-caches.t
 import { StatusError } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { AuthFailureLimiter } from '../../http/failure-limiter.ts';
-import { AccessKeyExpired, InvalidAccessKey } from '../../identity/authenticate.ts';
+import {
+  AccessKeyExpired,
+  type AuthenticatedIdentity,
+  InvalidAccessKey,
+} from '../../identity/authenticate.ts';
 import { KeySessions } from '../sessions.ts';
 import { holdWatchSlot, Throttle } from './throttle.ts';
 
@@ -53,25 +57,17 @@ describe('the throttle stage', () => {
 
   test('the stage: a watch holds a slot of its identity until its answer ends; other requests none', () => {
     const throttle = new Throttle(new AuthFailureLimiter(limits), { perIdentity: 1, maxTimeoutSeconds: 60 });
-    const request = (verb: string) => {
-      const exchange = testExchange({ identity: testIdentity('alice') });
-      exchange.attributes = nonResourceRequest(verb, '/x');
-      return exchange;
-    };
-    const list = request('list');
-    holdWatchSlot(throttle, list);
-    expect(list.release).toBeUndefined();
-    const watch = request('watch');
-    holdWatchSlot(throttle, watch);
-    expect(watch.release).toBeTypeOf('function');
-    expect(() => holdWatchSlot(throttle, request('watch'))).toThrow(expect.objectContaining({ code: 429 }));
-    watch.release?.();
-    expect(() => holdWatchSlot(throttle, request('watch'))).not.toThrow();
+    const holdAs = (identity: AuthenticatedIdentity | undefined, verb: string) =>
+      holdWatchSlot(throttle, testExchange(), { identity, attributes: nonResourceRequest(verb, '/x') });
+    const hold = (verb: string) => holdAs(testIdentity('alice'), verb);
+    expect(hold('list')).toBeUndefined();
+    const release = hold('watch');
+    expect(release).toBeTypeOf('function');
+    expect(() => hold('watch')).toThrow(expect.objectContaining({ code: 429 }));
+    release?.();
+    expect(() => hold('watch')).not.toThrow();
     // Without an identity (endpoints served without a key) nothing is held.
-    const anonymous = testExchange();
-    anonymous.attributes = nonResourceRequest('watch', '/x');
-    holdWatchSlot(throttle, anonymous);
-    expect(anonymous.release).toBeUndefined();
+    expect(holdAs(undefined, 'watch')).toBeUndefined();
   });
 
   const podRequest = (verb: string, subresource: string): RequestAttributes => ({
@@ -88,10 +84,8 @@ describe('the throttle stage', () => {
   test('watches, upgraded connections and followed logs hold a slot; a log read without follow none', () => {
     const throttle = new Throttle(new AuthFailureLimiter(limits), { perIdentity: 10, maxTimeoutSeconds: 60 });
     const held = (url: string, attributes: RequestAttributes, headers = {}) => {
-      const exchange = testExchange({ identity: testIdentity('alice'), url, headers });
-      exchange.attributes = attributes;
-      holdWatchSlot(throttle, exchange);
-      return exchange.release !== undefined;
+      const exchange = testExchange({ url, headers });
+      return holdWatchSlot(throttle, exchange, { identity: testIdentity('alice'), attributes }) !== undefined;
     };
     expect(held('/x?watch=1', podRequest('watch', ''))).toBe(true);
     expect(held('/x', podRequest('create', 'exec'), { connection: 'Upgrade', upgrade: 'websocket' })).toBe(
@@ -115,16 +109,18 @@ describe('the throttle stage', () => {
       sessions,
     );
     const key = caches.addKey({ user: 'alice' });
-    const watch = testExchange({ identity: key.identity });
-    watch.attributes = nonResourceRequest('watch', '/x');
-    holdWatchSlot(throttle, watch);
+    const watch = testExchange();
+    const release = holdWatchSlot(throttle, watch, {
+      identity: key.identity,
+      attributes: nonResourceRequest('watch', '/x'),
+    });
     expect(sessions.count()).toBe(1);
     expect(watch.response.destroyed).toBe(false);
     caches.putKey({ ...key.object, spec: { ...key.object.spec, disabled: true } });
     expect(watch.response.destroyed).toBe(true);
     expect(sessions.count()).toBe(0);
     // The end of the answer gives the slot back (encode calls release once the response closed).
-    watch.release?.();
+    release?.();
     expect(throttle.watchSlot(key.identity.username)).toBeTypeOf('function');
   });
 
@@ -135,10 +131,10 @@ describe('the throttle stage', () => {
     const sessions = new KeySessions({ authority: caches, clock });
     const throttle = new Throttle(new AuthFailureLimiter(limits), undefined, sessions);
     const key = caches.addKey({ user: 'alice' });
-    const exec = testExchange({ identity: key.identity, headers: { upgrade: 'SPDY/3.1' } });
-    exec.attributes = podRequest('create', 'exec');
+    const exec = testExchange({ headers: { upgrade: 'SPDY/3.1' } });
     let socketCut = 0;
-    holdWatchSlot(throttle, exec, () => socketCut++);
+    const held = { identity: key.identity, attributes: podRequest('create', 'exec') };
+    holdWatchSlot(throttle, exec, held, () => socketCut++);
     caches.deleteKey(key.object.metadata.name ?? '');
     expect(socketCut).toBe(1);
     expect(exec.response.destroyed).toBe(false);

@@ -1,4 +1,5 @@
 import { accessKeyExpired, StatusError, tooManyRequests, unauthorized } from '../../api/status.ts';
+import type { RequestAttributes } from '../../authz/attributes.ts';
 import { type AuthFailureLimiter, keySubject } from '../../http/failure-limiter.ts';
 import {
   AccessKeyExpired,
@@ -132,8 +133,7 @@ export class Throttle {
  * a watch, an upgraded connection (exec, attach, port-forward, over SPDY or WebSocket), a followed
  * log (`follow=true`).
  */
-export function isLongLived(exchange: Exchange): boolean {
-  const attributes = exchange.attributes;
+export function isLongLived(exchange: Exchange, attributes: RequestAttributes | undefined): boolean {
   if (attributes?.verb === 'watch') return true;
   if (exchange.request.headers.upgrade !== undefined) return true;
   return attributes?.subresource === 'log' && new URLSearchParams(exchange.search).get('follow') === 'true';
@@ -142,18 +142,19 @@ export function isLongLived(exchange: Exchange): boolean {
 /**
  * The throttle stage for an authenticated request, management API and access proxy alike: a
  * long-lived request ({@link isLongLived}) holds one of its identity's slots until its answer ends
- * (`exchange.release`, called by encode or the relay), and is cut when its key stops being valid:
- * by `cut`, which by default destroys the response (and so the client's connection; the exchange's
- * signal then aborts what it waits on upstream). An upgraded connection passes the cut of its
- * socket. 429 when the identity holds all its slots.
+ * (the returned release, called by encode), and is cut when its key stops being valid: by `cut`,
+ * which by default destroys the response (and so the client's connection; the exchange's signal
+ * then aborts what it waits on upstream). An upgraded connection passes the cut of its socket.
+ * 429 when the identity holds all its slots; undefined when the request holds nothing.
  */
 export function holdWatchSlot(
   throttle: Pick<Throttle, 'holdLongLived'>,
   exchange: Exchange,
+  held: { readonly identity: AuthenticatedIdentity | undefined; readonly attributes: RequestAttributes },
   cut: () => void = () => exchange.response.destroy(),
-): void {
-  if (exchange.identity === undefined || !isLongLived(exchange)) return;
-  const held = throttle.holdLongLived(exchange.identity, cut);
-  if (held instanceof StatusError) throw held;
-  exchange.release = held;
+): (() => void) | undefined {
+  if (held.identity === undefined || !isLongLived(exchange, held.attributes)) return undefined;
+  const release = throttle.holdLongLived(held.identity, cut);
+  if (release instanceof StatusError) throw release;
+  return release;
 }
