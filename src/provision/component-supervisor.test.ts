@@ -42,6 +42,7 @@ describe('ComponentSupervisor', () => {
     await until(() => started.length === 2 && s.running);
     expect(s.process?.pid).not.toBe(first.pid);
     expect(s.restarts).toBe(1);
+    expect(s.crashesInARow).toBe(1);
     expect(s.lastExit).toBe('was killed by SIGKILL');
   });
 
@@ -52,6 +53,7 @@ describe('ComponentSupervisor', () => {
     await s.stop();
     const delays = logs.slice(0, 5).map((m) => Number(/again in (\d+) ms/.exec(m)?.[1]));
     expect(delays).toEqual([10, 20, 40, 40, 40]);
+    expect(s.crashesInARow).toBeGreaterThanOrEqual(5);
   });
 
   test('does not restart once another supervisor owns the component', async () => {

@@ -31,6 +31,8 @@ export class ComponentSupervisor {
   restarts = 0;
   /** How its process last ended on its own, for status messages. */
   lastExit: string | undefined;
+  /** Times it ended on its own since it last ran long enough to count as healthy. */
+  crashesInARow = 0;
 
   constructor(
     readonly spec: ProcessSpec,
@@ -61,7 +63,11 @@ export class ComponentSupervisor {
     void process.whenExited().then(() => {
       if (this.stopped || this.current !== process) return;
       this.lastExit = process.exitDescription;
-      if (Date.now() - this.startedAt >= HEALTHY_RUN_MS) this.backoff.reset();
+      if (Date.now() - this.startedAt >= HEALTHY_RUN_MS) {
+        this.backoff.reset();
+        this.crashesInARow = 0;
+      }
+      this.crashesInARow++;
       const delay = this.backoff.next();
       this.options.log(`${this.spec.name} ${this.lastExit}; starting it again in ${Math.round(delay)} ms`);
       this.timer = setTimeout(() => void this.restart(), delay);
@@ -85,6 +91,7 @@ export class ComponentSupervisor {
       this.restarts++;
       this.adopt(process);
     } catch (err) {
+      this.crashesInARow++;
       const delay = this.backoff.next();
       this.options.log(
         `${this.spec.name} could not be started again (${String(err)}); next try in ${delay} ms`,

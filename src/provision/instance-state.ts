@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ControlPlanePorts } from './control-plane.ts';
+import { type ControlPlanePorts, PKI_KEYS } from './control-plane.ts';
 import { freePort, portIsFree } from './local-ports.ts';
+import type { SecretText } from './pki.ts';
 import type { ProvisionedInstance } from './provisioner.ts';
 
 /**
@@ -115,4 +116,41 @@ export async function choosePorts(
     chosen[name] = port;
   }
   return chosen as ControlPlanePorts;
+}
+
+/** The `pki` Secret's files, owner-only, replaced whole (a component never reads half a file). */
+export function writePkiFiles(dir: string, pki: SecretText): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const [key, text] of Object.entries(pki)) {
+    const path = join(dir, key);
+    writeFileSync(`${path}.tmp`, text, { mode: 0o600 });
+    renameSync(`${path}.tmp`, path);
+  }
+}
+
+/** The id of the provisioner that supervises the instance now. */
+export function ownerOf(paths: InstancePaths): string | undefined {
+  try {
+    return readFileSync(paths.ownerFile, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The instance CA's certificate as written for its components. */
+export function caOf(paths: InstancePaths): string | undefined {
+  try {
+    return readFileSync(join(paths.pkiDir, PKI_KEYS.caCert), 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Removes `dir` if it is empty (an instance's namespace directory after its last instance). */
+export function removeIfEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // not empty, or gone
+  }
 }

@@ -1,14 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmdirSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeApi } from '../runtime/kube-api.ts';
@@ -31,14 +22,19 @@ import {
 import { httpOk, httpsOk } from './health-probes.ts';
 import { deleteSecret, readSecretText, writeSecretText } from './instance-secrets.ts';
 import {
+  caOf,
   choosePorts,
   type InstancePaths,
   type InstanceState,
   instancePaths,
+  ownerOf,
   readInstanceState,
+  removeIfEmpty,
   writeInstanceState,
+  writePkiFiles,
 } from './instance-state.ts';
 import { ensureInstancePki, type SecretText } from './pki.ts';
+import { phaseOf } from './process-status.ts';
 import type { ProvisionedInstance, Provisioner, ProvisionOptions, ProvisionStatus } from './provisioner.ts';
 
 /**
@@ -331,17 +327,21 @@ export class ProcessesProvisioner implements Provisioner {
   }
 
   private async probe(instance: ProvisionedInstance, running: RunningInstance): Promise<ProvisionStatus> {
-    const reach = reachOf(instance, running.state.ports, running.caPem);
-    const notReady: string[] = [];
-    for (const [index, component] of running.description.components.entries()) {
-      const supervisor = running.supervisors[index];
-      if (!supervisor?.running)
-        notReady.push(`${component.name} is not running (${supervisor?.lastExit ?? 'not started'})`);
-      else if (!(await probeOk(component, running.caPem))) notReady.push(`${component.name} is not ready`);
-    }
-    return notReady.length === 0
-      ? { ...reach, phase: 'Ready' }
-      : { ...reach, phase: 'Starting', message: notReady.join('; ') };
+    const observed = await Promise.all(
+      running.description.components.map(async (component, index) => {
+        const supervisor = running.supervisors[index];
+        const alive = supervisor?.running ?? false;
+        return {
+          name: component.name,
+          running: alive,
+          ready: alive && (await probeOk(component, running.caPem)),
+          crashesInARow: supervisor?.crashesInARow ?? 0,
+          lastExit: supervisor?.lastExit,
+          logPath: supervisor?.spec.logPath ?? '',
+        };
+      }),
+    );
+    return { ...reachOf(instance, running.state.ports, running.caPem), ...phaseOf(observed) };
   }
 }
 
@@ -359,38 +359,4 @@ function probeOk(component: ComponentDescription, caPem: string): Promise<boolea
   // The apiserver's certificate is the instance CA's; the controller manager's is self-signed.
   const ca = component.name === 'kube-apiserver' ? caPem : undefined;
   return httpsOk(`https://${host}:${port}${path}`, ca, undefined);
-}
-
-/** The `pki` Secret's files, owner-only, replaced whole (a component never reads half a file). */
-function writePkiFiles(dir: string, pki: SecretText): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  for (const [key, text] of Object.entries(pki)) {
-    const path = join(dir, key);
-    writeFileSync(`${path}.tmp`, text, { mode: 0o600 });
-    renameSync(`${path}.tmp`, path);
-  }
-}
-
-function ownerOf(paths: InstancePaths): string | undefined {
-  try {
-    return readFileSync(paths.ownerFile, 'utf8');
-  } catch {
-    return undefined;
-  }
-}
-
-function caOf(paths: InstancePaths): string | undefined {
-  try {
-    return readFileSync(join(paths.pkiDir, PKI_KEYS.caCert), 'utf8');
-  } catch {
-    return undefined;
-  }
-}
-
-function removeIfEmpty(dir: string): void {
-  try {
-    rmdirSync(dir);
-  } catch {
-    // not empty, or gone
-  }
 }
