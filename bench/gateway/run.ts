@@ -93,6 +93,9 @@ function rows(
   ].join('\n');
 }
 
+/** The bare proxy's process: what the benchmark needs of a proxy process, no more. */
+type BareProxy = Pick<GatewayProcess, 'child' | 'pid' | 'url' | 'stop'>;
+
 /**
  * The floor: `bare-proxy.mjs` (Node's HTTP server and an undici pool as the gateway's, nothing
  * else) sending every request with the admin token and the key's impersonation headers, in a
@@ -101,7 +104,7 @@ function rows(
 async function startBareProxy(
   cluster: Cluster,
   headers: Record<string, string | string[]>,
-): Promise<GatewayProcess> {
+): Promise<BareProxy> {
   const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-proxy.mjs', import.meta.url))], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
@@ -197,7 +200,7 @@ async function prepare(kc: KubeConfig): Promise<void> {
 async function measure(
   cluster: Cluster,
   gateway: GatewayProcess,
-  bare: GatewayProcess,
+  bare: BareProxy,
   key: { readonly user: Headers; readonly impersonation: Impersonation },
 ): Promise<void> {
   const gatewayBase = `${gateway.url}${BASE_PATH}`;
