@@ -107,6 +107,12 @@ describe('the audit log and the login endpoints', () => {
       events().filter((e) => e.requestURI === '/auth/password/login' && e.stage === 'ResponseComplete')
         .length,
     ).toBeGreaterThanOrEqual(3);
+    // The password API is audited as what scope checks see it as: `update users/password`.
+    const setByAdmin = events().find(
+      (e) => e.requestURI === `/auth/users/${name}/password` && e.stage === 'ResponseComplete',
+    ) as unknown as { verb: string; objectRef?: Record<string, string> };
+    expect(setByAdmin.verb).toBe('update');
+    expect(setByAdmin.objectRef).toMatchObject({ resource: 'users', subresource: 'password', name });
     // ...and nothing of their bodies is.
     const text = auditDirText(auditDir);
     const carried = [
