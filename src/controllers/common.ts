@@ -1,5 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { GROUP_AUTHENTICATED, userGroup as platformUserGroup, teamGroup } from '../identity/groups.ts';
+import type { Provisioner } from '../provision/provisioner.ts';
 import type { Clock } from '../runtime/clock.ts';
 import type { Controller, Reconciler } from '../runtime/controller.ts';
 import type { EventRecorder } from '../runtime/events.ts';
@@ -28,6 +29,11 @@ export interface ControllerDeps {
    * sign-in implements them and the composition root sets them, so controllers never import login.
    */
   identityProviders?: IdentityProvidersFactory;
+  /**
+   * What makes the VirtualClusterInstances without `spec.endpoint` (`--provisioner`): the
+   * virtualcluster controller provisions none when absent.
+   */
+  provisioner?: Provisioner;
 }
 
 export const DEFAULT_PLATFORM_NAMESPACE = 'platform-system';
