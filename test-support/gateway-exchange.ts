@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { Readable, Writable } from 'node:stream';
+import { nonResourceRequest, type RequestAttributes } from '../src/authz/attributes.ts';
 import type { GatewayEndpoint, GatewayRequest } from '../src/gateway/endpoints/endpoint.ts';
 import { type Exchange, JSON_ONLY } from '../src/gateway/pipeline/exchange.ts';
 import { EndpointTable } from '../src/gateway/pipeline/route.ts';
@@ -152,6 +153,15 @@ export function jsonBody(value: unknown): { headers: IncomingHttpHeaders; text: 
   const text = JSON.stringify(value);
   return { headers: { 'content-type': 'application/json', 'content-length': String(text.length) }, text };
 }
+
+/** The attributes of a request for OwnedAccessKeys with `verb` (a resource request whose answers are redacted). */
+export const keysRequest = (verb: string): RequestAttributes => ({
+  ...nonResourceRequest(verb, ''),
+  resourceRequest: true,
+  apiGroup: 'management.platform',
+  resource: 'ownedaccesskeys',
+  path: '/apis/management.platform/v1/ownedaccesskeys',
+});
 
 /** A lookup that knows no project (for routing in tests). */
 export const NO_PROJECTS = { projectOfNamespace: () => undefined, namespaceOfProject: () => undefined };

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { testExchange } from '../../../test-support/gateway-exchange.ts';
+import { keysRequest, testExchange } from '../../../test-support/gateway-exchange.ts';
 import { StatusError, tooManyRequests } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import type { EndpointAnswer } from '../../http/endpoint.ts';
@@ -15,14 +15,6 @@ import type { UpstreamResponse } from '../proxy/upstream.ts';
 import { type EncodeDeps, type Outcome, respond } from './encode.ts';
 import { type Answering, JSON_ONLY } from './exchange.ts';
 import { NegotiationCache } from './negotiate.ts';
-
-const keys = (verb: string): RequestAttributes => ({
-  ...nonResourceRequest(verb, ''),
-  resourceRequest: true,
-  apiGroup: 'management.platform',
-  resource: 'ownedaccesskeys',
-  path: '/apis/management.platform/v1/ownedaccesskeys',
-});
 
 function world() {
   const registry = new Registry();
@@ -101,7 +93,7 @@ const key = (name: string) => ({
 describe('objects and errors', () => {
   test('an object in YAML, with its length; counted, audited, the slot given back', async () => {
     const { deps, counted } = world();
-    const { exchange, answering, completed, released } = exchangeFor(keys('get'), 'application/yaml');
+    const { exchange, answering, completed, released } = exchangeFor(keysRequest('get'), 'application/yaml');
     await respond(deps, answering, {
       kind: 'answer',
       answer: { code: 200, object: { a: 1 } },
@@ -118,10 +110,10 @@ describe('objects and errors', () => {
 
   test('answers of sensitive endpoints never reach the audit log; their refusals do', async () => {
     const { deps } = world();
-    const ok = exchangeFor(keys('create'));
+    const ok = exchangeFor(keysRequest('create'));
     await respond(deps, ok.answering, answer({ code: 201, object: { token: 'secret' } }, true));
     expect(ok.completed).toEqual([{ code: 201 }]);
-    const refused = exchangeFor(keys('create'));
+    const refused = exchangeFor(keysRequest('create'));
     const forbidden = { code: 403, object: { message: 'no', reason: 'Forbidden' } };
     await respond(deps, refused.answering, answer(forbidden, true));
     expect(refused.completed[0]).toMatchObject({ code: 403, status: 'Failure', message: 'no' });
@@ -137,7 +129,7 @@ describe('objects and errors', () => {
 
   test('a StatusError as its Status, with its headers', async () => {
     const { deps } = world();
-    const { exchange, answering } = exchangeFor(keys('list'));
+    const { exchange, answering } = exchangeFor(keysRequest('list'));
     await respond(deps, answering, { kind: 'error', error: tooManyRequests(7) });
     expect(exchange.response.statusCode).toBe(429);
     expect(exchange.response.headers['retry-after']).toBe('7');
@@ -146,7 +138,7 @@ describe('objects and errors', () => {
 
   test('anything else: logged, and a 500 that tells nothing', async () => {
     const { deps, logged } = world();
-    const { exchange, answering } = exchangeFor(keys('list'));
+    const { exchange, answering } = exchangeFor(keysRequest('list'));
     await respond(deps, answering, { kind: 'error', error: new Error('password=hunter2') });
     expect(exchange.response.statusCode).toBe(500);
     expect(exchange.response.json).toMatchObject({ kind: 'Status', code: 500, reason: 'InternalError' });
@@ -156,7 +148,7 @@ describe('objects and errors', () => {
 
   test('a client that went away: 499 in the metrics and the audit, nothing logged', async () => {
     const { deps, logged } = world();
-    const { exchange, answering, completed } = exchangeFor(keys('list'));
+    const { exchange, answering, completed } = exchangeFor(keysRequest('list'));
     const abort = new AbortController();
     abort.abort(new Error('client went away'));
     const gone = { ...answering, exchange: { ...exchange, signal: abort.signal } };
@@ -167,7 +159,7 @@ describe('objects and errors', () => {
 
   test('an error once the answer is under way cuts the connection', async () => {
     const { deps } = world();
-    const { exchange, answering, completed } = exchangeFor(keys('list'));
+    const { exchange, answering, completed } = exchangeFor(keysRequest('list'));
     exchange.response.writeHead(200, {});
     await respond(deps, answering, { kind: 'error', error: new StatusError(502, 'BadGateway', 'broken') });
     expect(exchange.response.destroyed).toBe(true);
@@ -208,7 +200,7 @@ describe('apiserver answers relayed', () => {
     ],
   ])('%s: redacted', async (_shape, value, accept) => {
     const { deps } = world();
-    const { exchange, answering } = exchangeFor(keys('get'), accept);
+    const { exchange, answering } = exchangeFor(keysRequest('get'), accept);
     await respond(
       deps,
       answering,
@@ -224,7 +216,7 @@ describe('apiserver answers relayed', () => {
 
   test('a watch: streamed event by event, each redacted; the slot given back when it ends', async () => {
     const { deps, counted } = world();
-    const { exchange, answering, started, completed, released } = exchangeFor(keys('watch'));
+    const { exchange, answering, started, completed, released } = exchangeFor(keysRequest('watch'));
     const event = (name: string) => JSON.stringify({ type: 'ADDED', object: key(name) });
     const both = `${event('k1')}\n${event('k2')}\n`;
     // Split inside a document: the stream reassembles it before redacting.
@@ -248,7 +240,7 @@ describe('apiserver answers relayed', () => {
 
   test('a watch stream that cannot be read as events is cut, never passed on unredacted', async () => {
     const { deps } = world();
-    const { exchange, answering, released } = exchangeFor(keys('watch'));
+    const { exchange, answering, released } = exchangeFor(keysRequest('watch'));
     await respond(
       deps,
       answering,
@@ -266,7 +258,7 @@ describe('apiserver answers relayed', () => {
 
   test('events read whole (a watch spelled as a list) are redacted one by one', async () => {
     const { deps } = world();
-    const { exchange, answering } = exchangeFor(keys('list'));
+    const { exchange, answering } = exchangeFor(keysRequest('list'));
     const events = [key('k1'), key('k2')].map((object) => JSON.stringify({ type: 'ADDED', object }));
     await respond(
       deps,
@@ -282,7 +274,7 @@ describe('apiserver answers relayed', () => {
 
   test('an answer that must be redacted but is no JSON: 502, never passed on', async () => {
     const { deps } = world();
-    const { exchange, answering, completed } = exchangeFor(keys('get'));
+    const { exchange, answering, completed } = exchangeFor(keysRequest('get'));
     await respond(
       deps,
       answering,
@@ -303,7 +295,7 @@ describe('access proxy relays', () => {
 
   test('counted when its headers are known, completed and the slot given back when it ends', async () => {
     const { deps, counted } = world();
-    const { answering, completed, released } = exchangeFor(keys('get'));
+    const { answering, completed, released } = exchangeFor(keysRequest('get'));
     await respond(
       deps,
       answering,
@@ -319,7 +311,7 @@ describe('access proxy relays', () => {
 
   test('a failure before its headers: a Status, counted and completed once', async () => {
     const { deps, counted } = world();
-    const { exchange, answering, completed, released } = exchangeFor(keys('get'));
+    const { exchange, answering, completed, released } = exchangeFor(keysRequest('get'));
     await respond(
       deps,
       answering,
@@ -335,7 +327,7 @@ describe('access proxy relays', () => {
 
   test('a failure once counted: answered, and its audit record completed and slot given back all the same', async () => {
     const { deps, counted } = world();
-    const { exchange, answering, completed, released } = exchangeFor(keys('get'));
+    const { exchange, answering, completed, released } = exchangeFor(keysRequest('get'));
     await respond(
       deps,
       answering,

@@ -1,17 +1,9 @@
 import { describe, expect, test } from 'vitest';
-import { testExchange } from '../../../test-support/gateway-exchange.ts';
+import { keysRequest, testExchange } from '../../../test-support/gateway-exchange.ts';
 import { StatusError } from '../../api/status.ts';
 import { nonResourceRequest, type RequestAttributes } from '../../authz/attributes.ts';
 import { NegotiationCache, negotiateExchange, objectAsListRefusal } from './negotiate.ts';
 import type { Routed } from './route.ts';
-
-const keys = (verb: string): RequestAttributes => ({
-  ...nonResourceRequest(verb, ''),
-  resourceRequest: true,
-  apiGroup: 'management.platform',
-  resource: 'ownedaccesskeys',
-  path: '/apis/management.platform/v1/ownedaccesskeys',
-});
 
 /** A request routed to an endpoint (answering `produces` itself) with `attributes`. */
 const routedTo = (attributes: RequestAttributes, produces?: readonly string[]): Routed => ({
@@ -110,9 +102,9 @@ describe('a single object asked for as a list of metadata', () => {
 
   test('the stage refuses it for resource requests', () => {
     const exchange = testExchange({ headers: { accept: metadataList } });
-    expect(() => negotiateExchange(new NegotiationCache(), exchange, routedTo(keys('get')))).toThrow(
+    expect(() => negotiateExchange(new NegotiationCache(), exchange, routedTo(keysRequest('get')))).toThrow(
       expect.objectContaining({ code: 406 }),
     );
-    expect(negotiateExchange(new NegotiationCache(), exchange, routedTo(keys('list')))).toBeDefined();
+    expect(negotiateExchange(new NegotiationCache(), exchange, routedTo(keysRequest('list')))).toBeDefined();
   });
 });
