@@ -7,6 +7,7 @@ import {
   namespaceBelongsTo,
   PROJECT_ADMIN_CLUSTER_ROLE,
   PROJECT_QUOTA_NAME,
+  quotaCondition,
 } from './desired.ts';
 
 const project = (spec: Project['spec'], status?: Project['status']): Project => ({
@@ -148,5 +149,33 @@ describe('desiredProjectQuota', () => {
     expect(
       desiredProjectChildren(project({ quotas: { virtualClusterInstances: limit } }), 'p-shop').quota,
     ).toEqual(quota);
+  });
+});
+
+describe('quotaCondition', () => {
+  const limited = project({ quotas: { virtualClusterInstances: 3 } });
+  const quota = (status: object) => ({ ...desiredProjectQuota(limited, 'p-shop')!, status });
+  const COUNT = 'count/virtualclusterinstances.management.platform';
+
+  test('none without a quota', () => {
+    expect(quotaCondition(project({}), 'p-shop', undefined)).toBeUndefined();
+  });
+
+  test.each([
+    ['not there yet', undefined],
+    ['not counted (no status)', quota({})],
+    ['an older limit counted', quota({ hard: { [COUNT]: '5' }, used: { [COUNT]: '1' } })],
+    ['the limit taken up, nothing counted', quota({ hard: { [COUNT]: '3' } })],
+  ])('Unknown while the quota is %s', (_what, current) => {
+    expect(quotaCondition(limited, 'p-shop', current)).toMatchObject({
+      status: 'Unknown',
+      reason: 'NotCounted',
+    });
+  });
+
+  test('True once the current limit is counted', () => {
+    expect(
+      quotaCondition(limited, 'p-shop', quota({ hard: { [COUNT]: '3' }, used: { [COUNT]: '0' } })),
+    ).toMatchObject({ type: 'QuotaEnforced', status: 'True', reason: 'Enforced' });
   });
 });

@@ -116,3 +116,38 @@ export function namespaceBelongsTo(namespace: V1Namespace, project: Project): bo
     (namespace.metadata?.ownerReferences ?? []).some((ref) => ref.uid === project.metadata.uid)
   );
 }
+
+/** The Project condition telling whether its quotas hold yet; absent when it sets none. */
+export const QUOTA_CONDITION = 'QuotaEnforced';
+
+/**
+ * `QuotaEnforced` from the project and its ResourceQuota as last seen (pure): True once the
+ * cluster's quota controller has counted the instances under the current limit; Unknown before
+ * (the apiserver then refuses every new instance of the namespace, 403 "status unknown for
+ * quota", so this says why); none when the project sets no quota.
+ */
+export function quotaCondition(
+  project: Project,
+  namespaceName: string,
+  quota: V1ResourceQuota | undefined,
+): { type: string; status: 'True' | 'Unknown'; reason: string; message: string } | undefined {
+  const limit = project.spec.quotas?.virtualClusterInstances;
+  if (limit === undefined) return undefined;
+  const counted =
+    quota?.status?.hard?.[VIRTUAL_CLUSTER_INSTANCE_COUNT] === String(limit) &&
+    Object.hasOwn(quota.status.used ?? {}, VIRTUAL_CLUSTER_INSTANCE_COUNT);
+  const where = `namespace ${namespaceName} (ResourceQuota ${PROJECT_QUOTA_NAME})`;
+  return counted
+    ? {
+        type: QUOTA_CONDITION,
+        status: 'True',
+        reason: 'Enforced',
+        message: `at most ${limit} VirtualClusterInstances in ${where}`,
+      }
+    : {
+        type: QUOTA_CONDITION,
+        status: 'Unknown',
+        reason: 'NotCounted',
+        message: `the cluster's quota controller has not counted the VirtualClusterInstances in ${where} under the limit of ${limit} yet; until it has, the apiserver refuses new ones`,
+      };
+}

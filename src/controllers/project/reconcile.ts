@@ -19,6 +19,8 @@ import {
   desiredProjectChildren,
   namespaceBelongsTo,
   PROJECT_QUOTA_NAME,
+  QUOTA_CONDITION,
+  quotaCondition,
   VIRTUAL_CLUSTER_INSTANCE_COUNT,
 } from './desired.ts';
 
@@ -88,50 +90,37 @@ async function reconcileProject(
     };
   }
   await convergeMemberBindings(deps, project, namespaceName, desired.roleBindings);
-  await convergeQuota(deps, project, namespaceName, desired.quota);
-  const limit = project.spec.quotas?.virtualClusterInstances;
+  const quota = await convergeQuota(deps, project, namespaceName, desired.quota);
+  const condition = quotaCondition(project, namespaceName, quota);
   return {
     ready: {
       status: 'True',
       reason: 'Converged',
       message: `namespace ${namespaceName}, member bindings and quotas match the spec`,
     },
-    ...(limit === undefined
-      ? { removeConditions: [QUOTA_CONDITION] }
-      : {
-          conditions: [
-            {
-              type: QUOTA_CONDITION,
-              status: 'True',
-              reason: 'Enforced',
-              message: `at most ${limit} VirtualClusterInstances in namespace ${namespaceName} (ResourceQuota ${PROJECT_QUOTA_NAME})`,
-            },
-          ],
-        }),
+    ...(condition ? { conditions: [condition] } : { removeConditions: [QUOTA_CONDITION] }),
     status: { namespace: namespaceName },
   };
 }
 
-/** The Project condition saying which quotas hold in its namespace; absent when it sets none. */
-export const QUOTA_CONDITION = 'QuotaEnforced';
-
 /**
  * Applies the project's ResourceQuota when the cache's differs (an edit by anyone else is undone),
- * deletes it when the project no longer sets quotas. A Normal Event tells each change.
+ * deletes it when the project no longer sets quotas. A Normal Event tells each change. Returns
+ * the quota as the cache last saw it (its status: whether it is counted yet).
  */
 async function convergeQuota(
   deps: ProjectReconcilerDeps,
   project: Stored<Project>,
   namespaceName: string,
   desired: V1ResourceQuota | undefined,
-): Promise<void> {
+): Promise<V1ResourceQuota | undefined> {
   const current = deps.resourceQuotas
     .byIndex(BY_PROJECT, project.metadata.name!)
     .find(
       (quota) => quota.metadata?.namespace === namespaceName && quota.metadata?.name === PROJECT_QUOTA_NAME,
     );
   if (!desired) {
-    if (!current) return;
+    if (!current) return undefined;
     await deleteObject(deps.api, resources.resourceQuotas, current);
     void deps.events.record(projectReference(project), {
       type: 'Normal',
@@ -139,9 +128,9 @@ async function convergeQuota(
       action: 'ConvergeQuota',
       note: `no quota set: ResourceQuota ${namespaceName}/${PROJECT_QUOTA_NAME} deleted`,
     });
-    return;
+    return undefined;
   }
-  if (current && quotaMatches(current, desired)) return;
+  if (current && quotaMatches(current, desired)) return current;
   await applyObject(deps.api, desired, {
     fieldManager: fieldManagers.project,
     force: true,
@@ -153,6 +142,7 @@ async function convergeQuota(
     action: 'ConvergeQuota',
     note: `ResourceQuota ${namespaceName}/${PROJECT_QUOTA_NAME}: ${VIRTUAL_CLUSTER_INSTANCE_COUNT}=${desired.spec?.hard?.[VIRTUAL_CLUSTER_INSTANCE_COUNT]}`,
   });
+  return current;
 }
 
 const projectReference = (project: Stored<Project>) => ({
