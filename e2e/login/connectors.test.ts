@@ -227,6 +227,7 @@ ${extra}
     expect(page.status, page.text).toBe(200);
     expect(page.authorizeUrl.searchParams.get('hd')).toBe('example.com');
     expect(page.authorizeUrl.searchParams.get('access_type')).toBe('offline');
+    expect(page.authorizeUrl.searchParams.get('prompt')).toBe('consent');
     const stored = await expectWorkingKey(page.key, email);
     expect(stored?.spec.identity).toMatchObject({
       connector: 'idpA',
@@ -267,6 +268,34 @@ ${extra}
     expect(pages[2]?.text).toContain('not a member of any group allowed');
     for (const name of [outsider, unverified, ungrouped])
       expect(await env().loginKeys(userNameFor(`${name}@example.com`))).toEqual([]);
+  });
+});
+
+describe('web identity (idpA) without a directory service account', () => {
+  it('refuses everyone when it requires groups, which cannot be known; signs people in without groups otherwise', async () => {
+    const { idpA } = providers();
+    const judy = uniqueName('judy');
+    const email = `${judy}@example.com`;
+    idpA.accounts.set(judy, { claims: { email, email_verified: true, hd: 'example.com' } });
+    const configure = (extra: string) =>
+      env().configure(`
+auth:
+  idpA:
+${clientLines(env(), 'idpA', idpA)}
+    hostedDomains: [example.com]
+${extra}
+`);
+    await configure('    groups: [eng@example.com]');
+    const refused = await signIn('idpA', judy);
+    expect(refused.status, refused.text).not.toBe(200);
+    expect(refused.text).toContain('serviceAccountFilePath');
+    expect(await env().loginKeys(userNameFor(email))).toEqual([]);
+
+    await configure('');
+    const page = await signIn('idpA', judy);
+    expect(page.status, page.text).toBe(200);
+    const stored = await expectWorkingKey(page.key, email);
+    expect(stored?.spec.identity.groups).toEqual([]);
   });
 });
 
