@@ -235,7 +235,15 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     // No status yet: kstatus reads that as Current (docs/gitops-health.md says why it cannot tell).
     expect((created as { status?: unknown }).status).toBeUndefined();
     await startControllers();
-    await expectHealth(kind, name, { kstatus: 'Current', argocd: 'Healthy' }, 'ready', namespace);
+    const ready = await expectHealth(
+      kind,
+      name,
+      { kstatus: 'Current', argocd: 'Healthy' },
+      'ready',
+      namespace,
+    );
+    // docs/gitops-health.md: Reconciling is absent once converged.
+    expect(conditionOf(ready, 'Reconciling'), `${kind} ${name}`).toBeUndefined();
     expect((await kubectlWait(kind, name, '60s', namespace)).code).toBe(0);
     await stopControllers();
     await mergePatch(kinds[kind], name, { spec: change }, namespace);
@@ -612,12 +620,16 @@ describe('GitOps health: kstatus and the documented Argo CD scripts, every kind 
     await api.request({ method: 'DELETE', path: objectPath(kinds.Project, undefined, 'shop') });
     await gone('Project', 'shop', 'the project to be deleted');
     await create('Project', 'shop', { owner: { user: 'alice' } });
-    await expectHealth(
+    const waiting = await expectHealth(
       'Project',
       'shop',
       { kstatus: 'InProgress', argocd: 'Progressing' },
       'waiting for its namespace',
     );
+    expect(conditionOf(waiting, 'Reconciling')).toMatchObject({
+      status: 'True',
+      reason: 'WaitingForNamespace',
+    });
     await mergePatch(core('configmaps'), 'held', { metadata: { finalizers: null } }, 'p-shop');
     await expectHealth(
       'Project',
