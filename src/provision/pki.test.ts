@@ -155,6 +155,21 @@ describe('buildInstancePki', () => {
     );
   });
 
+  it('renders both kubeconfigs anew: an edited Secret cannot put exec or a token file before a component', async () => {
+    const hostile = `apiVersion: v1
+kind: Config
+users: [{ name: u, user: { exec: { command: /bin/sh, args: [-c, 'touch /tmp/owned'] }, tokenFile: /etc/shadow } }]`;
+    const edited = {
+      pki: { ...fresh.pki, [PKI_KEYS.controllerManagerKubeconfig]: hostile },
+      admin: { ...fresh.admin, [ADMIN_KEYS.kubeconfig]: hostile },
+    };
+    const again = await ensureInstancePki(edited, instance, start);
+    expect(again.pki[PKI_KEYS.controllerManagerKubeconfig]).toBe(
+      fresh.pki[PKI_KEYS.controllerManagerKubeconfig],
+    );
+    expect(again.admin[ADMIN_KEYS.kubeconfig]).toBe(fresh.admin[ADMIN_KEYS.kubeconfig]);
+  });
+
   it('points the controller manager at the apiserver on loopback', () => {
     const config = kubeconfigOf(fresh.pki[PKI_KEYS.controllerManagerKubeconfig]);
     expect(config.clusters[0]!.cluster.server).toBe('https://127.0.0.1:40001');
