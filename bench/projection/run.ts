@@ -182,6 +182,8 @@ async function main(): Promise<void> {
         process.execPath,
         [
           '--no-node-snapshot',
+          // OPERATOR_NODE_OPTIONS: further Node flags for the operator (e.g. --max-semi-space-size=2).
+          ...(process.env.OPERATOR_NODE_OPTIONS ?? '').split(/\s+/).filter((flag) => flag !== ''),
           // PROJECTION_CPU_PROFILE=<dir>: the operator writes a V8 CPU profile there when it stops.
           ...(process.env.PROJECTION_CPU_PROFILE
             ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PROJECTION_CPU_PROFILE}`]
