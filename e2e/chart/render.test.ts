@@ -152,7 +152,14 @@ describe('the Helm chart', () => {
         ] as keyof typeof commands;
         const pod = deployment.spec.template.spec;
         const container = pod.containers[0];
-        expect(container.command).toEqual(['node', '--no-node-snapshot', '/app/bin/platform.js']);
+        // The controller's young generation is capped (its peak memory: docs/adr/0027); the others run on V8's defaults.
+        const nodeFlags = component === 'controller' ? ['--max-semi-space-size=2'] : [];
+        expect(container.command).toEqual([
+          'node',
+          '--no-node-snapshot',
+          ...nodeFlags,
+          '/app/bin/platform.js',
+        ]);
         expect(container.args[0]).toBe(component);
         const known = new Set(commands[component].options.map((option) => option.long));
         for (const arg of container.args.slice(1) as string[]) {

@@ -193,7 +193,7 @@ spec:
           image: {{ include "platform.image" $root | quote }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           # isolated-vm (the syncer's patch sandbox) needs --no-node-snapshot in the process that loads it.
-          command: ["node", "--no-node-snapshot", "/app/bin/platform.js"]
+          command: ["node", "--no-node-snapshot", {{- range .nodeFlags }} {{ . | quote }},{{- end }} "/app/bin/platform.js"]
           args:
             - {{ $component }}
             - --namespace={{ include "platform.namespace" $root }}
