@@ -628,3 +628,40 @@ describe('VirtualClusterInstance', () => {
     });
   });
 });
+
+describe('VirtualClusterTemplate', () => {
+  it('refuses a default spec.config the syncer would refuse, naming the patch', async () => {
+    const e = env();
+    const config = (expression: string) =>
+      [
+        'sync:',
+        '  toHost:',
+        '    endpoints:',
+        '      patches:',
+        '        - path: metadata.labels',
+        `          expression: "${expression}"`,
+      ].join('\n');
+    const body = (name: string, expression: string) => ({
+      apiVersion: `${API_GROUP}/${API_VERSION}`,
+      kind: 'VirtualClusterTemplate',
+      metadata: { name },
+      spec: { config: config(expression) },
+    });
+    const name = uniqueName('vct');
+    const refused = await rejectionOf(
+      e.custom.createClusterCustomObject({
+        ...GV,
+        plural: 'virtualclustertemplates',
+        body: body(name, '1; evil()'),
+      }),
+    );
+    expect(refused.code).toBe(422);
+    expectCause(refused, 'spec.config', /^sync\.toHost\.endpoints\.patches\[0\]\.expression: /);
+    await e.custom.createClusterCustomObject({
+      ...GV,
+      plural: 'virtualclustertemplates',
+      body: body(name, 'value'),
+    });
+    await e.custom.deleteClusterCustomObject({ ...GV, plural: 'virtualclustertemplates', name });
+  });
+});

@@ -28,6 +28,7 @@ import {
 } from './rules/secret.ts';
 import { namedIdentities, validateSharedSecret } from './rules/sharedsecret.ts';
 import { placementLookups, validateVirtualClusterInstance } from './rules/virtualclusterinstance.ts';
+import { validateVirtualClusterTemplate } from './rules/virtualclustertemplate.ts';
 
 /**
  * Admission as a table: for each resource, the chain of policies each operation runs, mutating
@@ -201,6 +202,8 @@ const virtualClusterPlacement: Policy<ReadonlyMap<string, string | undefined>> =
     validateVirtualClusterInstance(oldObject, object, (namespace) => projects.get(namespace)),
 };
 
+const templateConfig = pureRule(({ object, oldObject }) => validateVirtualClusterTemplate(oldObject, object));
+
 const platformConfigSecret = pureRule(({ request, object, platformNamespace }) =>
   request.namespace === platformNamespace && object.metadata?.name === PLATFORM_CONFIG_SECRET
     ? validatePlatformConfigSecret(object)
@@ -257,6 +260,7 @@ export const VALIDATING_POLICIES: PolicyTable = {
   },
   [`sharedsecrets.${API_GROUP}`]: writes({ checks: [ownerMetadata, sharedSecretAccess] }),
   [`virtualclusterinstances.${API_GROUP}`]: writes({ checks: [ownerMetadata, virtualClusterPlacement] }),
+  [`virtualclustertemplates.${API_GROUP}`]: writes({ checks: [ownerMetadata, templateConfig] }),
 };
 
 /** The validating webhook of core Secrets (`/validate-secrets`): sync labels and the platform configuration. */
