@@ -176,10 +176,10 @@ describe('password sign-in', () => {
 
 describe('password sign-in throttling, with the default limits', () => {
   /** A password sign-in through the gateway, from `source` (as the trusted proxy reports it). */
-  const signIn = (username: string, password: string, source: string) =>
+  const signIn = (username: string, password: string, source: string, deviceToken?: string) =>
     call(`${env().platformUrl}/auth/password/login`, {
       method: 'POST',
-      body: JSON.stringify({ username, password }),
+      body: JSON.stringify({ username, password, ...(deviceToken ? { deviceToken } : {}) }),
       headers: { 'content-type': 'application/json', accept: 'application/json', 'x-forwarded-for': source },
       dispatcher: env().gateway.dispatcher,
     });
@@ -193,6 +193,24 @@ describe('password sign-in throttling, with the default limits', () => {
     expect(sixth.status).toBe(429);
     expect(Number(sixth.headers.get('retry-after'))).toBeGreaterThan(0);
     expect((await signIn(name, 'limited password 1', '198.51.100.7')).status).toBe(429);
+  });
+
+  it('checks 5 failed attempts per device token, which are not counted against the user', async () => {
+    await env().configure('');
+    const name = await env().userWithPassword('device', 'device password 1');
+    const first = await signIn(name, 'device password 1', '198.51.100.80');
+    expect(first.status, first.text).toBe(200);
+    const device = first.json.deviceToken as string;
+    expect(device).toBeTruthy();
+    for (let i = 1; i <= 5; i++)
+      expect(
+        (await signIn(name, `wrong guess ${i}`, `198.51.100.${80 + i}`, device)).status,
+        `guess ${i}`,
+      ).toBe(401);
+    expect((await signIn(name, 'wrong guess 6', '198.51.100.86', device)).status).toBe(429);
+    expect((await signIn(name, 'device password 1', '198.51.100.87', device)).status).toBe(429);
+    // The user's own limit was not touched: without the blocked device, the password still works.
+    expect((await signIn(name, 'device password 1', '198.51.100.88')).status).toBe(200);
   });
 
   it('checks 20 failed attempts per source address, then refuses (429) every sign-in from it', async () => {
