@@ -107,6 +107,42 @@ describe('security: bogus TokenReviews cannot switch off platform keys', () => {
     expect(namespaces.status).toBe(403);
   });
 
+  test("each cluster's credential is its own: deleting one cuts off that cluster only", async () => {
+    const credential = async (cluster: string) => {
+      const name = uniqueName(`tr-${cluster}`);
+      const token = await env().key(
+        {
+          subject: uniqueName('reviewer'),
+          type: 'Other',
+          scope: { roles: [{ role: 'agent' }], clusters: [{ cluster }] },
+        },
+        name,
+      );
+      return { name, token };
+    };
+    const [west, north] = [await credential('west'), await credential('north')];
+    const key = await env().key({ user });
+    const reviews = async (who: { token: string }, cluster: string) =>
+      (await review(key, who.token, `cluster/${cluster}`)).json?.status?.authenticated === true;
+    await eventually(
+      async () => (await reviews(west, 'west')) && (await reviews(north, 'north')),
+      20_000,
+      'both credentials to review',
+    );
+    await env().custom.deleteClusterCustomObject({
+      group: 'management.platform',
+      version: 'v1',
+      plural: 'ownedaccesskeys',
+      name: west.name,
+    });
+    await eventually(
+      async () => (await review(key, west.token, 'cluster/west')).status === 401,
+      20_000,
+      "the deleted credential's reviews to be refused",
+    );
+    expect(await reviews(north, 'north')).toBe(true);
+  });
+
   test('every refusal has the same answer: unknown, malformed, disabled and out-of-scope keys cannot be told apart', async () => {
     const working = await env().key({ user });
     const elsewhere = await env().key({ user, scope: { clusters: [{ cluster: 'core' }] } });
