@@ -262,11 +262,14 @@ describe('attacks on the platform as an OpenID provider', () => {
     expect(await refreshKeysOf(env(), victim)).toEqual([]);
   });
 
-  it('enabled: false serves nothing under /oidc', async () => {
+  it('is on by default, with no clients; enabled: false serves nothing under /oidc', async () => {
     const discovery = () =>
       call(`${env().platformUrl}/oidc/.well-known/openid-configuration`, {
         dispatcher: env().gateway.dispatcher,
       });
+    // On by default, with no clients: an empty configuration serves it.
+    await env().configure('');
+    expect((await discovery()).status).toBe(200);
     await configure();
     expect((await discovery()).status).toBe(200);
     await configure({ enabled: false });
