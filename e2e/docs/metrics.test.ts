@@ -202,7 +202,7 @@ describe('docs/metrics.md: histogram buckets', () => {
 });
 
 describe("docs/metrics.md: the endpoints' default ports", () => {
-  test('the health port is 8081 for controller, gateway and operator, 8082 for syncer', async () => {
+  test('the health port is 8081 for controller, gateway, webhook and operator, 8082 for syncer', async () => {
     const defaultOf = (command: string) =>
       new Promise<string>((resolve, reject) => {
         const child = spawn(
@@ -223,11 +223,12 @@ describe("docs/metrics.md: the endpoints' default ports", () => {
           resolve(/\(default: (\d+)\)/.exec(entry)?.[1] ?? `no default in: ${help}`);
         });
       });
-    const commands = ['controller', 'gateway', 'operator', 'syncer'];
+    const commands = ['controller', 'gateway', 'webhook', 'operator', 'syncer'];
     const defaults = await Promise.all(commands.map(defaultOf));
     expect(Object.fromEntries(commands.map((command, i) => [command, defaults[i]]))).toEqual({
       controller: '8081',
       gateway: '8081',
+      webhook: '8081',
       operator: '8081',
       syncer: '8082',
     });
@@ -294,6 +295,12 @@ function documentedControllers(): { operator: string[]; gateway: string[] } {
     operator: names(/the operator's controllers are (.*?); the gateway's/.exec(text)?.[1]),
     gateway: names(/the gateway's \([^)]*\) is (`[^`]+`)/.exec(text)?.[1]),
   };
+}
+
+/** The page's name of the webhook's certificate controller (self-managed certificates). */
+function documentedWebhookController(): string {
+  const text = readFileSync(docPath('metrics.md'), 'utf8').replace(/\s+/g, ' ');
+  return /`platform webhook`'s is (`[^`]+`)/.exec(text)?.[1]?.replaceAll('`', '') ?? 'not on the page';
 }
 
 /** A `bin/platform.js <command>` process, its output kept for the failure message. */
@@ -420,13 +427,28 @@ describe('a running platform operator, and a platform gateway alone', () => {
     const documented = documentedControllers();
     expect(documented.operator.length).toBeGreaterThan(0);
     expect(documented.gateway.length).toBeGreaterThan(0);
-    // Set when a controller is registered, before any work (the queue's series appear with work).
-    expect(
-      await labelValues(ports.health, 'controller_runtime_max_concurrent_reconciles', 'controller'),
-    ).toEqual([...documented.operator, ...documented.gateway].sort());
-    expect(
-      await labelValues(ports.aloneHealth, 'controller_runtime_max_concurrent_reconciles', 'controller'),
-    ).toEqual([...documented.gateway].sort());
+    // Set when a controller starts (once its informers synced), before any work.
+    const operatorExpected = [...documented.operator, ...documented.gateway].sort();
+    const gatewayExpected = [...documented.gateway].sort();
+    const current = async () => ({
+      operator: await labelValues(ports.health, 'controller_runtime_max_concurrent_reconciles', 'controller'),
+      gateway: await labelValues(
+        ports.aloneHealth,
+        'controller_runtime_max_concurrent_reconciles',
+        'controller',
+      ),
+    });
+    const same = (a: string[], b: string[]) => JSON.stringify(a) === JSON.stringify(b);
+    // Waits for the controllers to start; the assertion below shows what ran when it gives up.
+    await eventually(
+      async () => {
+        const now = await current();
+        return same(now.operator, operatorExpected) && same(now.gateway, gatewayExpected);
+      },
+      30_000,
+      'the documented controllers to run',
+    ).catch(() => {});
+    expect(await current()).toEqual({ operator: operatorExpected, gateway: gatewayExpected });
   });
 
   test('a platform gateway alone serves the gateway metrics and those of its controller and apiserver client, on its health port only', async () => {
@@ -457,5 +479,55 @@ describe('a running platform operator, and a platform gateway alone', () => {
     // unknown path needs a key first, as on kube-apiserver).
     expect((await fetch(`http://127.0.0.1:${ports.gateway}/metrics`)).status).toBe(404);
     expect((await fetch(`http://127.0.0.1:${ports.gateway}/kubernetes/management/metrics`)).status).toBe(401);
+  });
+});
+
+describe('a platform webhook alone', () => {
+  const startCluster = useExtraClusters();
+  let webhook: PlatformProcess | undefined;
+  const ports = { health: 0, webhook: 0 };
+
+  beforeAll(async () => {
+    // A cluster of its own: its webhook configurations would replace the operator's above.
+    const cluster = await startCluster({ name: uniqueName('doc-metrics-webhook') });
+    const kc = kubeConfigFor(cluster);
+    await installCrds(kc);
+    await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'platform-system' } } });
+    ports.health = await freePort();
+    ports.webhook = await freePort();
+    webhook = startPlatform('webhook', [
+      `--kubeconfig=${cluster.kubeconfigPath}`,
+      '--namespace=platform-system',
+      '--log-level=warn',
+      '--health-host=127.0.0.1',
+      `--health-port=${ports.health}`,
+      '--webhook-host=127.0.0.1',
+      `--webhook-port=${ports.webhook}`,
+      '--webhook-endpoint=local',
+    ]);
+    await untilReady(webhook, [`http://127.0.0.1:${ports.health}/readyz`], 'platform webhook');
+  }, 240_000);
+
+  afterAll(() => stopPlatform(webhook));
+
+  test('serves the controller and work-queue metrics of its certificate controller, nothing else', async () => {
+    const documented = documentedMetrics();
+    // The page: the controller and work-queue metrics, no rest_client_* (its client counts nothing).
+    expect(await scrape(`http://127.0.0.1:${ports.health}/metrics`)).toEqual(
+      new Map(
+        documented
+          .filter((m) => m.where.includes('operator') && !m.name.startsWith('rest_client_'))
+          .map((m) => [m.name, m.type]),
+      ),
+    );
+    // The controller's series appear once it runs (after its informer synced), a moment after /readyz.
+    const controllers = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${ports.health}/metrics`)).text();
+      return [
+        ...text.matchAll(/^controller_runtime_max_concurrent_reconciles\{controller="([^"]+)"\}/gm),
+      ].map((match) => match[1]);
+    };
+    await eventually(async () => (await controllers()).length > 0, 30_000, 'the webhook controller to run');
+    expect(await controllers()).toEqual([documentedWebhookController()]);
   });
 });
