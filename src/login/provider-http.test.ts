@@ -75,15 +75,19 @@ describe('provider calls', () => {
     expect((refusal as Error).message).toBe('the answer is too large: the provider answered 502');
   });
 
-  it('give up on a provider that never answers (the time limit, 15 s)', async () => {
-    const refusal = await call('/silent').then(
+  it('give up on a provider that never answers (the time limit)', async () => {
+    // The limit is 15 s in production; a shorter one keeps the unit suite fast, the path is the same.
+    const refusal = await callProvider(providerFetch({}, 300), `${base}/silent`, {
+      authorization: `Bearer ${TOKEN}`,
+      what: 'the user',
+    }).then(
       () => undefined,
       (err: unknown) => err,
     );
     expect(refusal).toBeInstanceOf(ProviderApiError);
     expect((refusal as ProviderApiError).status).toBe(0);
     expect((refusal as Error).message).toBe('the user: the provider could not be reached');
-  }, 60_000);
+  });
 
   it('fail with the status only: never the token, never the body that echoes it', async () => {
     const refusal = await call('/echo').then(

@@ -30,7 +30,8 @@ export class ProviderApiError extends Error {
   }
 }
 
-const TIMEOUT_MS = 15_000;
+/** How long one provider call may take, unless the caller passes a signal of its own. */
+const PROVIDER_CALL_TIMEOUT_MS = 15_000;
 const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 
 /** PEM text as given, or read from a file when the value is a path (`rootCA`, `ca`). */
@@ -57,13 +58,13 @@ function dispatcherFor(tls: ProviderTls): Dispatcher | undefined {
   return dispatcher;
 }
 
-export function providerFetch(tls: ProviderTls): ProviderFetch {
+export function providerFetch(tls: ProviderTls, timeoutMs = PROVIDER_CALL_TIMEOUT_MS): ProviderFetch {
   const dispatcher = dispatcherFor(tls);
   return (url, init) =>
     undiciFetch(url, {
       ...(init as object),
       ...(dispatcher ? { dispatcher } : {}),
-      signal: init?.signal ?? AbortSignal.timeout(TIMEOUT_MS),
+      signal: init?.signal ?? AbortSignal.timeout(timeoutMs),
     } as never) as unknown as Promise<Response>;
 }
 
