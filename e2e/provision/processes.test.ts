@@ -282,4 +282,22 @@ describe('an operator killed with SIGKILL (a platform stopped hard)', { timeout:
     ).toEqual(['etcd', 'kube-apiserver']);
     expect((await readConfigMap(killed)).data).toEqual({ made: 'before the kill' });
   });
+
+  test('a new instance of the same name (another uid) gets a new CA and empty storage', async () => {
+    const caBefore = (await adminKubeConfig(killed)).ca;
+    const provisioner = newProvisioner(ownStateDir);
+    await provisioner.ensure({ ...killed, uid: 'first-uid' }, { controllerManager: false });
+    expect((await readConfigMap(killed)).data).toEqual({ made: 'before the kill' });
+    const renewed = await provisioner.ensure({ ...killed, uid: 'second-uid' }, { controllerManager: false });
+    expect(renewed.phase).toBe('Ready');
+    const admin = await adminKubeConfig(killed);
+    expect(admin.ca).not.toBe(caBefore);
+    expect(Buffer.from(renewed.caData ?? '', 'base64').toString()).toBe(admin.ca);
+    await expect(readConfigMap(killed)).rejects.toMatchObject({ code: 404 });
+    expect(
+      processesOfInstance(instanceDir(killed, ownStateDir))
+        .map((p) => p.component)
+        .sort(),
+    ).toEqual(['etcd', 'kube-apiserver']);
+  });
 });

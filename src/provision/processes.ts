@@ -98,10 +98,11 @@ export class ProcessesProvisioner implements Provisioner {
     return this.serialized(instance, async () => {
       const paths = instancePaths(this.options.stateDir, instance);
       const current = this.running.get(keyOf(instance));
-      // Still ours (no other provisioner took it over), as asked, and every process alive: kept.
+      // Still ours (no other provisioner took it over), the same instance, as asked, all alive: kept.
       const kept =
         current?.state.controllerManager === options.controllerManager &&
         ownerOf(paths) === this.id &&
+        (instance.uid === undefined || current.state.uid === instance.uid) &&
         current.supervisors.every((s) => s.running);
       if (current && kept) return this.probe(instance, current);
       if (current) await this.end(instance, current);
@@ -109,8 +110,19 @@ export class ProcessesProvisioner implements Provisioner {
       writeFileSync(paths.ownerFile, this.id);
       const reaped = new PidFile(paths.pidFile).reapStale();
       if (reaped > 0) this.log(`${keyOf(instance)}: ended ${reaped} process(es) an earlier run left`);
-      const recorded = readInstanceState(paths);
-      const running = await retryWhenPortTaken(() => this.start(instance, options, paths, recorded?.ports));
+      let recorded = readInstanceState(paths);
+      if (recorded?.uid && instance.uid && recorded.uid !== instance.uid) {
+        // A new instance of the same name: what is here is the deleted one's, never to be served to it.
+        this.log(
+          `${keyOf(instance)}: storage and PKI of an earlier instance of this name (uid ${recorded.uid}) removed`,
+        );
+        await this.deleteSecrets(instance);
+        rmSync(paths.dataDir, { recursive: true, force: true });
+        rmSync(paths.pkiDir, { recursive: true, force: true });
+        recorded = undefined;
+      }
+      const ports = recorded?.ports;
+      const running = await retryWhenPortTaken(() => this.start(instance, options, paths, ports));
       this.running.set(keyOf(instance), running);
       return this.probe(instance, running);
     });
@@ -194,6 +206,11 @@ export class ProcessesProvisioner implements Provisioner {
     );
   }
 
+  private async deleteSecrets(instance: ProvisionedInstance): Promise<void> {
+    for (const role of ['admin', 'pki'] as const)
+      await deleteSecret(this.options.api, instance.namespace, secretNameOf(instance.name, role));
+  }
+
   /** The `pki` and `admin` Secrets for these ports (made or kept), and the `pki` data. */
   private async ensureSecrets(instance: ProvisionedInstance, ports: ControlPlanePorts): Promise<SecretText> {
     const { api } = this.options;
@@ -271,8 +288,7 @@ export class ProcessesProvisioner implements Provisioner {
         writeFileSync(paths.ownerFile, this.id);
         new PidFile(paths.pidFile).reapStale();
       }
-      for (const role of ['admin', 'pki'] as const)
-        await deleteSecret(this.options.api, instance.namespace, secretNameOf(instance.name, role));
+      await this.deleteSecrets(instance);
       rmSync(paths.root, { recursive: true, force: true });
       removeIfEmpty(dirname(paths.root));
     });
