@@ -303,6 +303,24 @@ describe('no identity of the platform can take the cluster over', () => {
         attempt(controller, 'DELETE', `/api/v1/namespaces/${NAMESPACE}${DRY}`),
       ],
       ['delete the ops namespace', attempt(controller, 'DELETE', `/api/v1/namespaces/ops${DRY}`)],
+      // Quotas: none outside project namespaces, none but the project quota.
+      ...(['kube-system', 'ops'] as const).map(
+        (ns) =>
+          [
+            `create a ResourceQuota in ${ns}`,
+            attempt(controller, 'POST', `/api/v1/namespaces/${ns}/resourcequotas${DRY}`, {
+              metadata: { name: 'platform-project-quota' },
+              spec: { hard: { pods: '0' } },
+            }),
+          ] as [string, Promise<{ status: number; message: string }>],
+      ),
+      [
+        `create another ResourceQuota in ${TEAM}`,
+        attempt(controller, 'POST', `/api/v1/namespaces/${TEAM}/resourcequotas${DRY}`, {
+          metadata: { name: 'starve' },
+          spec: { hard: { pods: '0' } },
+        }),
+      ],
     ];
     for (const [what, answer] of refused) expect(await answer, what).toEqual(refusedBy(policy));
 
@@ -317,6 +335,15 @@ describe('no identity of the platform can take the cluster over', () => {
           { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } },
         )
       ).status,
+    ).toBe(201);
+    expect(
+      (
+        await attempt(controller, 'POST', `/api/v1/namespaces/${TEAM}/resourcequotas${DRY}`, {
+          metadata: { name: 'platform-project-quota' },
+          spec: { hard: { 'count/virtualclusterinstances.management.platform': '1' } },
+        })
+      ).status,
+      'the project quota',
     ).toBe(201);
     await admin.create('/api/v1/namespaces/ops/secrets', {
       metadata: {
