@@ -213,7 +213,17 @@ export function stallOf(
       state: { phase: 'notConfigured' },
     };
   }
-  if (!asksToBeSynced(vci)) return undefined;
+  return asksToBeSynced(vci) ? syncStall(validated, placement) : undefined;
+}
+
+/**
+ * Whether the syncer of an instance that asks to be synced is stalled (pure): an invalid
+ * configuration, or a placement refused. Registered and provisioned instances alike.
+ */
+export function syncStall(
+  validated: SyncConfigValidation | undefined,
+  placement: readonly PlacementProblem[],
+): InstanceStall | undefined {
   if (validated && !validated.config) {
     const state: SyncerState = { phase: 'invalidConfig', errors: validated.errors };
     return { error: new InvalidConfig(syncingCondition(state, undefined)!.message), state };

@@ -2,18 +2,22 @@ import type { V1Namespace, V1RoleBinding, V1ServiceAccount } from '@kubernetes/c
 import { INSTANCE_UID_LABEL, PROJECT_LABEL } from '../../api/labels.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import type { VirtualClusterTemplate } from '../../api/virtualclustertemplate.ts';
 import { LeaderElectionLostError } from '../../runtime/errors.ts';
 import type { EventRecorder } from '../../runtime/events.ts';
 import { FencedKubeApi } from '../../runtime/fencing.ts';
 import { asFieldManager, fieldManagers } from '../../runtime/field-managers.ts';
+import type { Informer } from '../../runtime/informer.ts';
 import { ownValue } from '../../runtime/json.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { LeaseShares } from '../../runtime/lease-shares.ts';
 import type { Manager } from '../../runtime/manager.ts';
 import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
+import type { Store } from '../../runtime/store.ts';
 import { namedHostNamespaces, placementOf } from '../../sync/placement.ts';
 import { addController, type ControllerDeps, watchScope } from '../common.ts';
+import type { Provisioning } from './context.ts';
 import { asksToBeSynced } from './desired.ts';
 import { instanceKeyOf } from './identity.ts';
 import { validatedConfig, virtualClusterReconciler } from './reconcile.ts';
@@ -23,6 +27,8 @@ import { BY_INSTANCE_UID } from './syncer-identity.ts';
 import { clientWithTokens } from './token.ts';
 
 const BY_HOST_NAMESPACE = 'host-namespace';
+/** The instances made from a VirtualClusterTemplate, by its name. */
+const BY_TEMPLATE = 'template';
 /** The namespaces whose project decides whether an instance's placement is allowed (its own, those it names). */
 const BY_PLACEMENT_NAMESPACE = 'placement-namespace';
 
@@ -55,6 +61,7 @@ function virtualClusterCaches(manager: Manager, deps: ControllerDeps) {
     {
       [BY_HOST_NAMESPACE]: (vci) => [placementOf(vci).hostNamespace],
       [BY_PLACEMENT_NAMESPACE]: placementNamespaces,
+      [BY_TEMPLATE]: (vci) => (vci.spec.templateRef ? [vci.spec.templateRef.name] : []),
     },
   );
   // Cluster-wide unless the controller watches one namespace: a syncer's host namespace may be
@@ -77,7 +84,11 @@ function virtualClusterCaches(manager: Manager, deps: ControllerDeps) {
   // Which project each namespace belongs to (the label the project controller sets), so no syncer
   // runs outside its project even if admission was bypassed.
   const namespaces = manager.informer<V1Namespace>(resources.namespaces, {});
-  return { instances, serviceAccounts, roleBindings, namespaces };
+  // Only an operator that provisions reads templates (cluster-scoped; what its RBAC must allow).
+  const templates = deps.provisioner
+    ? manager.informer<Stored<VirtualClusterTemplate>>(resources.virtualClusterTemplates, {})
+    : undefined;
+  return { instances, serviceAccounts, roleBindings, namespaces, templates };
 }
 
 /**
@@ -95,7 +106,8 @@ function virtualClusterCaches(manager: Manager, deps: ControllerDeps) {
 export function setupVirtualClusterController(manager: Manager, deps: ControllerDeps) {
   const kubeConfig = deps.kubeConfig;
   if (!kubeConfig) throw new Error('the virtualcluster controller needs the kubeconfig of the host cluster');
-  const { instances, serviceAccounts, roleBindings, namespaces } = virtualClusterCaches(manager, deps);
+  const caches = virtualClusterCaches(manager, deps);
+  const { instances, serviceAccounts, roleBindings, namespaces, templates } = caches;
   const placedIn = (namespace: string) => instances.store.byIndex(BY_HOST_NAMESPACE, namespace);
   let enqueue: (key: string) => void = () => {};
   const shared = shareVirtualClusters(manager, instances, (key) => enqueue(key));
@@ -121,6 +133,7 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
       hostClientFor: (tokens) => clientWithTokens(kubeConfig, tokens),
       supervisor,
       enqueue: (key) => enqueue(key),
+      ...provisioningOf(deps, templates),
     });
   // Shared, the controller runs on every replica; each instance is reconciled where it is held,
   // writing as the controller through that term's fence (not leadership's).
@@ -152,6 +165,8 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     // An instance that comes, goes or moves may take or free the placement of others (the instance
     // created first holds it): they are looked at again, stalled or not.
     .watch(instances, (vci) => samePlacement(vci, placedIn), { predicates: specOrLifecycle });
+  // A template created later, changed or deleted: the instances made from it are looked at again.
+  if (templates) controller.watch(templates, (template) => instancesOfTemplate(instances.store, template));
   if (shared) {
     runSharesWithController(controller, shared.shares, [instances, shared.leases], supervisor);
   } else {
@@ -163,6 +178,30 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
     };
   }
   return { controller, instances, supervisor, shares: shared?.shares };
+}
+
+/** What provisions instances without `spec.endpoint`: set only when the operator has a provisioner. */
+function provisioningOf(
+  deps: ControllerDeps,
+  templates: Informer<Stored<VirtualClusterTemplate>> | undefined,
+): { provisioning?: Provisioning } {
+  if (!deps.provisioner || !templates) return {};
+  return {
+    provisioning: {
+      provisioner: deps.provisioner,
+      templates: templates.store,
+      // Namespace lifecycle and garbage collection in the virtual cluster, which no syncer does.
+      controllerManager: true,
+    },
+  };
+}
+
+/** The keys of the instances made from `template`. */
+function instancesOfTemplate(
+  instances: Store<Stored<VirtualClusterInstance>>,
+  template: Stored<VirtualClusterTemplate>,
+): string[] {
+  return instances.byIndex(BY_TEMPLATE, template.metadata?.name ?? '').map(objectKey);
 }
 
 /** How a syncer's clients are fenced: by its instance's term when shared, else by leadership. */
