@@ -18,8 +18,9 @@ import {
   stopOnSignals,
   withCommonOptions,
 } from './common.ts';
+import { createProvisioner, type ProvisionerOptions, withProvisionerOptions } from './provisioner.ts';
 
-export interface ControllerOptions extends CommonOptions {
+export interface ControllerOptions extends CommonOptions, ProvisionerOptions {
   /** Watch only this namespace; all namespaces when absent. */
   watchNamespace?: string;
   controllers: string[];
@@ -39,7 +40,7 @@ export const DEFAULT_LEASE_NAME = 'platform-operator';
 
 /** The controller flags, shared by `platform controller` and `platform operator`. */
 export function withControllerOptions(command: Command): Command {
-  return command
+  return withProvisionerOptions(command)
     .option('--watch-namespace <ns>', 'watch only this namespace (default: all namespaces)')
     .option(
       '--controllers <names>',
@@ -128,6 +129,20 @@ export function createControllerManager(
   const enabled = (options.controllers as ControllerName[]).filter(
     (name) => !options.disableControllers.includes(name),
   );
+  // Unfenced by leadership: with shared virtual clusters the replica holding an instance (leader
+  // or not) provisions it, and only inside that instance's reconcile.
+  const provisioner = enabled.includes('virtualcluster')
+    ? createProvisioner(options, asFieldManager(api, fieldManagers.virtualCluster), logger)
+    : undefined;
+  if (provisioner?.close) {
+    // The control planes this process runs end after the controllers (their state stays).
+    const close = provisioner.close.bind(provisioner);
+    const stopManager = manager.stop.bind(manager);
+    manager.stop = async () => {
+      await stopManager();
+      await close();
+    };
+  }
   for (const name of enabled) {
     controllerSetups[name](manager, {
       api: writer,
@@ -135,6 +150,7 @@ export function createControllerManager(
       events,
       kubeConfig,
       identityProviders: loginIdentityProviders(),
+      ...(provisioner ? { provisioner } : {}),
       platformNamespace: options.namespace,
       ...(options.watchNamespace ? { namespace: options.watchNamespace } : {}),
       ...(options.maxConcurrentReconciles
@@ -142,6 +158,9 @@ export function createControllerManager(
         : {}),
     });
   }
-  logger.info({ controllers: enabled, leaderElection: options.leaderElect }, 'controllers configured');
+  logger.info(
+    { controllers: enabled, leaderElection: options.leaderElect, provisioner: options.provisioner ?? 'none' },
+    'controllers configured',
+  );
   return manager;
 }

@@ -107,15 +107,22 @@ async function installPlatformBasics(kubeConfig: KubeConfig): Promise<KubeClient
   return api;
 }
 
+const operatorLogOf = (stateDir: string) => join(stateDir, 'operator.log');
+
 /**
  * The operator of a local platform: every controller, the admission webhooks and the gateway on
- * `gatewayPort`; its JSON log to `operatorLog`, errors to stderr too (stdout stays the summary).
+ * `gatewayPort`; its JSON log to `operatorLogOf(stateDir)`, errors to stderr too (stdout stays
+ * the summary).
+ * It provisions virtual clusters as child processes of the control-plane `binary`, their state
+ * under `stateDir/virtualclusters`: stopping and starting `platform dev` keeps each of them and
+ * its objects (the controller starts them again).
  */
 function startDevOperator(
   hostKubeconfig: string,
   gatewayPort: number,
   certDir: string,
-  operatorLog: string,
+  stateDir: string,
+  binary: string,
 ): Promise<RunningOperator> {
   return startOperator(
     defaultOperatorOptions({
@@ -135,12 +142,15 @@ function startDevOperator(
       gatewayHost: '127.0.0.1',
       gatewayPort,
       gatewayCertDir: certDir,
+      provisioner: 'processes',
+      provisionerStateDir: stateDir,
+      controlPlaneBinary: binary,
     }),
     // The operator logs JSON: all of it to a file, errors to stderr too; stdout stays the summary.
     pino(
       { level: 'info', base: { component: 'operator' } },
       pino.multistream([
-        { level: 'info', stream: pino.destination({ dest: operatorLog, sync: true }) },
+        { level: 'info', stream: pino.destination({ dest: operatorLogOf(stateDir), sync: true }) },
         { level: 'error', stream: process.stderr },
       ]),
     ),
@@ -265,8 +275,8 @@ export async function runDev({ stateDir, reset }: DevOptions): Promise<void> {
     progress(
       `starting the operator: controllers ${CONTROLLER_NAMES.join(', ')}; admission webhooks; the gateway on https://127.0.0.1:${gatewayPort.port}`,
     );
-    const operatorLog = join(stateDir, 'operator.log');
-    operator = await startDevOperator(hostKubeconfig, gatewayPort.port, tls.certDir, operatorLog);
+    const operatorLog = operatorLogOf(stateDir);
+    operator = await startDevOperator(hostKubeconfig, gatewayPort.port, tls.certDir, stateDir, binary);
     const gateway = operator.gateway;
     if (!gateway) throw new Error('the operator started without its gateway');
 
