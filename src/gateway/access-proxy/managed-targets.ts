@@ -1,6 +1,7 @@
 import type { Cluster } from '../../api/cluster.ts';
 import type { Stored } from '../../api/resources.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import { provisionedAdminSecretName } from '../../clusters/provisioned-connection.ts';
 import type { ProxyTarget } from './target.ts';
 
 /**
@@ -17,6 +18,11 @@ export interface ManagedTarget {
   readonly version: string;
   readonly spec: { readonly endpoint?: string | undefined; readonly caData?: string | undefined };
   readonly secret: { readonly namespace: string; readonly name: string } | undefined;
+  /**
+   * A VirtualClusterInstance the platform provisioned (no `spec.endpoint`): `secret` is its admin
+   * Secret, which the provisioner writes (`provisionedConnection` reads it), not one its spec names.
+   */
+  readonly provisioned?: { readonly instanceName: string };
 }
 
 /** The cache key of a Cluster or VirtualClusterInstance target (not a space: those share the host's). */
@@ -46,12 +52,26 @@ export function clusterTarget(cluster: Stored<Cluster>): ManagedTarget {
 }
 
 export function instanceTarget(vci: Stored<VirtualClusterInstance>, project: string): ManagedTarget {
-  const secretName = vci.spec.credentialsSecretRef?.name;
-  return {
+  const namespace = vci.metadata.namespace ?? '';
+  const common = {
     key: instanceKey(vci),
     description: `virtual cluster "${project}/${vci.metadata.name}"`,
     version: versionOf(vci),
     spec: vci.spec,
-    secret: secretName ? { namespace: vci.metadata.namespace ?? '', name: secretName } : undefined,
   };
+  if (isProvisioned(vci)) {
+    const instanceName = vci.metadata.name ?? '';
+    return {
+      ...common,
+      secret: { namespace, name: provisionedAdminSecretName(instanceName) },
+      provisioned: { instanceName },
+    };
+  }
+  const secretName = vci.spec.credentialsSecretRef?.name;
+  return { ...common, secret: secretName ? { namespace, name: secretName } : undefined };
+}
+
+/** The platform makes this instance (it names a template, no endpoint): see the VirtualClusterInstance schema. */
+export function isProvisioned(vci: Pick<VirtualClusterInstance, 'spec'>): boolean {
+  return vci.spec.endpoint === undefined && vci.spec.templateRef !== undefined;
 }

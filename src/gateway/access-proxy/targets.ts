@@ -12,6 +12,7 @@ import {
   connectionFor,
   InvalidCredentials,
 } from '../../clusters/connection.ts';
+import { provisionedConnection } from '../../clusters/provisioned-connection.ts';
 import { type Clock, systemClock } from '../../runtime/clock.ts';
 import type { Informer } from '../../runtime/informer.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
@@ -42,8 +43,11 @@ export { DEFAULT_CONNECT_TIMEOUT_MS, TargetConnectTimeout } from './target-agent
  * {@link TargetConnection}. A `Cluster` and a project's `VirtualClusterInstance` are read from the
  * gateway's informers; the credentials Secret their `spec.credentialsSecretRef` names is read as
  * the gateway (`get` on secrets) and reduced by `connectionFor` (inline credentials only: a
- * tenant-written Secret cannot make the gateway read its own files). A project's space is the host
- * apiserver, reached with the gateway's own kubeconfig.
+ * tenant-written Secret cannot make the gateway read its own files). A VirtualClusterInstance the
+ * platform provisioned (no `spec.endpoint`) is reached with its admin Secret (`vc-<name>-admin`,
+ * read the same way, by `provisionedConnection`); while that Secret does not exist the instance is
+ * not made yet, a 503 `NotProvisioned`. A project's space is the host apiserver, reached with the
+ * gateway's own kubeconfig.
  *
  * Connections are cached per target object (LRU, {@link ProxyTargetsOptions.maxCachedTargets}),
  * and their agents pool sockets. A cached connection is rebuilt when its object changes (uid or
@@ -281,8 +285,18 @@ export class ProxyTargets {
         serviceUnavailable(`${description} cannot be reached: its credentials Secret could not be read`),
       );
     }
+    if (managed.provisioned && data === null) {
+      // The provisioner writes the admin Secret before it starts the control plane.
+      throw unreachable(
+        description,
+        'NotProvisioned',
+        'the platform has not made its control plane yet (it has no admin credentials yet)',
+      );
+    }
     try {
-      const connection = connectionFor(managed.spec, `${secret.namespace}/${secret.name}`, data);
+      const connection = managed.provisioned
+        ? provisionedConnection(managed.provisioned.instanceName, data)
+        : connectionFor(managed.spec, `${secret.namespace}/${secret.name}`, data);
       agentPlan(connection);
       return connection;
     } catch (err) {

@@ -17,29 +17,26 @@ import {
   type VirtualClusterInstance,
   VirtualClusterInstanceKubeConfigSchema,
 } from '../../api/virtualclusterinstance.ts';
-import { clientForConnection, readCredentialsSecret } from '../../clusters/access.ts';
+import { clientForConnection } from '../../clusters/access.ts';
 import {
   CertificateSigningFailed,
   CertificateSigningTimeout,
   DEFAULT_CERTIFICATE_TTL_SECONDS,
   requestClientCertificate,
 } from '../../clusters/client-certificate.ts';
-import {
-  type Connection,
-  CredentialsMissing,
-  connectionFor,
-  InvalidCredentials,
-} from '../../clusters/connection.ts';
+import type { Connection } from '../../clusters/connection.ts';
 import { accessProxyServer, type KubeConfigCredentials, kubeConfigYaml } from '../../clusters/kubeconfig.ts';
 import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
 import { directTokenScope, ScopeWidens } from '../../identity/direct-token.ts';
 import { type Clock, formatTime } from '../../runtime/clock.ts';
 import { fieldManagers } from '../../runtime/field-managers.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
+import { isProvisioned } from '../access-proxy/managed-targets.ts';
 import { subjectAccessAllowed } from '../proxy/sar.ts';
 import { type Upstream, upstreamFailure } from '../proxy/upstream.ts';
 import { secondsLeft } from './direct-tokens.ts';
 import type { GatewayEndpoint } from './endpoint.ts';
+import { provisionedInstanceConnection, registeredInstanceConnection } from './kubeconfig-connection.ts';
 
 /**
  * `POST namespaces/<ns>/virtualclusterinstances/<name>/kubeconfig`: a kubeconfig for a virtual
@@ -55,7 +52,11 @@ import type { GatewayEndpoint } from './endpoint.ts';
  *   Someone who wants the ingress endpoint with a token names it in `spec.server`.
  * - Certificate mode (`clientCert`): the virtual cluster's ingress endpoint (required) with its
  *   CA, and a client certificate its own signer issued; this talks to the virtual cluster
- *   directly, not through the platform.
+ *   directly, not through the platform. For a virtual cluster the platform provisioned (no
+ *   `spec.endpoint`) the server and CA are its apiserver's own, as its admin Secret names them
+ *   (`https://127.0.0.1:<port>` under `platform dev`, the instance's Service in a cluster: reached
+ *   from where the platform runs), and the certificate is signed by the instance's own CA (its
+ *   kube-controller-manager's `--cluster-signing-*`), the CSR made with that admin credential.
  *
  * `spec.server` replaces the server in either mode; the CA stays the mode's. The answer is the
  * only copy: nothing of it is stored, and the gateway never audits these requests beyond `Metadata`.
@@ -200,19 +201,31 @@ async function tokenKubeConfig(
   };
 }
 
-/** Certificate mode: the ingress endpoint and its CA, a certificate of the virtual cluster's signer. */
+/**
+ * Certificate mode: a certificate of the virtual cluster's signer, for the ingress endpoint and its
+ * CA (a registered instance) or the provisioned apiserver's own address and CA.
+ */
 async function certificateKubeConfig(
   deps: KubeConfigDeps,
   request: KubeConfigRequest,
   instance: VirtualClusterInstance,
   ttlSeconds: number | undefined,
 ): Promise<ModeKubeConfig> {
+  if (isProvisioned(instance)) {
+    const connection = await provisionedInstanceConnection(deps, request);
+    return {
+      server: connection.server,
+      caPem: connection.caData ? Buffer.from(connection.caData, 'base64').toString('utf8') : undefined,
+      credentials: await clientCertificate(request, connection, ttlSeconds, deps),
+    };
+  }
   const endpoint = ingressEndpoint(instance);
   if (typeof endpoint !== 'string') throw badRequest(endpoint.problem);
+  const connection = await registeredInstanceConnection(deps, request, instance);
   return {
     server: endpoint,
     caPem: instance.spec.caData ? Buffer.from(instance.spec.caData, 'base64').toString('utf8') : undefined,
-    credentials: await clientCertificate(request, instance, ttlSeconds, deps),
+    credentials: await clientCertificate(request, connection, ttlSeconds, deps),
   };
 }
 
@@ -293,11 +306,11 @@ async function scopedKey(
 
 /**
  * Certificate mode: a CertificateSigningRequest in the virtual cluster, approved by the platform
- * with the credentials it reaches the virtual cluster with, and deleted afterwards.
+ * with the credentials it reaches the virtual cluster with (`connection`), and deleted afterwards.
  */
 async function clientCertificate(
   request: KubeConfigRequest,
-  instance: VirtualClusterInstance,
+  connection: Connection,
   ttlSeconds: number | undefined,
   deps: KubeConfigDeps,
 ): Promise<KubeConfigCredentials> {
@@ -314,28 +327,6 @@ async function clientCertificate(
     requested === undefined && left === Number.POSITIVE_INFINITY
       ? undefined
       : Math.min(requested ?? left, left);
-  const secretName = instance.spec.credentialsSecretRef?.name;
-  if (!secretName) {
-    throw badRequest(
-      `virtual cluster ${namespace}/${name} has no spec.credentialsSecretRef, so the platform cannot have a client certificate signed there`,
-    );
-  }
-  let secretData: Record<string, string> | null;
-  try {
-    secretData = await readCredentialsSecret(deps.api, namespace, secretName);
-  } catch {
-    throw serviceUnavailable(`the credentials of virtual cluster ${namespace}/${name} could not be read`);
-  }
-  let connection: Connection;
-  try {
-    connection = connectionFor(instance.spec, secretName, secretData);
-  } catch (err) {
-    if (err instanceof CredentialsMissing || err instanceof InvalidCredentials)
-      throw badRequest(
-        `the credentials of virtual cluster ${namespace}/${name} cannot be used: ${err.message}`,
-      );
-    throw err;
-  }
   const client = clientForConnection(connection, fieldManagers.gateway);
   try {
     const issued = await requestClientCertificate(client, deps.clock, {
