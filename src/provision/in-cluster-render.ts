@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import type {
+  V1Container,
   V1OwnerReference,
   V1PersistentVolumeClaim,
+  V1PodSpec,
   V1ResourceRequirements,
   V1Secret,
   V1Service,
@@ -229,64 +231,98 @@ export function immutableDigestOf(
     .slice(0, 16);
 }
 
-export function renderInCluster(input: InClusterRenderInput): InClusterObjects {
-  const { instance } = input;
-  const description = podControlPlane(input);
-  const labels = labelsOf(instance.name);
-  const ownerReferences = [instanceOwnerReference(instance)];
-  const metadata = (name: string, annotations?: Record<string, string>) => ({
+/** The metadata of every object of the instance: in its namespace, labelled as its, owned by it. */
+function metadataOf(
+  instance: InClusterRenderInput['instance'],
+  name: string,
+  annotations?: Record<string, string>,
+) {
+  return {
     name,
     namespace: instance.namespace,
-    labels,
+    labels: labelsOf(instance.name),
     ...(annotations ? { annotations } : {}),
-    ownerReferences,
-  });
-
-  const shared = {
-    data: { name: 'data', mountPath: POD_DATA_DIR },
-    tmp: { name: 'tmp', mountPath: POD_TMP_DIR },
+    ownerReferences: [instanceOwnerReference(instance)],
   };
-  const volumes: V1Volume[] = [{ name: shared.tmp.name, emptyDir: {} }];
+}
+
+/** Mounted by every container: the claim (DATA_CLAIM) and the writable scratch directory. */
+const DATA_MOUNT: V1VolumeMount = { name: DATA_CLAIM, mountPath: POD_DATA_DIR };
+const TMP_MOUNT: V1VolumeMount = { name: 'tmp', mountPath: POD_TMP_DIR };
+
+/** A component's container: the image's binary with the component's argv, its files at `mounts`. */
+function containerOf(
+  component: ComponentDescription,
+  input: InClusterRenderInput,
+  mounts: V1VolumeMount[],
+): V1Container {
+  // The apiserver alone listens beyond loopback (control-plane.ts: bindAddress); the kubelet
+  // probes from outside the pod, so only its readiness can be probed, and it covers etcd's
+  // (the apiserver's /readyz checks its storage).
+  const servesPod = component.readiness.port === POD_PORTS.apiServer;
+  return {
+    name: component.name,
+    image: input.image,
+    ...(input.imagePullPolicy ? { imagePullPolicy: input.imagePullPolicy } : {}),
+    command: [CONTROL_PLANE_BINARY],
+    args: [...component.argv],
+    ...(servesPod
+      ? {
+          ports: [{ name: 'https', containerPort: POD_PORTS.apiServer, protocol: 'TCP' }],
+          readinessProbe: {
+            httpGet: {
+              scheme: component.readiness.scheme,
+              port: component.readiness.port,
+              path: component.readiness.path,
+            },
+            periodSeconds: 5,
+            failureThreshold: 3,
+          },
+        }
+      : {}),
+    volumeMounts: mounts,
+    securityContext: restrictedContainerSecurity,
+  };
+}
+
+/** The pod's spec: a container per component, restricted, with no credential of the host cluster. */
+function podSpecOf(input: InClusterRenderInput, description: ControlPlaneDescription): V1PodSpec {
+  const volumes: V1Volume[] = [{ name: TMP_MOUNT.name, emptyDir: {} }];
   const containers = description.components.map((component) => {
     const secretVolumes = componentSecretVolumes(component, description.secretNames);
     volumes.push(...secretVolumes.map((v) => v.volume));
-    // The apiserver alone listens beyond loopback (control-plane.ts: bindAddress); the kubelet
-    // probes from outside the pod, so only its readiness can be probed, and it covers etcd's
-    // (the apiserver's /readyz checks its storage).
-    const servesPod = component.readiness.port === POD_PORTS.apiServer;
-    return {
-      name: component.name,
-      image: input.image,
-      ...(input.imagePullPolicy ? { imagePullPolicy: input.imagePullPolicy } : {}),
-      command: [CONTROL_PLANE_BINARY],
-      args: [...component.argv],
-      ...(servesPod
-        ? {
-            ports: [{ name: 'https', containerPort: POD_PORTS.apiServer, protocol: 'TCP' }],
-            readinessProbe: {
-              httpGet: {
-                scheme: component.readiness.scheme,
-                port: component.readiness.port,
-                path: component.readiness.path,
-              },
-              periodSeconds: 5,
-              failureThreshold: 3,
-            },
-          }
-        : {}),
-      volumeMounts: [shared.data, shared.tmp, ...secretVolumes.map((v) => v.mount)],
-      securityContext: restrictedContainerSecurity,
-    };
+    return containerOf(component, input, [DATA_MOUNT, TMP_MOUNT, ...secretVolumes.map((v) => v.mount)]);
   });
+  const resources = podResources(input.template);
+  return {
+    automountServiceAccountToken: false,
+    enableServiceLinks: false,
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: POD_USER,
+      runAsGroup: POD_USER,
+      fsGroup: POD_USER,
+      fsGroupChangePolicy: 'OnRootMismatch',
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    ...(resources ? { resources } : {}),
+    ...(input.imagePullSecrets?.length
+      ? { imagePullSecrets: input.imagePullSecrets.map((name) => ({ name })) }
+      : {}),
+    containers,
+    volumes,
+  };
+}
 
+function statefulSetOf(input: InClusterRenderInput, description: ControlPlaneDescription): V1StatefulSet {
+  const { instance } = input;
   const selector = { matchLabels: selectorLabelsOf(instance.name) };
   const serviceName = serviceNameOf(instance.name);
   const volumeClaimTemplates = [claimTemplate(input)];
-  const resources = podResources(input.template);
-  const statefulSet: V1StatefulSet = {
+  return {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
-    metadata: metadata(statefulSetNameOf(instance.name), {
+    metadata: metadataOf(instance, statefulSetNameOf(instance.name), {
       [IMMUTABLE_DIGEST_ANNOTATION]: immutableDigestOf({ selector, serviceName, volumeClaimTemplates }),
     }),
     spec: {
@@ -296,42 +332,26 @@ export function renderInCluster(input: InClusterRenderInput): InClusterObjects {
       // The claim goes with the StatefulSet (remove), never with a scale to zero (sleep).
       persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Delete', whenScaled: 'Retain' },
       volumeClaimTemplates,
-      template: {
-        metadata: { labels },
-        spec: {
-          // The control plane needs no credential of the host cluster.
-          automountServiceAccountToken: false,
-          enableServiceLinks: false,
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: POD_USER,
-            runAsGroup: POD_USER,
-            fsGroup: POD_USER,
-            fsGroupChangePolicy: 'OnRootMismatch',
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
-          ...(resources ? { resources } : {}),
-          ...(input.imagePullSecrets?.length
-            ? { imagePullSecrets: input.imagePullSecrets.map((name) => ({ name })) }
-            : {}),
-          containers,
-          volumes,
-        },
-      },
+      template: { metadata: { labels: labelsOf(instance.name) }, spec: podSpecOf(input, description) },
     },
   };
+}
 
-  const service: V1Service = {
+function serviceOf(instance: InClusterRenderInput['instance']): V1Service {
+  return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: metadata(serviceName),
+    metadata: metadataOf(instance, serviceNameOf(instance.name)),
     spec: {
       type: 'ClusterIP',
       selector: selectorLabelsOf(instance.name),
       ports: [{ name: 'https', port: SERVICE_PORT, targetPort: 'https', protocol: 'TCP' }],
     },
   };
-  return { statefulSet, service };
+}
+
+export function renderInCluster(input: InClusterRenderInput): InClusterObjects {
+  return { statefulSet: statefulSetOf(input, podControlPlane(input)), service: serviceOf(input.instance) };
 }
 
 /**
@@ -345,12 +365,7 @@ export function renderSecrets(
   const secretOf = (role: SecretRole): V1Secret => ({
     apiVersion: 'v1',
     kind: 'Secret',
-    metadata: {
-      name: secretNameOf(instance.name, role),
-      namespace: instance.namespace,
-      labels: labelsOf(instance.name),
-      ownerReferences: [instanceOwnerReference(instance)],
-    },
+    metadata: metadataOf(instance, secretNameOf(instance.name, role)),
     type: 'Opaque',
     data: Object.fromEntries(
       Object.entries(material[role]).map(([key, text]) => [key, Buffer.from(text).toString('base64')]),
