@@ -12,14 +12,16 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
-// runEtcd starts a single-member etcd on loopback. It is a test/dev store: fsync is off,
-// which is unsafe for real data and fine for throwaway clusters.
+// runEtcd starts a single-member etcd on loopback. Writes are synced to disk unless
+// --unsafe-no-fsync is given: the tests' and `platform dev`'s throwaway clusters give it (a
+// crash may lose their last writes), a provisioned virtual cluster's storage does not.
 func runEtcd(args []string) int {
 	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
 	dataDir := fs.String("data-dir", "", "data directory (required)")
 	clientURL := fs.String("listen-client-url", "http://127.0.0.1:2379", "client URL")
 	peerURL := fs.String("listen-peer-url", "http://127.0.0.1:2380", "peer URL")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	unsafeNoFsync := fs.Bool("unsafe-no-fsync", false, "do not sync writes to disk (throwaway clusters only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -46,7 +48,7 @@ func runEtcd(args []string) int {
 	cfg.ListenPeerUrls = []url.URL{*pu}
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.UnsafeNoFsync = true
+	cfg.UnsafeNoFsync = *unsafeNoFsync
 	cfg.LogLevel = *logLevel
 
 	e, err := embed.StartEtcd(cfg)

@@ -152,6 +152,9 @@ export class ControlPlane {
           `--data-dir=${join(stateDir, 'etcd')}`,
           `--listen-client-url=${etcdUrl}`,
           `--listen-peer-url=http://127.0.0.1:${peerPort}`,
+          // Throwaway clusters (tests, platform dev's host): speed over the last writes of a crash.
+          // Provisioned virtual clusters' etcds (src/provision/control-plane.ts) sync every write.
+          '--unsafe-no-fsync',
         ],
         logPath: join(stateDir, 'logs', 'etcd.log'),
       });

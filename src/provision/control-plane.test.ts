@@ -28,6 +28,11 @@ describe('describeControlPlane', () => {
     for (const c of components) expect(c.argv[0]).toBe(c.name);
   });
 
+  it("syncs etcd's writes to disk: a virtual cluster's storage is not a throwaway store", () => {
+    const [etcd] = describeControlPlane(input).components;
+    expect(etcd!.argv.filter((a) => a.includes('fsync'))).toEqual([]);
+  });
+
   it('leaves the controller manager out when not asked for', () => {
     const { components } = describeControlPlane({ ...input, controllerManager: false });
     expect(components.map((c) => c.name)).toEqual(['etcd', 'kube-apiserver']);
