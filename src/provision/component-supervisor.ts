@@ -8,7 +8,7 @@ import { ManagedProcess, type ProcessSpec } from './child-processes.ts';
  * `mayRestart` says no (another provisioner took the instance over) and after `stop`.
  */
 
-export const RESTART_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 30_000, factor: 2, jitter: 0.2 };
+const RESTART_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 30_000, factor: 2, jitter: 0.2 };
 /** A process that ran this long before it ended counts as healthy: the next restart is quick again. */
 const HEALTHY_RUN_MS = 60_000;
 

@@ -74,8 +74,8 @@ export const POD_PORTS: ControlPlanePorts = {
 };
 
 /** The in-cluster address range of the virtual cluster's Services; its first address is `kubernetes`'s. */
-export const SERVICE_CLUSTER_IP_RANGE = '10.0.0.0/16';
-export const KUBERNETES_SERVICE_IP = '10.0.0.1';
+const SERVICE_CLUSTER_IP_RANGE = '10.0.0.0/16';
+const KUBERNETES_SERVICE_IP = '10.0.0.1';
 
 export interface ControlPlaneInput {
   /** The VirtualClusterInstance's namespace (on the host) and name. */

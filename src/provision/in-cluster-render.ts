@@ -35,17 +35,17 @@ import { CONTROL_PLANE_BINARY } from './in-cluster-image.ts';
  */
 
 /** Where the pod mounts the `pki` Secret's files (the description's `pkiDir`). */
-export const POD_PKI_DIR = '/etc/controlplane/pki';
+const POD_PKI_DIR = '/etc/controlplane/pki';
 /** Where the pod mounts its PersistentVolumeClaim (the description's `dataDir`). */
 export const POD_DATA_DIR = '/var/lib/controlplane';
 /** The root filesystem is read-only; what a component writes besides its data goes here. */
-export const POD_TMP_DIR = '/tmp';
+const POD_TMP_DIR = '/tmp';
 /** The image's own unprivileged user (the Dockerfile's `USER 1000:1000`). */
-export const POD_USER = 1000;
+const POD_USER = 1000;
 /** The claim template's name: the claim of pod 0 is `data-<StatefulSet>-0`. */
-export const DATA_CLAIM = 'data';
+const DATA_CLAIM = 'data';
 /** Storage of an instance whose template says none. */
-export const DEFAULT_STORAGE_SIZE = '1Gi';
+const DEFAULT_STORAGE_SIZE = '1Gi';
 /** The Service's port (the apiserver listens on POD_PORTS.apiServer behind it). */
 export const SERVICE_PORT = 443;
 /**
@@ -130,7 +130,7 @@ function labelsOf(instanceName: string): Record<string, string> {
 }
 
 /** The owner reference every object of the instance carries (deleted with it by the garbage collector). */
-export function instanceOwnerReference(instance: InClusterRenderInput['instance']): V1OwnerReference {
+function instanceOwnerReference(instance: InClusterRenderInput['instance']): V1OwnerReference {
   return {
     apiVersion: GROUP_VERSION,
     kind: 'VirtualClusterInstance',
@@ -222,7 +222,7 @@ function claimTemplate(input: InClusterRenderInput): V1PersistentVolumeClaim {
 }
 
 /** The digest of the fields of a StatefulSet spec the apiserver refuses to update. */
-export function immutableDigestOf(
+function immutableDigestOf(
   spec: Pick<NonNullable<V1StatefulSet['spec']>, 'selector' | 'serviceName' | 'volumeClaimTemplates'>,
 ): string {
   return createHash('sha256')

@@ -36,14 +36,14 @@ export type SecretText = Record<string, string>;
 
 const DAY = 24 * 3600;
 export const CA_VALIDITY_SECONDS = 10 * 365 * DAY;
-export const LEAF_VALIDITY_SECONDS = 365 * DAY;
+const LEAF_VALIDITY_SECONDS = 365 * DAY;
 /** Made again when less than this is left: never a certificate that expires within a day. */
 export const RENEW_BEFORE: RenewBefore = { seconds: 30 * DAY };
 
 /** The admin's Kubernetes user name (its group is system:masters). */
 export const ADMIN_USER = 'platform:virtual-cluster-admin';
 /** The controller manager's user name (its group is system:masters, as in `platform dev`). */
-export const CONTROLLER_MANAGER_USER = 'system:kube-controller-manager';
+const CONTROLLER_MANAGER_USER = 'system:kube-controller-manager';
 const MASTERS = 'system:masters';
 
 export interface InstancePkiInput {
@@ -153,7 +153,7 @@ export function planInstancePki(existing: Existing, instance: InstancePkiInput, 
 }
 
 /** A kubeconfig with inline credentials only (what clusters/connection.ts accepts). Pure. */
-export function clientKubeconfig(
+function clientKubeconfig(
   name: string,
   server: string,
   caPem: string,
