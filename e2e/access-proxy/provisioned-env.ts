@@ -10,6 +10,7 @@ import {
 } from '../../src/clusters/provisioned-connection.ts';
 import { ProcessesProvisioner } from '../../src/provision/processes.ts';
 import type { ProvisionedInstance } from '../../src/provision/provisioner.ts';
+import { isAlreadyExists } from '../../src/runtime/errors.ts';
 import { fieldManagers } from '../../src/runtime/field-managers.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { type GatewayEnv, GROUP_VERSION, useGatewayEnv } from '../gateway/support.ts';
@@ -52,7 +53,7 @@ export interface ProvisionedEnv {
   readonly virtualAdmin: KubeClient;
   /** The access-proxy URL of a project's virtual cluster on the gateway. */
   proxyUrl(project: string, instance: string): string;
-  /** Lets `user` list namespaces in the virtual cluster (a ClusterRoleBinding there). */
+  /** Lets `user` list namespaces in the virtual cluster (a ClusterRoleBinding there; idempotent). */
   grantNamespaceList(user: string): Promise<void>;
 }
 
@@ -130,15 +131,19 @@ export function useProvisionedEnv(): () => ProvisionedEnv {
       proxyUrl: (project, instance) =>
         `${g.server.url}/kubernetes/project/${project}/virtualcluster/${instance}`,
       grantNamespaceList: async (user) => {
-        await virtualAdmin.request({
-          method: 'POST',
-          path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
-          body: {
-            metadata: { name: `${NAMESPACE_READER}-${user}` },
-            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NAMESPACE_READER },
-            subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
-          },
-        });
+        await virtualAdmin
+          .request({
+            method: 'POST',
+            path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+            body: {
+              metadata: { name: `${NAMESPACE_READER}-${user}` },
+              roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NAMESPACE_READER },
+              subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+            },
+          })
+          .catch((err: unknown) => {
+            if (!isAlreadyExists(err)) throw err;
+          });
       },
     };
   }, 240_000);
