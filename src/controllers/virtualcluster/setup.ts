@@ -20,7 +20,7 @@ import { addController, type ControllerDeps, watchScope } from '../common.ts';
 import type { Provisioning } from './context.ts';
 import { asksToBeSynced } from './desired.ts';
 import { instanceKeyOf } from './identity.ts';
-import { validatedConfig, virtualClusterReconciler } from './reconcile.ts';
+import { isProvisioned, validatedConfig, virtualClusterReconciler } from './reconcile.ts';
 import { runSharesWithController, sharedReconciler, shareVirtualClusters } from './sharing.ts';
 import { SyncerSupervisor, syncerFactory } from './supervisor.ts';
 import { BY_INSTANCE_UID } from './syncer-identity.ts';
@@ -32,9 +32,12 @@ const BY_TEMPLATE = 'template';
 /** The namespaces whose project decides whether an instance's placement is allowed (its own, those it names). */
 const BY_PLACEMENT_NAMESPACE = 'placement-namespace';
 
-/** Those namespaces, for an instance that asks to be synced (no other depends on a namespace). */
+/**
+ * Those namespaces, for an instance that asks to be synced or is provisioned (no other depends
+ * on a namespace); of a provisioned one whose config is its template's, its own namespace.
+ */
 function placementNamespaces(vci: Stored<VirtualClusterInstance>): string[] {
-  if (!asksToBeSynced(vci)) return [];
+  if (!asksToBeSynced(vci) && !isProvisioned(vci)) return [];
   const named = namedHostNamespaces(vci, validatedConfig(vci)?.config ?? null).map((n) => n.namespace);
   return [...new Set([vci.metadata.namespace ?? '', ...named])];
 }
