@@ -169,21 +169,41 @@ function processesUnder(dir: string): { pid: number; component: string }[] {
   return found;
 }
 
-/** The resident memory of the control plane under `dir` in MiB: one etcd, apiserver and controller manager. */
-function residentMiB(dir: string): number {
+/** Memory of a control plane's processes, in MiB, summed over them. */
+interface Memory {
+  /** VmRSS: what the figure is. Counts the binary's pages once per process (three share it). */
+  readonly rss: number;
+  /** RssAnon: the processes' own heaps and stacks. */
+  readonly anon: number;
+  /** RssFile: mapped files, mostly the one multicall binary's pages. */
+  readonly file: number;
+  /** Pss (smaps_rollup): each shared page divided among the processes that map it. */
+  readonly pss: number;
+}
+
+const kibOf = (text: string, field: string, source: string): number => {
+  const match = text.match(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm'));
+  if (!match) throw new Error(`no ${field} in ${source}`);
+  return Number(match[1]);
+};
+
+/** The memory of the control plane under `dir`: exactly one etcd, apiserver and controller manager. */
+function memoryOf(dir: string): Memory {
   const processes = processesUnder(dir);
   const components = processes.map((p) => p.component).sort();
   if (components.join(',') !== [...COMPONENTS].sort().join(','))
     throw new Error(
       `expected one of each of ${COMPONENTS.join(', ')} under ${dir}, found ${components.join(', ')}`,
     );
-  let kib = 0;
+  const kib = { rss: 0, anon: 0, file: 0, pss: 0 };
   for (const { pid } of processes) {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB$/m);
-    if (!line) throw new Error(`no VmRSS for pid ${pid}`);
-    kib += Number(line[1]);
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    kib.rss += kibOf(status, 'VmRSS', `/proc/${pid}/status`);
+    kib.anon += kibOf(status, 'RssAnon', `/proc/${pid}/status`);
+    kib.file += kibOf(status, 'RssFile', `/proc/${pid}/status`);
+    kib.pss += kibOf(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'), 'Pss', `/proc/${pid}/smaps_rollup`);
   }
-  return kib / 1024;
+  return { rss: kib.rss / 1024, anon: kib.anon / 1024, file: kib.file / 1024, pss: kib.pss / 1024 };
 }
 
 function probeOk(component: ComponentDescription, caPem: string): Promise<boolean> {
@@ -310,8 +330,8 @@ interface Sample {
   readonly create: number;
   /** Seconds from asleep to `/readyz` answering again. */
   readonly wake: number;
-  /** MiB resident after Ready and the settle period. */
-  readonly idleMiB: number;
+  /** After Ready and the settle period. */
+  readonly idle: Memory;
 }
 
 /** The baseline's round: create, settle, memory, sleep, wake; then everything removed. */
@@ -337,7 +357,7 @@ async function byHandRound(binary: string, root: string): Promise<Sample & { pki
       }
     }
     await sleep(SETTLE_SECONDS * 1000);
-    const idleMiB = residentMiB(root);
+    const idle = memoryOf(root);
     await makeKeptConfigMap(byHand.credential);
     await byHand.stop();
     if (processesUnder(root).length > 0) throw new Error('a process spawned by hand outlived its stop');
@@ -348,7 +368,7 @@ async function byHandRound(binary: string, root: string): Promise<Sample & { pki
     await readyzAnswers(byHand.credential, () => byHand.assertAlive());
     const wake = (performance.now() - began) / 1000;
     await expectKeptConfigMap(byHand.credential, 'by hand');
-    return { create, wake, idleMiB, pkiSeconds };
+    return { create, wake, idle, pkiSeconds };
   } finally {
     await byHand.stop();
     rmSync(root, { recursive: true, force: true });
@@ -383,7 +403,7 @@ async function provisionedRound(
     const credential = await ensureUntilReadyz('create');
     const create = (performance.now() - began) / 1000;
     await sleep(SETTLE_SECONDS * 1000);
-    const idleMiB = residentMiB(dir);
+    const idle = memoryOf(dir);
     await makeKeptConfigMap(credential);
     await provisioner.stop(instance);
     if (processesUnder(dir).length > 0) throw new Error('a process of the instance outlived its sleep');
@@ -391,7 +411,7 @@ async function provisionedRound(
     const woken = await ensureUntilReadyz('wake');
     const wake = (performance.now() - began) / 1000;
     await expectKeptConfigMap(woken, 'provisioned');
-    return { create, wake, idleMiB };
+    return { create, wake, idle };
   };
   let sample: Sample;
   try {
@@ -404,6 +424,8 @@ async function provisionedRound(
   return sample;
 }
 
+const memoryParts = (m: Memory) =>
+  `anon ${m.anon.toFixed(1)}, file ${m.file.toFixed(1)}, Pss ${m.pss.toFixed(1)}`;
 const median = (values: readonly number[]) => quantile(values, 0.5);
 const spread = (values: readonly number[], digits: number) =>
   `${Math.min(...values).toFixed(digits)}-${Math.max(...values).toFixed(digits)}`;
@@ -442,7 +464,7 @@ async function main(): Promise<void> {
       }
       const [o, b] = [ours.at(-1)!, byHand.at(-1)!];
       console.log(
-        `  round ${round} (${byHandFirst ? 'by hand first' : 'provisioner first'}): create ${o.create.toFixed(2)} s vs ${b.create.toFixed(2)} s by hand; wake ${o.wake.toFixed(2)} s vs ${b.wake.toFixed(2)} s; idle ${o.idleMiB.toFixed(1)} MiB vs ${b.idleMiB.toFixed(1)} MiB; its PKI alone ${b.pkiSeconds.toFixed(2)} s`,
+        `  round ${round} (${byHandFirst ? 'by hand first' : 'provisioner first'}): create ${o.create.toFixed(2)} s vs ${b.create.toFixed(2)} s by hand; wake ${o.wake.toFixed(2)} s vs ${b.wake.toFixed(2)} s; idle VmRSS ${o.idle.rss.toFixed(1)} MiB vs ${b.idle.rss.toFixed(1)} MiB (${memoryParts(o.idle)} vs ${memoryParts(b.idle)}); its PKI alone ${b.pkiSeconds.toFixed(2)} s`,
       );
     }
 
@@ -492,11 +514,20 @@ async function main(): Promise<void> {
     );
     figure(
       `idle memory: VmRSS of an instance's processes, ${SETTLE_SECONDS} s after Ready`,
-      (s) => s.idleMiB,
+      (s) => s.idle.rss,
       'MiB',
       'the same processes spawned by hand',
       '<= 1.1x (the same processes with the same flags)',
       1,
+    );
+    const medianMemory = (samples: readonly Sample[]): Memory => ({
+      rss: median(samples.map((s) => s.idle.rss)),
+      anon: median(samples.map((s) => s.idle.anon)),
+      file: median(samples.map((s) => s.idle.file)),
+      pss: median(samples.map((s) => s.idle.pss)),
+    });
+    console.log(
+      `    medians of its parts: ours ${memoryParts(medianMemory(ours))} MiB; by hand ${memoryParts(medianMemory(byHand))} MiB (VmRSS counts the one binary's pages once per process; Pss divides them)`,
     );
   } finally {
     await provisioner?.close();
