@@ -45,6 +45,7 @@ describe('instance Secrets', () => {
       data: { a: b64('x') },
       metadata: {
         name: 'vc-dev-admin',
+        labels: { 'app.kubernetes.io/managed-by': 'cluster-platform' },
         ownerReferences: [{ kind: 'VirtualClusterInstance', name: 'dev', uid: 'uid-1' }],
       },
     });
@@ -61,6 +62,10 @@ describe('instance Secrets', () => {
       await writeSecretText(changed.api, instance, 'vc-dev-admin', text);
       expect(changed.requests.map((r) => r.method)).toEqual(['GET', 'PUT']);
       expect(changed.requests[1]?.body).toMatchObject({ metadata: { resourceVersion: '7' } });
+      // The new data whole: a key removed is gone, not kept from the read Secret.
+      expect((changed.requests[1]!.body as { data: unknown }).data).toEqual(
+        Object.fromEntries(Object.entries(text).map(([key, value]) => [key, b64(value)])),
+      );
     }
   });
 

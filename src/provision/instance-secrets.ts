@@ -1,3 +1,4 @@
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { KubeApi } from '../runtime/kube-api.ts';
@@ -68,7 +69,7 @@ export async function writeSecretText(
     name,
     namespace,
     labels: {
-      'app.kubernetes.io/managed-by': 'platform',
+      [MANAGED_BY_LABEL]: MANAGED_BY,
       'app.kubernetes.io/component': 'virtual-control-plane',
       'app.kubernetes.io/instance': instance.name,
     },
