@@ -127,6 +127,17 @@ describe('security: project quotas and templates', () => {
   test('an instance carries no template field, and an invalid one is refused naming the field, on the host and through the gateway', async () => {
     const { admin, mallory } = env();
     const gateway = await gatewayAsMallory();
+    // The gateway serves templates as it serves every stored kind: hers to read, not to write.
+    const read = await gateway('GET', `${MP}/virtualclustertemplates/${TEMPLATE}`);
+    expect(read.status).toBe(200);
+    expect(read.body.spec.storage.storageClassName).toBe('admins-choice');
+    const written = await gateway('POST', `${MP}/virtualclustertemplates`, {
+      apiVersion: V1,
+      kind: 'VirtualClusterTemplate',
+      metadata: { name: 'hers' },
+      spec: { storage: { size: '1Ti', storageClassName: 'hostpath' } },
+    });
+    expect(written.status).toBe(403);
     const smuggled = {
       storageClassName: 'hostpath',
       hostPath: '/',
