@@ -1,17 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { PLATFORM_CONFIG_KEY, PLATFORM_CONFIG_SECRET } from '../../src/api/config.ts';
 import { NotInAllowedGroups } from '../../src/login/identity.ts';
-import { OidcConnector } from '../../src/login/oidc.ts';
 import { UnknownUser } from '../../src/login/outcome.ts';
 import { InvalidCredentials, PasswordLoginDisabled } from '../../src/login/service.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { call } from '../gateway/support.ts';
 import { kubectl, uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
 import { oidcSection, registerSamlServiceProvider, samlSection, samlSignIn } from './support/sign-in.ts';
-import { startRedirect, viaUrl } from './support/sso.ts';
+import { oidcSignIn } from './support/sso.ts';
 
 /**
  * What a sign-in does, against a real apiserver with the platform's admission and gateway, a
@@ -30,17 +28,6 @@ ${oidcSection(env())}
     scopes: [email, profile, groups, extra, offline_access]
     allowedExtraClaims: [department]
 ${extra}`;
-}
-
-async function oidcSignIn(account: string) {
-  const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
-  const { url, transaction } = await startRedirect(connector);
-  const agent = new ScriptedAgent([env().oidc.caPem]);
-  const callback = await agent.followUntil(url.toString(), env().oidcCallback, {
-    path: /^\/interaction\//,
-    fields: { username: account },
-  });
-  return connector.finish(viaUrl(callback), transaction);
 }
 
 describe('password sign-in', () => {
@@ -241,7 +228,7 @@ describe('OIDC sign-in', () => {
       },
     });
     await env().configure(oidcConfig());
-    const identity = await oidcSignIn(account);
+    const identity = await oidcSignIn(env(), account);
     expect(identity).toMatchObject({
       userId: account,
       username: account,
@@ -292,9 +279,9 @@ describe('OIDC sign-in', () => {
     const account = uniqueName('mallory');
     oidc.accounts.set(account, { claims: { preferred_username: account, groups: ['everyone'] } });
     await env().configure(oidcConfig('    groups: [team-dev]'));
-    await expect(oidcSignIn(account)).rejects.toBeInstanceOf(NotInAllowedGroups);
+    await expect(oidcSignIn(env(), account)).rejects.toBeInstanceOf(NotInAllowedGroups);
     await env().configure(oidcConfig('', '  disableUserCreation: true'));
-    const identity = await oidcSignIn(account);
+    const identity = await oidcSignIn(env(), account);
     await expect(env().service.ssoLogin(identity)).rejects.toBeInstanceOf(UnknownUser);
     expect(await env().loginKeys(account)).toEqual([]);
   });

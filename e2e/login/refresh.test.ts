@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { Team, User } from '../../src/api/identity.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
-import { OidcConnector } from '../../src/login/oidc.ts';
 import { userNameFor } from '../../src/login/outcome.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { call } from '../gateway/support.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
-import { ScriptedAgent } from './support/browse.ts';
 import { useLoginEnv } from './support/login-env.ts';
 import { refreshConditionOf, useIdentityRefresher } from './support/refresher.ts';
 import {
@@ -20,7 +18,7 @@ import {
   signIn,
   standIns,
 } from './support/sign-in.ts';
-import { startRedirect, viaUrl } from './support/sso.ts';
+import { oidcSignIn } from './support/sso.ts';
 
 /**
  * Identity refresh: the refresh controller (run here with a short interval, its own manager, as
@@ -68,13 +66,7 @@ auth:
 ${oidcSection(env())}
     scopes: [profile, groups, offline_access]
 `);
-    const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
-    const { url, transaction } = await startRedirect(connector);
-    const callback = await new ScriptedAgent([oidc.caPem]).followUntil(url.toString(), env().oidcCallback, {
-      path: /^\/interaction\//,
-      fields: { username: account },
-    });
-    const minted = await env().service.ssoLogin(await connector.finish(viaUrl(callback), transaction));
+    const minted = await env().service.ssoLogin(await oidcSignIn(env(), account));
     await env().gateway.accepted(minted.key);
     const signedInAt = (await env().storedKey(minted.keyName))?.spec.identityRefresh as string;
     expect((await object<Team>('teams', dropped)).spec.users).toContain(account);
@@ -145,13 +137,7 @@ ${oidcSection(env())}
     scopes: [profile, groups, offline_access]
 `;
     await env().configure(reachable);
-    const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
-    const { url, transaction } = await startRedirect(connector);
-    const callback = await new ScriptedAgent([oidc.caPem]).followUntil(url.toString(), env().oidcCallback, {
-      path: /^\/interaction\//,
-      fields: { username: account },
-    });
-    const minted = await env().service.ssoLogin(await connector.finish(viaUrl(callback), transaction));
+    const minted = await env().service.ssoLogin(await oidcSignIn(env(), account));
     await env().gateway.accepted(minted.key);
 
     // The same connector, at an address where nothing answers.

@@ -2,13 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Team, User } from '../../src/api/identity.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
-import { OidcConnector } from '../../src/login/oidc.ts';
 import { call } from '../gateway/support.ts';
-import { ScriptedAgent } from '../login/support/browse.ts';
 import { useLoginEnv } from '../login/support/login-env.ts';
 import { refreshConditionOf, useIdentityRefresher } from '../login/support/refresher.ts';
 import { oidcSection } from '../login/support/sign-in.ts';
-import { startRedirect, viaUrl } from '../login/support/sso.ts';
+import { oidcSignIn } from '../login/support/sso.ts';
 import { uniqueName } from '../support/cluster.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -43,13 +41,7 @@ auth:
 ${oidcSection(env())}
     scopes: [profile, groups, offline_access]
 `);
-    const connector = new OidcConnector('oidc', env().config().auth.oidc as never);
-    const { url, transaction } = await startRedirect(connector);
-    const callback = await new ScriptedAgent([oidc.caPem]).followUntil(url.toString(), env().oidcCallback, {
-      path: /^\/interaction\//,
-      fields: { username: victim },
-    });
-    const victimKey = await env().service.ssoLogin(await connector.finish(viaUrl(callback), transaction));
+    const victimKey = await env().service.ssoLogin(await oidcSignIn(env(), victim));
     const stolenIdentity = (await env().storedKey(victimKey.keyName))?.spec.identity;
     expect(stolenIdentity.connectorData).toContain('refreshToken');
 

@@ -1,4 +1,7 @@
+import { OidcConnector } from '../../../src/login/oidc.ts';
 import type { SsoCallback, SsoConnector } from '../../../src/login/sso.ts';
+import { ScriptedAgent } from './browse.ts';
+import type { LoginEnv } from './login-env.ts';
 
 /** A connector's start, which must be a redirect to the provider. */
 export async function startRedirect(connector: SsoConnector): Promise<{ url: URL; transaction: unknown }> {
@@ -20,3 +23,18 @@ export const viaForm = (fields: Record<string, string>, source = '127.0.0.1'): S
   form: new URLSearchParams(fields),
   source,
 });
+
+/**
+ * `account` signs in at the test OpenID provider through the configured `oidc` connector, the
+ * provider's pages answered by a scripted agent: what the connector makes of the callback (the
+ * identity a sign-in hands the login service), or its refusal.
+ */
+export async function oidcSignIn(env: Pick<LoginEnv, 'config' | 'oidc' | 'oidcCallback'>, account: string) {
+  const connector = new OidcConnector('oidc', env.config().auth.oidc as never);
+  const { url, transaction } = await startRedirect(connector);
+  const callback = await new ScriptedAgent([env.oidc.caPem]).followUntil(url.toString(), env.oidcCallback, {
+    path: /^\/interaction\//,
+    fields: { username: account },
+  });
+  return connector.finish(viaUrl(callback), transaction);
+}
