@@ -15,7 +15,7 @@ import {
   useAccessProxyEnv,
 } from '../support/access-proxy.ts';
 import { uniqueName } from '../support/cluster.ts';
-import { eventually } from '../support/wait.ts';
+import { eventually, waitForValue } from '../support/wait.ts';
 
 /**
  * What docs/access-proxy.md says of the platform's credentials for a target and of what the
@@ -111,6 +111,14 @@ describe('access proxy: the credentials a target is reached with, and whom it se
       },
     );
 
+  /** whoAmI once the gateway knows the Cluster (404 until its informer has it). */
+  const whoAmIOnceKnown = (cluster: string, token: string) =>
+    waitForValue(
+      `the Cluster ${cluster} known to the gateway`,
+      () => whoAmI(cluster, token),
+      (answer) => answer.status !== 404,
+    );
+
   test('a token and a kubeconfig with a client certificate: the target sees the caller, with the platform groups and the key’s name', async () => {
     const person = uniqueName('cert-caller');
     await env().keyFor(person);
@@ -118,15 +126,7 @@ describe('access proxy: the credentials a target is reached with, and whom it se
     const token = await env().gateway.key({ user: person }, keyName);
     await env().gateway.accepted(token);
     for (const cluster of [CLUSTER, CERT_CLUSTER]) {
-      let answer = await whoAmI(cluster, token);
-      await eventually(
-        async () => {
-          answer = await whoAmI(cluster, token);
-          return answer.status !== 404;
-        },
-        30_000,
-        `the Cluster ${cluster} known to the gateway`,
-      );
+      const answer = await whoAmIOnceKnown(cluster, token);
       expect(answer.status, `${cluster}: ${answer.body.toString()}`).toBe(201);
       expect(answer.json.status.userInfo).toEqual({
         username: person,
@@ -142,15 +142,7 @@ describe('access proxy: the credentials a target is reached with, and whom it se
 
   test('a kubeconfig that would run a program: 503 InvalidCredentials naming the cluster, nothing run', async () => {
     const token = await env().keyFor(uniqueName('exec-caller'));
-    let answer = await whoAmI(EXEC_CLUSTER, token);
-    await eventually(
-      async () => {
-        answer = await whoAmI(EXEC_CLUSTER, token);
-        return answer.status !== 404;
-      },
-      30_000,
-      'the Cluster known to the gateway',
-    );
+    const answer = await whoAmIOnceKnown(EXEC_CLUSTER, token);
     expect(answer.status).toBe(503);
     expect(answer.json).toMatchObject({ kind: 'Status', code: 503, reason: 'ServiceUnavailable' });
     expect(answer.json.message).toContain(`"${EXEC_CLUSTER}"`);
