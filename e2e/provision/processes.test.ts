@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { ProcessesProvisioner } from '../../src/provision/processes.ts';
 import type { ProvisionStatus } from '../../src/provision/provisioner.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { hostKubeConfig, hostKubeconfigPath, uniqueName, useNamespace } from '../support/cluster.ts';
+import { processesNaming } from '../support/instance-processes.ts';
 import { eventually } from '../support/wait.ts';
 
 /**
@@ -44,22 +45,13 @@ const instanceDir = (of: Instance = instance, dir = stateDir) =>
   join(dir, 'virtualclusters', of.namespace, of.name);
 
 /** Live processes whose command line names the instance's directory `dir`, by component. */
-function processesOfInstance(dir = instanceDir()): { pid: number; component: string }[] {
-  const found: { pid: number; component: string }[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.startsWith('Z')) continue;
-    } catch {
-      continue; // ended meanwhile
-    }
-    if (!argv.some((a) => a.includes(dir))) continue;
-    const component = argv.find((a) => ['etcd', 'kube-apiserver', 'kube-controller-manager'].includes(a));
-    found.push({ pid: Number(entry), component: component ?? argv.join(' ') });
-  }
-  return found;
+const processesOfInstance = (dir = instanceDir()) => processesNaming(dir);
+
+/** The instance's processes are one of each component, none of them one of `before` (pids). */
+function expectOneOfEachAnew(before: number[]): void {
+  const after = processesOfInstance();
+  expect(after.map((p) => p.component).sort()).toEqual(['etcd', 'kube-apiserver', 'kube-controller-manager']);
+  expect(after.filter((p) => before.includes(p.pid))).toEqual([]);
 }
 
 async function adminKubeConfig(of: Instance = instance): Promise<{
@@ -177,13 +169,7 @@ describe('ProcessesProvisioner', { timeout: 300_000 }, () => {
     const resumed = await second.resume();
     expect(resumed.map((s) => s.phase)).toEqual(['Ready']);
     // The earlier provisioner's processes are ended and it does not start them again: one of each.
-    const after = processesOfInstance();
-    expect(after.map((p) => p.component).sort()).toEqual([
-      'etcd',
-      'kube-apiserver',
-      'kube-controller-manager',
-    ]);
-    expect(after.filter((p) => before.includes(p.pid))).toEqual([]);
+    expectOneOfEachAnew(before);
     expect((await readConfigMap()).data).toEqual({ made: 'before' });
     expect(await readyz()).toEqual({ status: 200, body: 'ok' });
   });
@@ -191,13 +177,7 @@ describe('ProcessesProvisioner', { timeout: 300_000 }, () => {
   test('the earlier provisioner, asked again, takes it back: the last to act owns it, one process of each', async () => {
     const before = processesOfInstance().map((p) => p.pid);
     expect((await first.ensure(instance, options)).phase).toBe('Ready');
-    const after = processesOfInstance();
-    expect(after.map((p) => p.component).sort()).toEqual([
-      'etcd',
-      'kube-apiserver',
-      'kube-controller-manager',
-    ]);
-    expect(after.filter((p) => before.includes(p.pid))).toEqual([]);
+    expectOneOfEachAnew(before);
     expect((await readConfigMap()).data).toEqual({ made: 'before' });
   });
 
