@@ -28,7 +28,7 @@ import { eventually, waitForValue } from '../support/wait.ts';
  */
 const WATCH_SLOTS = 2;
 
-describe('access proxy: the credentials a target is reached with, and whom it sees', () => {
+describe('access proxy: the credentials a target is reached with, whom it sees, and the watch slots it shares with the management API', () => {
   const env = useAccessProxyEnv({
     gateway: { watchLimits: { perIdentity: WATCH_SLOTS, maxTimeoutSeconds: 3600 } },
   });
