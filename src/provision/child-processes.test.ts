@@ -22,6 +22,17 @@ const tempDir = () => {
   return d;
 };
 const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(safeStatus(pid));
+/** Polls until `check` holds (the test's own timeout bounds it). */
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await sleep(10);
+}
+const cmdline = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return '';
+  }
+};
 const safeStatus = (pid: number) => {
   try {
     return readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -42,7 +53,8 @@ describe('PidFile', () => {
     const unrelated = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
     leftover.unref();
     unrelated.unref();
-    await sleep(100);
+    // bash has exec'd: the leftover's command line is the marker.
+    await until(() => cmdline(leftover.pid!).startsWith(marker));
     const pidFile = new PidFile(join(dir, 'pids.json'));
     pidFile.record([
       { pid: leftover.pid!, command: marker },
@@ -51,8 +63,7 @@ describe('PidFile', () => {
     ]);
 
     expect(pidFile.reapStale()).toBe(1);
-    await sleep(100);
-    expect(alive(leftover.pid!)).toBe(false);
+    await until(() => !alive(leftover.pid!));
     expect(alive(unrelated.pid!)).toBe(true);
     process.kill(unrelated.pid!, 'SIGKILL');
     expect(pidFile.reapStale()).toBe(0);
@@ -63,16 +74,24 @@ describe('ManagedProcess', () => {
   test('stop() ends the whole process group and logTail shows the last lines', async () => {
     const dir = tempDir();
     const logPath = join(dir, 'out.log');
+    const childPidFile = join(dir, 'child.pid');
     const proc = await ManagedProcess.start({
       name: 'sh',
       command: '/bin/bash',
-      args: ['-c', 'for i in $(seq 1 100); do echo line-$i; done; sleep 300 & wait'],
+      // A child of the process, in its group: stop must end it too, not only bash.
+      args: [
+        '-c',
+        `for i in $(seq 1 100); do echo line-$i; done; sleep 300 & echo $! > ${childPidFile}.tmp; mv ${childPidFile}.tmp ${childPidFile}; wait`,
+      ],
       logPath,
     });
-    await sleep(300);
+    await until(() => existsSync(childPidFile));
+    const child = Number(readFileSync(childPidFile, 'utf8'));
     expect(proc.running).toBe(true);
+    expect(alive(child)).toBe(true);
     await proc.stop(2_000);
     expect(proc.running).toBe(false);
+    await until(() => !alive(child));
     expect(proc.exitDescription).toMatch(/killed by SIGTERM|exited with code/);
     const tail = await logTail(logPath, 3);
     expect(tail.split('\n')).toEqual(['line-98', 'line-99', 'line-100']);
