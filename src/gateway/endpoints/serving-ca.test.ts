@@ -1,12 +1,23 @@
-import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, test } from 'vitest';
+import { afterEach, describe, expect, test } from 'vitest';
 import { ServingCa } from './serving-ca.ts';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+/** A certificate directory of the test's own, removed after it. */
+const certDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gateway-tls-'));
+  dirs.push(dir);
+  return dir;
+};
 
 describe('ServingCa', () => {
   test("ca.crt of the gateway's certificate directory, read once and again when it changes (a renewed CA is the one handed out)", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'gateway-tls-'));
+    const dir = certDir();
     const reads: string[] = [];
     const ca = new ServingCa(dir, (path) => {
       reads.push(path);
@@ -29,7 +40,7 @@ describe('ServingCa', () => {
   });
 
   test('none while the directory has no ca.crt, the CA once it has', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'gateway-tls-'));
+    const dir = certDir();
     writeFileSync(join(dir, 'tls.crt'), 'serving');
     const ca = new ServingCa(dir);
     try {
