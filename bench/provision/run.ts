@@ -177,8 +177,13 @@ interface Memory {
   readonly anon: number;
   /** RssFile: mapped files, mostly the one multicall binary's pages. */
   readonly file: number;
-  /** Pss (smaps_rollup): each shared page divided among the processes that map it. */
+  /**
+   * Pss (smaps_rollup): each shared page divided among the processes that map it, on the whole
+   * machine (other control planes of the same binary take their share).
+   */
   readonly pss: number;
+  /** RssAnon of each component. */
+  readonly anonOf: Readonly<Record<string, number>>;
 }
 
 const kibOf = (text: string, field: string, source: string): number => {
@@ -196,14 +201,23 @@ function memoryOf(dir: string): Memory {
       `expected one of each of ${COMPONENTS.join(', ')} under ${dir}, found ${components.join(', ')}`,
     );
   const kib = { rss: 0, anon: 0, file: 0, pss: 0 };
-  for (const { pid } of processes) {
+  const anonOf: Record<string, number> = {};
+  for (const { pid, component } of processes) {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     kib.rss += kibOf(status, 'VmRSS', `/proc/${pid}/status`);
-    kib.anon += kibOf(status, 'RssAnon', `/proc/${pid}/status`);
+    const anon = kibOf(status, 'RssAnon', `/proc/${pid}/status`);
+    kib.anon += anon;
+    anonOf[component] = anon / 1024;
     kib.file += kibOf(status, 'RssFile', `/proc/${pid}/status`);
     kib.pss += kibOf(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'), 'Pss', `/proc/${pid}/smaps_rollup`);
   }
-  return { rss: kib.rss / 1024, anon: kib.anon / 1024, file: kib.file / 1024, pss: kib.pss / 1024 };
+  return {
+    rss: kib.rss / 1024,
+    anon: kib.anon / 1024,
+    file: kib.file / 1024,
+    pss: kib.pss / 1024,
+    anonOf,
+  };
 }
 
 function probeOk(component: ComponentDescription, caPem: string): Promise<boolean> {
@@ -499,7 +513,7 @@ async function main(): Promise<void> {
       2,
     );
     console.log(
-      `    its PKI alone (ensureInstancePki, in this process): median ${median(byHand.map((s) => s.pkiSeconds)).toFixed(2)} s`,
+      `    the provisioner's added time (median of the per-round differences) ${median(ours.map((s, i) => s.create - byHand[i]!.create)).toFixed(2)} s; its PKI alone (ensureInstancePki: five RSA keys made one after another, four certificates signed) median ${median(byHand.map((s) => s.pkiSeconds)).toFixed(2)} s`,
     );
     figure(
       'wake: ensure of an asleep instance until /readyz answers its admin credential',
@@ -525,9 +539,17 @@ async function main(): Promise<void> {
       anon: median(samples.map((s) => s.idle.anon)),
       file: median(samples.map((s) => s.idle.file)),
       pss: median(samples.map((s) => s.idle.pss)),
+      anonOf: Object.fromEntries(
+        COMPONENTS.map((c) => [c, median(samples.map((s) => s.idle.anonOf[c] ?? Number.NaN))]),
+      ),
     });
+    const perComponent = (m: Memory) =>
+      COMPONENTS.map((c) => `${c} ${(m.anonOf[c] ?? Number.NaN).toFixed(1)}`).join(', ');
     console.log(
-      `    medians of its parts: ours ${memoryParts(medianMemory(ours))} MiB; by hand ${memoryParts(medianMemory(byHand))} MiB (VmRSS counts the one binary's pages once per process; Pss divides them)`,
+      `    medians of its parts: ours ${memoryParts(medianMemory(ours))} MiB; by hand ${memoryParts(medianMemory(byHand))} MiB (VmRSS counts the one binary's pages once per process; Pss divides them among every process on the machine that maps it)`,
+    );
+    console.log(
+      `    RssAnon by component (medians): ours ${perComponent(medianMemory(ours))} MiB; by hand ${perComponent(medianMemory(byHand))} MiB`,
     );
   } finally {
     await provisioner?.close();
