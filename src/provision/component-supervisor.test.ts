@@ -56,6 +56,25 @@ describe('ComponentSupervisor', () => {
     expect(s.crashesInARow).toBeGreaterThanOrEqual(5);
   });
 
+  test('a component that ran a healthy minute before it ended counts its crashes, and backs off, from the start again', async () => {
+    let now = 0;
+    const { s, logs, started } = supervisor('/bin/sleep', ['300'], { now: () => now });
+    const killAndAwaitRestart = async () => {
+      const before = started.length;
+      process.kill(s.process!.pid, 'SIGKILL');
+      await until(() => started.length === before + 1 && s.running);
+    };
+    await s.start();
+    await killAndAwaitRestart();
+    await killAndAwaitRestart();
+    expect(s.crashesInARow).toBe(2);
+    now += 60_000;
+    await killAndAwaitRestart();
+    expect(s.crashesInARow).toBe(1);
+    const delays = logs.map((m) => Number(/again in (\d+) ms/.exec(m)?.[1]));
+    expect(delays).toEqual([10, 20, 10]);
+  });
+
   test('does not restart once another supervisor owns the component', async () => {
     let mine = true;
     const { s, logs, started } = supervisor('/bin/sleep', ['300'], { mayRestart: () => mine });

@@ -19,6 +19,8 @@ export interface SupervisorOptions {
   readonly onStarted: (process: ManagedProcess) => void;
   readonly log: (message: string) => void;
   readonly backoff?: BackoffOptions;
+  /** The clock a run's length is measured on (ms; tests set it). */
+  readonly now?: () => number;
 }
 
 export class ComponentSupervisor {
@@ -27,6 +29,7 @@ export class ComponentSupervisor {
   private timer: NodeJS.Timeout | undefined;
   private startedAt = 0;
   private readonly backoff: Backoff;
+  private readonly now: () => number;
   /** How many times it was started again after ending on its own. */
   restarts = 0;
   /** How its process last ended on its own, for status messages. */
@@ -39,6 +42,7 @@ export class ComponentSupervisor {
     private readonly options: SupervisorOptions,
   ) {
     this.backoff = new Backoff(options.backoff ?? RESTART_BACKOFF, Math.random);
+    this.now = options.now ?? Date.now;
   }
 
   /** Starts the process (first start: a failure is the caller's). */
@@ -58,12 +62,12 @@ export class ComponentSupervisor {
 
   private adopt(process: ManagedProcess): void {
     this.current = process;
-    this.startedAt = Date.now();
+    this.startedAt = this.now();
     this.options.onStarted(process);
     void process.whenExited().then(() => {
       if (this.stopped || this.current !== process) return;
       this.lastExit = process.exitDescription;
-      if (Date.now() - this.startedAt >= HEALTHY_RUN_MS) {
+      if (this.now() - this.startedAt >= HEALTHY_RUN_MS) {
         this.backoff.reset();
         this.crashesInARow = 0;
       }
