@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
@@ -7,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { repoRoot } from '../../src/dev/binaries.ts';
 import { freePort } from '../../src/dev/controlplane.ts';
 import { GatewayMetrics } from '../../src/gateway/metrics.ts';
+import { createCertificateAuthority, issueCertificate } from '../../src/pki/certificates.ts';
 import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
 import { RestClientMetrics } from '../../src/runtime/rest-client-metrics.ts';
 import { SyncerMetrics } from '../../src/sync/controllers/metrics.ts';
@@ -303,6 +305,15 @@ function documentedWebhookController(): string {
   return /`platform webhook`'s is (`[^`]+`)/.exec(text)?.[1]?.replaceAll('`', '') ?? 'not on the page';
 }
 
+/** The name metrics.md gives the webhook's controller when its certificate is mounted (`--webhook-cert-dir`). */
+function documentedMountedCertificateController(): string {
+  const text = readFileSync(docPath('metrics.md'), 'utf8').replace(/\s+/g, ' ');
+  return (
+    /\(`([^`]+)`, the reload of a mounted one, with `--webhook-cert-dir`\)/.exec(text)?.[1] ??
+    'not on the page'
+  );
+}
+
 /** A `bin/platform.js <command>` process, its output kept for the failure message. */
 interface PlatformProcess {
   readonly child: ChildProcess;
@@ -485,12 +496,14 @@ describe('a running platform operator, and a platform gateway alone', () => {
 describe('a platform webhook alone', () => {
   const startCluster = useExtraClusters();
   let webhook: PlatformProcess | undefined;
+  let kubeconfigPath = '';
   const ports = { health: 0, webhook: 0 };
 
   beforeAll(async () => {
     // A cluster of its own: its webhook configurations would replace the operator's above.
     const cluster = await startCluster({ name: uniqueName('doc-metrics-webhook') });
     const kc = kubeConfigFor(cluster);
+    kubeconfigPath = cluster.kubeconfigPath;
     await installCrds(kc);
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'platform-system' } } });
     ports.health = await freePort();
@@ -510,6 +523,60 @@ describe('a platform webhook alone', () => {
 
   afterAll(() => stopPlatform(webhook));
 
+  /** The controllers whose series the page at `port` shows. */
+  const controllersOn = async (port: number) => {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    return [...text.matchAll(/^controller_runtime_max_concurrent_reconciles\{controller="([^"]+)"\}/gm)].map(
+      (match) => match[1],
+    );
+  };
+
+  test('with a mounted certificate (--webhook-cert-dir), its one controller is the documented reload of the files', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'doc-metrics-webhook-cert-'));
+    const ca = await createCertificateAuthority('doc-metrics-mounted-ca', 3600);
+    const serving = await issueCertificate(ca, {
+      commonName: 'localhost',
+      dnsNames: ['localhost'],
+      ipAddresses: ['127.0.0.1'],
+      usage: 'server',
+      validForSeconds: 3600,
+    });
+    writeFileSync(join(directory, 'ca.crt'), ca.certPem);
+    writeFileSync(join(directory, 'tls.crt'), serving.certPem);
+    writeFileSync(join(directory, 'tls.key'), serving.keyPem);
+    const mountedPorts = { health: await freePort(), webhook: await freePort() };
+    // A second webhook on the same cluster: its configurations replace the first's, which no
+    // test here needs (they read metrics only).
+    const mounted = startPlatform('webhook', [
+      `--kubeconfig=${kubeconfigPath}`,
+      '--namespace=platform-system',
+      '--log-level=warn',
+      '--health-host=127.0.0.1',
+      `--health-port=${mountedPorts.health}`,
+      '--webhook-host=127.0.0.1',
+      `--webhook-port=${mountedPorts.webhook}`,
+      '--webhook-endpoint=local',
+      `--webhook-cert-dir=${directory}`,
+    ]);
+    try {
+      await untilReady(
+        mounted,
+        [`http://127.0.0.1:${mountedPorts.health}/readyz`],
+        'platform webhook (mounted)',
+      );
+      await eventually(
+        async () => (await controllersOn(mountedPorts.health)).length > 0,
+        30_000,
+        'the mounted webhook controller to run',
+      );
+      expect(documentedMountedCertificateController()).toBe('webhook-certificate-files');
+      expect(await controllersOn(mountedPorts.health)).toEqual([documentedMountedCertificateController()]);
+    } finally {
+      await stopPlatform(mounted);
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
   test('serves the controller and work-queue metrics of its certificate controller, nothing else', async () => {
     const documented = documentedMetrics();
     // The page: the controller and work-queue metrics, no rest_client_* (its client counts nothing).
@@ -521,12 +588,7 @@ describe('a platform webhook alone', () => {
       ),
     );
     // The controller's series appear once it runs (after its informer synced), a moment after /readyz.
-    const controllers = async () => {
-      const text = await (await fetch(`http://127.0.0.1:${ports.health}/metrics`)).text();
-      return [
-        ...text.matchAll(/^controller_runtime_max_concurrent_reconciles\{controller="([^"]+)"\}/gm),
-      ].map((match) => match[1]);
-    };
+    const controllers = () => controllersOn(ports.health);
     await eventually(async () => (await controllers()).length > 0, 30_000, 'the webhook controller to run');
     expect(await controllers()).toEqual([documentedWebhookController()]);
   });
