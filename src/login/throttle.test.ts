@@ -1,6 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { type Attempt, LoginThrottle, LoginThrottled, type LoginThrottleLimits } from './throttle.ts';
+import {
+  type Attempt,
+  DEFAULT_LOGIN_THROTTLE_LIMITS,
+  LoginThrottle,
+  LoginThrottled,
+  type LoginThrottleLimits,
+} from './throttle.ts';
 
 const key = new Uint8Array(32).fill(3);
 /** Concurrency out of the way, unless a test is about it. */
@@ -119,6 +125,32 @@ describe('login throttle', () => {
     expect(throttle.running.count('s:192.0.2.1')).toBe(0);
     // Refusals for running checks are not counted as failures.
     expect(await refusal(throttle, { source: '192.0.2.1', user: 'u1' })).toBeUndefined();
+  });
+
+  it('by default (docs/login.md) runs 2 checks per source, 2 per user or device and 4 in all at once', async () => {
+    const throttle = new LoginThrottle(key, DEFAULT_LOGIN_THROTTLE_LIMITS);
+    // Checks held open (admitted, not done) until the end, as slow scrypt checks would be.
+    const held = [
+      await throttle.admit({ source: '192.0.2.1', user: 'u1' }),
+      await throttle.admit({ source: '192.0.2.1', user: 'u2' }),
+    ];
+    expect(await refusal(throttle, { source: '192.0.2.1', user: 'u3' })).toBe(1);
+    held.push(await throttle.admit({ source: '192.0.2.2', user: 'u1' }));
+    expect(await refusal(throttle, { source: '192.0.2.3', user: 'u1' })).toBe(1);
+    held.push(await throttle.admit({ source: '192.0.2.4', user: 'u4' }));
+    expect(throttle.running.count('*')).toBe(4);
+    expect(await refusal(throttle, { source: '192.0.2.5', user: 'u5' })).toBe(1);
+    for (const admitted of held.splice(0)) admitted.done();
+
+    // A device: its token's attempts count per device, 2 at once, whatever their sources.
+    const token = await throttle.issueDeviceToken('u6', random);
+    held.push(await throttle.admit({ source: '192.0.2.6', user: 'u6', deviceToken: token }));
+    held.push(await throttle.admit({ source: '192.0.2.7', user: 'u6', deviceToken: token }));
+    expect(await refusal(throttle, { source: '192.0.2.8', user: 'u6', deviceToken: token })).toBe(1);
+    // The same user without the token is another subject: let through.
+    expect(await refusal(throttle, { source: '192.0.2.8', user: 'u6' })).toBeUndefined();
+    for (const admitted of held) admitted.done();
+    expect(throttle.running.count('*')).toBe(0);
   });
 
   it('lets the real user in with its device token while its name is blocked for others', async () => {
