@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LiveEntries } from './live-entries.ts';
+import { ENTRIES_PER_MODEL } from './secret-models.ts';
 
 describe('live entries per model of the OpenID provider', () => {
   it('is full once the model holds the limit of unexpired entries, and not before', () => {
@@ -11,6 +12,18 @@ describe('live entries per model of the OpenID provider', () => {
     // Another model's entries count for that model only.
     expect(live.full('grant', 2, 1000)).toBe(false);
     expect(live.full('grant', 1, 1000)).toBe(false);
+  });
+
+  it('by default (docs/login.md) a model is full at 10,000 live entries, started sign-ins included', () => {
+    // SecretModels.write refuses a new entry when LiveEntries says its model is full at this bound
+    // (the bound itself, at a small value, is e2e/login/openid-provider-replicas.test.ts).
+    expect(ENTRIES_PER_MODEL).toBe(10_000);
+    const live = new LiveEntries();
+    for (let i = 0; i < 9_999; i += 1) live.set('interaction', `started-${i}`, 2000);
+    live.set('interaction', 'expired', 500);
+    expect(live.full('interaction', ENTRIES_PER_MODEL, 1000)).toBe(false);
+    live.set('interaction', 'started-9999', 2000);
+    expect(live.full('interaction', ENTRIES_PER_MODEL, 1000)).toBe(true);
   });
 
   it('counts an expired entry not yet deleted as gone, from the moment it expires', () => {
