@@ -8,7 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { repoRoot } from '../../src/dev/binaries.ts';
 import { generateSigningKey, ringFromSecret, SIGNING_KEYS_SECRET } from '../../src/identity/signing-keys.ts';
-import { OIDC_EXPIRES_AT_ANNOTATION, stateSecretName } from '../../src/login/oidc-provider/secret-models.ts';
+import {
+  OIDC_EXPIRES_AT_ANNOTATION,
+  OIDC_MODEL_LABEL,
+  stateSecretName,
+} from '../../src/login/oidc-provider/secret-models.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { readDoc } from '../docs/markdown.ts';
 import { uniqueName } from '../support/cluster.ts';
@@ -139,6 +143,29 @@ describe('the platform as an OpenID provider', () => {
     expect(stored?.spec.oidcProvider.scopes).toContain('openid');
     expect(stored?.spec.ttl).toBe(14 * 24 * 3600);
     expect(JSON.stringify(stored)).not.toContain(refreshToken);
+
+    // Sessions and grants (docs/login.md) last 14 days too: this person's entries, from their
+    // creation (whole seconds) to their expiry annotation.
+    for (const model of ['session', 'grant']) {
+      const entries = (
+        await env().gateway.core.listNamespacedSecret({
+          namespace: env().gateway.platformNamespace,
+          labelSelector: `${OIDC_MODEL_LABEL}=${model}`,
+        })
+      ).items.filter(
+        (secret) =>
+          JSON.parse(Buffer.from(secret.data?.payload ?? '', 'base64').toString('utf8') || '{}').accountId ===
+          name,
+      );
+      expect(entries.length, `${model} entries of ${name}`).toBeGreaterThan(0);
+      for (const entry of entries) {
+        const lifetime =
+          Date.parse(entry.metadata?.annotations?.[OIDC_EXPIRES_AT_ANNOTATION] ?? '') -
+          Date.parse(String(entry.metadata?.creationTimestamp));
+        expect(lifetime, model).toBeGreaterThanOrEqual(14 * 24 * 3600_000 - 1000);
+        expect(lifetime, model).toBeLessThanOrEqual(14 * 24 * 3600_000 + 1000);
+      }
+    }
 
     const refreshed = await client.refreshTokenGrant(rp.config, refreshToken);
     expect(refreshed.claims()).toMatchObject({ sub: name, email: `${name}@example.com` });
