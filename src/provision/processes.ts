@@ -88,9 +88,12 @@ export class ProcessesProvisioner implements Provisioner {
     const previous = this.queues.get(key) ?? Promise.resolve();
     const next = previous.catch(() => {}).then(work);
     this.queues.set(key, next);
-    void next.finally(() => {
+    // Forgotten once settled, either way: the caller handles a rejection of `next`; this
+    // bookkeeping must not leave one of its own unhandled (that ends the operator's process).
+    const forget = () => {
       if (this.queues.get(key) === next) this.queues.delete(key);
-    });
+    };
+    next.then(forget, forget);
     return next;
   }
 
