@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { OwnedAccessKey } from '../../api/ownedaccesskey.ts';
-import { RefreshFailed, refreshFailed, refreshSchedule } from './desired.ts';
+import {
+  DEFAULT_IDENTITY_REFRESH_INTERVAL_MS,
+  RefreshFailed,
+  refreshFailed,
+  refreshSchedule,
+} from './desired.ts';
 
 const key = (spec: Partial<OwnedAccessKey['spec']>, metadata: Partial<OwnedAccessKey['metadata']> = {}) =>
   ({
@@ -36,6 +41,21 @@ describe('when an identity is refreshed', () => {
     });
     expect(refreshSchedule(key({}), 20_000, now)).toEqual({ action: 'refresh' });
     expect(refreshSchedule(key({}, { creationTimestamp: undefined }), 20_000, now)).toEqual({
+      action: 'refresh',
+    });
+  });
+
+  it('by default (docs/login.md, what the controllers run with) is due 10 minutes after the last refresh', () => {
+    const refreshed = key({ identityRefresh: '2026-01-01T00:00:00Z' });
+    expect(
+      refreshSchedule(refreshed, DEFAULT_IDENTITY_REFRESH_INTERVAL_MS, at('2026-01-01T00:09:59Z')),
+    ).toEqual({
+      action: 'wait',
+      inMs: 1000,
+    });
+    expect(
+      refreshSchedule(refreshed, DEFAULT_IDENTITY_REFRESH_INTERVAL_MS, at('2026-01-01T00:10:00Z')),
+    ).toEqual({
       action: 'refresh',
     });
   });
