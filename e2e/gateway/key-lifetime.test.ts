@@ -214,6 +214,22 @@ describe('access proxy: a watch through it ends when the key that opened it stop
     kept.close();
   });
 
+  test('the key expiring ends its watch of a virtual cluster', async () => {
+    const person = uniqueName('vc-expiring');
+    await env().keyFor(person);
+    await env().grant('virtualcluster', person);
+    const doomed = await namedKey(env().gateway, person);
+    const cut = await watchConfigMaps('virtualcluster', doomed.token);
+    const first = await touchConfigMap('virtualcluster');
+    await cut.sees(first);
+    const before = await cutCount(env().gateway, 'KeyExpired');
+
+    // A ttl of 1 s from its creation: the key expires (at once, or within the second).
+    await patchPlatformObject(env().gateway, `ownedaccesskeys/${doomed.name}`, { spec: { ttl: 1 } });
+    await cut.ended;
+    expect(await cutCount(env().gateway, 'KeyExpired')).toBe(before + 1);
+  });
+
   test('disabling the key’s owner ends its watch of a space', async () => {
     const person = uniqueName('space-watcher');
     await env().keyFor(person);
