@@ -23,7 +23,9 @@
  *   bench/gateway/run.sh [SECONDS=10] [CONNECTIONS=16] [N=50]   (BENCH_SMOKE=1: 2 s, 4, 5)
  *
  * `GATEWAY_NODE_OPTIONS` adds Node flags to the gateway process (`--cpu-prof --cpu-prof-dir=DIR`
- * to profile it).
+ * to profile it), `BARE_NODE_OPTIONS` to the bare proxy's (its profile beside the gateway's shows
+ * what the gateway does more). After the load runs, the pipeline's stages are measured alone
+ * (`stages.ts`) and printed beside the gateway's and the bare proxy's CPU per GET.
  *
  * `GATEWAY_CPUS=1` (the default on a machine with two CPUs or more; `GATEWAY_CPUS=none` turns it
  * off), with `PLATFORM_CPUS=0` (the default), runs the gateway on CPUs of its own
@@ -42,6 +44,8 @@ import {
 } from '@kubernetes/client-node';
 import type { Cluster } from '../../src/dev/controlplane.ts';
 import { BASE_PATH } from '../../src/gateway/index.ts';
+import { Upstream } from '../../src/gateway/proxy/upstream.ts';
+import { KubeClient } from '../../src/runtime/kube-client.ts';
 import {
   autocannonHeaders,
   bearer,
@@ -68,6 +72,7 @@ import {
   START_BOUND_MS,
 } from '../platform-gateway.ts';
 import { reportFigure, runBench, stopChild, waitUntil, withBenchCluster } from '../support.ts';
+import { measureStages, type RecordedAnswer, stageRows } from './stages.ts';
 
 const SIZES = loadSizes();
 let processes: Record<string, number | undefined> = {};
@@ -105,7 +110,9 @@ async function startBareProxy(
   cluster: Cluster,
   headers: Record<string, string | string[]>,
 ): Promise<BareProxy> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-proxy.mjs', import.meta.url))], {
+  const extra = (process.env.BARE_NODE_OPTIONS ?? '').split(/\s+/).filter((flag) => flag !== '');
+  const script = fileURLToPath(new URL('./bare-proxy.mjs', import.meta.url));
+  const child = spawn(process.execPath, [...extra, script], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...process.env,
@@ -157,11 +164,20 @@ async function main(): Promise<void> {
       bare: bare.pid,
       autocannon: process.pid,
     };
+    let get: WholeGet;
     try {
-      await measure(cluster, gateway, bare, { user, impersonation });
+      get = await measure(cluster, gateway, bare, { user, impersonation });
     } finally {
       await Promise.all([gateway.stop(), bare.stop()]);
     }
+    const stages = await measureStages({
+      api: new KubeClient(kc),
+      platformNamespace: PLATFORM_NAMESPACE,
+      token,
+      path: `${BASE_PATH}${SECRETS}/secret-0`,
+      answer: await recordAnswer(kc, `${SECRETS}/secret-0`, impersonation),
+    });
+    console.log(stageRows(stages, get.gatewayMicros, get.bareMicros));
   });
 }
 
@@ -196,13 +212,41 @@ async function prepare(kc: KubeConfig): Promise<void> {
   }
 }
 
+/** The CPU microseconds per proxied GET of the gateway and of the bare proxy, from the GET runs. */
+interface WholeGet {
+  readonly gatewayMicros: number;
+  readonly bareMicros: number;
+}
+
+/** The apiserver's answer to `path` for the key (its impersonation headers), as the gateway's upstream gets it. */
+async function recordAnswer(
+  kc: KubeConfig,
+  path: string,
+  impersonation: Impersonation,
+): Promise<RecordedAnswer> {
+  const upstream = await Upstream.create(kc);
+  try {
+    const response = await upstream.request({
+      method: 'GET',
+      path,
+      headers: { ...impersonation, accept: 'application/json' },
+    });
+    const body = Buffer.from(await response.body.arrayBuffer());
+    if (response.statusCode !== 200) throw new Error(`GET ${path}: ${response.statusCode}`);
+    return { statusCode: response.statusCode, headers: response.headers, body };
+  } finally {
+    await upstream.close();
+  }
+}
+
 /** GET and LIST direct, impersonated, through the bare proxy and through the gateway, with their figures. */
 async function measure(
   cluster: Cluster,
   gateway: GatewayProcess,
   bare: BareProxy,
   key: { readonly user: Headers; readonly impersonation: Impersonation },
-): Promise<void> {
+): Promise<WholeGet> {
+  let get: WholeGet | undefined;
   const gatewayBase = `${gateway.url}${BASE_PATH}`;
   const admin = bearer(cluster.adminToken);
   const impersonated = { ...admin, ...autocannonHeaders(key.impersonation) };
@@ -222,6 +266,11 @@ async function measure(
     const floor = await load(`${bare.url}${url}`, {});
     const through = await load(`${gatewayBase}${url}`, key.user);
     console.log(rows(name, direct, asUser, floor, through));
+    if (name === 'GET')
+      get = {
+        gatewayMicros: (through.cpuMs.gateway ?? Number.NaN) * 1000,
+        bareMicros: (floor.cpuMs.bare ?? Number.NaN) * 1000,
+      };
     checkLoad(
       name,
       [
@@ -255,6 +304,8 @@ async function measure(
       'bare',
     );
   }
+  if (!get) throw new Error('no GET was measured');
+  return get;
 }
 
 runBench(main);

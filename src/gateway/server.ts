@@ -228,8 +228,8 @@ function proxyOutcome(
   };
 }
 
-/** A request as the pipeline starts with it: nothing decided yet. */
-function receivedExchange(
+/** A request as the pipeline starts with it: nothing decided yet (exported for bench/gateway/stages.ts). */
+export function receivedExchange(
   request: IncomingMessage,
   response: ServerResponse,
   trustedProxies: TrustedProxies,
