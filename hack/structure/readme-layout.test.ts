@@ -82,7 +82,7 @@ function entryFolder(path: string): string {
 
 const entries = layoutEntries(readFileSync(join(repoRoot, 'README.md'), 'utf8'));
 
-describe("README.md's Layout", () => {
+describe("README.md's Layout and the paths it names", () => {
   test('it lists the top-level folders and files it describes', () => {
     expect(entries.map((entry) => entry.path)).toEqual(
       expect.arrayContaining(['bin/platform.js', 'src/cli/', 'e2e/', 'bench/', 'docs/adr/']),
@@ -121,6 +121,18 @@ describe("README.md's Layout", () => {
       expect(files, kind).toEqual(expect.arrayContaining(['reconcile.ts', 'setup.ts']));
       expect(files.includes('desired.ts'), `${kind}/desired.ts`).toBe(!withoutDesired.includes(kind));
     }
+  });
+
+  test('every path of the repository README.md names in backticks exists (`<placeholder>` parts stand for any name)', () => {
+    const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+    const paths = [
+      ...readme.matchAll(/`((?:src|e2e|charts|hack|bench|docs|bin|test-support|crds)\/[^`\s]*)`/g),
+    ].map((match) => match[1]!);
+    expect(paths.length).toBeGreaterThan(10);
+    const missing = paths
+      .filter((path) => !path.includes('<'))
+      .filter((path) => !exists(join(repoRoot, path)));
+    expect(missing).toEqual([]);
   });
 
   test('a name that is not in the tree is found missing', () => {
