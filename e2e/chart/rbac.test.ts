@@ -33,6 +33,7 @@ import {
   componentCredentials,
   installChartObjects,
   NAMESPACE,
+  provisionerOptionsOf,
   type RunningComponents,
   serviceAccountOf,
   startComponents,
@@ -228,6 +229,7 @@ describe("the chart's RBAC is what each component needs, no more", () => {
       leaseName: LEASE,
       identity,
       gateway: needs.gateway ?? false,
+      provisioner: provisionerOptionsOf(rendered),
     });
 
   /** Whether the apiserver calls the webhooks: a dry-run that only they refuse (422). */
