@@ -1,4 +1,3 @@
-import type { V1RoleBinding } from '@kubernetes/client-node';
 import type { Stored } from '../../api/resources.ts';
 import type {
   VirtualClusterInstance,
@@ -19,10 +18,8 @@ import { type SyncConfigValidation, validateSyncConfig } from '../../sync/config
 import { RESOURCES } from '../../sync/controllers/syncer-caches.ts';
 import { ANNOTATION_OBJECT_NAME, LABEL_MANAGED_BY } from '../../sync/names.ts';
 import { placementClaims, placementOf, placementProblems } from '../../sync/placement.ts';
-import type { SyncedKind } from '../../sync/translate.ts';
 import { type Provisioning, releaseInstance, type VirtualClusterContext } from './context.ts';
 import { stalledOutcome, syncStall } from './desired.ts';
-import { SYNCER_CLUSTER_ROLES } from './identity.ts';
 import {
   notProvisionedOutcome,
   PROVISIONED_CONDITION,
@@ -31,6 +28,7 @@ import {
   provisionedConfigText,
   provisionedState,
   provisioningEvent,
+  syncedPlaces,
   withProvisioned,
 } from './provisioned.ts';
 import { readyzProbe } from './readyz.ts';
@@ -194,19 +192,6 @@ export async function cleanupProvisioned(
     reason: 'Deprovisioned',
     action: 'Deprovision',
     note: `the control plane, its storage and its Secrets are removed, and ${deleted} object(s) its syncer wrote on the host`,
-  });
-}
-
-const KIND_OF_ROLE = new Map(
-  Object.entries(SYNCER_CLUSTER_ROLES).map(([kind, role]) => [role, kind as SyncedKind]),
-);
-
-/** Where the syncer may have written: each (namespace, kind) one of its RoleBindings allows. */
-function syncedPlaces(bindings: readonly V1RoleBinding[]): { namespace: string; kind: SyncedKind }[] {
-  return bindings.flatMap((binding) => {
-    const kind = KIND_OF_ROLE.get(binding.roleRef.name);
-    const namespace = binding.metadata?.namespace;
-    return kind && namespace ? [{ namespace, kind }] : [];
   });
 }
 

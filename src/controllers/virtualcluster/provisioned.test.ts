@@ -8,6 +8,7 @@ import {
   provisionedState,
   provisionFailureMessage,
   provisioningEvent,
+  syncedPlaces,
   withProvisioned,
 } from './provisioned.ts';
 
@@ -123,5 +124,26 @@ describe('outcomes', () => {
       state,
     );
     expect(notReady.requeueAfter).toBe(PROVISION_RETRY_MS);
+  });
+});
+
+describe('syncedPlaces', () => {
+  const binding = (namespace: string, role: string) => ({
+    metadata: { namespace, name: `b-${role}` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+  });
+  it("is each (namespace, kind) a syncer's RoleBindings allow; a binding to another role names nothing", () => {
+    expect(
+      syncedPlaces([
+        binding('team', 'platform-vcluster-syncer-configmaps'),
+        binding('team', 'platform-vcluster-syncer-services'),
+        binding('team-b', 'platform-vcluster-syncer-endpoints'),
+        binding('team', 'admin'),
+      ]),
+    ).toEqual([
+      { namespace: 'team', kind: 'ConfigMap' },
+      { namespace: 'team', kind: 'Service' },
+      { namespace: 'team-b', kind: 'Endpoints' },
+    ]);
   });
 });

@@ -1,4 +1,4 @@
-import { ApiException } from '@kubernetes/client-node';
+import { ApiException, type V1RoleBinding } from '@kubernetes/client-node';
 import type {
   VirtualClusterInstance,
   VirtualClusterInstanceStatus,
@@ -10,6 +10,8 @@ import { errorReason } from '../../runtime/errors.ts';
 import type { EventInput } from '../../runtime/events.ts';
 import { PROGRESSING_WITH_RETRY } from '../../runtime/reconcile-conditions.ts';
 import type { Converged } from '../../runtime/reconciler.ts';
+import type { SyncedKind } from '../../sync/translate.ts';
+import { SYNCER_CLUSTER_ROLES } from './identity.ts';
 
 /**
  * The pure decisions of a provisioned VirtualClusterInstance (no `spec.endpoint`; the platform
@@ -172,4 +174,20 @@ export function withProvisioned(
     conditions: [...(outcome.conditions ?? []), { type: PROVISIONED_CONDITION, ...state }],
     ...(requeueAfter !== undefined ? { requeueAfter } : {}),
   };
+}
+
+const KIND_OF_ROLE = new Map(
+  Object.entries(SYNCER_CLUSTER_ROLES).map(([kind, role]) => [role, kind as SyncedKind]),
+);
+
+/**
+ * Where an instance's syncer may have written on the host (pure): each (namespace, kind) one of
+ * its RoleBindings allows; what its deletion lists and deletes.
+ */
+export function syncedPlaces(bindings: readonly V1RoleBinding[]): { namespace: string; kind: SyncedKind }[] {
+  return bindings.flatMap((binding) => {
+    const kind = KIND_OF_ROLE.get(binding.roleRef.name);
+    const namespace = binding.metadata?.namespace;
+    return kind && namespace ? [{ namespace, kind }] : [];
+  });
 }
