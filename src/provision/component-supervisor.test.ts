@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
-import { ComponentSupervisor, type SupervisorOptions } from './component-supervisor.ts';
+import { ComponentSupervisor, SupervisionLost, type SupervisorOptions } from './component-supervisor.ts';
 
 const dirs: string[] = [];
 const supervisors: ComponentSupervisor[] = [];
@@ -15,6 +15,49 @@ async function until(check: () => boolean): Promise<void> {
   while (!check()) await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
+/** The pids of the live processes whose command line holds `token` (a sleep of a unique length). */
+function pidsRunning(token: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(token))
+        pids.push(Number(entry));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return pids;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** A sleep of a length no other test uses, to find its process in /proc. */
+const uniqueSleep = () => `300.${process.pid}${Math.floor(Math.random() * 1e6)}`;
+
+/**
+ * `mayRun` as two provisioners over one owner file see it: this one's for the first `allowed`
+ * questions, then the other's (it took the instance over); each question asked with the pids of
+ * the sleep of length `token` running at that moment.
+ */
+function takenOverAfter(allowed: number, token: string) {
+  const seen: number[][] = [];
+  return {
+    seen,
+    mayRun: () => {
+      seen.push(pidsRunning(token));
+      return seen.length <= allowed;
+    },
+  };
+}
+
 function supervisor(command: string, args: string[], options: Partial<SupervisorOptions> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'supervisor-test-'));
   dirs.push(dir);
@@ -23,7 +66,7 @@ function supervisor(command: string, args: string[], options: Partial<Supervisor
   const s = new ComponentSupervisor(
     { name: 'component', command, args, logPath: join(dir, 'component.log') },
     {
-      mayRestart: () => true,
+      mayRun: () => true,
       onStarted: (p) => started.push(p.pid),
       log: (m) => logs.push(m),
       backoff: { initialMs: 10, maxMs: 40, factor: 2, jitter: 0 },
@@ -77,13 +120,57 @@ describe('ComponentSupervisor', () => {
 
   test('does not restart once another supervisor owns the component', async () => {
     let mine = true;
-    const { s, logs, started } = supervisor('/bin/sleep', ['300'], { mayRestart: () => mine });
+    const { s, logs, started } = supervisor('/bin/sleep', ['300'], { mayRun: () => mine });
     const first = await s.start();
     mine = false;
     process.kill(first.pid, 'SIGKILL');
     await until(() => logs.some((m) => m.includes('not restarting')));
     expect(s.running).toBe(false);
     expect(started).toEqual([first.pid]);
+  });
+
+  test('starts nothing once another provisioner owns the instance', async () => {
+    const token = uniqueSleep();
+    const owner = takenOverAfter(0, token);
+    const { s, started } = supervisor('/bin/sleep', [token], { mayRun: owner.mayRun });
+    await expect(s.start()).rejects.toBeInstanceOf(SupervisionLost);
+    expect(owner.seen).toEqual([[]]);
+    expect(pidsRunning(token)).toEqual([]);
+    expect(started).toEqual([]);
+    expect(s.running).toBe(false);
+  });
+
+  test('ends, and never reports, a process whose instance was taken over while it was being started', async () => {
+    const token = uniqueSleep();
+    const owner = takenOverAfter(1, token);
+    const { s, started } = supervisor('/bin/sleep', [token], { mayRun: owner.mayRun });
+    await expect(s.start()).rejects.toBeInstanceOf(SupervisionLost);
+    // Asked before the spawn (nothing ran) and once the process was up (it ran): now it does not.
+    expect(owner.seen).toHaveLength(2);
+    expect(owner.seen[0]).toEqual([]);
+    const spawned = owner.seen[1]!;
+    expect(spawned).toHaveLength(1);
+    expect(alive(spawned[0]!)).toBe(false);
+    expect(started).toEqual([]);
+    expect(s.running).toBe(false);
+  });
+
+  test('ends, and never reports, a restarted process whose instance was taken over while it was being started', async () => {
+    const token = uniqueSleep();
+    // Two questions for the first start, one before the restart's spawn; the fourth is the other's.
+    const owner = takenOverAfter(3, token);
+    const { s, logs, started } = supervisor('/bin/sleep', [token], { mayRun: owner.mayRun });
+    const first = await s.start();
+    process.kill(first.pid, 'SIGKILL');
+    await until(() => logs.some((m) => m.includes('not restarting')));
+    expect(owner.seen).toHaveLength(4);
+    const respawned = owner.seen[3]!;
+    expect(respawned).toHaveLength(1);
+    expect(respawned[0]).not.toBe(first.pid);
+    await until(() => !alive(respawned[0]!));
+    expect(started).toEqual([first.pid]);
+    expect(s.running).toBe(false);
+    expect(s.restarts).toBe(0);
   });
 
   test('stop ends the process and the supervision', async () => {

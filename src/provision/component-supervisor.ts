@@ -4,8 +4,13 @@ import { ManagedProcess, type ProcessSpec } from './child-processes.ts';
 /**
  * Keeps one component of a virtual control plane running: when its process ends without being
  * asked to, it is started again after a bounded exponential backoff (a component that crashes at
- * once does not spin; one that ran a while is restarted quickly). It stops restarting when
- * `mayRestart` says no (another provisioner took the instance over) and after `stop`.
+ * once does not spin; one that ran a while is restarted quickly). It stops when `mayRun` says no
+ * (another provisioner took the instance over) and after `stop`.
+ *
+ * `mayRun` is asked before every start (the first, and each restart) and again once the process
+ * is up, before `onStarted`: a provisioner that lost the instance while it was starting a
+ * component (spawning takes a while, and so does waiting for the component before) starts
+ * nothing more, ends what it just started, and never records it as the instance's.
  */
 
 const RESTART_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 30_000, factor: 2, jitter: 0.2 };
@@ -13,14 +18,22 @@ const RESTART_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 30_000, factor:
 const HEALTHY_RUN_MS = 60_000;
 
 export interface SupervisorOptions {
-  /** Asked before each restart; false ends the supervision. */
-  readonly mayRestart: () => boolean;
-  /** Told after each start (first or restart), e.g. to record the pid. */
+  /** Asked before each start and again once its process is up; false ends the supervision (and that process). */
+  readonly mayRun: () => boolean;
+  /** Told after each start (first or restart) that `mayRun` allowed, e.g. to record the pid. */
   readonly onStarted: (process: ManagedProcess) => void;
   readonly log: (message: string) => void;
   readonly backoff?: BackoffOptions;
   /** The clock a run's length is measured on (ms; tests set it). */
   readonly now?: () => number;
+}
+
+/** The instance is another provisioner's now: this supervisor started nothing that still runs. */
+export class SupervisionLost extends Error {
+  constructor(component: string) {
+    super(`${component}: another provisioner supervises this instance now; not started`);
+    this.name = 'SupervisionLost';
+  }
 }
 
 export class ComponentSupervisor {
@@ -45,9 +58,21 @@ export class ComponentSupervisor {
     this.now = options.now ?? Date.now;
   }
 
-  /** Starts the process (first start: a failure is the caller's). */
+  /**
+   * Starts the process (first start: a failure is the caller's). Throws `SupervisionLost`, with
+   * nothing left running, when `mayRun` says no before or once the process is up.
+   */
   async start(): Promise<ManagedProcess> {
+    if (!this.options.mayRun()) {
+      this.stopped = true;
+      throw new SupervisionLost(this.spec.name);
+    }
     const process = await ManagedProcess.start(this.spec);
+    if (this.stopped || !this.options.mayRun()) {
+      this.stopped = true;
+      await process.stop();
+      throw new SupervisionLost(this.spec.name);
+    }
     this.adopt(process);
     return process;
   }
@@ -81,14 +106,15 @@ export class ComponentSupervisor {
   private async restart(): Promise<void> {
     this.timer = undefined;
     if (this.stopped) return;
-    if (!this.options.mayRestart()) {
+    const lost = () => {
       this.options.log(`${this.spec.name}: another provisioner supervises this instance now; not restarting`);
       this.stopped = true;
-      return;
-    }
+    };
+    if (!this.options.mayRun()) return lost();
     try {
       const process = await ManagedProcess.start(this.spec);
-      if (this.stopped) {
+      if (this.stopped || !this.options.mayRun()) {
+        if (!this.stopped) lost();
         await process.stop();
         return;
       }

@@ -10,7 +10,7 @@ import {
   PidFile,
   retryWhenPortTaken,
 } from './child-processes.ts';
-import { ComponentSupervisor } from './component-supervisor.ts';
+import { ComponentSupervisor, SupervisionLost } from './component-supervisor.ts';
 import {
   type ComponentDescription,
   type ControlPlaneDescription,
@@ -104,7 +104,7 @@ export class ProcessesProvisioner implements Provisioner {
       // Still ours (no other provisioner took it over), the same instance, as asked, all alive: kept.
       const kept =
         current?.state.controllerManager === options.controllerManager &&
-        ownerOf(paths) === this.id &&
+        this.owns(paths) &&
         (instance.uid === undefined || current.state.uid === instance.uid) &&
         current.supervisors.every((s) => s.running);
       if (current && kept) return this.probe(instance, current);
@@ -131,7 +131,11 @@ export class ProcessesProvisioner implements Provisioner {
     });
   }
 
-  /** Starts every component in order, each once the one before it is ready. */
+  /**
+   * Starts every component in order, each once the one before it is ready. Each start asks the
+   * `owner` file first (the supervisor's `mayRun`): one that another provisioner took over
+   * meanwhile fails with `SupervisionLost` after ending what this one started.
+   */
   private async start(
     instance: ProvisionedInstance,
     options: ProvisionOptions,
@@ -148,8 +152,10 @@ export class ProcessesProvisioner implements Provisioner {
       running: true,
       controllerManager: options.controllerManager,
     };
+    this.mustOwn(instance, paths);
     writeInstanceState(paths, state);
     const pki = await this.ensureSecrets({ ...instance, ...(uid ? { uid } : {}) }, ports);
+    this.mustOwn(instance, paths);
     writePkiFiles(paths.pkiDir, pki);
     const description = describeControlPlane({
       namespace: instance.namespace,
@@ -182,6 +188,16 @@ export class ProcessesProvisioner implements Provisioner {
     return running;
   }
 
+  /** Whether this provisioner supervises the instance (its id is in the `owner` file). */
+  private owns(paths: InstancePaths): boolean {
+    return ownerOf(paths) === this.id;
+  }
+
+  /** Throws `SupervisionLost` when another provisioner took the instance over (its files are that one's). */
+  private mustOwn(instance: ProvisionedInstance, paths: InstancePaths): void {
+    if (!this.owns(paths)) throw new SupervisionLost(keyOf(instance));
+  }
+
   private supervise(
     instance: ProvisionedInstance,
     paths: InstancePaths,
@@ -197,13 +213,18 @@ export class ProcessesProvisioner implements Provisioner {
         logPath: join(paths.logsDir, `${component.name}.log`),
       },
       {
-        mayRestart: () => ownerOf(paths) === this.id,
-        onStarted: () =>
+        // The owner file decides: a provisioner that took the instance over (another replica
+        // holding its Lease, ADR 0028) starts no more of its components and leaves the pid file,
+        // now the new owner's, as that one wrote it.
+        mayRun: () => this.owns(paths),
+        onStarted: () => {
+          if (!this.owns(paths)) return;
           pidFile.record(
             running.supervisors
               .filter((s) => s.running && s.process)
               .map((s) => ({ pid: s.process!.pid, command: this.options.binary })),
-          ),
+          );
+        },
         log: this.log,
       },
     );
@@ -266,7 +287,7 @@ export class ProcessesProvisioner implements Provisioner {
     this.running.delete(keyOf(instance));
     // The pid file is the owner's: one that took the instance over keeps its records.
     const paths = instancePaths(this.options.stateDir, instance);
-    if (existsSync(paths.root) && ownerOf(paths) === this.id) new PidFile(paths.pidFile).record([]);
+    if (existsSync(paths.root) && this.owns(paths)) new PidFile(paths.pidFile).record([]);
   }
 
   stop(instance: ProvisionedInstance): Promise<void> {
