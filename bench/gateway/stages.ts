@@ -18,7 +18,7 @@
  *   dispatch      the impersonation headers and the proxy's request, up to the upstream call (an
  *                 upstream that answers at once with the apiserver's real answer);
  *   encode        the answer relayed: the apiserver's real answer (its headers, its body as one
- *                 chunk, as undici delivers a small one) read and written with its length to a
+ *                 chunk, as undici delivers a small one; see {@link undiciLikeBody}) read and written with its length to a
  *                 response that only records it, the request counted (metrics).
  *
  * What the stages leave out is what the bare proxy pays too: Node's HTTP server and undici.
@@ -30,6 +30,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
+import { arrayBuffer as consumeArrayBuffer } from 'node:stream/consumers';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { Auditor } from '../../src/gateway/audit/auditor.ts';
@@ -176,7 +177,7 @@ async function measure(
     ({
       statusCode: answer.statusCode,
       headers: answer.headers,
-      body: Readable.from([answer.body], { objectMode: false }),
+      body: undiciLikeBody(answer.body),
     }) as unknown as UpstreamResponse;
   const upstream = { request: () => Promise.resolve(relayed()) } as unknown as Upstream;
   const proxyDeps = { proxy: { upstream, maxWatchSeconds: 1800 }, throttle };
@@ -250,6 +251,15 @@ async function measure(
   const measured = await interleaved(stages);
   if (sink === 0) throw new Error('the stages computed nothing');
   return measured;
+}
+
+/**
+ * A body as undici hands it: a stream of one chunk (a small answer), readable whole by
+ * `arrayBuffer()` (here `node:stream/consumers`, standing in for undici's own consumer).
+ */
+function undiciLikeBody(bytes: Buffer): Readable & { arrayBuffer(): Promise<ArrayBuffer> } {
+  const stream = Readable.from([bytes], { objectMode: false });
+  return Object.assign(stream, { arrayBuffer: () => consumeArrayBuffer(stream) });
 }
 
 const cpuMicros = (usage: NodeJS.CpuUsage) => usage.user + usage.system;

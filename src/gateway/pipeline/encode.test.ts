@@ -190,6 +190,22 @@ describe('apiserver answers relayed', () => {
   });
 
   test.each([
+    ['with its declared length (read whole at once)', true],
+    ['without a length (read chunk by chunk)', false],
+  ])('an answer of several chunks %s: passed on whole, with its length', async (_, declared) => {
+    const { deps } = world();
+    const { exchange, answering, completed } = exchangeFor(nonResourceRequest('get', '/x'));
+    const chunks = ['{"kind":"SharedSecretList",', '"items":[]', '}'];
+    const text = chunks.join('');
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (declared) headers['content-length'] = String(Buffer.byteLength(text));
+    await respond(deps, answering, relayed({ relay: upstream(200, headers, chunks), redaction: undefined }));
+    expect(exchange.response.text).toBe(text);
+    expect(exchange.response.headers['content-length']).toBe(Buffer.byteLength(text));
+    expect(completed).toEqual([{ code: 200 }]);
+  });
+
+  test.each([
     ['an object', key('k1'), 'application/json'],
     ['a list', { kind: 'List', items: [key('k1'), key('k2')] }, 'application/json'],
     ['an object as YAML', key('k1'), 'application/yaml'],

@@ -272,6 +272,14 @@ async function streamWatch(
 async function passOn(reply: Reply, response: Relay['relay'], headers: OutgoingHttpHeaders): Promise<void> {
   const exchange = reply.exchange;
   const code = response.statusCode;
+  const declared = declaredLength(response.headers['content-length']);
+  if (declared !== undefined && declared <= BUFFERED_RESPONSE_BYTES) {
+    // Its length is known and small (most apiserver answers): read whole by undici's own
+    // consumer, without a listener per chunk (bench/gateway: the cheaper read per proxied GET).
+    write(exchange, code, headers, Buffer.from(await response.body.arrayBuffer()));
+    reply.finish(code, undefined);
+    return;
+  }
   const start = await readUpTo(response.body, BUFFERED_RESPONSE_BYTES);
   if (start.complete) {
     write(
@@ -347,6 +355,12 @@ const unredactable = () =>
     'BadGateway',
     'the answer of the cluster could not be checked for secrets; it was not passed on',
   );
+
+/** A `Content-Length` the answer declares (undici holds the body to it), if one. */
+function declaredLength(value: string | string[] | undefined): number | undefined {
+  if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) return undefined;
+  return Number(value);
+}
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
