@@ -33,7 +33,6 @@ import {
   componentCredentials,
   installChartObjects,
   NAMESPACE,
-  provisionerOptionsOf,
   type RunningComponents,
   serviceAccountOf,
   startComponents,
@@ -229,7 +228,6 @@ describe("the chart's RBAC is what each component needs, no more", () => {
       leaseName: LEASE,
       identity,
       gateway: needs.gateway ?? false,
-      provisioner: provisionerOptionsOf(rendered),
     });
 
   /** Whether the apiserver calls the webhooks: a dry-run that only they refuse (422). */
