@@ -106,13 +106,21 @@ describe('platform kubeconfig', () => {
     );
     await create(
       'virtualclusterinstances',
-      { kind: 'VirtualClusterInstance', metadata: { name: 'dev' }, spec: { endpoint: 'https://dev.example.com' } },
+      {
+        kind: 'VirtualClusterInstance',
+        metadata: { name: 'dev' },
+        spec: { endpoint: 'https://dev.example.com' },
+      },
       'p-web',
     );
     // An instance in a namespace of no project has no access-proxy path.
     await create(
       'virtualclusterinstances',
-      { kind: 'VirtualClusterInstance', metadata: { name: 'loose' }, spec: { endpoint: 'https://loose.example.com' } },
+      {
+        kind: 'VirtualClusterInstance',
+        metadata: { name: 'loose' },
+        spec: { endpoint: 'https://loose.example.com' },
+      },
       'default',
     );
   });
