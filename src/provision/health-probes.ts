@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import type { ComponentDescription } from './control-plane.ts';
 
 /** The readiness probes of a local control plane's processes: true on a 200, false on anything else. */
 
@@ -35,4 +36,15 @@ export function httpsOk(url: string, ca: string | undefined, token: string | und
     req.on('timeout', () => req.destroy());
     req.end();
   });
+}
+
+/**
+ * Whether a component of a virtual control plane answers its readiness probe. The apiserver's
+ * certificate is the instance CA's (`caPem`); the controller manager's is self-signed.
+ */
+export function componentAnswers(component: ComponentDescription, caPem: string): Promise<boolean> {
+  const { scheme, host, port, path } = component.readiness;
+  if (scheme === 'HTTP') return httpOk(`http://${host}:${port}${path}`);
+  const ca = component.name === 'kube-apiserver' ? caPem : undefined;
+  return httpsOk(`https://${host}:${port}${path}`, ca, undefined);
 }

@@ -19,7 +19,7 @@ import {
   PKI_KEYS,
   secretNameOf,
 } from './control-plane.ts';
-import { httpOk, httpsOk } from './health-probes.ts';
+import { componentAnswers } from './health-probes.ts';
 import { deleteSecret, readSecretText, writeSecretText } from './instance-secrets.ts';
 import {
   caOf,
@@ -272,7 +272,7 @@ export class ProcessesProvisioner implements Provisioner {
           portTaken,
         );
       }
-      if (await probeOk(component, caPem)) return;
+      if (await componentAnswers(component, caPem)) return;
       await sleep(250);
     }
     throw new ControlPlaneStartError(
@@ -374,7 +374,7 @@ export class ProcessesProvisioner implements Provisioner {
         return {
           name: component.name,
           running: alive,
-          ready: alive && (await probeOk(component, running.caPem)),
+          ready: alive && (await componentAnswers(component, running.caPem)),
           crashesInARow: supervisor?.crashesInARow ?? 0,
           lastExit: supervisor?.lastExit,
           logPath: supervisor?.spec.logPath ?? '',
@@ -391,12 +391,4 @@ function reachOf(instance: ProvisionedInstance, ports: ControlPlanePorts, caPem:
     adminSecretName: secretNameOf(instance.name, 'admin'),
     ...(caPem ? { caData: Buffer.from(caPem).toString('base64') } : {}),
   };
-}
-
-function probeOk(component: ComponentDescription, caPem: string): Promise<boolean> {
-  const { scheme, host, port, path } = component.readiness;
-  if (scheme === 'HTTP') return httpOk(`http://${host}:${port}${path}`);
-  // The apiserver's certificate is the instance CA's; the controller manager's is self-signed.
-  const ca = component.name === 'kube-apiserver' ? caPem : undefined;
-  return httpsOk(`https://${host}:${port}${path}`, ca, undefined);
 }
