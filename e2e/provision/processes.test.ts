@@ -11,8 +11,9 @@ import { ADMIN_KEYS, secretNameOf } from '../../src/provision/control-plane.ts';
 import { readSecretText } from '../../src/provision/instance-secrets.ts';
 import { ProcessesProvisioner } from '../../src/provision/processes.ts';
 import type { ProvisionStatus } from '../../src/provision/provisioner.ts';
-import { KubeClient } from '../../src/runtime/kube-client.ts';
+import { collectionPath, KubeClient, objectPath, type ResourceRef } from '../../src/runtime/kube-client.ts';
 import { hostKubeConfig, hostKubeconfigPath, uniqueName, useNamespace } from '../support/cluster.ts';
+import { installCrds } from '../support/crds.ts';
 import { processesNaming } from '../support/instance-processes.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -26,6 +27,12 @@ import { eventually } from '../support/wait.ts';
 
 const namespace = useNamespace('provision');
 const host = () => new KubeClient(hostKubeConfig());
+const INSTANCES: ResourceRef = {
+  group: 'management.platform',
+  version: 'v1',
+  plural: 'virtualclusterinstances',
+  namespaced: true,
+};
 let stateDir: string;
 const provisioners: ProcessesProvisioner[] = [];
 const instance = { namespace: '', name: uniqueName('vc') };
@@ -264,11 +271,42 @@ describe('an operator killed with SIGKILL (a platform stopped hard)', { timeout:
   });
 
   test('a new instance of the same name (another uid) gets a new CA and empty storage', async () => {
+    // Real objects: the Secrets are owned by the instance's uid, and the host's garbage collector
+    // deletes what an owner that does not exist owns (a made-up uid lost the admin Secret once).
+    const instances = collectionPath(INSTANCES, killed.namespace);
+    const makeInstance = async () =>
+      (
+        await host().request<{ metadata: { uid: string } }>({
+          method: 'POST',
+          path: instances,
+          body: {
+            apiVersion: 'management.platform/v1',
+            kind: 'VirtualClusterInstance',
+            metadata: { name: killed.name },
+            spec: { templateRef: { name: 'processes-e2e' } },
+          },
+        })
+      ).metadata.uid;
+    await installCrds(hostKubeConfig());
     const caBefore = (await adminKubeConfig(killed)).ca;
     const provisioner = newProvisioner(ownStateDir);
-    await provisioner.ensure({ ...killed, uid: 'first-uid' }, { controllerManager: false });
+    const firstUid = await makeInstance();
+    await provisioner.ensure({ ...killed, uid: firstUid }, { controllerManager: false });
     expect((await readConfigMap(killed)).data).toEqual({ made: 'before the kill' });
-    const renewed = await provisioner.ensure({ ...killed, uid: 'second-uid' }, { controllerManager: false });
+    await host().request({ method: 'DELETE', path: objectPath(INSTANCES, killed.namespace, killed.name) });
+    await eventually(
+      async () =>
+        (await host()
+          .request({ method: 'GET', path: objectPath(INSTANCES, killed.namespace, killed.name) })
+          .then(
+            () => false,
+            () => true,
+          )) === true,
+      30_000,
+      'the first instance to be gone',
+    );
+    const secondUid = await makeInstance();
+    const renewed = await provisioner.ensure({ ...killed, uid: secondUid }, { controllerManager: false });
     expect(renewed.phase).toBe('Ready');
     const admin = await adminKubeConfig(killed);
     expect(admin.ca).not.toBe(caBefore);
