@@ -40,3 +40,15 @@ export const INSTANCE_ANNOTATION = 'management.platform/virtualclusterinstance';
  * naming its own ServiceAccount so only makes that one weaker).
  */
 export const SYNCER_SERVICE_ACCOUNT_PREFIX = 'vcluster-syncer-';
+
+/**
+ * Sleep mode of a provisioned VirtualClusterInstance (issue 27). `last-activity`: RFC 3339 UTC time
+ * (milliseconds) of the latest request through the access proxy, written by the gateway (throttled
+ * while the instance is awake, at once while it sleeps: that write is the wake request) and by
+ * `platform wake`. `sleep-requested`: RFC 3339 UTC time written by `platform sleep`; later than
+ * the instance's last activity, the controller puts it to sleep at once.
+ */
+export const LAST_ACTIVITY_ANNOTATION = 'sleepmode.platform/last-activity';
+export const SLEEP_REQUESTED_ANNOTATION = 'sleepmode.platform/sleep-requested';
+/** Label `"true"` on each host object a sleeping instance's syncer wrote; removed on wake. */
+export const SLEEPING_LABEL = 'sleepmode.platform/sleeping';
