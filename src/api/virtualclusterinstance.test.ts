@@ -54,4 +54,15 @@ describe('VirtualClusterInstance spec', () => {
     expect(VirtualClusterInstanceSchema.safeParse(withStatus('2026-11-27T14:00:00Z')).success).toBe(true);
     expect(VirtualClusterInstanceSchema.safeParse(withStatus('yesterday')).success).toBe(false);
   });
+
+  it('keeps status.lastActivity as an RFC 3339 UTC time, milliseconds allowed', () => {
+    const withStatus = (lastActivity: string) => ({
+      ...instance({ templateRef: { name: 's' } }),
+      status: { lastActivity },
+    });
+    expect(VirtualClusterInstanceSchema.safeParse(withStatus('2026-11-27T14:00:00.123Z')).success).toBe(true);
+    expect(VirtualClusterInstanceSchema.safeParse(withStatus('2026-11-27T14:00:00+01:00')).success).toBe(
+      false,
+    );
+  });
 });

@@ -134,6 +134,11 @@ const VirtualClusterInstanceStatusSchema = z
       .describe(
         "When the virtual cluster last fell asleep (RFC 3339, UTC); absent while it is awake. The same time as the `Sleeping` condition's `lastTransitionTime`.",
       ),
+    lastActivity: timestampSchema()
+      .optional()
+      .describe(
+        'The latest activity the controller saw (RFC 3339, UTC, provisioned instances only): the latest of the creation, the `sleepmode.platform/last-activity` annotation (requests through the access proxy), the last change its syncer carried and the last wake. `spec.sleepAfter` and `spec.deleteAfter` count from it. Written at most once a minute unless the instance falls asleep, wakes or is deleted, so it may lag the activity by up to a minute.',
+      ),
   })
   .describe('Observed state of the virtual cluster.');
 
