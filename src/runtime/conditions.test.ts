@@ -54,4 +54,21 @@ describe('setCondition', () => {
     expect(findCondition(list, 'Ready')?.status).toBe('True');
     expect(findCondition(removeCondition(list, 'Ready'), 'Ready')).toBeUndefined();
   });
+
+  it('uses a given lastTransitionTime when the status flips, and only then', () => {
+    const given = '2025-01-01T00:30:00.500Z';
+    let list = setCondition([], { type: 'Sleeping', status: 'False', reason: 'Awake', message: '' }, t0);
+    list = setCondition(
+      list,
+      { type: 'Sleeping', status: 'False', reason: 'Awake', message: '', lastTransitionTime: given },
+      t1,
+    );
+    expect(list[0]?.lastTransitionTime).toBe('2025-01-01T00:00:00Z');
+    list = setCondition(
+      list,
+      { type: 'Sleeping', status: 'True', reason: 'Inactive', message: '', lastTransitionTime: given },
+      t1,
+    );
+    expect(list[0]?.lastTransitionTime).toBe(given);
+  });
 });

@@ -3,10 +3,15 @@ import { formatTime } from './clock.ts';
 
 export type { Condition, ConditionStatus } from '../api/meta.ts';
 
-/** A condition as a controller states it: every field but the transition time, which `setCondition` keeps. */
+/**
+ * A condition as a controller states it: every field but the transition time, which `setCondition`
+ * keeps. `lastTransitionTime`, when given, is the time used if the status flips (a controller
+ * that records the same moment elsewhere in the status, as `status.sleepingSince`), else `now`.
+ */
 export type ConditionInput = Omit<Condition, 'lastTransitionTime' | 'reason' | 'message'> & {
   reason: string;
   message: string;
+  lastTransitionTime?: string;
 };
 
 /**
@@ -24,7 +29,9 @@ export function setCondition(
   const index = list.findIndex((existing) => existing.type === cond.type);
   const existing = index >= 0 ? list[index] : undefined;
   const lastTransitionTime =
-    existing && existing.status === cond.status ? existing.lastTransitionTime : formatTime(now.getTime());
+    existing && existing.status === cond.status
+      ? existing.lastTransitionTime
+      : (cond.lastTransitionTime ?? formatTime(now.getTime()));
   const next: Condition = { ...cond, lastTransitionTime };
   if (index >= 0) list[index] = next;
   else list.push(next);
