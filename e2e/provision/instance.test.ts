@@ -1,21 +1,17 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { beforeAll, describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
 import { CLEANUP_FINALIZER, INSTANCE_UID_LABEL } from '../../src/api/labels.ts';
-import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { ADMIN_KEYS, secretNameOf } from '../../src/provision/control-plane.ts';
-import { readSecretText } from '../../src/provision/instance-secrets.ts';
+import { API_GROUP } from '../../src/api/meta.ts';
+import { secretNameOf } from '../../src/provision/control-plane.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { ANNOTATION_OBJECT_NAME, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
-import { hostKubeConfig, hostKubeconfigPath, uniqueName, useNamespace } from '../support/cluster.ts';
-import { installCrds } from '../support/crds.ts';
+import { uniqueName } from '../support/cluster.ts';
 import { processesNaming } from '../support/instance-processes.ts';
-import { spawnOperator } from '../support/operator.ts';
+import { useProvisioningEnv } from '../support/provisioned-instances.ts';
 import { eventually } from '../support/wait.ts';
 
 /**
@@ -33,90 +29,28 @@ const VCI = 'virtualclusterinstances';
 const SYNCED = ['configmaps', 'services', 'endpoints'] as const;
 
 describe('a provisioned VirtualClusterInstance (processes provisioner)', { timeout: 600_000 }, () => {
-  const namespace = useNamespace('provision-vci');
-  const kc = hostKubeConfig();
-  const custom = kc.makeApiClient(CustomObjectsApi);
+  const env = useProvisioningEnv('provision-vci', {
+    description: 'e2e provision/instance',
+    config: stringify({
+      sync: {
+        toHost: {
+          configMaps: { enabled: true },
+          services: { enabled: true },
+          endpoints: { enabled: true },
+        },
+      },
+    }),
+  });
+  const { kc, namespace } = env;
   const core = kc.makeApiClient(CoreV1Api);
   const name = uniqueName('vc');
-  const template = uniqueName('tpl');
-  let stateDir: string;
-  let operator: ChildProcess | undefined;
-  let exited: Promise<unknown> | undefined;
-
-  const startOperator = () => {
-    operator = spawnOperator(
-      [
-        '--controllers',
-        'virtualcluster',
-        '--kubeconfig',
-        hostKubeconfigPath(),
-        '--watch-namespace',
-        namespace(),
-        '--namespace',
-        namespace(),
-        '--no-leader-elect',
-        '--health-port',
-        '0',
-        '--provisioner',
-        'processes',
-        '--provisioner-state-dir',
-        stateDir,
-        '--control-plane-binary',
-        inject('controlPlaneBinary'),
-      ],
-      join(stateDir, 'operator.log'),
-    );
-    const child = operator;
-    exited = new Promise((resolve) => child.once('exit', resolve));
-  };
-  const stopOperator = async () => {
-    operator?.kill('SIGTERM');
-    await exited;
-    operator = undefined;
-  };
-  const instanceDir = () => join(stateDir, 'virtualclusters', namespace(), name);
-  const readInstance = () =>
-    custom
-      .getNamespacedCustomObject({
-        group: API_GROUP,
-        version: API_VERSION,
-        namespace: namespace(),
-        plural: VCI,
-        name,
-      })
-      .catch((err: { code?: number }) => {
-        if (err.code === 404) return undefined;
-        throw err;
-      }) as Promise<any>;
-  const condition = async (type: string) =>
-    ((await readInstance())?.status?.conditions ?? []).find((c: any) => c.type === type);
-  const waitReady = async (what: string) => {
-    let last: unknown;
-    await eventually(
-      async () => {
-        last = (await readInstance())?.status?.conditions;
-        const ready = (last as any[] | undefined)?.find((c) => c.type === 'Ready');
-        return ready?.status === 'True';
-      },
-      300_000,
-      what,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}; conditions: ${JSON.stringify(last)}; log: ${operatorLogTail()}`);
-    });
-  };
-  const operatorLogTail = () => {
-    const path = join(stateDir, 'operator.log');
-    return existsSync(path) ? readFileSync(path, 'utf8').slice(-3000) : '';
-  };
-  /** The virtual cluster, as the admin credential of the instance's Secret. */
-  const virtual = async () => {
-    const text = await readSecretText(new KubeClient(kc), namespace(), secretNameOf(name, 'admin'));
-    const yaml = text?.[ADMIN_KEYS.kubeconfig];
-    if (!yaml) throw new Error('the admin Secret has no kubeconfig');
-    const virtualKc = new KubeConfig();
-    virtualKc.loadFromString(yaml);
-    return virtualKc.makeApiClient(CoreV1Api);
-  };
+  const startOperator = () => env.startOperator('operator', ['--no-leader-elect']);
+  const stopOperator = () => env.stopOperator('operator');
+  const instanceDir = () => env.instanceDir(name);
+  const readInstance = () => env.readInstance(name);
+  const condition = (type: string) => env.condition(name, type);
+  const waitReady = (what: string) => env.waitCondition(name, 'Ready', 'True', 300_000, what);
+  const virtual = () => env.virtualCore(name);
   /** The host objects of `plural` the syncer wrote for this instance, by their virtual names. */
   const syncedOnHost = async (plural: (typeof SYNCED)[number]) => {
     const list = await new KubeClient(kc).request<{ items: any[] }>({
@@ -128,30 +62,6 @@ describe('a provisioned VirtualClusterInstance (processes provisioner)', { timeo
   };
 
   beforeAll(async () => {
-    await installCrds(kc);
-    stateDir = mkdtempSync(join(tmpdir(), 'provision-vci-'));
-    await custom.createClusterCustomObject({
-      group: API_GROUP,
-      version: API_VERSION,
-      plural: 'virtualclustertemplates',
-      body: {
-        apiVersion: `${API_GROUP}/${API_VERSION}`,
-        kind: 'VirtualClusterTemplate',
-        metadata: { name: template },
-        spec: {
-          description: 'e2e provision/instance',
-          config: stringify({
-            sync: {
-              toHost: {
-                configMaps: { enabled: true },
-                services: { enabled: true },
-                endpoints: { enabled: true },
-              },
-            },
-          }),
-        },
-      },
-    });
     // The member may make instances in this namespace, and nothing else.
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
     await rbac.createNamespacedRole({
@@ -177,18 +87,6 @@ describe('a provisioned VirtualClusterInstance (processes provisioner)', { timeo
     });
     startOperator();
   });
-  afterAll(async () => {
-    await stopOperator();
-    await custom
-      .deleteClusterCustomObject({
-        group: API_GROUP,
-        version: API_VERSION,
-        plural: 'virtualclustertemplates',
-        name: template,
-      })
-      .catch(() => {});
-    rmSync(stateDir, { recursive: true, force: true });
-  });
 
   /** The member's client: the host's admin credentials, impersonating the member. */
   const asMember = () => {
@@ -200,18 +98,7 @@ describe('a provisioned VirtualClusterInstance (processes provisioner)', { timeo
   };
 
   test('a member creates it from a template; it becomes Provisioned and Ready, with Events', async () => {
-    await asMember().createNamespacedCustomObject({
-      group: API_GROUP,
-      version: API_VERSION,
-      namespace: namespace(),
-      plural: VCI,
-      body: {
-        apiVersion: `${API_GROUP}/${API_VERSION}`,
-        kind: 'VirtualClusterInstance',
-        metadata: { name },
-        spec: { templateRef: { name: template } },
-      },
-    });
+    await env.createInstance(name, asMember());
     await waitReady('the instance Ready');
     const instance = await readInstance();
     expect(instance.metadata.finalizers).toContain(CLEANUP_FINALIZER);
@@ -301,13 +188,7 @@ describe('a provisioned VirtualClusterInstance (processes provisioner)', { timeo
 
   test('deleted: no host object it synced, no process, no state directory, no Secret, no syncer identity', async () => {
     const uid = (await readInstance()).metadata.uid;
-    await asMember().deleteNamespacedCustomObject({
-      group: API_GROUP,
-      version: API_VERSION,
-      namespace: namespace(),
-      plural: VCI,
-      name,
-    });
+    await env.deleteInstance(name, asMember());
     await eventually(async () => (await readInstance()) === undefined, 120_000, 'the instance gone');
     for (const plural of SYNCED) expect(await syncedOnHost(plural)).toEqual([]);
     expect(processesNaming(instanceDir())).toEqual([]);
