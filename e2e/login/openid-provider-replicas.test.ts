@@ -39,6 +39,15 @@ describe('the OpenID provider state shared by gateway replicas', () => {
     return models;
   };
 
+  /** A replica that has cached what is written now, and whose watch then delivers nothing more. */
+  const laggingReplica = async () => {
+    const models = await replica();
+    const manager = managers.pop() as Manager;
+    await expect.poll(() => manager.readiness().ready, { timeout: 30_000 }).toBe(true);
+    await manager.stop();
+    return models;
+  };
+
   beforeAll(async () => {
     replicaA = await replica();
     replicaB = await replica();
@@ -80,6 +89,38 @@ describe('the OpenID provider state shared by gateway replicas', () => {
     expect(await replicaA.model('AccessToken').find('token-1')).toBeUndefined();
     expect(await replicaA.model('AccessToken').find('token-2')).toBeUndefined();
     expect(await replicaA.model('AccessToken').find('token-3')).toMatchObject({ grantId: 'other' });
+  });
+
+  it('a replica whose cache lags answers what was written last: an interaction with its result, a session by uid', async () => {
+    // A sign-in's next request comes a moment after the write that finished its interaction, before
+    // any watch may have delivered it: a replica whose watch delivers nothing more makes that certain.
+    const id = `interaction-${Math.random().toString(36).slice(2)}`;
+    const sessionUid = `session-uid-${Math.random().toString(36).slice(2)}`;
+    await replicaA.model('Interaction').upsert(id, { uid: id, prompt: { name: 'login' } }, 600);
+    await replicaA.model('Session').upsert('lagging-session', { uid: sessionUid, accountId: 'alice' }, 600);
+    const lagging = await laggingReplica();
+
+    await replicaA
+      .model('Interaction')
+      .upsert(id, { uid: id, result: { login: { accountId: 'alice' } } }, 600);
+    await replicaA.model('Session').upsert('lagging-session', { uid: sessionUid, accountId: 'bob' }, 600);
+    expect(await lagging.model('Interaction').find(id)).toEqual({
+      uid: id,
+      result: { login: { accountId: 'alice' } },
+    });
+    expect(await lagging.model('Session').findByUid(sessionUid)).toMatchObject({ accountId: 'bob' });
+    await replicaA.model('Session').destroy('lagging-session');
+    expect(await lagging.model('Session').findByUid(sessionUid)).toBeUndefined();
+  });
+
+  it("a grant's revocation by a replica whose cache lags misses no entry, however recent", async () => {
+    const grantId = `grant-${Math.random().toString(36).slice(2)}`;
+    await replicaA.model('AccessToken').upsert('lag-token-1', { grantId, accountId: 'alice' }, 3600);
+    const lagging = await laggingReplica();
+    await replicaA.model('AccessToken').upsert('lag-token-2', { grantId, accountId: 'alice' }, 3600);
+    await lagging.model('AccessToken').revokeByGrantId(grantId);
+    expect(await replicaA.model('AccessToken').find('lag-token-1')).toBeUndefined();
+    expect(await replicaA.model('AccessToken').find('lag-token-2')).toBeUndefined();
   });
 
   it('an expired entry is never answered and is deleted when it expires', async () => {

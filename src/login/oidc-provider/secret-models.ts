@@ -19,10 +19,13 @@ import { LiveEntries } from './live-entries.ts';
  * One Secret per entry, named after a hash of its id (ids are bearer values: codes, tokens), type
  * {@link OIDC_STATE_SECRET_TYPE}, labelled with its model, and with a hash of its grant and uid
  * for the lookups oidc-provider makes by them; the payload in `data.payload`, the expiry in an
- * annotation. Reads come from an informer over those Secrets; an id the cache does not know yet
- * (written a moment ago by another replica) is read from the apiserver once, and codes (consumed
- * once) are always read there. Expired entries are never answered, and a controller deletes them
- * when they expire.
+ * annotation. An entry is always read from the apiserver, never answered from the informer: an
+ * entry changes after it is made (an interaction gets its sign-in's result, a code is consumed),
+ * and the next request of the same sign-in may come a moment after that write, to this replica or
+ * another, before any watch has delivered it (a stale interaction sent the person back to the
+ * login page). The informer serves what may lag: the names behind the grant and uid lookups, the
+ * bound on live entries, and the expiry controller. Expired entries are never answered, and that
+ * controller deletes them when they expire.
  *
  * Bounds: at most {@link ENTRIES_PER_MODEL} live entries per model across the replicas; beyond
  * that a new entry is refused (a flood of started sign-ins cannot grow etcd without bound).
@@ -36,15 +39,6 @@ const USER_CODE_LABEL = 'management.platform/oidc-user-code';
 export const OIDC_EXPIRES_AT_ANNOTATION = 'management.platform/oidc-expires-at';
 
 export const ENTRIES_PER_MODEL = 10_000;
-/**
- * Models whose entries are consumed once (a code exchanged twice revokes its grant): always read
- * from the apiserver, never from a cache that may not have seen the other replica's consumption.
- */
-const CONSUMED_ONCE: ReadonlySet<string> = new Set([
-  'AuthorizationCode',
-  'DeviceCode',
-  'BackchannelAuthenticationRequest',
-]);
 
 interface StateSecret {
   apiVersion?: string;
@@ -190,13 +184,8 @@ export class SecretModels {
     return undefined;
   }
 
-  /**
-   * @internal The entry named `name`: the cache, else (written a moment ago elsewhere) or when
-   * `fresh` the apiserver.
-   */
-  async read(name: string, fresh = false): Promise<StateSecret | undefined> {
-    const cached = fresh ? undefined : this.informer.store.getByName(this.options.namespace, name);
-    if (cached) return cached;
+  /** @internal The entry named `name`, as the apiserver has it now (see the module comment). */
+  async read(name: string): Promise<StateSecret | undefined> {
     try {
       return await this.options.api.request<StateSecret>({ method: 'GET', path: this.path(name) });
     } catch (err) {
@@ -206,19 +195,31 @@ export class SecretModels {
   }
 
   /**
-   * @internal The entries of a model with `label` = the hash of `value`: the cache's, else the
-   * apiserver's (an entry written a moment ago by another replica).
+   * @internal The entries of a model with `label` = the hash of `value`, as the apiserver has them
+   * now. `complete`: every one, listed by the apiserver (a revocation must miss none, however
+   * recently written). Otherwise (a lookup of one, by a label unique to it): the ones the cache
+   * names, each read again (an entry's labels never change), and listed only when the cache names
+   * none yet.
    */
-  async entriesBy(model: string, label: string, value: string): Promise<readonly StateSecret[]> {
-    const selector = `${OIDC_MODEL_LABEL}=${modelKey(model)},${label}=${digest(value)}`;
-    const cached = this.informer.store
-      .byIndex(LabelIndex, `${label}=${digest(value)}`)
-      .filter((secret) => secret.metadata.labels?.[OIDC_MODEL_LABEL] === modelKey(model));
-    if (cached.length > 0) return cached;
+  async entriesBy(
+    model: string,
+    label: string,
+    value: string,
+    complete: boolean,
+  ): Promise<readonly StateSecret[]> {
+    const cached = complete
+      ? []
+      : this.informer.store
+          .byIndex(LabelIndex, `${label}=${digest(value)}`)
+          .filter((secret) => secret.metadata.labels?.[OIDC_MODEL_LABEL] === modelKey(model));
+    if (cached.length > 0) {
+      const current = await Promise.all(cached.map((secret) => this.read(secret.metadata.name ?? '')));
+      return current.filter((secret): secret is StateSecret => secret !== undefined);
+    }
     const list = await this.options.api.request<{ items?: StateSecret[] }>({
       method: 'GET',
       path: collectionPath(resources.secrets, this.options.namespace),
-      query: { labelSelector: selector },
+      query: { labelSelector: `${OIDC_MODEL_LABEL}=${modelKey(model)},${label}=${digest(value)}` },
     });
     return list.items ?? [];
   }
@@ -252,7 +253,7 @@ export class SecretModels {
   /** @internal Marks an entry consumed, once: a concurrent second consumption fails. */
   async consume(model: string, id: string): Promise<void> {
     const name = stateSecretName(model, id);
-    const secret = await this.read(name, true);
+    const secret = await this.read(name);
     const payload = secret ? statePayload(secret, this.now()) : undefined;
     if (!secret || !payload) return;
     if (payload.consumed !== undefined) throw new OidcStateConsumed(`the ${model} was already used`);
@@ -304,8 +305,7 @@ class SecretModel implements Adapter {
   }
 
   async find(id: string): Promise<AdapterPayload | undefined> {
-    const fresh = CONSUMED_ONCE.has(this.name);
-    return this.models.payloadOf(await this.models.read(stateSecretName(this.name, id), fresh));
+    return this.models.payloadOf(await this.models.read(stateSecretName(this.name, id)));
   }
 
   async findByUid(uid: string): Promise<AdapterPayload | undefined> {
@@ -325,7 +325,7 @@ class SecretModel implements Adapter {
   }
 
   async revokeByGrantId(grantId: string): Promise<void> {
-    for (const secret of await this.models.entriesBy(this.name, GRANT_LABEL, grantId)) {
+    for (const secret of await this.models.entriesBy(this.name, GRANT_LABEL, grantId, true)) {
       if (this.models.payloadOf(secret)?.grantId === grantId)
         await this.models.delete(secret.metadata.name ?? '');
     }
@@ -337,7 +337,7 @@ class SecretModel implements Adapter {
     field: 'uid' | 'userCode',
     value: string,
   ): Promise<AdapterPayload | undefined> {
-    for (const secret of await this.models.entriesBy(this.name, label, value)) {
+    for (const secret of await this.models.entriesBy(this.name, label, value, false)) {
       const payload = this.models.payloadOf(secret);
       if (payload?.[field] === value) return payload;
     }
