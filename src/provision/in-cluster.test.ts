@@ -21,32 +21,20 @@ describe('statusOf', () => {
       status,
     }) as V1StatefulSet;
 
+  /** What the StatefulSet controller counted: one replica, `ready` of them ready, at `generation`. */
+  const counted = (ready: number, generation: number) => ({
+    replicas: 1,
+    readyReplicas: ready,
+    observedGeneration: generation,
+  });
+  const wanted = (replicas: number, generation: number) => ({ replicas, generation });
+
   test.each([
-    [
-      'zero replicas',
-      { replicas: 0, generation: 3 },
-      { replicas: 1, readyReplicas: 1, observedGeneration: 2 },
-      'Stopped',
-    ],
-    [
-      'a ready replica counted at the current generation',
-      { replicas: 1, generation: 3 },
-      { replicas: 1, readyReplicas: 1, observedGeneration: 3 },
-      'Ready',
-    ],
-    [
-      'a ready replica counted at an older generation',
-      { replicas: 1, generation: 3 },
-      { replicas: 1, readyReplicas: 1, observedGeneration: 2 },
-      'Starting',
-    ],
-    [
-      'no ready replica',
-      { replicas: 1, generation: 3 },
-      { replicas: 1, readyReplicas: 0, observedGeneration: 3 },
-      'Starting',
-    ],
-    ['no status yet', { replicas: 1, generation: 1 }, undefined, 'Starting'],
+    ['zero replicas', wanted(0, 3), counted(1, 2), 'Stopped'],
+    ['a ready replica counted at the current generation', wanted(1, 3), counted(1, 3), 'Ready'],
+    ['a ready replica counted at an older generation', wanted(1, 3), counted(1, 2), 'Starting'],
+    ['no ready replica', wanted(1, 3), counted(0, 3), 'Starting'],
+    ['no status yet', wanted(1, 1), undefined, 'Starting'],
   ] as const)('%s: %s', (_, spec, status, phase) => {
     const result = statusOf(instance, statefulSet(spec, status), 'CA PEM');
     expect(result.phase).toBe(phase);

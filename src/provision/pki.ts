@@ -81,21 +81,48 @@ function parsedCa(pki: SecretText | undefined): X509Certificate | string {
   return typeof cert === 'string' ? (cert === 'is missing' ? cert : `certificate ${cert}`) : cert;
 }
 
+/** A client credential of the instance: the Secret and keys it is kept under, and whose it is. */
+interface ClientCredential {
+  readonly secret: keyof Existing;
+  readonly certKey: string;
+  readonly keyKey: string;
+  readonly user: string;
+}
+
+/** The admin's (syncer, access proxy) and the controller manager's: both in system:masters. */
+const CLIENTS = {
+  admin: { secret: 'admin', certKey: ADMIN_KEYS.clientCert, keyKey: ADMIN_KEYS.clientKey, user: ADMIN_USER },
+  controllerManager: {
+    secret: 'pki',
+    certKey: PKI_KEYS.controllerManagerCert,
+    keyKey: PKI_KEYS.controllerManagerKey,
+    user: CONTROLLER_MANAGER_USER,
+  },
+} as const satisfies Record<string, ClientCredential>;
+
+/** The certificate and key of `client` in `existing`, where both are there. */
+function existingClient(existing: Existing, client: ClientCredential): CertificateAndKey | undefined {
+  const data = existing[client.secret] ?? {};
+  const [certPem, keyPem] = [ownValue(data, client.certKey), ownValue(data, client.keyKey)];
+  return certPem !== undefined && keyPem !== undefined ? { certPem, keyPem } : undefined;
+}
+
 /** Why a client certificate must be made again (a phrase after "the ... certificate"), or undefined. */
 function clientProblem(
-  certPem: string | undefined,
-  keyPem: string | undefined,
+  existing: Existing,
+  client: ClientCredential,
   ca: X509Certificate,
   now: number,
-  user: string,
 ): string | undefined {
+  const data = existing[client.secret] ?? {};
+  const [certPem, keyPem] = [ownValue(data, client.certKey), ownValue(data, client.keyKey)];
   const none = { dnsNames: [], ipAddresses: [] };
   const problem = servingProblem({ certPem, keyPem }, ca, now, { renewBefore: RENEW_BEFORE, names: none });
   if (problem) return problem;
   const subject = new X509Certificate(certPem ?? '').subject.split('\n');
-  return subject.includes(`CN=${user}`) && subject.includes(`O=${MASTERS}`)
+  return subject.includes(`CN=${client.user}`) && subject.includes(`O=${MASTERS}`)
     ? undefined
-    : `does not name ${user} in ${MASTERS}`;
+    : `does not name ${client.user} in ${MASTERS}`;
 }
 
 /** What to keep and what to make of an instance's PKI at `now`. Pure. */
@@ -106,7 +133,6 @@ export function planInstancePki(existing: Existing, instance: InstancePkiInput, 
   const ca = caWhy || typeof parsed === 'string' ? undefined : parsed;
   if (caWhy) reasons.push(`the CA ${caWhy}`);
   const pki = existing.pki ?? {};
-  const admin = existing.admin ?? {};
   const leaf = (what: string, problem: () => string | undefined): Action => {
     const why = ca ? problem() : 'is from a CA that is made again';
     if (why) reasons.push(`the ${what} ${why}`);
@@ -129,23 +155,9 @@ export function planInstancePki(existing: Existing, instance: InstancePkiInput, 
         },
       ),
     ),
-    admin: leaf('admin certificate', () =>
-      clientProblem(
-        ownValue(admin, ADMIN_KEYS.clientCert),
-        ownValue(admin, ADMIN_KEYS.clientKey),
-        ca!,
-        now,
-        ADMIN_USER,
-      ),
-    ),
+    admin: leaf('admin certificate', () => clientProblem(existing, CLIENTS.admin, ca!, now)),
     controllerManager: leaf('controller manager certificate', () =>
-      clientProblem(
-        ownValue(pki, PKI_KEYS.controllerManagerCert),
-        ownValue(pki, PKI_KEYS.controllerManagerKey),
-        ca!,
-        now,
-        CONTROLLER_MANAGER_USER,
-      ),
+      clientProblem(existing, CLIENTS.controllerManager, ca!, now),
     ),
   };
   if (plan.serviceAccountKeys === 'make') reasons.push('the service-account keys are missing');
@@ -212,15 +224,11 @@ export async function buildInstancePki(
       },
       now,
     ));
-  const admin =
-    keep(plan.admin, ownValue(old.admin, ADMIN_KEYS.clientCert), ownValue(old.admin, ADMIN_KEYS.clientKey)) ??
-    (await issueCertificate(ca, clientRequest(ADMIN_USER), now));
-  const controllerManager =
-    keep(
-      plan.controllerManager,
-      ownValue(old.pki, PKI_KEYS.controllerManagerCert),
-      ownValue(old.pki, PKI_KEYS.controllerManagerKey),
-    ) ?? (await issueCertificate(ca, clientRequest(CONTROLLER_MANAGER_USER), now));
+  const client = async (action: Action, credential: ClientCredential) =>
+    (action === 'keep' ? existingClient(existing, credential) : undefined) ??
+    (await issueCertificate(ca, clientRequest(credential.user), now));
+  const admin = await client(plan.admin, CLIENTS.admin);
+  const controllerManager = await client(plan.controllerManager, CLIENTS.controllerManager);
   const oldPublic = ownValue(old.pki, PKI_KEYS.serviceAccountPublicKey);
   const oldPrivate = ownValue(old.pki, PKI_KEYS.serviceAccountPrivateKey);
   const serviceAccount =
