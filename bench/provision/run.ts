@@ -29,12 +29,13 @@
  *
  *   bench/provision/run.sh [ROUNDS=3] [SETTLE_SECONDS=30]     (BENCH_SMOKE=1: 1 round, 2 s)
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { processesNaming } from '../../e2e/support/instance-processes.ts';
 import { ensureControlPlaneBinary } from '../../src/dev/binaries.ts';
 import { ControlPlane } from '../../src/dev/controlplane.ts';
 import { ControlPlaneStartError, logTail, ManagedProcess } from '../../src/provision/child-processes.ts';
@@ -150,25 +151,6 @@ async function expectKeptConfigMap(credential: AdminCredential, who: string): Pr
     throw new Error(`${who}: the ConfigMap made before the sleep is gone (HTTP ${read.status})`);
 }
 
-/** Live (not zombie) processes whose command line names `dir`, with their component. */
-function processesUnder(dir: string): { pid: number; component: string }[] {
-  const found: { pid: number; component: string }[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.startsWith('Z')) continue;
-    } catch {
-      continue; // ended meanwhile
-    }
-    if (!argv.some((arg) => arg.includes(dir))) continue;
-    const component = argv.find((arg) => (COMPONENTS as readonly string[]).includes(arg));
-    found.push({ pid: Number(entry), component: component ?? argv.join(' ') });
-  }
-  return found;
-}
-
 /** Memory of a control plane's processes, in MiB, summed over them. */
 interface Memory {
   /** VmRSS: what the figure is. Counts the binary's pages once per process (three share it). */
@@ -194,7 +176,7 @@ const kibOf = (text: string, field: string, source: string): number => {
 
 /** The memory of the control plane under `dir`: exactly one etcd, apiserver and controller manager. */
 function memoryOf(dir: string): Memory {
-  const processes = processesUnder(dir);
+  const processes = processesNaming(dir);
   const components = processes.map((p) => p.component).sort();
   if (components.join(',') !== [...COMPONENTS].sort().join(','))
     throw new Error(
@@ -374,7 +356,7 @@ async function byHandRound(binary: string, root: string): Promise<Sample & { pki
     const idle = memoryOf(root);
     await makeKeptConfigMap(byHand.credential);
     await byHand.stop();
-    if (processesUnder(root).length > 0) throw new Error('a process spawned by hand outlived its stop');
+    if (processesNaming(root).length > 0) throw new Error('a process spawned by hand outlived its stop');
     // A restart keeps the ports where they are still free (as the provisioner does).
     await byHand.prepare(byHand.recordedPorts);
     const began = performance.now();
@@ -398,7 +380,7 @@ async function provisionedRound(
 ): Promise<Sample> {
   const dir = instancePaths(stateDir, instance).root;
   const alive = () => {
-    if (!processesUnder(dir).some((p) => p.component === 'kube-apiserver'))
+    if (!processesNaming(dir).some((p) => p.component === 'kube-apiserver'))
       throw new Error(`the kube-apiserver of ${instance.namespace}/${instance.name} is not running`);
   };
   /** ensure, then the admin credential as a client reads it from the host, then /readyz with it. */
@@ -420,7 +402,7 @@ async function provisionedRound(
     const idle = memoryOf(dir);
     await makeKeptConfigMap(credential);
     await provisioner.stop(instance);
-    if (processesUnder(dir).length > 0) throw new Error('a process of the instance outlived its sleep');
+    if (processesNaming(dir).length > 0) throw new Error('a process of the instance outlived its sleep');
     began = performance.now();
     const woken = await ensureUntilReadyz('wake');
     const wake = (performance.now() - began) / 1000;
@@ -433,7 +415,7 @@ async function provisionedRound(
   } finally {
     await provisioner.remove(instance);
   }
-  if (processesUnder(dir).length > 0 || existsSync(dir))
+  if (processesNaming(dir).length > 0 || existsSync(dir))
     throw new Error(`${instance.name}: a process or the directory of the instance outlived its removal`);
   return sample;
 }
