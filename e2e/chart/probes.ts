@@ -92,6 +92,11 @@ export interface Probe {
   /** Admin preparation, before the operator starts. */
   before?: (ctx: ProbeContext) => Promise<void>;
   steps: (ctx: ProbeContext) => Step[];
+  /**
+   * Why, when every probe runs against one operator, this one runs after the others, by itself:
+   * what it does changes what the others rely on while it runs.
+   */
+  apart?: string;
 }
 
 const conditionOf = (object: any, type: string) =>
@@ -736,10 +741,19 @@ const leaderElectionProbe: Probe = {
  * gets a Lease of its own, held by the replica that syncs it; a replica that appears later (a
  * member Lease the admin writes, seen through the watch) is handed the instances assigned to it,
  * which come back when it goes; an instance's Lease is deleted with it.
+ *
+ * The replica that appears is a name only: nothing runs as it. The controller shares out every
+ * instance there is, floor(K/2) or ceil(K/2) of K to each of two members, so that peer is handed
+ * a share of the other probes' instances as well (at least one of them once there are four), and
+ * nobody syncs those until it goes: the probe runs apart. The peer is chosen over every instance key
+ * there is when it appears (not over this probe's key alone: with other keys present, the
+ * balanced assignment may give this one to the operator, and the peer would never go).
  */
 const virtualClusterSharesProbe: Probe = {
   id: 'virtual-cluster-shares',
   needs: { controllers: ['virtualcluster'], leaderElect: true },
+  apart:
+    "its peer replica is handed a share of every probe's instances, which nobody syncs while it is there",
   before: async (ctx) => {
     const ns = `vcs-${ctx.id}`;
     await createNamespace(ctx, ns, ctx.admin, { 'management.platform/project': ns });
@@ -757,13 +771,21 @@ const virtualClusterSharesProbe: Probe = {
     ctx.cleanup.push(forceDelete(ctx.admin, path));
     const keyLease = () => ctx.admin.get(`${leases}/${keyLeaseName(group, key)}`);
     const holderOfKey = async () => (await keyLease())?.spec?.holderIdentity ?? '';
-    // A peer the instance is assigned to when it is a member beside the operator.
-    const peer = () =>
-      [1, 2, 3, 4, 5, 6, 7, 8]
-        .map((n) => `probe-peer-${n}`)
-        .find((candidate) => assignKeys([key], [ctx.identity, candidate]).get(key) === candidate) ??
-      'probe-peer';
-    const peerLease = () => `${leases}/${memberLeaseName(group, peer())}`;
+    // A peer this instance is assigned to when it is a member beside the operator, over every
+    // instance the controller shares out (its keys: namespace/name of each instance there is).
+    const choosePeer = async (): Promise<string> => {
+      const keys = (await ctx.admin.list(`${MP}/virtualclusterinstances`)).map(
+        (instance) => `${instance.metadata.namespace}/${instance.metadata.name}`,
+      );
+      const candidates = Array.from({ length: 64 }, (_, n) => `probe-peer-${n + 1}`);
+      const peer = candidates.find(
+        (candidate) => assignKeys(keys, [ctx.identity, candidate]).get(key) === candidate,
+      );
+      if (!peer)
+        throw new Error(`none of ${candidates.length} peers is assigned ${key} of ${keys.join(', ')}`);
+      return peer;
+    };
+    const peerLease = (peer: string) => `${leases}/${memberLeaseName(group, peer)}`;
     return [
       {
         what: "the operator holds its member Lease of the virtual clusters' share group",
@@ -782,24 +804,26 @@ const virtualClusterSharesProbe: Probe = {
       },
       {
         what: 'a replica that appears is handed the instance assigned to it (its Lease released)',
-        run: () => {
-          ctx.cleanup.push(() => ctx.admin.delete(peerLease()));
+        run: async () => {
+          const peer = await choosePeer();
+          ctx.state.peer = peer;
+          ctx.cleanup.push(() => ctx.admin.delete(peerLease(peer)));
           const now = new Date().toISOString().replace('Z', '000Z');
           return ctx.admin.create(leases, {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
             metadata: {
-              name: memberLeaseName(group, peer()),
+              name: memberLeaseName(group, peer),
               labels: { [SHARE_GROUP_LABEL]: group, [SHARE_ROLE_LABEL]: 'member' },
             },
-            spec: { holderIdentity: peer(), leaseDurationSeconds: 3600, acquireTime: now, renewTime: now },
+            spec: { holderIdentity: peer, leaseDurationSeconds: 3600, acquireTime: now, renewTime: now },
           });
         },
         until: async () => (await holderOfKey()) === '',
       },
       {
         what: 'the instance comes back when that replica goes',
-        run: () => ctx.admin.delete(peerLease()),
+        run: () => ctx.admin.delete(peerLease(ctx.state.peer)),
         until: async () => (await holderOfKey()) === ctx.identity,
       },
       {
