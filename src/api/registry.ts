@@ -85,6 +85,13 @@ const stored = (
   ...info,
 });
 
+/** A kind the gateway serves without storing it; none has short names. */
+const served = (info: Omit<VirtualKind, 'stored' | 'shortNames'>): VirtualKind => ({
+  stored: false,
+  shortNames: [],
+  ...info,
+});
+
 export const SHARED_SECRET = stored({
   kind: 'SharedSecret',
   schema: SharedSecretSchema,
@@ -219,51 +226,43 @@ export const VIRTUAL_CLUSTER_TEMPLATE = stored({
   ],
 });
 
-const DIRECT_CLUSTER_ENDPOINT_TOKEN: VirtualKind = {
-  stored: false,
+const DIRECT_CLUSTER_ENDPOINT_TOKEN = served({
   kind: 'DirectClusterEndpointToken',
   schema: DirectClusterEndpointTokenSchema,
   plural: 'directclusterendpointtokens',
   singular: 'directclusterendpointtoken',
-  shortNames: [],
   scope: 'Cluster',
   verbs: ['create'],
-};
+});
 
-const PROJECT_MEMBERS: VirtualKind = {
-  stored: false,
+const PROJECT_MEMBERS = served({
   kind: 'ProjectMembers',
   schema: ProjectMembersSchema,
   plural: 'members',
   singular: 'members',
-  shortNames: [],
   scope: 'Cluster',
   verbs: ['get'],
   subresourceOf: { plural: 'projects', subresource: 'members' },
-};
+});
 
-const VIRTUAL_CLUSTER_INSTANCE_KUBECONFIG: VirtualKind = {
-  stored: false,
+const VIRTUAL_CLUSTER_INSTANCE_KUBECONFIG = served({
   kind: 'VirtualClusterInstanceKubeConfig',
   schema: VirtualClusterInstanceKubeConfigSchema,
   plural: 'kubeconfig',
   singular: 'kubeconfig',
-  shortNames: [],
   scope: 'Namespaced',
   verbs: ['create'],
   subresourceOf: { plural: 'virtualclusterinstances', subresource: 'kubeconfig' },
-};
+});
 
-const CONFIG: VirtualKind = {
-  stored: false,
+const CONFIG = served({
   kind: 'Config',
   schema: ConfigSchema,
   plural: 'configs',
   singular: 'config',
-  shortNames: [],
   scope: 'Cluster',
   verbs: ['get', 'create', 'update'],
-};
+});
 
 /** Every kind of the group, stored kinds first, each once. */
 export const KINDS: readonly KindInfo[] = [
