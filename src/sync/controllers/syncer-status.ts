@@ -34,6 +34,8 @@ export function syncOutcomes(options: {
   events: EventRecorder;
   logger: Logger;
   onStatusChange?: () => void;
+  /** Called on every change carried (a write or delete on either side): the instance's activity. */
+  onActivity?: () => void;
 }): SyncOutcomes {
   const { vcluster, metrics, events, logger } = options;
   const failing = new Map<string, FailingObject>();
@@ -46,8 +48,14 @@ export function syncOutcomes(options: {
     }
   };
   const reporter: SyncReporter = {
-    synced: (kind, direction) => metrics.objectsSynced.inc({ vcluster, kind, direction }),
-    deleted: (kind, side) => metrics.objectsDeleted.inc({ vcluster, kind, side }),
+    synced: (kind, direction) => {
+      metrics.objectsSynced.inc({ vcluster, kind, direction });
+      options.onActivity?.();
+    },
+    deleted: (kind, side) => {
+      metrics.objectsDeleted.inc({ vcluster, kind, side });
+      options.onActivity?.();
+    },
     failed(kind, key, virtual, reason, message) {
       metrics.errors.inc({ vcluster, kind, reason });
       const id = `${kind}/${key}`;

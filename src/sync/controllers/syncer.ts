@@ -80,6 +80,11 @@ export interface SyncerOptions {
   resyncPeriodMs?: number;
   /** Called when readiness or the set of failing objects changes (not on every retry). */
   onStatusChange?: () => void;
+  /**
+   * Called whenever the syncer carries a change: writes or deletes an object on either side
+   * (sleep mode counts it as the virtual cluster's activity). Must not throw.
+   */
+  onActivity?: () => void;
 }
 
 export interface SyncerStatus {
@@ -157,6 +162,7 @@ export function startSyncer(given: SyncerOptions): Syncer {
     events,
     logger,
     onStatusChange: options.onStatusChange,
+    onActivity: options.onActivity,
   });
   const controllerParts = { options, ctx, caches, sandbox, reporter: outcomes.reporter };
   const lookups = {
