@@ -1,4 +1,5 @@
 import { posix } from 'node:path';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
 
 /**
  * One description of a virtual cluster's control plane: which components run, each one's command
@@ -16,6 +17,26 @@ import { posix } from 'node:path';
 
 /** The components, in start order (each needs the one before it). */
 export type ComponentName = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
+
+/**
+ * The labels the StatefulSet selects an instance's pod by, and its Service the endpoints by (an
+ * orphaned claim is known as the instance's by them too).
+ */
+export function selectorLabelsOf(instanceName: string): Record<string, string> {
+  return { 'app.kubernetes.io/name': 'virtual-control-plane', 'app.kubernetes.io/instance': instanceName };
+}
+
+/**
+ * The labels of every object of an instance's control plane on the host, whichever provisioner
+ * made it: its Secrets (both modes), and in a cluster its StatefulSet, pod, claim and Service.
+ */
+export function controlPlaneLabelsOf(instanceName: string): Record<string, string> {
+  return {
+    ...selectorLabelsOf(instanceName),
+    'app.kubernetes.io/component': 'control-plane',
+    [MANAGED_BY_LABEL]: MANAGED_BY,
+  };
+}
 
 /** The Secrets of an instance, by role. */
 export type SecretRole = 'pki' | 'admin';

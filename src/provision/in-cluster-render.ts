@@ -12,16 +12,17 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import type { VirtualClusterTemplateSpec } from '../api/virtualclustertemplate.ts';
 import {
   type ComponentDescription,
   type ControlPlaneDescription,
+  controlPlaneLabelsOf,
   describeControlPlane,
   POD_PORTS,
   type SecretRole,
   secretNameOf,
+  selectorLabelsOf,
 } from './control-plane.ts';
 import { CONTROL_PLANE_BINARY } from './in-cluster-image.ts';
 
@@ -116,18 +117,7 @@ export function endpointOf(instance: { namespace: string; name: string }): strin
   return `https://${serviceNameOf(instance.name)}.${instance.namespace}.svc`;
 }
 
-/** The labels the StatefulSet selects its pod by, and the Service its endpoints by. */
-export function selectorLabelsOf(instanceName: string): Record<string, string> {
-  return { 'app.kubernetes.io/name': 'virtual-control-plane', 'app.kubernetes.io/instance': instanceName };
-}
-
-function labelsOf(instanceName: string): Record<string, string> {
-  return {
-    ...selectorLabelsOf(instanceName),
-    'app.kubernetes.io/component': 'control-plane',
-    [MANAGED_BY_LABEL]: MANAGED_BY,
-  };
-}
+export { selectorLabelsOf };
 
 /** The owner reference every object of the instance carries (deleted with it by the garbage collector). */
 function instanceOwnerReference(instance: InClusterRenderInput['instance']): V1OwnerReference {
@@ -212,7 +202,7 @@ function claimTemplate(input: InClusterRenderInput): V1PersistentVolumeClaim {
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
-    metadata: { name: DATA_CLAIM, labels: labelsOf(input.instance.name) },
+    metadata: { name: DATA_CLAIM, labels: controlPlaneLabelsOf(input.instance.name) },
     spec: {
       accessModes: ['ReadWriteOnce'],
       resources: { requests: { storage: storage?.size ?? DEFAULT_STORAGE_SIZE } },
@@ -240,7 +230,7 @@ function metadataOf(
   return {
     name,
     namespace: instance.namespace,
-    labels: labelsOf(instance.name),
+    labels: controlPlaneLabelsOf(instance.name),
     ...(annotations ? { annotations } : {}),
     ownerReferences: [instanceOwnerReference(instance)],
   };
@@ -332,7 +322,10 @@ function statefulSetOf(input: InClusterRenderInput, description: ControlPlaneDes
       // The claim goes with the StatefulSet (remove), never with a scale to zero (sleep).
       persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Delete', whenScaled: 'Retain' },
       volumeClaimTemplates,
-      template: { metadata: { labels: labelsOf(instance.name) }, spec: podSpecOf(input, description) },
+      template: {
+        metadata: { labels: controlPlaneLabelsOf(instance.name) },
+        spec: podSpecOf(input, description),
+      },
     },
   };
 }

@@ -1,6 +1,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { KubeApi, RequestOptions } from '../runtime/kube-api.ts';
+import { renderSecrets } from './in-cluster-render.ts';
 import { deleteSecret, readSecretText, writeSecretText } from './instance-secrets.ts';
 import type { SecretText } from './pki.ts';
 
@@ -48,6 +49,20 @@ describe('instance Secrets', () => {
         labels: { 'app.kubernetes.io/managed-by': 'cluster-platform' },
         ownerReferences: [{ kind: 'VirtualClusterInstance', name: 'dev', uid: 'uid-1' }],
       },
+    });
+  });
+
+  it("labels the Secret as the in-cluster provisioner labels the same instance's objects", async () => {
+    const { api, requests } = secretApi(undefined);
+    await writeSecretText(api, instance, 'vc-dev-admin', { a: 'x' });
+    const written = requests.find((r) => r.method === 'POST')?.body as { metadata: { labels: unknown } };
+    const rendered = renderSecrets(instance, { pki: {}, admin: {} });
+    expect(written.metadata.labels).toEqual(rendered.admin.metadata?.labels);
+    expect(written.metadata.labels).toEqual({
+      'app.kubernetes.io/name': 'virtual-control-plane',
+      'app.kubernetes.io/instance': 'dev',
+      'app.kubernetes.io/component': 'control-plane',
+      'app.kubernetes.io/managed-by': 'cluster-platform',
     });
   });
 

@@ -1,7 +1,7 @@
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../api/labels.ts';
 import { GROUP_VERSION } from '../api/meta.ts';
 import { isNotFound } from '../runtime/errors.ts';
 import type { KubeApi } from '../runtime/kube-api.ts';
+import { controlPlaneLabelsOf } from './control-plane.ts';
 import type { SecretText } from './pki.ts';
 import type { ProvisionedInstance } from './provisioner.ts';
 
@@ -68,11 +68,7 @@ export async function writeSecretText(
   const metadata = {
     name,
     namespace,
-    labels: {
-      [MANAGED_BY_LABEL]: MANAGED_BY,
-      'app.kubernetes.io/component': 'virtual-control-plane',
-      'app.kubernetes.io/instance': instance.name,
-    },
+    labels: controlPlaneLabelsOf(instance.name),
     ...(instance.uid
       ? {
           ownerReferences: [
