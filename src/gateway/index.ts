@@ -8,6 +8,7 @@ import type { OwnedAccessKey } from '../api/ownedaccesskey.ts';
 import type { Project } from '../api/project.ts';
 import { BY_PROJECT_NAMESPACE, recordedNamespace } from '../api/project-namespace.ts';
 import { resources, type Stored } from '../api/resources.ts';
+import type { VirtualClusterInstance } from '../api/virtualclusterinstance.ts';
 import { type PlatformConfigSource, platformConfigSource } from '../config/platform-config.ts';
 import type { Endpoint } from '../http/endpoint.ts';
 import {
@@ -29,6 +30,7 @@ import { objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import type { ProxyLookup } from './access-proxy/route.ts';
 import { type ProxyTargets, setupProxyTargets } from './access-proxy/targets.ts';
+import { InstanceWaker } from './access-proxy/wake.ts';
 import { Auditor } from './audit/auditor.ts';
 import { accessKeysEndpoints, issueKey } from './endpoints/access-keys.ts';
 import { configsEndpoint } from './endpoints/configs.ts';
@@ -148,7 +150,8 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
   let upstream: Upstream | undefined;
   const signingKeys = signingKeyRing(manager, options.platformNamespace, { api: options.api });
   const projectOf = projectLookup(projects, config);
-  const { lookup, targets } = setupAccessProxy(manager, options, { clock, projects, config, projectOf });
+  const access = setupAccessProxy(manager, options, { clock, projects, config, projectOf });
+  const { targets, waker } = access;
   const parts: GatewayParts = {
     options,
     authenticator,
@@ -158,8 +161,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
     clock,
     random,
     projectOf,
-    lookup,
-    targets,
+    ...access,
     issuer: () => (options.issuer ?? server?.url ?? '').replace(/\/+$/, ''),
     tokenOwners: directTokenOwners(authenticator),
     servingCa: new ServingCa(options.certDir),
@@ -187,6 +189,7 @@ export function setupGateway(manager: Manager, setup: GatewayOptions): Gateway {
       await server?.close();
       await upstream?.close();
       targets.close();
+      waker.close();
       parts.servingCa.close();
       await authenticator
         .stop()
@@ -212,6 +215,8 @@ interface GatewayParts {
   readonly lookup: ProxyLookup;
   /** How the access proxy reaches its targets. */
   readonly targets: ProxyTargets;
+  /** Sleep mode at the access proxy: asleep virtual clusters woken, activity recorded. */
+  readonly waker: InstanceWaker;
   /** The CA of the serving certificate, handed out in kubeconfigs. */
   readonly servingCa: ServingCa;
 }
@@ -335,7 +340,7 @@ function setupAccessProxy(
   manager: Manager,
   options: GatewayOptions,
   known: Pick<GatewayParts, 'clock' | 'projects' | 'config' | 'projectOf'>,
-): { lookup: ProxyLookup; targets: ProxyTargets } {
+): { lookup: ProxyLookup; targets: ProxyTargets; waker: InstanceWaker } {
   const namespaceOf = projectNamespaceOf(known.projects, known.config);
   const targets = setupProxyTargets(manager, {
     api: options.api,
@@ -347,7 +352,14 @@ function setupAccessProxy(
   // A project that does not exist has no namespace to route to.
   const namespaceOfProject = (project: string) =>
     known.projects.store.get(project) ? namespaceOf(project) : undefined;
-  return { lookup: { projectOfNamespace: known.projectOf, namespaceOfProject }, targets };
+  const waker = new InstanceWaker({
+    virtualClusters: manager.informer<Stored<VirtualClusterInstance>>(resources.virtualClusterInstances),
+    api: options.api,
+    projectNamespace: namespaceOf,
+    logger: options.logger,
+    clock: known.clock,
+  });
+  return { lookup: { projectOfNamespace: known.projectOf, namespaceOfProject }, targets, waker };
 }
 
 /** Direct tokens end with their key and owner, as the authenticator's caches see them. */
@@ -374,7 +386,7 @@ function serveGateway(
       authenticator: parts.authenticator,
       logger: options.logger,
       lookup: parts.lookup,
-      accessProxy: { targets: parts.targets },
+      accessProxy: { targets: parts.targets, waker: parts.waker },
     },
     { host: options.host, port: options.port, ...(tls ? { tls } : {}) },
   );

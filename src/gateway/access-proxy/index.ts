@@ -29,9 +29,17 @@ export interface TargetResolver {
   invalidate(target: ProxyTarget): void;
 }
 
+/** Sleep mode (`wake.ts`): an asleep virtual cluster is woken and waited for; an awake one's activity recorded. */
+export interface TargetWaker {
+  /** Returns once the target may be relayed to; throws a `Status` error (503) when it did not wake in time. */
+  ready(target: ProxyTarget, search: string, signal: AbortSignal): Promise<void>;
+}
+
 export interface AccessProxyDeps {
   readonly targets: TargetResolver;
   readonly relay?: RelayOptions;
+  /** Absent: targets are relayed to as they are (no sleep mode). */
+  readonly waker?: TargetWaker;
 }
 
 /** An upgrade request's connection, as the server's `upgrade` event hands it over. */
@@ -75,7 +83,8 @@ export interface ForwardRequest {
 }
 
 /**
- * Relays one request to its target and the answer back; resolves with the answer's status once
+ * Relays one request to its target and the answer back (an asleep virtual cluster woken and
+ * waited for first, at most the client's timeout: `wake.ts`); resolves with the answer's status once
  * the answer (or the upgraded connection) ended. Throws a `Status` error when no answer came (the
  * pipeline encodes it): the target unknown, unusable, unreachable, slow, or refusing the
  * platform's credential (503, and the connection is read again for the next request).
@@ -84,6 +93,8 @@ export async function forward(deps: AccessProxyDeps, input: ForwardRequest): Pro
   const { route, upgrade } = input;
   const impersonation = impersonationHeaders(input.identity);
   if (impersonation instanceof StatusError) throw impersonation;
+  // The pipeline authenticated the request and its key's scope allowed it: only such a request wakes.
+  await deps.waker?.ready(route.target, input.search, input.signal);
   const connection = await deps.targets.resolve(route.target, input.signal);
   const relay = {
     request: input.request,

@@ -1,0 +1,183 @@
+import type { Condition } from '../../api/meta.ts';
+import { StatusError, sanitize } from '../../api/status.ts';
+import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import { findCondition } from '../../runtime/conditions.ts';
+
+/**
+ * Sleep mode at the access proxy (issue 27, the contract in docs/virtual-clusters.md): what a
+ * request to a project's virtual cluster does for the instance's state, pure. An instance asleep
+ * (`Sleeping=True`) is woken by the request (the gateway writes `sleepmode.platform/last-activity`)
+ * and the request waits until it is ready, bounded by the client's timeout; an awake one's requests
+ * are its activity, written at most once per {@link ACTIVITY_INTERVAL_MS}. `wake.ts` does the I/O.
+ */
+
+/** An awake instance's activity is written at most this often (per instance, per gateway replica). */
+export const ACTIVITY_INTERVAL_MS = 10_000;
+/** How long a request waits for an instance to wake when the client names no `timeout`. */
+export const DEFAULT_WAKE_WAIT_MS = 60_000;
+/** The longest a request waits for a wake, whatever `timeout` it names (a waking control plane takes seconds, not hours). */
+export const MAX_WAKE_WAIT_MS = 300_000;
+/** Retry-After of the 503 answered when the instance was not ready in time. */
+export const WAKE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * What a request does before it is relayed:
+ * - `relay`: at once (an awake instance, a registered one, one not made yet: the relay answers as
+ *   usual); `activity`: the request is the instance's activity (throttled).
+ * - `wake`: the instance sleeps: write the wake request now, then wait until it is ready.
+ * - `wait`: the instance was woken (its `Sleeping` went False after it last stopped being Ready)
+ *   and is not ready yet: wait, as the request that woke it does.
+ */
+export type WakeAction =
+  | { readonly kind: 'relay'; readonly activity: boolean }
+  | { readonly kind: 'wake' }
+  | { readonly kind: 'wait' };
+
+type Conditions = readonly Condition[] | undefined;
+
+const isTrue = (condition: Condition | undefined) => condition?.status === 'True';
+
+/** Ready to serve: `Ready=True` and not `Sleeping=True` (what a waiting request waits for). */
+export function isAwake(instance: Pick<VirtualClusterInstance, 'status'>): boolean {
+  const conditions = instance.status?.conditions;
+  return isTrue(findCondition(conditions, 'Ready')) && !isTrue(findCondition(conditions, 'Sleeping'));
+}
+
+/**
+ * The instance was woken and is starting: `Sleeping` is present and not True, `Ready` is not True,
+ * and `Sleeping` changed no earlier than `Ready` did (it stopped being Ready when it fell asleep,
+ * then woke). An instance that is not Ready for another reason after it woke (its apiserver went
+ * away later) is not waited for: `Ready` changed after `Sleeping` did.
+ */
+function isWaking(conditions: Conditions): boolean {
+  const sleeping = findCondition(conditions, 'Sleeping');
+  const ready = findCondition(conditions, 'Ready');
+  if (!sleeping || isTrue(sleeping) || isTrue(ready)) return false;
+  if (!ready) return true;
+  return Date.parse(sleeping.lastTransitionTime ?? '') >= Date.parse(ready.lastTransitionTime ?? '');
+}
+
+/** What a request allowed through to `instance` (undefined: not in the cache) does first. */
+export function wakeAction(instance: Pick<VirtualClusterInstance, 'status'> | undefined): WakeAction {
+  if (!instance) return { kind: 'relay', activity: false };
+  const conditions = instance.status?.conditions;
+  if (isTrue(findCondition(conditions, 'Sleeping'))) return { kind: 'wake' };
+  if (isWaking(conditions)) return { kind: 'wait' };
+  return { kind: 'relay', activity: isAwake(instance) };
+}
+
+/** When the instance fell asleep: `status.sleepingSince`, else its `Sleeping` condition's transition time. */
+export function sleepingSince(instance: Pick<VirtualClusterInstance, 'status'>): string | undefined {
+  const status = instance.status;
+  return status?.sleepingSince ?? findCondition(status?.conditions, 'Sleeping')?.lastTransitionTime;
+}
+
+/**
+ * The value of the last-activity annotation written at `nowMs`: RFC 3339 UTC with milliseconds.
+ * Never at or before `sleepingSince` (a gateway whose clock is behind the controller's must still
+ * wake the instance: the controller wakes on activity later than the time it fell asleep).
+ */
+export function activityStamp(nowMs: number, sleepingSince?: string): string {
+  const since = sleepingSince ? Date.parse(sleepingSince) : Number.NaN;
+  const at = Number.isFinite(since) && nowMs <= since ? since + 1 : nowMs;
+  return new Date(at).toISOString();
+}
+
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  μs: 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+const DURATION = /^(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h)/;
+
+/** A Go duration (`30s`, `1m30s`, `500ms`, what kubectl's `--request-timeout` sends) in ms; undefined if it is none. */
+export function parseGoDuration(text: string): number | undefined {
+  if (text === '0') return 0;
+  let rest = text;
+  let total = 0;
+  if (rest === '') return undefined;
+  while (rest !== '') {
+    const match = DURATION.exec(rest);
+    if (!match) return undefined;
+    const [part] = match;
+    const unit = /[a-zµμ]+$/.exec(part)![0];
+    total += Number.parseFloat(part.slice(0, -unit.length)) * DURATION_UNITS_MS[unit]!;
+    rest = rest.slice(part.length);
+  }
+  return total;
+}
+
+/**
+ * How long a request waits for its instance to wake: its `timeout` query parameter (kube-apiserver
+ * reads it as the request's own deadline) when it is a positive Go duration, else
+ * {@link DEFAULT_WAKE_WAIT_MS}; at most {@link MAX_WAKE_WAIT_MS}.
+ */
+export function wakeWaitMs(search: string): number {
+  const timeout = new URLSearchParams(search).get('timeout');
+  const asked = timeout === null ? undefined : parseGoDuration(timeout);
+  if (asked === undefined || asked <= 0) return DEFAULT_WAKE_WAIT_MS;
+  return Math.min(asked, MAX_WAKE_WAIT_MS);
+}
+
+/** The 503 of a request whose instance did not get ready in time: names it, says it is waking, Retry-After. */
+export function notAwakeInTime(description: string, waitedMs: number): StatusError {
+  const seconds = Math.round(waitedMs / 100) / 10;
+  return new StatusError(
+    503,
+    'ServiceUnavailable',
+    `${description} is waking up from sleep and was not ready within ${seconds}s; try again shortly`,
+    { retryAfterSeconds: WAKE_RETRY_AFTER_SECONDS },
+    { 'Retry-After': String(WAKE_RETRY_AFTER_SECONDS) },
+  );
+}
+
+/** The 503 of a request whose instance could not be woken (the wake request was not written). */
+export function wakeNotRequested(description: string): StatusError {
+  return new StatusError(
+    503,
+    'ServiceUnavailable',
+    `${sanitize(description, 200)} is asleep and the platform could not ask it to wake; try again shortly`,
+    { retryAfterSeconds: WAKE_RETRY_AFTER_SECONDS },
+    { 'Retry-After': String(WAKE_RETRY_AFTER_SECONDS) },
+  );
+}
+
+/**
+ * At most one activity write per key per interval, for a bounded number of keys: `due` says
+ * whether a write may go now and, when it may, counts it. Beyond `maxKeys` the least recently
+ * written key is forgotten (its next request writes again: harmless, only an extra write).
+ */
+export class ActivityThrottle {
+  private readonly written = new Map<string, number>();
+
+  constructor(
+    private readonly intervalMs = ACTIVITY_INTERVAL_MS,
+    private readonly maxKeys = 4096,
+  ) {}
+
+  due(key: string, nowMs: number): boolean {
+    const last = this.written.get(key);
+    if (last !== undefined && nowMs - last < this.intervalMs && nowMs >= last) return false;
+    this.written.delete(key);
+    this.written.set(key, nowMs);
+    for (const oldest of this.written.keys()) {
+      if (this.written.size <= this.maxKeys) break;
+      this.written.delete(oldest);
+    }
+    return true;
+  }
+
+  /** Forgets `key` (its instance was deleted). */
+  forget(key: string): void {
+    this.written.delete(key);
+  }
+
+  get size(): number {
+    return this.written.size;
+  }
+}
