@@ -629,6 +629,56 @@ describe('VirtualClusterInstance', () => {
   });
 });
 
+describe('VirtualClusterInstance: spec.templateRef', () => {
+  it('refuses an instance naming a template that does not exist (422, spec.templateRef.name); admits it once the template exists, and edits after the template is deleted', async () => {
+    const e = env();
+    const ns = await namespace(e);
+    const template = uniqueName('vct');
+    const body = {
+      apiVersion: `${API_GROUP}/${API_VERSION}`,
+      kind: 'VirtualClusterInstance',
+      metadata: { name: 'vc' },
+      spec: { templateRef: { name: template } },
+    };
+    const create = () =>
+      e.custom.createNamespacedCustomObject({
+        ...GV,
+        plural: 'virtualclusterinstances',
+        namespace: ns,
+        body,
+      });
+    const refused = await rejectionOf(create());
+    expect(refused.code).toBe(422);
+    expect(refused.reason).toBe('Invalid');
+    expect(refused.message).toContain(`VirtualClusterTemplate "${template}" does not exist`);
+    expectCause(refused, 'spec.templateRef.name', /does not exist/);
+    expect(refused.causes.find((c) => c.field === 'spec.templateRef.name')?.reason).toBe(
+      'FieldValueNotFound',
+    );
+
+    await e.custom.createClusterCustomObject({
+      ...GV,
+      plural: 'virtualclustertemplates',
+      body: {
+        apiVersion: `${API_GROUP}/${API_VERSION}`,
+        kind: 'VirtualClusterTemplate',
+        metadata: { name: template },
+        spec: {},
+      },
+    });
+    await create();
+    await e.custom.deleteClusterCustomObject({ ...GV, plural: 'virtualclustertemplates', name: template });
+    const edited = (await e.custom.patchNamespacedCustomObject({
+      ...GV,
+      plural: 'virtualclusterinstances',
+      namespace: ns,
+      name: 'vc',
+      body: [{ op: 'add', path: '/metadata/labels', value: { edited: 'after-template-deleted' } }],
+    })) as { metadata: { labels?: Record<string, string> } };
+    expect(edited.metadata.labels?.edited).toBe('after-template-deleted');
+  });
+});
+
 describe('VirtualClusterTemplate', () => {
   it('refuses a default spec.config the syncer would refuse, naming the patch', async () => {
     const e = env();

@@ -13,7 +13,8 @@ type CauseReason =
   | 'FieldValueRequired'
   | 'FieldValueForbidden'
   | 'FieldValueNotSupported'
-  | 'FieldValueDuplicate';
+  | 'FieldValueDuplicate'
+  | 'FieldValueNotFound';
 
 /** One problem of a request, usually with a field path such as `spec.scope.rules[0].resources[1]`. */
 export interface StatusCause {

@@ -38,6 +38,8 @@ export interface ClusterState {
   platformConfig(): Promise<ReturnType<PlatformConfigReader['of']>>;
   /** Whether a cluster-scoped identity of ours exists. */
   identityExists(plural: 'users' | 'teams', name: string): Promise<boolean>;
+  /** Whether a VirtualClusterTemplate (cluster-scoped) of this name exists. */
+  templateExists(name: string): Promise<boolean>;
   /** The pepper hashing access keys, with warnings for a dry-run before it exists. */
   pepper(dryRun: boolean): Promise<{ readonly pepper: Uint8Array; readonly warnings: readonly string[] }>;
   /** Claims a new key's id (key-id-claims.ts); the one write admission makes besides the pepper. */
@@ -121,6 +123,13 @@ export class ClusterReader implements ClusterState {
       `/apis/${API_GROUP}/${API_VERSION}/${plural}/${encodeURIComponent(name)}`,
     );
     return identity !== undefined;
+  }
+
+  async templateExists(name: string): Promise<boolean> {
+    const template = await this.getOrUndefined(
+      `/apis/${API_GROUP}/${API_VERSION}/virtualclustertemplates/${encodeURIComponent(name)}`,
+    );
+    return template !== undefined;
   }
 
   async pepper(dryRun: boolean) {

@@ -77,6 +77,32 @@ describe('Admission dispatch over the policy table', () => {
     expect(decision.message).toBe('the admission webhook could not decide: the apiserver answered 500');
   });
 
+  it("looks up a new provisioned instance's template and refuses it when missing; an update looks up nothing", async () => {
+    const templates = new Set(['small']);
+    const { cluster, calls } = recordingCluster({
+      namespaceProjects: async (names) => new Map(names.map((n) => [n, 'team'])),
+      templateExists: async (name) => templates.has(name),
+    });
+    const admission = new Admission(cluster, 'platform');
+    const instance = (template: string): AdmissionRequest => ({
+      ...accessKeyCreate({}),
+      kind: { group: API_GROUP, version: 'v1', kind: 'VirtualClusterInstance' },
+      resource: { group: API_GROUP, version: 'v1', resource: 'virtualclusterinstances' },
+      object: { metadata: { name: 'dev', namespace: 'p-team' }, spec: { templateRef: { name: template } } },
+    });
+    expect((await admission.review(VALIDATE_PATH, instance('small'))).allowed).toBe(true);
+    expect(calls).toEqual(['namespaceProjects', 'templateExists']);
+    expect(await admission.review(VALIDATE_PATH, instance('gone'))).toMatchObject({
+      allowed: false,
+      code: 422,
+      causes: [{ field: 'spec.templateRef.name', reason: 'FieldValueNotFound' }],
+    });
+    calls.length = 0;
+    const update = { ...instance('gone'), operation: 'UPDATE' as const, oldObject: instance('gone').object };
+    expect((await admission.review(VALIDATE_PATH, update)).allowed).toBe(true);
+    expect(calls).not.toContain('templateExists');
+  });
+
   it('refuses a resource its path does not review as misrouted', async () => {
     const { cluster, calls } = recordingCluster({});
     const admission = new Admission(cluster, 'platform');

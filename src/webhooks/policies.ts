@@ -27,7 +27,12 @@ import {
   validatePlatformConfigSecret,
 } from './rules/secret.ts';
 import { namedIdentities, validateSharedSecret } from './rules/sharedsecret.ts';
-import { placementLookups, validateVirtualClusterInstance } from './rules/virtualclusterinstance.ts';
+import {
+  placementLookups,
+  templateToCheck,
+  validateTemplateRef,
+  validateVirtualClusterInstance,
+} from './rules/virtualclusterinstance.ts';
 import { validateVirtualClusterTemplate } from './rules/virtualclustertemplate.ts';
 
 /**
@@ -202,6 +207,15 @@ const virtualClusterPlacement: Policy<ReadonlyMap<string, string | undefined>> =
     validateVirtualClusterInstance(oldObject, object, (namespace) => projects.get(namespace)),
 };
 
+/** A new provisioned instance's template exists (rules/virtualclusterinstance.ts). */
+const virtualClusterTemplate: Policy<boolean | undefined> = {
+  gather: async ({ object, oldObject }, cluster) => {
+    const name = templateToCheck(oldObject, object);
+    return name === undefined ? undefined : cluster.templateExists(name);
+  },
+  decide: ({ object, oldObject }, exists) => validateTemplateRef(oldObject, object, exists),
+};
+
 const templateConfig = pureRule(({ object, oldObject }) => validateVirtualClusterTemplate(oldObject, object));
 
 const platformConfigSecret = pureRule(({ request, object, platformNamespace }) =>
@@ -259,7 +273,9 @@ export const VALIDATING_POLICIES: PolicyTable = {
     UPDATE: { checks: [ownerMetadata, accessKeySpec, accessKeySpaces] },
   },
   [`sharedsecrets.${API_GROUP}`]: writes({ checks: [ownerMetadata, sharedSecretAccess] }),
-  [`virtualclusterinstances.${API_GROUP}`]: writes({ checks: [ownerMetadata, virtualClusterPlacement] }),
+  [`virtualclusterinstances.${API_GROUP}`]: writes({
+    checks: [ownerMetadata, virtualClusterPlacement, virtualClusterTemplate],
+  }),
   [`virtualclustertemplates.${API_GROUP}`]: writes({ checks: [ownerMetadata, templateConfig] }),
 };
 

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { placementLookups, validateVirtualClusterInstance } from './virtualclusterinstance.ts';
+import {
+  placementLookups,
+  templateToCheck,
+  validateTemplateRef,
+  validateVirtualClusterInstance,
+} from './virtualclusterinstance.ts';
 
 const projectOf = (namespace: string) => (namespace.startsWith('p-team') ? 'team' : undefined);
 const object = (spec: Record<string, unknown>) => ({
@@ -51,5 +56,29 @@ describe('validateVirtualClusterInstance: placement', () => {
     expect(decision.causes?.map((c) => c.field)).toEqual(['spec.config']);
     const patterned = validateVirtualClusterInstance(undefined, object({ config }), projectOf);
     expect(patterned.causes?.[0]?.message).toContain('a pattern');
+  });
+});
+
+describe('validateTemplateRef', () => {
+  const provisioned = object({ templateRef: { name: 'small' } });
+
+  it('looks up the template a new instance names, and nothing on update or for a registered instance', () => {
+    expect(templateToCheck(undefined, provisioned)).toBe('small');
+    expect(templateToCheck(provisioned, provisioned)).toBeUndefined();
+    expect(templateToCheck(undefined, object({ endpoint: 'https://vc.example' }))).toBeUndefined();
+  });
+
+  it('refuses a new instance naming a template that does not exist: 422 naming spec.templateRef.name', () => {
+    const decision = validateTemplateRef(undefined, provisioned, false);
+    expect(decision).toMatchObject({ allowed: false, code: 422, reason: 'Invalid' });
+    expect(decision.causes).toEqual([
+      expect.objectContaining({ field: 'spec.templateRef.name', reason: 'FieldValueNotFound' }),
+    ]);
+    expect(decision.message).toContain('VirtualClusterTemplate "small" does not exist');
+  });
+
+  it('admits one naming a template that exists, and an update whatever became of its template', () => {
+    expect(validateTemplateRef(undefined, provisioned, true).allowed).toBe(true);
+    expect(validateTemplateRef(provisioned, provisioned, undefined).allowed).toBe(true);
   });
 });

@@ -75,3 +75,38 @@ export function validateVirtualClusterInstance(
   }
   return causes.length === 0 ? allow() : invalid(subjectOf(object, 'VirtualClusterInstance'), causes);
 }
+
+/**
+ * The template a new instance names (`spec.templateRef.name`), to be looked up; none on update
+ * (templateRef cannot change after creation, and an instance whose template was deleted since
+ * must stay editable, e.g. to remove its finalizer) nor for a registered instance.
+ */
+export function templateToCheck(
+  oldObject: AdmittedObject | null | undefined,
+  object: AdmittedObject,
+): string | undefined {
+  if (oldObject) return undefined;
+  const name = (object.spec as { templateRef?: { name?: unknown } } | undefined)?.templateRef?.name;
+  return typeof name === 'string' && name !== '' ? name : undefined;
+}
+
+/**
+ * A new instance must name a VirtualClusterTemplate that exists: otherwise nothing could provision
+ * it (422 naming `spec.templateRef.name`). `exists` is undefined when {@link templateToCheck}
+ * named nothing to look up.
+ */
+export function validateTemplateRef(
+  oldObject: AdmittedObject | null | undefined,
+  object: AdmittedObject,
+  exists: boolean | undefined,
+): AdmissionDecision {
+  const name = templateToCheck(oldObject, object);
+  if (name === undefined || exists !== false) return allow();
+  return invalid(subjectOf(object, 'VirtualClusterInstance'), [
+    {
+      field: 'spec.templateRef.name',
+      reason: 'FieldValueNotFound',
+      message: `VirtualClusterTemplate ${JSON.stringify(name)} does not exist (kubectl get virtualclustertemplates lists them)`,
+    },
+  ]);
+}
