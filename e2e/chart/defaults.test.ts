@@ -9,6 +9,7 @@ import {
   type Manifest,
   renderChart,
 } from '../support/helm.ts';
+import type { PolicyRule } from './rbac-support.ts';
 import { RELEASE } from './support.ts';
 
 /**
@@ -189,6 +190,40 @@ describe('the chart: the defaults docs/install-helm.md states', () => {
     ).toBeGreaterThan(0);
     // The components' own cluster roles carry the release's name.
     expect(shared).not.toContain(`ClusterRole/${RELEASE}-controller`);
+  });
+
+  test('virtualClusters.provisioner: in-cluster, instances run from the chart’s image with its pull settings; none: no provisioner, none of its permissions', async () => {
+    const args = (manifests: Manifest[]): string[] => container(manifests, 'controller').args;
+    const grants = (manifests: Manifest[], group: string, resource: string) =>
+      (find(manifests, 'ClusterRole', `${RELEASE}-controller`).rules as PolicyRule[]).some(
+        (rule) => rule.apiGroups.includes(group) && rule.resources.includes(resource),
+      );
+    expect(args(defaults)).toEqual(
+      expect.arrayContaining([
+        '--provisioner=in-cluster',
+        `--provisioner-image=${container(defaults, 'controller').image}`,
+        '--provisioner-image-pull-policy=IfNotPresent',
+      ]),
+    );
+    expect(grants(defaults, 'apps', 'statefulsets')).toBe(true);
+    const pulled = await renderChart({
+      values: { image: { pullPolicy: 'Always' }, imagePullSecrets: [{ name: 'a' }, { name: 'b' }] },
+    });
+    expect(args(pulled)).toEqual(
+      expect.arrayContaining([
+        '--provisioner-image-pull-policy=Always',
+        '--provisioner-image-pull-secrets=a,b',
+      ]),
+    );
+    const none = await renderChart({ values: { virtualClusters: { provisioner: 'none' } } });
+    expect(args(none).filter((arg) => arg.startsWith('--provisioner'))).toEqual(['--provisioner=none']);
+    for (const [group, resource] of [
+      ['apps', 'statefulsets'],
+      ['', 'services'],
+      ['', 'persistentvolumeclaims'],
+      ['management.platform', 'virtualclustertemplates'],
+    ] as const)
+      expect(grants(none, group, resource), `${group}/${resource}`).toBe(false);
   });
 
   test('resources: controller and gateway 100m / 256Mi requested, 1 CPU / 1Gi limit; webhook 50m / 128Mi, 1 CPU / 512Mi', () => {

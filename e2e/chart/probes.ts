@@ -10,6 +10,13 @@ import {
   stateSecret,
   stateSecretName,
 } from '../../src/login/oidc-provider/secret-models.ts';
+import { secretNameOf } from '../../src/provision/control-plane.ts';
+import {
+  dataClaimNameOf,
+  selectorLabelsOf,
+  serviceNameOf,
+  statefulSetNameOf,
+} from '../../src/provision/in-cluster-render.ts';
 import { assignKeys } from '../../src/runtime/assignment.ts';
 import {
   keyLeaseName,
@@ -1498,6 +1505,85 @@ const openIdProviderProbe: Probe = {
   ],
 };
 
+/**
+ * The in-cluster provisioner (the chart's default `virtualClusters.provisioner`), run by the
+ * virtual cluster controller as its ServiceAccount: a VirtualClusterInstance naming a template
+ * gets its StatefulSet, Service and Secrets (pki, admin) in its project namespace; deleted, they
+ * go, with the storage claim (written here as the StatefulSet controller would: none runs).
+ */
+const inClusterProvisionerProbe: Probe = {
+  id: 'in-cluster-provisioner',
+  needs: { controllers: ['virtualcluster'] },
+  before: async (ctx) => {
+    const ns = `icp-${ctx.id}`;
+    await createNamespace(ctx, ns, ctx.admin, { 'management.platform/project': ns });
+    await ctx.admin.create(clusterPath('virtualclustertemplates'), {
+      apiVersion: V1,
+      kind: 'VirtualClusterTemplate',
+      metadata: { name: `icp-${ctx.id}` },
+      spec: {},
+    });
+    ctx.cleanup.push(() => ctx.admin.delete(clusterPath('virtualclustertemplates', `icp-${ctx.id}`)));
+  },
+  steps: (ctx) => {
+    const ns = `icp-${ctx.id}`;
+    const path = `${MP}/namespaces/${ns}/virtualclusterinstances/vc`;
+    const statefulSet = `/apis/apps/v1/namespaces/${ns}/statefulsets/${statefulSetNameOf('vc')}`;
+    const made = [
+      statefulSet,
+      corePath(ns, 'services', serviceNameOf('vc')),
+      corePath(ns, 'secrets', secretNameOf('vc', 'pki')),
+      corePath(ns, 'secrets', secretNameOf('vc', 'admin')),
+    ];
+    const claim = corePath(ns, 'persistentvolumeclaims', dataClaimNameOf('vc'));
+    ctx.cleanup.push(forceDelete(ctx.admin, path));
+    for (const object of [...made, claim]) ctx.cleanup.push(() => ctx.admin.delete(object));
+    return [
+      {
+        what: 'a provisioned instance gets its StatefulSet, Service and Secrets',
+        run: () =>
+          ctx.admin.create(`${MP}/namespaces/${ns}/virtualclusterinstances`, {
+            apiVersion: V1,
+            kind: 'VirtualClusterInstance',
+            metadata: { name: 'vc' },
+            spec: { templateRef: { name: `icp-${ctx.id}` } },
+          }),
+        until: async () => (await Promise.all(made.map((p) => ctx.admin.get(p)))).every((o) => o !== null),
+      },
+      {
+        what: "the StatefulSet's storage claim exists (as the StatefulSet controller would make it)",
+        run: async () => {
+          const owner = await ctx.admin.get(statefulSet);
+          await ctx.admin.create(corePath(ns, 'persistentvolumeclaims'), {
+            metadata: {
+              name: dataClaimNameOf('vc'),
+              labels: selectorLabelsOf('vc'),
+              ownerReferences: [
+                {
+                  apiVersion: 'apps/v1',
+                  kind: 'StatefulSet',
+                  name: owner.metadata.name,
+                  uid: owner.metadata.uid,
+                },
+              ],
+            },
+            spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+          });
+        },
+      },
+      {
+        what: 'deleted, the instance takes its control plane, claim and Secrets with it',
+        run: () => ctx.admin.delete(path),
+        until: async () =>
+          (await ctx.admin.get(path)) === null &&
+          (await Promise.all([...made, claim].map((p) => ctx.admin.get(p)))).every(
+            (o) => o === null || o.metadata.deletionTimestamp !== undefined,
+          ),
+      },
+    ];
+  },
+};
+
 export const PROBES: Probe[] = [
   sharedSecretProbe,
   admissionIdentitiesProbe,
@@ -1520,6 +1606,7 @@ export const PROBES: Probe[] = [
   identityRefreshProbe,
   openIdProviderProbe,
   accessProxyProbe,
+  inClusterProvisionerProbe,
 ];
 
 /** `<owner>:<group>/<resource>:<verb>` for each verb. */
@@ -1590,6 +1677,19 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ),
   'controller:core/serviceaccounts/token:create': 'virtual-cluster',
   'controller:core/namespaces:get': 'project-conflict',
+  // The in-cluster provisioner (the chart's default virtualClusters.provisioner).
+  ...each(
+    'controller',
+    'management.platform/virtualclustertemplates',
+    ['get', 'list', 'watch'],
+    'in-cluster-provisioner',
+  ),
+  'controller:management.platform/virtualclusterinstances:get': 'in-cluster-provisioner',
+  'controller:management.platform/virtualclusterinstances/finalizers:update': 'in-cluster-provisioner',
+  ...each('controller', 'apps/statefulsets', ['get', 'create', 'patch', 'delete'], 'in-cluster-provisioner'),
+  ...each('controller', 'core/services', ['get', 'create', 'patch', 'delete'], 'in-cluster-provisioner'),
+  ...each('controller', 'core/secrets', ['create', 'delete'], 'in-cluster-provisioner'),
+  ...each('controller', 'core/persistentvolumeclaims', ['get', 'delete'], 'in-cluster-provisioner'),
   ...each('controller', 'core/namespaces', ['list', 'watch', 'create', 'patch', 'delete'], 'projects'),
   ...each('controller', 'core/resourcequotas', ['list', 'watch', 'create', 'patch', 'delete'], 'projects'),
   'controller:core/secrets:get': 'virtual-cluster',

@@ -33,6 +33,7 @@ import {
   componentCredentials,
   installChartObjects,
   NAMESPACE,
+  provisionerOptionsOf,
   type RunningComponents,
   serviceAccountOf,
   startComponents,
@@ -228,6 +229,7 @@ describe("the chart's RBAC is what each component needs, no more", () => {
       leaseName: LEASE,
       identity,
       gateway: needs.gateway ?? false,
+      provisioner: provisionerOptionsOf(rendered),
     });
 
   /** Whether the apiserver calls the webhooks: a dry-run that only they refuse (422). */
@@ -394,6 +396,9 @@ describe("the chart's RBAC is what each component needs, no more", () => {
     // RBAC_ENTRIES=<regular expression> runs only the entries whose keys match (while working on
     // a component's rules); the checks above still cover every entry.
     const only = process.env.RBAC_ENTRIES ? new RegExp(process.env.RBAC_ENTRIES) : undefined;
+    // Each probe's admin preparation runs with no admission registered (the operator it starts
+    // registers it), as after any run's clean-up: also when this test runs alone (`-t`).
+    await cleanUp([]);
     for (const entry of entries.filter((e) => !only || only.test(e.key))) {
       const probe = PROBES.find((p) => p.id === PROBE_OF_ENTRY[entry.key])!;
       await setRules(entry.role, rulesWithout(entry.role.rules as PolicyRule[], entry));

@@ -5,6 +5,7 @@ import { stringify } from 'yaml';
 import { createControllerManager } from '../../src/cli/controller.ts';
 import { type RunningGateway, setupGatewayComponent } from '../../src/cli/gateway.ts';
 import { defaultOperatorOptions } from '../../src/cli/operator.ts';
+import type { ProvisionerOptions } from '../../src/cli/provisioner.ts';
 import { startAdmissionComponent } from '../../src/cli/webhook.ts';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import type { Cluster } from '../../src/dev/controlplane.ts';
@@ -184,6 +185,8 @@ export async function startComponents(options: {
   identity?: string;
   gateway?: boolean;
   logger?: Logger;
+  /** The controller's `--provisioner*` flags, as the chart renders them. */
+  provisioner?: ProvisionerOptions;
 }): Promise<RunningComponents> {
   const common = defaultOperatorOptions({
     namespace: NAMESPACE,
@@ -212,7 +215,7 @@ export async function startComponents(options: {
     );
     stops.push(() => webhook.stop());
     const controllers = createControllerManager(
-      { ...common, kubeconfig: options.kubeconfigs.controller },
+      { ...common, ...options.provisioner, kubeconfig: options.kubeconfigs.controller },
       logger.child({ component: 'controller' }),
     );
     await controllers.start();
@@ -237,4 +240,31 @@ export async function startComponents(options: {
     await stopAll();
     throw err;
   }
+}
+
+/**
+ * The controller's `--provisioner*` flags as the chart rendered them (its Deployment's args), for
+ * {@link startComponents}: the components run out of cluster as the chart would run them.
+ */
+export function provisionerOptionsOf(rendered: Manifest[]): ProvisionerOptions {
+  const deployment = rendered.find(
+    (m) => m.kind === 'Deployment' && (m.metadata.name as string).endsWith('-controller'),
+  );
+  // biome-ignore lint/suspicious/noExplicitAny: a rendered manifest
+  const args: string[] = (deployment as any)?.spec.template.spec.containers[0].args ?? [];
+  const flag = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const kind = flag('provisioner');
+  const image = flag('provisioner-image');
+  const pullPolicy = flag('provisioner-image-pull-policy');
+  return {
+    ...(kind ? { provisioner: kind as NonNullable<ProvisionerOptions['provisioner']> } : {}),
+    ...(image ? { provisionerImage: image } : {}),
+    ...(pullPolicy
+      ? {
+          provisionerImagePullPolicy: pullPolicy as NonNullable<
+            ProvisionerOptions['provisionerImagePullPolicy']
+          >,
+        }
+      : {}),
+  };
 }

@@ -3,7 +3,8 @@
 import { describe, expect, test } from 'vitest';
 import { stateSecret } from '../../src/login/oidc-provider/secret-models.ts';
 import type { Http } from '../chart/rbac-support.ts';
-import { COMPONENTS, type Component, NAMESPACE, userOf } from '../chart/support.ts';
+import { COMPONENTS, type Component, NAMESPACE, provisionerOptionsOf, userOf } from '../chart/support.ts';
+import { renderChart } from '../support/helm.ts';
 import { eventually } from '../support/wait.ts';
 import { b64, FINANCE, MALLORY, MP, syncerTokenAsMallory, TEAM, useTenantPlatform } from './support.ts';
 
@@ -59,6 +60,10 @@ describe('no identity of the platform can take the cluster over', () => {
       },
     ],
     ['create pods in kube-system', { verb: 'create', resource: 'pods', namespace: 'kube-system' }],
+    [
+      'create statefulsets in kube-system',
+      { verb: 'create', group: 'apps', resource: 'statefulsets', namespace: 'kube-system' },
+    ],
     ['exec into pods', { verb: 'create', resource: 'pods', subresource: 'exec', namespace: TEAM }],
     ['create secrets in kube-system', { verb: 'create', resource: 'secrets', namespace: 'kube-system' }],
     ['update secrets in kube-system', { verb: 'update', resource: 'secrets', namespace: 'kube-system' }],
@@ -106,10 +111,15 @@ describe('no identity of the platform can take the cluster over', () => {
       // the syncer roles bound to syncers; syncer tokens are minted in instances' namespaces.
       // RBAC cannot narrow these by label, namespace label or name prefix: the writes are
       // confined by admission (next test), the reads remain (docs/security.md, "What remains").
+      // The in-cluster provisioner (the chart's default) makes StatefulSets and Secrets where
+      // instances are and deletes them with the instance: confined by admission as well.
       controller: [
         'create role bindings in kube-system',
         'bind the syncer Secret role',
+        'create statefulsets in kube-system',
+        'create secrets in kube-system',
         'patch secrets in kube-system',
+        'delete secrets in kube-system',
         'read secrets in kube-system',
         'list secrets in kube-system',
         'mint tokens in kube-system',
@@ -189,6 +199,30 @@ describe('no identity of the platform can take the cluster over', () => {
       'the confinement policy to be in force',
     );
 
+    const dev = await admin.get(
+      `/apis/management.platform/v1/namespaces/${TEAM}/virtualclusterinstances/dev`,
+    );
+    const instanceOwner = {
+      apiVersion: 'management.platform/v1',
+      kind: 'VirtualClusterInstance',
+      name: 'dev',
+      uid: dev.metadata.uid,
+    };
+    // The image the chart's controller runs (and provisions with).
+    const platformImage = provisionerOptionsOf(await renderChart()).provisionerImage ?? '';
+    const statefulSet = (image: string) => ({
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: { name: 'vc-grab', ownerReferences: [instanceOwner] },
+      spec: {
+        serviceName: 'grab',
+        selector: { matchLabels: { app: 'grab' } },
+        template: {
+          metadata: { labels: { app: 'grab' } },
+          spec: { containers: [{ name: 'c', image }] },
+        },
+      },
+    });
     const refused: Array<[string, Promise<{ status: number; message: string }>]> = [
       // Tokens: of kube-system's ServiceAccounts (named like a syncer's or not), of a project
       // namespace's ServiceAccount that is not a syncer's.
@@ -231,6 +265,43 @@ describe('no identity of the platform can take the cluster over', () => {
           { data: { token: b64('x') } },
           MERGE,
         ),
+      ],
+      // The in-cluster provisioner's kinds: nothing in kube-system, nothing in a project
+      // namespace that is not an instance's, and no StatefulSet but of the platform's image.
+      [
+        'create an admin-named Secret in kube-system',
+        attempt(controller, 'POST', `/api/v1/namespaces/kube-system/secrets${DRY}`, {
+          metadata: { name: 'vc-x-admin', ownerReferences: [instanceOwner] },
+        }),
+      ],
+      [
+        'delete a Secret in kube-system',
+        attempt(controller, 'DELETE', `/api/v1/namespaces/kube-system/secrets/cluster-creds${DRY}`),
+      ],
+      [
+        'create a StatefulSet in kube-system',
+        attempt(
+          controller,
+          'POST',
+          `/apis/apps/v1/namespaces/kube-system/statefulsets${DRY}`,
+          statefulSet(platformImage),
+        ),
+      ],
+      [
+        `create a StatefulSet of another image in ${TEAM}, owned by an instance`,
+        attempt(
+          controller,
+          'POST',
+          `/apis/apps/v1/namespaces/${TEAM}/statefulsets${DRY}`,
+          statefulSet('evil:latest'),
+        ),
+      ],
+      [
+        `create a Service in ${TEAM} owned by no instance`,
+        attempt(controller, 'POST', `/api/v1/namespaces/${TEAM}/services${DRY}`, {
+          metadata: { name: 'grab' },
+          spec: { ports: [{ port: 443 }] },
+        }),
       ],
       // Bindings: the syncer and project roles in kube-system (Secrets, Pods there), a syncer
       // role in a project namespace to the controller itself.
@@ -326,6 +397,17 @@ describe('no identity of the platform can take the cluster over', () => {
 
     // What its work needs goes through: a syncer's token, a labelled Secret filled (even in a
     // namespace of nobody's project: a cluster admin labelled it).
+    // An instance's StatefulSet of the platform's image (what the in-cluster provisioner writes).
+    expect(
+      (
+        await attempt(
+          controller,
+          'POST',
+          `/apis/apps/v1/namespaces/${TEAM}/statefulsets${DRY}`,
+          statefulSet(platformImage),
+        )
+      ).status,
+    ).toBe(201);
     expect(
       (
         await attempt(
