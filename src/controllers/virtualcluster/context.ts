@@ -1,9 +1,9 @@
 import type { Stored } from '../../api/resources.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import type { VirtualClusterTemplate } from '../../api/virtualclustertemplate.ts';
-import type { Provisioner } from '../../provision/provisioner.ts';
+import type { ProvisionedInstance, Provisioner } from '../../provision/provisioner.ts';
 import type { Clock } from '../../runtime/clock.ts';
-import type { EventRecorder } from '../../runtime/events.ts';
+import type { EventInput, EventRecorder } from '../../runtime/events.ts';
 import type { KubeClient } from '../../runtime/kube-client.ts';
 import type { Store } from '../../runtime/store.ts';
 import type { SyncerSupervisor } from './supervisor.ts';
@@ -47,6 +47,32 @@ export interface VirtualClusterReconcilerDeps extends SyncerIdentityStores {
 /** What reconciles of instances work with: the deps, and since when each starting syncer waits for its permissions (by key). */
 export interface VirtualClusterContext extends VirtualClusterReconcilerDeps {
   permissionWaits: Map<string, number>;
+  /**
+   * When each instance's syncer on this replica last carried a change (by key, ms): its activity
+   * for sleep mode, persisted in `status.lastActivity` at most once a minute (`sleep.ts`).
+   */
+  syncerActivity: Map<string, number>;
+}
+
+/** The instance as its provisioner knows it: namespace, name and uid. */
+export const provisionedOf = (vci: Stored<VirtualClusterInstance>): ProvisionedInstance => ({
+  namespace: vci.metadata.namespace ?? '',
+  name: vci.metadata.name ?? '',
+  ...(vci.metadata.uid ? { uid: vci.metadata.uid } : {}),
+});
+
+/** Records `event` (if any) regarding the instance; never fails the reconcile. */
+export function recordInstanceEvent(
+  context: Pick<VirtualClusterContext, 'events'>,
+  vci: Stored<VirtualClusterInstance>,
+  event: EventInput | undefined,
+): void {
+  if (!event) return;
+  const { namespace, name, uid } = vci.metadata;
+  void context.events.record(
+    { apiVersion: vci.apiVersion, kind: 'VirtualClusterInstance', namespace, name, uid },
+    event,
+  );
 }
 
 /** No syncer and no identity any more (the scaffold then removes the finalizer). */
@@ -57,6 +83,7 @@ export async function releaseInstance(
 ): Promise<void> {
   context.permissionWaits.delete(key);
   await context.supervisor.stop(key);
+  context.syncerActivity.delete(key);
   await deleteIdentityObjects(
     context.api,
     vci ? currentIdentity(context, vci) : identityLeftBy(context, key),

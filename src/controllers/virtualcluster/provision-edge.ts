@@ -6,20 +6,23 @@ import type {
 import { type ClusterAccess, readCredentialsSecret } from '../../clusters/access.ts';
 import { type Connection, CredentialsMissing, InvalidCredentials } from '../../clusters/connection.ts';
 import { provisionedAdminSecretName, provisionedConnection } from '../../clusters/provisioned-connection.ts';
-import type { ProvisionedInstance } from '../../provision/provisioner.ts';
 import { findCondition } from '../../runtime/conditions.ts';
 import type { ReconcileContext } from '../../runtime/controller.ts';
-import { errorReason, isNotFound, LeaderElectionLostError } from '../../runtime/errors.ts';
-import type { EventInput } from '../../runtime/events.ts';
+import { LeaderElectionLostError } from '../../runtime/errors.ts';
 import type { KubeApi } from '../../runtime/kube-api.ts';
-import { collectionPath, objectKey, objectPath } from '../../runtime/kube-client.ts';
+import { objectKey } from '../../runtime/kube-client.ts';
 import type { Converged } from '../../runtime/reconciler.ts';
 import { type SyncConfigValidation, validateSyncConfig } from '../../sync/config.ts';
-import { RESOURCES } from '../../sync/controllers/syncer-caches.ts';
-import { ANNOTATION_OBJECT_NAME, LABEL_MANAGED_BY } from '../../sync/names.ts';
 import { placementClaims, placementOf, placementProblems } from '../../sync/placement.ts';
-import { type Provisioning, releaseInstance, type VirtualClusterContext } from './context.ts';
+import {
+  type Provisioning,
+  provisionedOf,
+  recordInstanceEvent,
+  releaseInstance,
+  type VirtualClusterContext,
+} from './context.ts';
 import { stalledOutcome, syncStall } from './desired.ts';
+import { deleteSyncedHostObjects } from './host-objects.ts';
 import {
   notProvisionedOutcome,
   PROVISIONED_CONDITION,
@@ -28,13 +31,12 @@ import {
   provisionedConfigText,
   provisionedState,
   provisioningEvent,
-  syncedPlaces,
   withProvisioned,
 } from './provisioned.ts';
 import { readyzProbe } from './readyz.ts';
-import { currentIdentity } from './syncer-identity.ts';
+import { decideSleep, sleepEvent, withAwake } from './sleep.ts';
+import { deleteForInactivity, putToSleep, wakeSyncedHostObjects } from './sleep-edge.ts';
 import { runSyncer } from './syncer-run.ts';
-import { ServiceAccountTokens } from './token.ts';
 
 /**
  * The edge of a provisioned instance (no `spec.endpoint`): its template from the cache, the
@@ -44,12 +46,6 @@ import { ServiceAccountTokens } from './token.ts';
  */
 
 type Deps = Pick<VirtualClusterContext, 'projectOf' | 'instancesPlacedIn'>;
-
-const provisionedOf = (vci: Stored<VirtualClusterInstance>): ProvisionedInstance => ({
-  namespace: vci.metadata.namespace ?? '',
-  name: vci.metadata.name ?? '',
-  ...(vci.metadata.uid ? { uid: vci.metadata.uid } : {}),
-});
 
 /** The instance's syncer configuration (its own, else its template's), validated; undefined: none. */
 function configOf(provisioning: Provisioning, vci: Stored<VirtualClusterInstance>) {
@@ -81,21 +77,39 @@ export function provisionedStalledOn(
   return JSON.stringify([template?.metadata.resourceVersion ?? null, refusals(deps, vci, validated)]);
 }
 
-function record(
+/**
+ * Converges a provisioned instance: deleted when inactive for `spec.deleteAfter`, asleep (control
+ * plane stopped, syncer paused) as sleep mode decides (`sleep.ts`), else awake: its control plane
+ * (made, started, repaired), then its syncer.
+ */
+export async function reconcileProvisioned(
   context: VirtualClusterContext,
+  provisioning: Provisioning,
   vci: Stored<VirtualClusterInstance>,
-  event: EventInput | undefined,
-) {
-  if (!event) return;
-  const { namespace, name, uid } = vci.metadata;
-  void context.events.record(
-    { apiVersion: vci.apiVersion, kind: 'VirtualClusterInstance', namespace, name, uid },
-    event,
-  );
+  ctx: ReconcileContext,
+): Promise<Converged<VirtualClusterInstanceStatus>> {
+  const decision = decideSleep(vci, {
+    now: context.clock.now(),
+    syncerActivity: context.syncerActivity.get(objectKey(vci)),
+  });
+  switch (decision.action) {
+    case 'delete':
+      return deleteForInactivity(context, vci, decision, ctx);
+    case 'sleep':
+    case 'stayAsleep':
+      return putToSleep(context, provisioning, vci, decision, ctx);
+    default: {
+      if (decision.action === 'wake') {
+        ctx.logger.info({ lastActivity: decision.lastActivity }, 'waking the virtual cluster');
+        recordInstanceEvent(context, vci, sleepEvent(decision));
+      }
+      return withAwake(await reconcileAwake(context, provisioning, vci, ctx), decision);
+    }
+  }
 }
 
-/** Converges a provisioned instance: its control plane (made, started, repaired), then its syncer. */
-export async function reconcileProvisioned(
+/** An awake provisioned instance: its control plane (made, started, repaired), then its syncer. */
+async function reconcileAwake(
   context: VirtualClusterContext,
   provisioning: Provisioning,
   vci: Stored<VirtualClusterInstance>,
@@ -110,7 +124,7 @@ export async function reconcileProvisioned(
       provisionedState({ kind: 'templateNotFound', template: vci.spec.templateRef?.name ?? '' }),
     );
   }
-  record(context, vci, provisioningEvent(before));
+  recordInstanceEvent(context, vci, provisioningEvent(before));
   let result: ProvisionResult;
   try {
     const options = { controllerManager: provisioning.controllerManager };
@@ -120,7 +134,7 @@ export async function reconcileProvisioned(
     result = { kind: 'failed', error };
   }
   const state = provisionedState(result);
-  record(context, vci, provisionEvent(before, state));
+  recordInstanceEvent(context, vci, provisionEvent(before, state));
   if (state.status !== 'True') {
     ctx.logger.warn({ reason: state.reason, message: state.message }, 'control plane not ready');
     return notProvisionedOutcome(state);
@@ -130,6 +144,8 @@ export async function reconcileProvisioned(
     await releaseInstance(context, key, vci);
     return withProvisioned(stalledOutcome(stall), state);
   }
+  // Before a syncer starts (woken, or this replica's first): what it wrote is no longer asleep.
+  if (!context.supervisor.get(key)) await wakeSyncedHostObjects(context, vci, ctx);
   const { connection, access } = await adminConnectionOf(context.api, vci);
   const outcome = await runSyncer(
     context,
@@ -183,70 +199,15 @@ export async function cleanupProvisioned(
   const key = objectKey(vci);
   context.permissionWaits.delete(key);
   await context.supervisor.stop(key);
+  context.syncerActivity.delete(key);
   const deleted = await deleteSyncedHostObjects(context, vci);
   await releaseInstance(context, key, vci);
   await provisioning.provisioner.remove(provisionedOf(vci));
   ctx.logger.info({ hostObjectsDeleted: deleted }, 'virtual cluster deprovisioned');
-  record(context, vci, {
+  recordInstanceEvent(context, vci, {
     type: 'Normal',
     reason: 'Deprovisioned',
     action: 'Deprovision',
     note: `the control plane, its storage and its Secrets are removed, and ${deleted} object(s) its syncer wrote on the host`,
   });
-}
-
-interface HostObject {
-  metadata?: { name?: string; uid?: string; annotations?: Record<string, string> };
-}
-
-/**
- * Deletes every host object the instance's syncer wrote: in each namespace and of each kind its
- * identity may write, those labelled managed by this virtual cluster and carrying the name of
- * their virtual object (what the syncer marks its own with). Listed and deleted as the syncer's
- * ServiceAccount, so nothing outside what the syncer could touch is touched. Returns how many.
- */
-async function deleteSyncedHostObjects(
-  context: VirtualClusterContext,
-  vci: Stored<VirtualClusterInstance>,
-): Promise<number> {
-  const identity = currentIdentity(context, vci);
-  const account = identity.serviceAccounts[0]?.metadata;
-  if (!account?.name || !account.namespace) return 0;
-  const tokens = new ServiceAccountTokens({
-    api: context.api,
-    namespace: account.namespace,
-    serviceAccount: account.name,
-    clock: context.clock,
-  });
-  const client = context.hostClientFor(tokens);
-  const { vclusterName } = placementOf(vci);
-  let deleted = 0;
-  try {
-    for (const { namespace, kind } of syncedPlaces(identity.roleBindings)) {
-      const resource = RESOURCES[kind];
-      const list = await client.request<{ items?: HostObject[] }>({
-        method: 'GET',
-        path: collectionPath(resource, namespace),
-        query: { labelSelector: `${LABEL_MANAGED_BY}=${vclusterName}` },
-      });
-      for (const item of list.items ?? []) {
-        if (!item.metadata?.name || !item.metadata.annotations?.[ANNOTATION_OBJECT_NAME]) continue;
-        try {
-          await client.request({
-            method: 'DELETE',
-            path: objectPath(resource, namespace, item.metadata.name),
-            body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: item.metadata.uid } },
-          });
-          deleted += 1;
-        } catch (err) {
-          if (!isNotFound(err)) throw err;
-        }
-      }
-    }
-  } catch (err) {
-    throw new Error(`could not delete what the syncer wrote on the host: ${errorReason(err)}`);
-  } finally {
-    client.close();
-  }
-  return deleted;
 }

@@ -61,7 +61,7 @@ export const validatedConfig = (
  * (`stalledOn`, and the watches of the setup).
  */
 export function virtualClusterReconciler(deps: VirtualClusterReconcilerDeps): Reconciler {
-  const context: VirtualClusterContext = { ...deps, permissionWaits: new Map() };
+  const context: VirtualClusterContext = { ...deps, permissionWaits: new Map(), syncerActivity: new Map() };
   return objectReconciler<Stored<VirtualClusterInstance>, VirtualClusterInstanceStatus>({
     kind: 'VirtualClusterInstance',
     resource: resources.virtualClusterInstances,

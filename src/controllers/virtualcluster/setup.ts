@@ -13,7 +13,7 @@ import type { KubeApi } from '../../runtime/kube-api.ts';
 import { objectKey } from '../../runtime/kube-client.ts';
 import type { LeaseShares } from '../../runtime/lease-shares.ts';
 import type { Manager } from '../../runtime/manager.ts';
-import { anyOf, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
+import { anyOf, type EventPredicate, generationChanged, lifecycleChanged } from '../../runtime/predicates.ts';
 import type { Store } from '../../runtime/store.ts';
 import { namedHostNamespaces, placementOf } from '../../sync/placement.ts';
 import { addController, type ControllerDeps, watchScope } from '../common.ts';
@@ -22,6 +22,7 @@ import { asksToBeSynced } from './desired.ts';
 import { instanceKeyOf } from './identity.ts';
 import { isProvisioned, validatedConfig, virtualClusterReconciler } from './reconcile.ts';
 import { runSharesWithController, sharedReconciler, shareVirtualClusters } from './sharing.ts';
+import { sleepAnnotationsChanged } from './sleep.ts';
 import { SyncerSupervisor, syncerFactory } from './supervisor.ts';
 import { BY_INSTANCE_UID } from './syncer-identity.ts';
 import { clientWithTokens } from './token.ts';
@@ -54,6 +55,11 @@ function samePlacement(
     )
     .map(objectKey);
 }
+
+/** Besides spec and lifecycle: a sleep request, and the wake request (activity while asleep); sleep.ts. */
+const sleepRequests: EventPredicate<Stored<VirtualClusterInstance>> = {
+  update: (oldObj, newObj) => sleepAnnotationsChanged(oldObj, newObj),
+};
 
 /** The caches the controller reads and watches. */
 function virtualClusterCaches(manager: Manager, deps: ControllerDeps) {
@@ -157,8 +163,9 @@ export function setupVirtualClusterController(manager: Manager, deps: Controller
   enqueue = (key) => controller.enqueue(key);
   controller
     // Its own status writes would only probe and check the syncer again at once; what it does
-    // follows from the spec, and its deletion (which frees a placement too).
-    .watchPrimary(instances, { predicates: specOrLifecycle })
+    // follows from the spec, its deletion (which frees a placement too) and the sleep-mode
+    // annotations that ask for a sleep or a wake at once.
+    .watchPrimary(instances, { predicates: [anyOf(generationChanged, lifecycleChanged, sleepRequests)] })
     .watch(serviceAccounts, instanceKeyOf)
     .watch(roleBindings, instanceKeyOf)
     // A namespace changing project may allow or forbid the instances in it or naming it.

@@ -24,6 +24,8 @@ export interface SyncerFactoryInput {
   config: SyncerOptions['config'];
   logger: Logger;
   onStatusChange: () => void;
+  /** Called on every change the syncer carries (the instance's activity, for sleep mode). */
+  onActivity?: () => void;
 }
 
 /**
@@ -89,5 +91,6 @@ export function syncerFactory(options: { manager: Manager }): (input: SyncerFact
       logger: input.logger,
       controllerPrefix: `syncer:${input.key}:`,
       onStatusChange: input.onStatusChange,
+      ...(input.onActivity ? { onActivity: input.onActivity } : {}),
     });
 }

@@ -246,5 +246,6 @@ async function startWhenPermitted(
     config: syncConfig,
     logger: ctx.logger.child({ vcluster: `${hostNamespace}/${vclusterName}` }),
     onStatusChange: () => context.enqueue(key),
+    onActivity: () => context.syncerActivity.set(key, context.clock.now()),
   });
 }
