@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { LAST_ACTIVITY_ANNOTATION } from '../../src/api/labels.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
 import type { Probe, ProbeContext } from './probes.ts';
 
@@ -7,7 +8,9 @@ import type { Probe, ProbeContext } from './probes.ts';
  * Cluster and a project's VirtualClusterInstance (both the test's second apiserver, reached with
  * its admin token from a credentials Secret) from its caches of them. Both objects are made once
  * the gateway's caches have synced, so only its watches can bring them (list and watch are
- * each needed); the Secrets are read with its `get` on secrets.
+ * each needed); the Secrets are read with its `get` on secrets. Sleep mode: a request to the
+ * virtual cluster while it sleeps asks it to wake, the gateway writing its last-activity
+ * annotation (its `patch` on virtualclusterinstances).
  */
 
 const GROUP_VERSION = 'management.platform/v1';
@@ -35,6 +38,23 @@ const names = (ctx: ProbeContext) => {
     key: `ap-${ctx.id}`,
   };
 };
+
+/** The status of an instance asleep since `since` (a merge patch of its status). */
+const asleepStatus = (since: string) => ({
+  status: {
+    sleepingSince: since,
+    conditions: [
+      {
+        type: 'Sleeping',
+        status: 'True',
+        reason: 'SleepRequested',
+        message: 'asleep',
+        lastTransitionTime: since,
+      },
+      { type: 'Ready', status: 'False', reason: 'Sleeping', message: 'asleep', lastTransitionTime: since },
+    ],
+  },
+});
 
 export const accessProxyProbe: Probe = {
   id: 'access-proxy',
@@ -65,6 +85,7 @@ export const accessProxyProbe: Probe = {
     const { project, projectNamespace, credentialsNamespace, cluster, key } = names(ctx);
     const generated = generateAccessKey(randomBytes);
     const target = ctx.setting.virtual;
+    const instancePath = `${MP}/namespaces/${projectNamespace}/virtualclusterinstances/vc`;
     ctx.cleanup.push(
       () => ctx.admin.delete(`${MP}/ownedaccesskeys/${key}`),
       () => ctx.admin.delete(`${MP}/clusters/${cluster}`),
@@ -113,6 +134,30 @@ export const accessProxyProbe: Probe = {
         until: async () =>
           (await proxyGet(ctx, `/kubernetes/project/${project}/virtualcluster/vc/version`, generated.key)) ===
           200,
+      },
+      {
+        // The instance's status says it sleeps, as the controller writes it for an asleep one
+        // (the gateway decides from that status alone); written again while it does not say so,
+        // since a running controller writes this registered instance's conditions too. Nothing
+        // wakes it here: the request waits its 1 s and is answered 503, its wake request written.
+        what: 'a request to her virtual cluster while it sleeps asks it to wake (the gateway writes its last activity)',
+        until: async () => {
+          const instance = await ctx.admin.get(instancePath);
+          const sleeping = (instance?.status?.conditions ?? []).some(
+            (c: { type: string; status: string }) => c.type === 'Sleeping' && c.status === 'True',
+          );
+          if (!sleeping) {
+            ctx.state.sleepingSince = new Date().toISOString();
+            await ctx.admin.merge(`${instancePath}/status`, asleepStatus(ctx.state.sleepingSince));
+          }
+          await proxyGet(
+            ctx,
+            `/kubernetes/project/${project}/virtualcluster/vc/version?timeout=1s`,
+            generated.key,
+          );
+          const stamp = (await ctx.admin.get(instancePath))?.metadata.annotations?.[LAST_ACTIVITY_ANNOTATION];
+          return stamp !== undefined && Date.parse(stamp) > Date.parse(ctx.state.sleepingSince);
+        },
       },
     ];
   },

@@ -1510,6 +1510,7 @@ const openIdProviderProbe: Probe = {
  * virtual cluster controller as its ServiceAccount: a VirtualClusterInstance naming a template
  * gets its StatefulSet, Service and Secrets (pki, admin) in its project namespace; deleted, they
  * go, with the storage claim (written here as the StatefulSet controller would: none runs).
+ * Admission lets the instance in once the webhook found its template.
  */
 const inClusterProvisionerProbe: Probe = {
   id: 'in-cluster-provisioner',
@@ -1663,8 +1664,10 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
       'projects',
     ]),
   ),
+  // (Not the Secret syncer role's: with the chart's default in-cluster provisioner the controller
+  // holds all of that role's permissions, so binds it without `bind`, and the chart grants none.)
   ...Object.fromEntries(
-    ['services', 'endpoints', 'secrets', 'configmaps'].map((plural) => [
+    ['services', 'endpoints', 'configmaps'].map((plural) => [
       `controller:rbac.authorization.k8s.io/clusterroles:bind[platform-vcluster-syncer-${plural}]`,
       'virtual-cluster',
     ]),
@@ -1712,6 +1715,7 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   'webhook:coordination.k8s.io/leases:delete': 'key-id-claims',
   'webhook:management.platform/teams:get': 'admission-identities',
   'webhook:core/namespaces:get': 'virtual-cluster',
+  'webhook:management.platform/virtualclustertemplates:get': 'in-cluster-provisioner',
   'webhook:admissionregistration.k8s.io/validatingwebhookconfigurations:create[platform-validating-webhooks]':
     'webhook-configurations',
   'webhook:admissionregistration.k8s.io/validatingwebhookconfigurations:patch[platform-validating-webhooks]':
@@ -1744,7 +1748,12 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each('gateway', 'management.platform/projects', ['list', 'watch'], 'gateway'),
   'gateway:management.platform/virtualclusterinstances:get': 'gateway',
   ...each('gateway', 'management.platform/clusters', ['list', 'watch'], 'access-proxy'),
-  ...each('gateway', 'management.platform/virtualclusterinstances', ['list', 'watch'], 'access-proxy'),
+  ...each(
+    'gateway',
+    'management.platform/virtualclusterinstances',
+    ['list', 'watch', 'patch'],
+    'access-proxy',
+  ),
   'gateway:core/secrets:get': 'gateway',
   ...each('gateway', 'core/secrets', ['list', 'watch'], 'gateway'),
   ...each('gateway', 'core/secrets', ['patch', 'delete'], 'openid-provider'),

@@ -1,6 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the tests read loosely typed objects
 
 import { describe, expect, test } from 'vitest';
+import { LAST_ACTIVITY_ANNOTATION } from '../../src/api/labels.ts';
 import { stateSecret } from '../../src/login/oidc-provider/secret-models.ts';
 import type { Http } from '../chart/rbac-support.ts';
 import { COMPONENTS, type Component, NAMESPACE, provisionerOptionsOf, userOf } from '../chart/support.ts';
@@ -112,10 +113,11 @@ describe('no identity of the platform can take the cluster over', () => {
       // RBAC cannot narrow these by label, namespace label or name prefix: the writes are
       // confined by admission (next test), the reads remain (docs/security.md, "What remains").
       // The in-cluster provisioner (the chart's default) makes StatefulSets and Secrets where
-      // instances are and deletes them with the instance: confined by admission as well.
+      // instances are and deletes them with the instance: confined by admission as well. It so
+      // holds every permission of the syncer Secret role, which RBAC therefore lets it bind
+      // without `bind` (not granted): whom it binds it to is confined all the same (next test).
       controller: [
         'create role bindings in kube-system',
-        'bind the syncer Secret role',
         'create statefulsets in kube-system',
         'create secrets in kube-system',
         'patch secrets in kube-system',
@@ -618,6 +620,39 @@ describe('no identity of the platform can take the cluster over', () => {
       await attempt(gateway, 'DELETE', `${secrets}/platform-config${DRY}`),
       'delete the configuration',
     ).toEqual(refusedBy(policy));
+  });
+
+  test("the gateway's writes of VirtualClusterInstances (sleep mode's activity) are held to their last-activity annotation", async () => {
+    const { components } = env();
+    const gateway = components.gateway;
+    const policy = 'platform-gateway-activity';
+    const instance = `${MP}/namespaces/${TEAM}/virtualclusterinstances/dev${DRY}`;
+    const patch = (body: unknown) => attempt(gateway, 'PATCH', instance, body, MERGE);
+    const repoint = { spec: { endpoint: 'https://attacker.example:6443' } };
+    await eventually(
+      async () => (await patch(repoint)).status === 403,
+      60_000,
+      'the confinement policy to be in force',
+    );
+    // RBAC lets it patch any instance (to record activity and wake): never more than that.
+    expect(await patch(repoint), "repoint an instance's endpoint").toEqual(refusedBy(policy));
+    expect(
+      await patch({ spec: { credentialsSecretRef: { name: 'another-secret' } } }),
+      'name other credentials',
+    ).toEqual(refusedBy(policy));
+    expect(await patch({ metadata: { labels: { planted: 'x' } } }), 'label an instance').toEqual(
+      refusedBy(policy),
+    );
+    expect(await patch({ metadata: { annotations: { planted: 'x' } } }), 'another annotation').toEqual(
+      refusedBy(policy),
+    );
+    expect(
+      await patch({ metadata: { finalizers: ['planted.example/finalizer'] } }),
+      'a finalizer that would keep it',
+    ).toEqual(refusedBy(policy));
+    // What the access proxy writes goes through.
+    const activity = { metadata: { annotations: { [LAST_ACTIVITY_ANNOTATION]: new Date().toISOString() } } };
+    expect((await patch(activity)).status).toBe(200);
   });
 
   test("a syncer's identity, which its tenant can mint tokens for, holds none of them, and nothing outside its namespace", async () => {
