@@ -1,6 +1,4 @@
-import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { Agent, fetch } from 'undici';
 import { stringify as stringifyYaml } from 'yaml';
 import type { Cluster } from '../api/cluster.ts';
 import type { Project } from '../api/project.ts';
@@ -10,6 +8,7 @@ import { accessProxyPath, accessProxyServer, type KubeConfigProxyTarget } from '
 import { BASE_PATH } from '../gateway/paths.ts';
 import { collectionPath, type ObjectList, objectPath } from '../runtime/kube-client.ts';
 import { kubeconfigPath, readKubeconfig, writeKubeconfig } from './login/login-context.ts';
+import { managementClient } from './management-client.ts';
 
 /**
  * `platform kubeconfig`: one kubeconfig context per connected cluster and per virtual cluster the
@@ -241,44 +240,6 @@ export async function reachableTargets(
   return targets.sort((a, b) => order(a).localeCompare(order(b)));
 }
 
-/**
- * GETs of the management API as the platform context: its server, its CA (inline or a file) or
- * `insecure-skip-tls-verify`, `tls-server-name`, and its user's token.
- */
-function managementGet(
-  config: Kubeconfig,
-  platform: PlatformContext,
-): { get: ManagementGet; close: () => Promise<void> } {
-  const token = config.users?.find((entry) => entry.name === platform.user)?.user.token;
-  if (typeof token !== 'string')
-    throw new Error(`the user of context "${platform.name}" holds no token (the platform key)`);
-  const { connection } = platform;
-  const inlineCa = connection['certificate-authority-data'];
-  const caFile = connection['certificate-authority'];
-  const ca =
-    typeof inlineCa === 'string'
-      ? Buffer.from(inlineCa, 'base64').toString('utf8')
-      : typeof caFile === 'string'
-        ? readFileSync(caFile, 'utf8')
-        : undefined;
-  const servername = connection['tls-server-name'];
-  const dispatcher = new Agent({
-    connect: {
-      ...(ca ? { ca } : {}),
-      ...(connection['insecure-skip-tls-verify'] === true ? { rejectUnauthorized: false } : {}),
-      ...(typeof servername === 'string' ? { servername } : {}),
-    },
-  });
-  const get: ManagementGet = async (path) => {
-    const response = await fetch(`${platform.gatewayBase}${BASE_PATH}${path}`, {
-      dispatcher,
-      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-    });
-    return { status: response.status, body: await response.json().catch(() => undefined) };
-  };
-  return { get, close: () => dispatcher.close() };
-}
-
 export function kubeconfigCommand(): Command {
   return new Command('kubeconfig')
     .description(
@@ -299,12 +260,13 @@ export function kubeconfigCommand(): Command {
         const path = kubeconfigPath(options.kubeconfig);
         const config = readKubeconfig(path);
         const platform = platformContextOf(config, options.context);
-        const management = managementGet(config ?? {}, platform);
+        const management = managementClient(config ?? {}, platform);
+        const get: ManagementGet = (path) => management.request('GET', path);
         const skipped: Skipped = (what, code) =>
           process.stderr.write(`Skipped ${what}: the platform answered ${code} (not allowed for this key)\n`);
         let targets: KubeConfigProxyTarget[];
         try {
-          targets = await reachableTargets(management.get, options.project ?? [], skipped);
+          targets = await reachableTargets(get, options.project ?? [], skipped);
         } finally {
           await management.close();
         }

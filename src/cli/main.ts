@@ -7,6 +7,7 @@ import { gatewayCommand } from './gateway.ts';
 import { kubeconfigCommand } from './kubeconfig.ts';
 import { loginCommand, logoutCommand } from './login.ts';
 import { operatorCommand } from './operator.ts';
+import { sleepCommand, wakeCommand } from './sleep-wake.ts';
 import { syncPreviewCommand } from './sync-preview.ts';
 import { syncerCommand } from './syncer.ts';
 import { webhookCommand } from './webhook.ts';
@@ -32,6 +33,8 @@ export function buildProgram(): Command {
   program.addCommand(loginCommand());
   program.addCommand(logoutCommand());
   program.addCommand(kubeconfigCommand());
+  program.addCommand(sleepCommand());
+  program.addCommand(wakeCommand());
   program.addCommand(
     new Command('sync').description('Virtual cluster sync tools').addCommand(syncPreviewCommand()),
   );
