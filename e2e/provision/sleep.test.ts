@@ -169,6 +169,22 @@ describe('sleep mode of a provisioned VirtualClusterInstance (processes provisio
     for (const copy of await hostCopies(name)) expect(copy.metadata.labels[SLEEPING_LABEL]).toBe('true');
   });
 
+  test('asleep across an operator restart: the new operator keeps it asleep and starts nothing', async () => {
+    await env.stopOperator('operator');
+    env.startOperator('operator', ['--no-leader-elect']);
+    // A spec change the new operator must observe: proof that it has looked at the instance.
+    await patch(name, { spec: { deleteAfter: 0 } });
+    const generation = (await env.readInstance(name)).metadata.generation;
+    await eventually(
+      async () => (await env.readInstance(name)).status.observedGeneration === generation,
+      BOUND_MS,
+      'the restarted operator observing the instance',
+    );
+    expect(await condition(name, 'Sleeping')).toMatchObject({ status: 'True', reason: 'SleepRequested' });
+    expect(await condition(name, 'Ready')).toMatchObject({ status: 'False', reason: 'Sleeping' });
+    expect(processesNaming(env.instanceDir(name))).toEqual([]);
+  });
+
   test('deleteAfter deletes it, asleep, and nothing of it remains', async () => {
     await patch(name, { spec: { deleteAfter: 2 } });
     await eventually(
