@@ -3,7 +3,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent } from 'undici';
 import { describe, expect, test } from 'vitest';
-import { INSTANCE_UID_LABEL } from '../../src/api/labels.ts';
+import { INSTANCE_UID_LABEL, SLEEPING_LABEL } from '../../src/api/labels.ts';
 import { ANNOTATION_OBJECT_NAME, LABEL_MANAGED_BY } from '../../src/sync/names.ts';
 import { call } from '../gateway/support.ts';
 import { kubectl } from '../support/cluster.ts';
@@ -24,8 +24,10 @@ import { waitForValue } from '../support/wait.ts';
  * `POST .../virtualclusterinstances/<name>/kubeconfig` and with kubectl makes a Namespace, a
  * ConfigMap, a Service and Endpoints in it; they appear on the host in the project's namespace.
  * The platform is restarted (the operator process ended and started again while its cluster
- * stays up): everything is still there. She deletes the instance: nothing of it remains on the
- * host (listed) or on disk.
+ * stays up): everything is still there. With a short `spec.sleepAfter` it falls asleep
+ * (`Sleeping=True`, its processes gone, its storage and host copies kept, labelled sleeping);
+ * one kubectl request through the proxy wakes it and sees the objects made before. She deletes
+ * the instance: nothing of it remains on the host (listed) or on disk.
  */
 
 const PROJECT = 'web';
@@ -63,9 +65,9 @@ describe('a tenant provisions a virtual cluster and works in it (processes)', { 
         throw new Error(`${err.message}\noperator log: ${platform().logTail()}`);
       },
     );
-  /** The host objects of `plural` the syncer wrote for the instance, by their virtual names (host admin). */
-  const syncedOnHost = async (plural: string) => {
-    const listed = JSON.parse(
+  /** The host objects of `plural` the syncer wrote for the instance (as the host admin). */
+  const syncedObjects = async (plural: string): Promise<any[]> =>
+    JSON.parse(
       await ok(platform().hostKubeconfig, [
         '-n',
         NAMESPACE,
@@ -76,9 +78,10 @@ describe('a tenant provisions a virtual cluster and works in it (processes)', { 
         '-o',
         'json',
       ]),
-    );
-    return (listed.items as any[]).map((o) => o.metadata.annotations?.[ANNOTATION_OBJECT_NAME]).sort();
-  };
+    ).items;
+  const virtualName = (o: any): string => o.metadata.annotations?.[ANNOTATION_OBJECT_NAME];
+  /** The virtual names of the host copies of `plural`. */
+  const syncedOnHost = async (plural: string) => (await syncedObjects(plural)).map(virtualName).sort();
   const instanceProcesses = () => processesNaming(platform().instanceDir(NAMESPACE, NAME));
 
   test('an admin makes the template, the project with alice as a member, and her key', async () => {
@@ -299,6 +302,100 @@ subsets:
       (n) => n.includes('after'),
       60_000,
     );
+  });
+
+  /** The virtual names of the host copies of `plural` labelled as sleeping. */
+  const sleepingOnHost = async (plural: string) =>
+    (await syncedObjects(plural))
+      .filter((o) => o.metadata.labels?.[SLEEPING_LABEL] === 'true')
+      .map(virtualName)
+      .sort();
+  const eventReasons = async () =>
+    (
+      JSON.parse(
+        await ok(platform().hostKubeconfig, ['-n', NAMESPACE, 'get', 'events.events.k8s.io', '-o', 'json']),
+      ).items as any[]
+    )
+      .filter((e) => e.regarding?.name === NAME)
+      .map((e) => e.reason);
+
+  test('sleep: with a short sleepAfter it falls asleep; its processes end, its storage and host copies stay, labelled sleeping', async () => {
+    const dataDir = join(platform().instanceDir(NAMESPACE, NAME), 'data');
+    await ok(alice, [
+      '-n',
+      NAMESPACE,
+      'patch',
+      'virtualclusterinstance',
+      NAME,
+      '--type=merge',
+      '-p',
+      '{"spec":{"sleepAfter":15}}',
+    ]);
+    const asleep = await waitCondition('Sleeping', 'True', 'the instance asleep', 180_000);
+    expect(conditionOf(asleep, 'Sleeping')).toMatchObject({ reason: 'Inactive' });
+    expect(conditionOf(asleep, 'Sleeping').lastTransitionTime).toBe(asleep.status.sleepingSince);
+    expect(conditionOf(asleep, 'Ready')).toMatchObject({ status: 'False', reason: 'Sleeping' });
+    expect(conditionOf(asleep, 'Provisioned')).toMatchObject({ status: 'True' });
+    await waitForValue(
+      'no process of the instance left',
+      async () => instanceProcesses(),
+      (p) => p.length === 0,
+      60_000,
+    );
+    expect(existsSync(dataDir)).toBe(true);
+    await waitForValue(
+      'the host copies labelled sleeping',
+      async () => [
+        ...(await sleepingOnHost('configmaps')),
+        ...(await sleepingOnHost('services')),
+        ...(await sleepingOnHost('endpoints')),
+      ],
+      (names) => ['after', 'settings', 'web', 'web'].every((n) => names.includes(n)),
+      60_000,
+    );
+    expect(await syncedOnHost('configmaps')).toEqual(expect.arrayContaining(['after', 'settings']));
+    expect(await eventReasons()).toContain('FellAsleep');
+  });
+
+  test('a kubectl request through the proxy wakes it and sees the objects made before the sleep', async () => {
+    // One request, no retry: the gateway holds it until the instance is awake and Ready.
+    const read = await run(aliceVirtual, [
+      '--request-timeout=240s',
+      '-n',
+      'apps',
+      'get',
+      'configmaps',
+      '-o',
+      'jsonpath={range .items[*]}{.metadata.name}={.data.mode}{"\\n"}{end}',
+    ]);
+    expect(read.code, read.stderr).toBe(0);
+    // Awake for the steps after this one (a patch of the management API is no activity).
+    await ok(alice, [
+      '-n',
+      NAMESPACE,
+      'patch',
+      'virtualclusterinstance',
+      NAME,
+      '--type=merge',
+      '-p',
+      '{"spec":{"sleepAfter":0}}',
+    ]);
+    expect(read.stdout).toContain('settings=before\n');
+    expect(read.stdout).toContain('after=after\n');
+    const awake = await waitCondition('Ready', 'True', 'the instance Ready after the wake');
+    expect(conditionOf(awake, 'Sleeping')).toMatchObject({ status: 'False', reason: 'Awake' });
+    expect(
+      instanceProcesses()
+        .map((p) => p.component)
+        .sort(),
+    ).toEqual(['etcd', 'kube-apiserver', 'kube-controller-manager']);
+    await waitForValue(
+      'the sleeping label gone from the host copies',
+      async () => [...(await sleepingOnHost('configmaps')), ...(await sleepingOnHost('services'))],
+      (names) => names.length === 0,
+      60_000,
+    );
+    expect(await eventReasons()).toEqual(expect.arrayContaining(['FellAsleep', 'Woke']));
   });
 
   test('alice deletes it: nothing of it remains on the host or on disk', async () => {
