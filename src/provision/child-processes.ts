@@ -208,7 +208,8 @@ export class PidFile {
       } catch {
         continue; // not running
       }
-      if (!cmdline.includes(command)) continue;
+      // Empty: exec'd a moment ago (the kernel fills it in after the exec pipe libuv waits on closes).
+      if (cmdline !== '' && !cmdline.includes(command)) continue;
       signalGroup(pid, 'SIGKILL');
       try {
         process.kill(pid, 'SIGKILL');

@@ -15,14 +15,19 @@ async function until(check: () => boolean): Promise<void> {
   while (!check()) await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
-/** The pids of the live processes whose command line holds `token` (a sleep of a unique length). */
-function pidsRunning(token: string): number[] {
+/**
+ * The pids of this test process's live (not zombie) children: the processes a supervisor spawned
+ * and has not reaped. By parent, not by command line: a child's parent is set when it is forked,
+ * while its /proc cmdline can still be empty for a moment after `spawn` resolved (the kernel
+ * closes the exec pipe libuv waits on before it sets up the new program's arguments).
+ */
+function pidsRunning(): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').includes(token))
-        pids.push(Number(entry));
+      const [state, parent] = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      if (Number(parent) === process.pid && state !== 'Z') pids.push(Number(entry));
     } catch {
       // ended meanwhile
     }
@@ -39,20 +44,17 @@ const alive = (pid: number) => {
   }
 };
 
-/** A sleep of a length no other test uses, to find its process in /proc. */
-const uniqueSleep = () => `300.${process.pid}${Math.floor(Math.random() * 1e6)}`;
-
 /**
  * `mayRun` as two provisioners over one owner file see it: this one's for the first `allowed`
  * questions, then the other's (it took the instance over); each question asked with the pids of
- * the sleep of length `token` running at that moment.
+ * this process's children running at that moment.
  */
-function takenOverAfter(allowed: number, token: string) {
+function takenOverAfter(allowed: number) {
   const seen: number[][] = [];
   return {
     seen,
     mayRun: () => {
-      seen.push(pidsRunning(token));
+      seen.push(pidsRunning());
       return seen.length <= allowed;
     },
   };
@@ -130,20 +132,18 @@ describe('ComponentSupervisor', () => {
   });
 
   test('starts nothing once another provisioner owns the instance', async () => {
-    const token = uniqueSleep();
-    const owner = takenOverAfter(0, token);
-    const { s, started } = supervisor('/bin/sleep', [token], { mayRun: owner.mayRun });
+    const owner = takenOverAfter(0);
+    const { s, started } = supervisor('/bin/sleep', ['300'], { mayRun: owner.mayRun });
     await expect(s.start()).rejects.toBeInstanceOf(SupervisionLost);
     expect(owner.seen).toEqual([[]]);
-    expect(pidsRunning(token)).toEqual([]);
+    expect(pidsRunning()).toEqual([]);
     expect(started).toEqual([]);
     expect(s.running).toBe(false);
   });
 
   test('ends, and never reports, a process whose instance was taken over while it was being started', async () => {
-    const token = uniqueSleep();
-    const owner = takenOverAfter(1, token);
-    const { s, started } = supervisor('/bin/sleep', [token], { mayRun: owner.mayRun });
+    const owner = takenOverAfter(1);
+    const { s, started } = supervisor('/bin/sleep', ['300'], { mayRun: owner.mayRun });
     await expect(s.start()).rejects.toBeInstanceOf(SupervisionLost);
     // Asked before the spawn (nothing ran) and once the process was up (it ran): now it does not.
     expect(owner.seen).toHaveLength(2);
@@ -156,21 +156,52 @@ describe('ComponentSupervisor', () => {
   });
 
   test('ends, and never reports, a restarted process whose instance was taken over while it was being started', async () => {
-    const token = uniqueSleep();
     // Two questions for the first start, one before the restart's spawn; the fourth is the other's.
-    const owner = takenOverAfter(3, token);
-    const { s, logs, started } = supervisor('/bin/sleep', [token], { mayRun: owner.mayRun });
+    const owner = takenOverAfter(3);
+    const { s, logs, started } = supervisor('/bin/sleep', ['300'], { mayRun: owner.mayRun });
     const first = await s.start();
     process.kill(first.pid, 'SIGKILL');
     await until(() => logs.some((m) => m.includes('not restarting')));
-    expect(owner.seen).toHaveLength(4);
+    const told = `questions: ${JSON.stringify(owner.seen)}; log: ${logs.join('; ')}`;
+    expect(owner.seen, told).toHaveLength(4);
     const respawned = owner.seen[3]!;
-    expect(respawned).toHaveLength(1);
+    expect(respawned, told).toHaveLength(1);
     expect(respawned[0]).not.toBe(first.pid);
     await until(() => !alive(respawned[0]!));
     expect(started).toEqual([first.pid]);
     expect(s.running).toBe(false);
     expect(s.restarts).toBe(0);
+  });
+
+  test('the check once a process is up and its adoption are one exclusive step: a takeover before it ends the process, one after it finds the pid recorded', async () => {
+    // A takeover that held the instance's lock first: inside the step, the instance is another's.
+    // The pre-spawn question is asked outside the step (nothing follows it that a takeover could
+    // undo); the takeover lands before the step: inside it, the instance is another's.
+    let mine = true;
+    const takenFirst = supervisor('/bin/sleep', ['300'], {
+      mayRun: () => mine,
+      exclusive: (section) => {
+        mine = false;
+        return section();
+      },
+    });
+    await expect(takenFirst.s.start()).rejects.toBeInstanceOf(SupervisionLost);
+    expect(takenFirst.started).toEqual([]);
+    expect(pidsRunning()).toEqual([]);
+
+    // A takeover after the step: the pid was recorded (onStarted) inside it, for the taker to end.
+    const order: string[] = [];
+    const { s } = supervisor('/bin/sleep', ['300'], {
+      exclusive: (section) => {
+        order.push('enter');
+        const result = section();
+        order.push('leave');
+        return result;
+      },
+      onStarted: (p) => order.push(`recorded ${p.pid}`),
+    });
+    const process = await s.start();
+    expect(order).toEqual(['enter', `recorded ${process.pid}`, 'leave']);
   });
 
   test('stop ends the process and the supervision', async () => {

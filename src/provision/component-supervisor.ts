@@ -24,6 +24,11 @@ export interface SupervisorOptions {
   readonly onStarted: (process: ManagedProcess) => void;
   readonly log: (message: string) => void;
   readonly backoff?: BackoffOptions;
+  /**
+   * Runs the question asked once a process is up together with its adoption (`onStarted`) as one
+   * step no takeover can land inside (processes.ts: under the instance's lock). Synchronous.
+   */
+  readonly exclusive?: <T>(section: () => T) => T;
   /** The clock a run's length is measured on (ms; tests set it). */
   readonly now?: () => number;
 }
@@ -68,12 +73,10 @@ export class ComponentSupervisor {
       throw new SupervisionLost(this.spec.name);
     }
     const process = await ManagedProcess.start(this.spec);
-    if (this.stopped || !this.options.mayRun()) {
+    if (!(await this.adoptOrEnd(process, 'first'))) {
       this.stopped = true;
-      await process.stop();
       throw new SupervisionLost(this.spec.name);
     }
-    this.adopt(process);
     return process;
   }
 
@@ -83,6 +86,26 @@ export class ComponentSupervisor {
 
   get running(): boolean {
     return this.current?.running ?? false;
+  }
+
+  /**
+   * Asks `mayRun` and, allowed, adopts the process (counted when a restart), as one step
+   * (`exclusive`); a process not adopted (refused, or the step threw) is ended.
+   */
+  private async adoptOrEnd(process: ManagedProcess, start: 'first' | 'restart'): Promise<boolean> {
+    const exclusive = this.options.exclusive ?? ((section) => section());
+    let adopted = false;
+    try {
+      adopted = exclusive(() => {
+        if (this.stopped || !this.options.mayRun()) return false;
+        if (start === 'restart') this.restarts++;
+        this.adopt(process);
+        return true;
+      });
+    } finally {
+      if (!adopted) await process.stop();
+    }
+    return adopted;
   }
 
   private adopt(process: ManagedProcess): void {
@@ -113,13 +136,8 @@ export class ComponentSupervisor {
     if (!this.options.mayRun()) return lost();
     try {
       const process = await ManagedProcess.start(this.spec);
-      if (this.stopped || !this.options.mayRun()) {
-        if (!this.stopped) lost();
-        await process.stop();
-        return;
-      }
-      this.restarts++;
-      this.adopt(process);
+      const wasStopped = this.stopped;
+      if (!(await this.adoptOrEnd(process, 'restart')) && !wasStopped) lost();
     } catch (err) {
       this.crashesInARow++;
       const delay = this.backoff.next();

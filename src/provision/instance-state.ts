@@ -34,6 +34,8 @@ export interface InstancePaths {
   readonly root: string;
   readonly stateFile: string;
   readonly ownerFile: string;
+  /** The lock (instance-lock.ts) taking the instance over and acting as its owner are done under. */
+  readonly lockFile: string;
   readonly pidFile: string;
   readonly pkiDir: string;
   readonly dataDir: string;
@@ -46,6 +48,7 @@ export function instancePaths(stateDir: string, instance: ProvisionedInstance): 
     root,
     stateFile: join(root, 'state.json'),
     ownerFile: join(root, 'owner'),
+    lockFile: join(root, 'owner.lock'),
     pidFile: join(root, 'pids.json'),
     pkiDir: join(root, 'pki'),
     dataDir: join(root, 'data'),

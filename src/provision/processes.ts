@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeApi } from '../runtime/kube-api.ts';
@@ -20,6 +20,7 @@ import {
   secretNameOf,
 } from './control-plane.ts';
 import { componentAnswers } from './health-probes.ts';
+import { asInstanceOwner, takeOverInstance, withInstanceLock } from './instance-lock.ts';
 import { deleteSecret, readSecretText, writeSecretText } from './instance-secrets.ts';
 import {
   caOf,
@@ -110,8 +111,7 @@ export class ProcessesProvisioner implements Provisioner {
       if (current && kept) return this.probe(instance, current);
       if (current) await this.end(instance, current);
       mkdirSync(paths.root, { recursive: true });
-      writeFileSync(paths.ownerFile, this.id);
-      const reaped = new PidFile(paths.pidFile).reapStale();
+      const reaped = this.takeOver(paths);
       if (reaped > 0) this.log(`${keyOf(instance)}: ended ${reaped} process(es) an earlier run left`);
       let recorded = readInstanceState(paths);
       if (recorded?.uid && instance.uid && recorded.uid !== instance.uid) {
@@ -152,11 +152,9 @@ export class ProcessesProvisioner implements Provisioner {
       running: true,
       controllerManager: options.controllerManager,
     };
-    this.mustOwn(instance, paths);
-    writeInstanceState(paths, state);
+    this.asOwner(instance, paths, () => writeInstanceState(paths, state));
     const pki = await this.ensureSecrets({ ...instance, ...(uid ? { uid } : {}) }, ports);
-    this.mustOwn(instance, paths);
-    writePkiFiles(paths.pkiDir, pki);
+    this.asOwner(instance, paths, () => writePkiFiles(paths.pkiDir, pki));
     const description = describeControlPlane({
       namespace: instance.namespace,
       name: instance.name,
@@ -193,9 +191,15 @@ export class ProcessesProvisioner implements Provisioner {
     return ownerOf(paths) === this.id;
   }
 
-  /** Throws `SupervisionLost` when another provisioner took the instance over (its files are that one's). */
-  private mustOwn(instance: ProvisionedInstance, paths: InstancePaths): void {
-    if (!this.owns(paths)) throw new SupervisionLost(keyOf(instance));
+  private takeOver(paths: InstancePaths): number {
+    return takeOverInstance(paths, this.id);
+  }
+
+  /** `section` as the instance's owner (under its lock); `SupervisionLost` when it is another's. */
+  private asOwner<T>(instance: ProvisionedInstance, paths: InstancePaths, section: () => T): T {
+    const done = asInstanceOwner(paths, this.id, section);
+    if (!done.owner) throw new SupervisionLost(keyOf(instance));
+    return done.result;
   }
 
   private supervise(
@@ -217,6 +221,9 @@ export class ProcessesProvisioner implements Provisioner {
         // holding its Lease, ADR 0028) starts no more of its components and leaves the pid file,
         // now the new owner's, as that one wrote it.
         mayRun: () => this.owns(paths),
+        // The check once a process is up and its adoption (the pid recorded) are one step under
+        // the instance's lock, as a takeover's owner write and reaping are.
+        exclusive: (section) => withInstanceLock(paths.lockFile, section),
         onStarted: () => {
           if (!this.owns(paths)) return;
           pidFile.record(
@@ -287,7 +294,7 @@ export class ProcessesProvisioner implements Provisioner {
     this.running.delete(keyOf(instance));
     // The pid file is the owner's: one that took the instance over keeps its records.
     const paths = instancePaths(this.options.stateDir, instance);
-    if (existsSync(paths.root) && this.owns(paths)) new PidFile(paths.pidFile).record([]);
+    if (existsSync(paths.root)) asInstanceOwner(paths, this.id, () => new PidFile(paths.pidFile).record([]));
   }
 
   stop(instance: ProvisionedInstance): Promise<void> {
@@ -296,10 +303,11 @@ export class ProcessesProvisioner implements Provisioner {
       const current = this.running.get(keyOf(instance));
       if (current) await this.end(instance, current);
       if (!existsSync(paths.root)) return;
-      writeFileSync(paths.ownerFile, this.id);
-      new PidFile(paths.pidFile).reapStale();
-      const state = readInstanceState(paths);
-      if (state) writeInstanceState(paths, { ...state, running: false });
+      this.takeOver(paths);
+      this.asOwner(instance, paths, () => {
+        const state = readInstanceState(paths);
+        if (state) writeInstanceState(paths, { ...state, running: false });
+      });
     });
   }
 
@@ -308,10 +316,7 @@ export class ProcessesProvisioner implements Provisioner {
       const paths = instancePaths(this.options.stateDir, instance);
       const current = this.running.get(keyOf(instance));
       if (current) await this.end(instance, current);
-      if (existsSync(paths.root)) {
-        writeFileSync(paths.ownerFile, this.id);
-        new PidFile(paths.pidFile).reapStale();
-      }
+      if (existsSync(paths.root)) this.takeOver(paths);
       await this.deleteSecrets(instance);
       rmSync(paths.root, { recursive: true, force: true });
       removeIfEmpty(dirname(paths.root));

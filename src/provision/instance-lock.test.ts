@@ -1,0 +1,78 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, test } from 'vitest';
+import {
+  holderAlive,
+  holderToken,
+  InstanceLockTimeout,
+  startTimeOf,
+  withInstanceLock,
+} from './instance-lock.ts';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+const lockPath = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'instance-lock-'));
+  dirs.push(dir);
+  return join(dir, 'owner.lock');
+};
+
+/** The pid of a process that ran and has ended (and was reaped). */
+const endedPid = () => spawnSync('/bin/true').pid;
+
+describe('withInstanceLock', () => {
+  test('runs the section holding the lock (this process named in it) and releases it, also when it throws', () => {
+    const path = lockPath();
+    const seen = withInstanceLock(path, () => readFileSync(path, 'utf8'));
+    expect(seen).toBe(holderToken());
+    expect(seen).toBe(`${process.pid} ${startTimeOf(process.pid)}`);
+    expect(existsSync(path)).toBe(false);
+    expect(() =>
+      withInstanceLock(path, () => {
+        throw new Error('inside');
+      }),
+    ).toThrow('inside');
+    expect(existsSync(path)).toBe(false);
+  });
+
+  test('waits for a live holder, bounded: InstanceLockTimeout naming it; the holder keeps its lock', () => {
+    const path = lockPath();
+    const parent = `${process.ppid} ${startTimeOf(process.ppid)}`;
+    expect(holderAlive(parent)).toBe(true);
+    writeFileSync(path, parent);
+    let ran = false;
+    expect(() =>
+      withInstanceLock(
+        path,
+        () => {
+          ran = true;
+        },
+        50,
+      ),
+    ).toThrow(InstanceLockTimeout);
+    expect(ran).toBe(false);
+    expect(readFileSync(path, 'utf8')).toBe(parent);
+  });
+
+  test('breaks a stale lock: its holder ended, or its pid now belongs to a process started at another time', () => {
+    const path = lockPath();
+    for (const stale of [`${endedPid()} 12345`, `${process.ppid} 1`, 'garbage']) {
+      expect(holderAlive(stale)).toBe(false);
+      writeFileSync(path, stale);
+      expect(withInstanceLock(path, () => readFileSync(path, 'utf8'), 5_000)).toBe(holderToken());
+      expect(existsSync(path)).toBe(false);
+    }
+  });
+
+  test('a section of this process inside another is refused (sections are synchronous, never nested)', () => {
+    const path = lockPath();
+    expect(() => withInstanceLock(path, () => withInstanceLock(path, () => 1))).toThrow(
+      'held by this process already',
+    );
+    expect(existsSync(path)).toBe(false);
+  });
+});
