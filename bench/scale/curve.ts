@@ -10,7 +10,7 @@ import { systemClock, systemRandom } from '../../src/runtime/clock.ts';
 import { Informer } from '../../src/runtime/informer.ts';
 import { collectionPath, type KubeClient, objectPath } from '../../src/runtime/kube-client.ts';
 import { pool, quantile, reportFigure, stopChild, waitUntil, within } from '../support.ts';
-import { keptResidentMiB, type OperatorProcess, residentMiB, startOperator } from './process.ts';
+import { etcdPidOf, keptResidentMiB, type OperatorProcess, residentMiB, startOperator } from './process.ts';
 
 export const SCALE_NAMESPACE = 'bench-scale';
 /**
@@ -30,6 +30,9 @@ export interface CurveStep {
   readonly peakMiB: number;
   readonly changeP50Ms: number;
   readonly changeP99Ms: number;
+  /** The control plane beside it (resident now, and peak), so the run is seen to fit the machine. */
+  readonly apiserver: { now: number; peak: number };
+  readonly etcd: { now: number; peak: number };
 }
 
 const user = (i: number): User => ({
@@ -186,6 +189,7 @@ export async function operatorCurve(
   await secrets.informer.waitForSync();
   const results: CurveStep[] = [];
   let created = 0;
+  const etcdPid = etcdPidOf(cluster.kubeconfigPath);
   try {
     for (const n of steps) {
       const growStart = performance.now();
@@ -217,6 +221,8 @@ export async function operatorCurve(
           peakMiB,
           changeP50Ms: quantile(latencies, 0.5),
           changeP99Ms: quantile(latencies, 0.99),
+          apiserver: residentMiB(cluster.apiServer.pid),
+          etcd: etcdPid === undefined ? { now: Number.NaN, peak: Number.NaN } : residentMiB(etcdPid),
         };
         results.push(step);
         reportStep(step, results[results.length - 2]);
@@ -266,4 +272,11 @@ function reportStep(step: CurveStep, previous: CurveStep | undefined): void {
   }
   reportFigure({ name: `change to reconcile p50, ${what}`, value: step.changeP50Ms, unit: 'ms' });
   reportFigure({ name: `change to reconcile p99, ${what}`, value: step.changeP99Ms, unit: 'ms' });
+  for (const [component, memory] of [
+    ['kube-apiserver', step.apiserver],
+    ['etcd', step.etcd],
+  ] as const) {
+    reportFigure({ name: `${component} resident memory, ${what}`, value: memory.now, unit: 'MiB' });
+    reportFigure({ name: `${component} peak resident memory, ${what}`, value: memory.peak, unit: 'MiB' });
+  }
 }

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { freePort } from '../../src/dev/controlplane.ts';
 import { collectGarbage, inspectFlag } from '../inspector-gc.ts';
 import { waitUntil } from '../support.ts';
@@ -89,4 +90,22 @@ export function cpuMs(pid: number | undefined): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticksPerSecond = 100;
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond;
+}
+
+/**
+ * The pid of the etcd serving the control plane whose cluster's admin kubeconfig is `kubeconfigPath`
+ * (`<stateDir>/clusters/<name>/admin.kubeconfig`; its etcd runs with `--data-dir=<stateDir>/etcd`),
+ * found among the machine's processes: ControlPlane does not hand out its etcd. Undefined when none.
+ */
+export function etcdPidOf(kubeconfigPath: string): number | undefined {
+  const dataDir = `--data-dir=${join(dirname(dirname(dirname(kubeconfigPath))), 'etcd')}\0`;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dataDir)) return Number(entry);
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return undefined;
 }
