@@ -102,6 +102,9 @@ export async function reconcileProvisioned(
       if (decision.action === 'wake') {
         ctx.logger.info({ lastActivity: decision.lastActivity }, 'waking the virtual cluster');
         recordInstanceEvent(context, vci, sleepEvent(decision));
+        // Before Sleeping=False is written: an awake instance's host objects are never labelled
+        // asleep (a failure here leaves it asleep, and the wake is tried again).
+        await wakeSyncedHostObjects(context, vci, ctx);
       }
       return withAwake(await reconcileAwake(context, provisioning, vci, ctx), decision);
     }
@@ -144,8 +147,11 @@ async function reconcileAwake(
     await releaseInstance(context, key, vci);
     return withProvisioned(stalledOutcome(stall), state);
   }
-  // Before a syncer starts (woken, or this replica's first): what it wrote is no longer asleep.
-  if (!context.supervisor.get(key)) await wakeSyncedHostObjects(context, vci, ctx);
+  // Before a syncer starts on this replica (after a restart, a takeover, a sleep that failed
+  // half-way): none of what it wrote is left labelled asleep. Not while a new identity waits for
+  // its permissions (it wrote nothing yet, and may not list yet).
+  if (!context.supervisor.get(key) && !context.permissionWaits.has(key))
+    await wakeSyncedHostObjects(context, vci, ctx);
   const { connection, access } = await adminConnectionOf(context.api, vci);
   const outcome = await runSyncer(
     context,
