@@ -11,7 +11,8 @@ import { ObjectMetaSchema, typeMetaShape } from './meta.ts';
 // `config`); `parseConfig` turns it into `Config.status` with the spec's defaults applied. Unknown
 // keys are dropped, as Go's decoder does, so configurations written for newer versions still load.
 
-const DEFAULT_PROJECT_NAMESPACE_PREFIX = 'p-';
+/** A project's namespace is this prefix and its name unless the platform config says otherwise. */
+export const DEFAULT_PROJECT_NAMESPACE_PREFIX = 'p-';
 const DEFAULT_SECRET_STORE_SYNC_INTERVAL = '1m';
 const DEFAULT_METRICS_RETENTION = '1y';
 
