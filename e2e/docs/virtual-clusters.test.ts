@@ -12,6 +12,7 @@ import {
   stopDev,
   untilRunning,
 } from '../support/platform-dev.ts';
+import { waitForValue } from '../support/wait.ts';
 import { runDocExamples } from './runner.ts';
 import { trustedCas, useTempDir } from './support.ts';
 
@@ -69,6 +70,26 @@ runDocExamples('virtual-clusters.md', {
   hooks: {
     ready: {
       // What the page says runs: the instance's own etcd, kube-apiserver and controller manager.
+      after: () => {
+        expect(
+          processesNaming(instanceDir())
+            .map((p) => p.component)
+            .sort(),
+        ).toEqual(['etcd', 'kube-apiserver', 'kube-controller-manager']);
+      },
+    },
+    sleep: {
+      // Asleep: its processes ended, its storage kept.
+      after: async () => {
+        await waitForValue(
+          'no process of the instance',
+          async () => processesNaming(instanceDir()),
+          (p) => p.length === 0,
+        );
+        expect(existsSync(join(instanceDir(), 'data'))).toBe(true);
+      },
+    },
+    wake: {
       after: () => {
         expect(
           processesNaming(instanceDir())
