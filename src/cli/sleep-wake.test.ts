@@ -194,6 +194,30 @@ describe('sleepOrWake through the management API', () => {
     );
   });
 
+  test('a key that may not read the Project (a member): the default namespace p-<project>; --namespace names another', async () => {
+    const member = platform({
+      [`GET ${PROJECT_PATH}`]: { status: 403, body: { message: 'forbidden' } },
+      [`GET ${INSTANCE_PATH}`]: found(asleep()),
+      [`PATCH ${INSTANCE_PATH}`]: found(asleep()),
+    });
+    await sleepOrWake(member.client, run('wake').options);
+    expect(member.sent.at(-1)).toMatchObject({ method: 'PATCH', path: INSTANCE_PATH });
+    const elsewhere = '/apis/management.platform/v1/namespaces/team-web/virtualclusterinstances/dev';
+    const named = platform({
+      [`GET ${elsewhere}`]: found(asleep()),
+      [`PATCH ${elsewhere}`]: found(asleep()),
+    });
+    await sleepOrWake(named.client, run('wake', { namespace: 'team-web' }).options);
+    expect(named.sent.map((request) => `${request.method} ${request.path}`)).toEqual([
+      `GET ${elsewhere}`,
+      `PATCH ${elsewhere}`,
+    ]);
+    const missing = platform({ [`GET ${PROJECT_PATH}`]: { status: 403, body: {} } });
+    await expect(sleepOrWake(missing.client, run('wake').options)).rejects.toThrow(
+      `GET ${INSTANCE_PATH}: the platform answered 404: not found (another namespace of project "web"? use --namespace)`,
+    );
+  });
+
   test('a registered instance (spec.endpoint) has no sleep mode: refused before any write', async () => {
     const { client, sent } = platform({
       [`GET ${PROJECT_PATH}`]: project,

@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { DEFAULT_PROJECT_NAMESPACE_PREFIX } from '../api/config.ts';
 import { LAST_ACTIVITY_ANNOTATION, SLEEP_REQUESTED_ANNOTATION } from '../api/labels.ts';
 import type { Project } from '../api/project.ts';
 import { resources } from '../api/resources.ts';
@@ -69,6 +70,8 @@ export interface SleepWakeRun {
   readonly action: SleepOrWake;
   readonly name: string;
   readonly project: string;
+  /** The project's namespace, when the person names it (else read from the Project). */
+  readonly namespace?: string | undefined;
   /** Wait until Ready (wake only), at most `timeoutSeconds`. */
   readonly wait: boolean;
   readonly timeoutSeconds: number;
@@ -77,20 +80,34 @@ export interface SleepWakeRun {
   readonly say: (line: string) => void;
 }
 
-/** The instance's path: its project's namespace as the Project's status records it. */
-async function instancePath(client: ManagementClient, project: string, name: string): Promise<string> {
-  const projectPath = objectPath(resources.projects, undefined, project);
+/**
+ * The instance's path: in `namespace` when given, else its project's namespace as the Project's
+ * status records it, or, when the key may not read the Project (a member may not: Projects are
+ * cluster-scoped), `p-<project>` (the default prefix; another prefix needs `--namespace`).
+ */
+async function instancePath(
+  client: ManagementClient,
+  run: Pick<SleepWakeRun, 'project' | 'name' | 'namespace'>,
+): Promise<string> {
+  const path = (namespace: string) => objectPath(resources.virtualClusterInstances, namespace, run.name);
+  if (run.namespace) return path(run.namespace);
+  const projectPath = objectPath(resources.projects, undefined, run.project);
   const answer = await client.request('GET', projectPath);
+  if (answer.status === 403) return path(`${DEFAULT_PROJECT_NAMESPACE_PREFIX}${run.project}`);
   if (answer.status !== 200) throw new Error(answerError('GET', projectPath, answer));
   const namespace = (answer.body as Project).status?.namespace;
-  if (!namespace) throw new Error(`project "${project}" has no namespace yet`);
-  return objectPath(resources.virtualClusterInstances, namespace, name);
+  if (!namespace) throw new Error(`project "${run.project}" has no namespace yet`);
+  return path(namespace);
 }
 
 /** Writes the annotation of `run.action` on the instance; with `wait`, follows it until it is awake. */
 export async function sleepOrWake(client: ManagementClient, run: SleepWakeRun): Promise<void> {
-  const path = await instancePath(client, run.project, run.name);
+  const path = await instancePath(client, run);
   const read = await client.request('GET', path);
+  if (read.status === 404 && !run.namespace)
+    throw new Error(
+      `${answerError('GET', path, read)} (another namespace of project "${run.project}"? use --namespace)`,
+    );
   if (read.status !== 200) throw new Error(answerError('GET', path, read));
   const instance = read.body as VirtualClusterInstance;
   if (instance.spec?.endpoint !== undefined)
@@ -151,6 +168,10 @@ function command(action: SleepOrWake): Command {
     .argument('<name>', 'the VirtualClusterInstance')
     .requiredOption('--project <name>', 'its project')
     .option(
+      '--namespace <name>',
+      "the project's namespace (default: as the Project records it, or p-<project> when the key may not read the Project)",
+    )
+    .option(
       '--kubeconfig <path>',
       'kubeconfig holding the platform context (default $KUBECONFIG or ~/.kube/config)',
     )
@@ -166,7 +187,14 @@ function command(action: SleepOrWake): Command {
   return program.action(
     async (
       name: string,
-      options: { project: string; kubeconfig?: string; context?: string; wait?: boolean; timeout?: number },
+      options: {
+        project: string;
+        namespace?: string;
+        kubeconfig?: string;
+        context?: string;
+        wait?: boolean;
+        timeout?: number;
+      },
     ) => {
       const config = readKubeconfig(kubeconfigPath(options.kubeconfig));
       const client = managementClient(config ?? {}, platformContextOf(config, options.context));
@@ -175,6 +203,7 @@ function command(action: SleepOrWake): Command {
           action,
           name,
           project: options.project,
+          namespace: options.namespace,
           wait: options.wait === true,
           timeoutSeconds: options.timeout ?? DEFAULT_WAKE_TIMEOUT_SECONDS,
           now: () => Date.now(),
