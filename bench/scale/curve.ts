@@ -138,6 +138,30 @@ function watchSecrets(api: KubeClient) {
 }
 
 /**
+ * How long the count of Ready SharedSecrets may stand still before the wait fails: a hang, not a
+ * slow machine (on 2 shared cores at load 20 the operator projected 18 secrets a second, so a wait
+ * bounded by its size alone failed runs that were only slow).
+ */
+const STALL_MS = 5 * 60_000;
+
+/** A check that holds once `count()` reaches `target`, and throws when it stood still for {@link STALL_MS}. */
+function progressing(count: () => number, target: number): () => boolean {
+  let last = -1;
+  let since = performance.now();
+  return () => {
+    const now = count();
+    if (now >= target) return true;
+    if (now !== last) {
+      last = now;
+      since = performance.now();
+    } else if (performance.now() - since > STALL_MS) {
+      throw new Error(`${now} of ${target} SharedSecrets Ready, none more for ${STALL_MS / 1000} s`);
+    }
+    return false;
+  };
+}
+
+/**
  * Time from a change of a SharedSecret's access rule to the bench seeing it Ready for that
  * generation (the change reconciled and its Role rewritten), `changes` of them one after another.
  */
@@ -204,8 +228,8 @@ export async function operatorCurve(
       ]);
       try {
         const readyMs = performance.now() - operator.startedAt;
-        await waitUntil(`${n} SharedSecrets Ready`, () => secrets.readyCount() >= n, {
-          boundMs: Math.max(120_000, n * 50),
+        await waitUntil(`${n} SharedSecrets Ready`, progressing(secrets.readyCount, n), {
+          boundMs: Math.max(120_000, n * 200),
           child: operator.child,
           intervalMs: 100,
         });
