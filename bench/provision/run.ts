@@ -15,14 +15,19 @@
  *    again until `/readyz` answers the admin credential (read anew from its Secret), and a
  *    ConfigMap made before the sleep is read back. Baseline: the hand-spawned processes stopped and
  *    spawned again over their kept data, until `/readyz`, the ConfigMap read back the same way.
- *    This is the control plane's side of a wake; a request through the access proxy waking an
- *    asleep instance is measured once sleep mode is wired to the proxy.
+ *    This is the control plane's side of a wake.
  * 3. Idle memory: the sum of VmRSS (/proc/<pid>/status) of the instance's processes, found by
  *    their command lines naming its directory, after it was Ready and a settle period; the same
  *    for the hand-spawned control plane.
  *
- * Each round makes one of each, the two in alternating order (a shared machine's slow spells fall
- * on both alike), each measured while the other is not running; the figures are the medians over
+ * 4. The platform's side (platform.ts): the operator in this process (the virtualcluster
+ *    controller with the processes provisioner, the gateway): a VirtualClusterInstance created on
+ *    the host until `Ready=True`, beside the by-hand create of 1; and, the instance put to sleep,
+ *    one GET through the access proxy with a person's key until its 200 answer (the gateway's wake
+ *    request, the controller's start, the syncer, the relay), beside the by-hand wake of 2.
+ *
+ * Each round makes one of each, in alternating order (a shared machine's slow spells fall
+ * on all alike), each measured while the others are not running; the figures are the medians over
  * the rounds, the ratios the medians of the per-round ratios, printed with their spread. A host
  * control plane of its own keeps the instances' Secrets. Every wait is bounded and fails when a
  * component died; every process and directory is removed, also when a round fails.
@@ -56,6 +61,7 @@ import { ProcessesProvisioner } from '../../src/provision/processes.ts';
 import type { ProvisionedInstance } from '../../src/provision/provisioner.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import { benchMode, quantile, reportFigure, runBench, waitUntil, within } from '../support.ts';
+import { BenchPlatform, type PlatformSample } from './platform.ts';
 
 const smoke = benchMode() === 'smoke';
 const ROUNDS = Number(process.argv[2] ?? (smoke ? 1 : 3));
@@ -433,6 +439,7 @@ async function main(): Promise<void> {
   const stateDir = join(work, 'provisioned');
   let provisioner: ProcessesProvisioner | undefined;
   let host: KubeClient | undefined;
+  let platform: BenchPlatform | undefined;
   try {
     const hostCluster = await plane.startCluster({ name: 'host' });
     const kc = new KubeConfig();
@@ -440,27 +447,26 @@ async function main(): Promise<void> {
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NAMESPACE } } });
     host = new KubeClient(kc);
     provisioner = new ProcessesProvisioner({ stateDir, binary, api: host });
+    platform = await BenchPlatform.start(hostCluster.kubeconfigPath, binary, join(work, 'platform'));
     console.log(
       `provision benchmark: ${ROUNDS} round(s), settle ${SETTLE_SECONDS} s; etcd + kube-apiserver + kube-controller-manager from ${binary}`,
     );
 
     const ours: Sample[] = [];
     const byHand: (Sample & { pkiSeconds: number })[] = [];
+    const controller: PlatformSample[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
       const instance = { namespace: NAMESPACE, name: `vc-${round}` };
-      const runOurs = async () => ours.push(await provisionedRound(provisioner!, host!, stateDir, instance));
-      const runByHand = async () => byHand.push(await byHandRound(binary, join(work, `by-hand-${round}`)));
+      const runs = [
+        async () => byHand.push(await byHandRound(binary, join(work, `by-hand-${round}`))),
+        async () => ours.push(await provisionedRound(provisioner!, host!, stateDir, instance)),
+        async () => controller.push(await platform!.round(`ctl-${round}`)),
+      ];
       const byHandFirst = round % 2 === 1;
-      if (byHandFirst) {
-        await runByHand();
-        await runOurs();
-      } else {
-        await runOurs();
-        await runByHand();
-      }
-      const [o, b] = [ours.at(-1)!, byHand.at(-1)!];
+      for (const run of byHandFirst ? runs : runs.reverse()) await run();
+      const [o, b, c] = [ours.at(-1)!, byHand.at(-1)!, controller.at(-1)!];
       console.log(
-        `  round ${round} (${byHandFirst ? 'by hand first' : 'provisioner first'}): create ${o.create.toFixed(2)} s vs ${b.create.toFixed(2)} s by hand; wake ${o.wake.toFixed(2)} s vs ${b.wake.toFixed(2)} s; idle VmRSS ${o.idle.rss.toFixed(1)} MiB vs ${b.idle.rss.toFixed(1)} MiB (${memoryParts(o.idle)} vs ${memoryParts(b.idle)}); its PKI alone ${b.pkiSeconds.toFixed(2)} s`,
+        `  round ${round} (${byHandFirst ? 'by hand first' : 'controller first'}): create ${o.create.toFixed(2)} s (controller to Ready ${c.createToReady.toFixed(2)} s) vs ${b.create.toFixed(2)} s by hand; wake ${o.wake.toFixed(2)} s (a request through the access proxy ${c.requestToAsleep.toFixed(2)} s) vs ${b.wake.toFixed(2)} s; idle VmRSS ${o.idle.rss.toFixed(1)} MiB vs ${b.idle.rss.toFixed(1)} MiB (${memoryParts(o.idle)} vs ${memoryParts(b.idle)}); its PKI alone ${b.pkiSeconds.toFixed(2)} s`,
       );
     }
 
@@ -471,8 +477,9 @@ async function main(): Promise<void> {
       baselineName: string,
       goal: string,
       digits: number,
+      mineOf: () => number[] = () => ours.map(pick),
     ) => {
-      const [mine, theirs] = [ours.map(pick), byHand.map(pick)];
+      const [mine, theirs] = [mineOf(), byHand.map(pick)];
       const ratios = mine.map((value, i) => value / theirs[i]!);
       reportFigure({
         name,
@@ -505,8 +512,23 @@ async function main(): Promise<void> {
       '<= 1.2x',
       2,
     );
-    console.log(
-      '    the control plane side of a wake; a request through the access proxy waking an asleep instance is measured once sleep mode is wired to the proxy',
+    figure(
+      'create to Ready, controller: a VirtualClusterInstance created on the host until Ready=True (processes provisioner)',
+      (s) => s.create,
+      's',
+      'the same command lines spawned by hand, PKI made beforehand, until /readyz',
+      '<= 1.5x (adds the watch, the Secrets, the syncer and its identity)',
+      2,
+      () => controller.map((c) => c.createToReady),
+    );
+    figure(
+      'a request to an asleep instance: GET of a ConfigMap through the access proxy until its 200 answer',
+      (s) => s.wake,
+      's',
+      'the same processes spawned again by hand over their data, until /readyz',
+      '<= 1.5x (adds the wake request, the controller, the syncer and the relay)',
+      2,
+      () => controller.map((c) => c.requestToAsleep),
     );
     figure(
       `idle memory: VmRSS of an instance's processes, ${SETTLE_SECONDS} s after Ready`,
@@ -534,6 +556,7 @@ async function main(): Promise<void> {
       `    RssAnon by component (medians): ours ${perComponent(medianMemory(ours))} MiB; by hand ${perComponent(medianMemory(byHand))} MiB`,
     );
   } finally {
+    await platform?.stop();
     await provisioner?.close();
     host?.close();
     await plane.stop();
