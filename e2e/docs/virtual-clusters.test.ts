@@ -89,6 +89,15 @@ runDocExamples('virtual-clusters.md', {
         expect(existsSync(join(instanceDir(), 'data'))).toBe(true);
       },
     },
+    'wake-command': {
+      after: () => {
+        expect(
+          processesNaming(instanceDir())
+            .map((p) => p.component)
+            .sort(),
+        ).toEqual(['etcd', 'kube-apiserver', 'kube-controller-manager']);
+      },
+    },
     wake: {
       after: () => {
         expect(
