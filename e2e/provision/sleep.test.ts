@@ -200,6 +200,22 @@ describe('sleep mode of a provisioned VirtualClusterInstance (processes provisio
       ).rejects.toMatchObject({ code: 404 });
   });
 
+  test('a stalled instance (its spec.config invalid) falls asleep by time all the same', async () => {
+    const stalled = uniqueName('stalled');
+    await env.createInstance(stalled, env.custom, { config: 'sync: [' });
+    await waitCondition(stalled, 'Stalled', 'True', 'the instance Stalled on its config');
+    expect(await condition(stalled, 'Provisioned')).toMatchObject({ status: 'True' });
+    expect(processesNaming(env.instanceDir(stalled)).length).toBe(3);
+    // Activity now, then a sleepAfter: the stalled reconcile of that change is not yet due to
+    // sleep, and nothing changes the instance afterwards; only its due time brings the sleep.
+    await annotate(stalled, LAST_ACTIVITY_ANNOTATION);
+    await patch(stalled, { spec: { sleepAfter: 8 } });
+    await waitCondition(stalled, 'Sleeping', 'True', 'the stalled instance asleep');
+    expect(processesNaming(env.instanceDir(stalled))).toEqual([]);
+    await env.deleteInstance(stalled);
+    await eventually(async () => (await env.readInstance(stalled)) === undefined, BOUND_MS, 'it gone');
+  });
+
   test('a change the syncer carries is activity: the busy one stays awake while the idle one falls asleep', async () => {
     const busy = uniqueName('busy');
     const idle = uniqueName('idle');

@@ -45,7 +45,7 @@ import { runSyncer } from './syncer-run.ts';
  * order: syncer, what the syncer wrote on the host, its identity, the control plane.
  */
 
-type Deps = Pick<VirtualClusterContext, 'projectOf' | 'instancesPlacedIn'>;
+type Deps = Pick<VirtualClusterContext, 'projectOf' | 'instancesPlacedIn' | 'clock'>;
 
 /** The instance's syncer configuration (its own, else its template's), validated; undefined: none. */
 function configOf(provisioning: Provisioning, vci: Stored<VirtualClusterInstance>) {
@@ -67,14 +67,19 @@ function refusals(
     : [];
 }
 
-/** What a stalled provisioned instance is looked at again for: its template, and its placement. */
+/**
+ * What a stalled provisioned instance is looked at again for: its template, its placement, and
+ * sleep mode (its time to fall asleep or be deleted came: a timer enqueues it then, see
+ * `reconcileProvisioned`; a stalled instance runs no syncer, so no syncer activity counts).
+ */
 export function provisionedStalledOn(
   deps: Deps,
   provisioning: Provisioning,
   vci: Stored<VirtualClusterInstance>,
 ): string {
   const { template, validated } = configOf(provisioning, vci);
-  return JSON.stringify([template?.metadata.resourceVersion ?? null, refusals(deps, vci, validated)]);
+  const sleep = decideSleep(vci, { now: deps.clock.now() }).action;
+  return JSON.stringify([template?.metadata.resourceVersion ?? null, refusals(deps, vci, validated), sleep]);
 }
 
 /**
@@ -106,7 +111,14 @@ export async function reconcileProvisioned(
         // asleep (a failure here leaves it asleep, and the wake is tried again).
         await wakeSyncedHostObjects(context, vci, ctx);
       }
-      return withAwake(await reconcileAwake(context, provisioning, vci, ctx), decision);
+      const outcome = withAwake(await reconcileAwake(context, provisioning, vci, ctx), decision);
+      // A stalled key is not requeued by the scaffold: its sleep (or deletion) is brought by a
+      // timer, and `provisionedStalledOn` lets that reconcile through. A second late, so the
+      // decision has surely changed when it runs (a timer may fire a little early by the clock).
+      const due = decision.requeueAfter;
+      if (outcome.stalled && due !== undefined)
+        context.clock.setTimer(due + 1000, () => context.enqueue(objectKey(vci)));
+      return outcome;
     }
   }
 }
