@@ -1,6 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the probes read loosely typed objects
 import { randomBytes } from 'node:crypto';
 import { parse, stringify } from 'yaml';
+import { SLEEP_REQUESTED_ANNOTATION } from '../../src/api/labels.ts';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { virtualClusterShareGroup } from '../../src/controllers/virtualcluster/sharing.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
@@ -1585,6 +1586,69 @@ const inClusterProvisionerProbe: Probe = {
   },
 };
 
+/**
+ * Sleep mode of a provisioned (in-cluster) instance, by the virtual cluster controller: asked to
+ * sleep (the sleep-requested annotation, as `platform sleep` writes it), its control plane is
+ * stopped, its StatefulSet scaled to zero, and it says Sleeping; inactive for its
+ * `spec.deleteAfter`, it is deleted by the controller (and its objects go with it).
+ */
+const sleepModeProbe: Probe = {
+  id: 'sleep-mode',
+  needs: { controllers: ['virtualcluster'] },
+  before: async (ctx) => {
+    const ns = `sm-${ctx.id}`;
+    await createNamespace(ctx, ns, ctx.admin, { 'management.platform/project': ns });
+    await ctx.admin.create(clusterPath('virtualclustertemplates'), {
+      apiVersion: V1,
+      kind: 'VirtualClusterTemplate',
+      metadata: { name: `sm-${ctx.id}` },
+      spec: {},
+    });
+    ctx.cleanup.push(() => ctx.admin.delete(clusterPath('virtualclustertemplates', `sm-${ctx.id}`)));
+  },
+  steps: (ctx) => {
+    const ns = `sm-${ctx.id}`;
+    const path = `${MP}/namespaces/${ns}/virtualclusterinstances/vc`;
+    const statefulSet = `/apis/apps/v1/namespaces/${ns}/statefulsets/${statefulSetNameOf('vc')}`;
+    ctx.cleanup.push(forceDelete(ctx.admin, path));
+    for (const object of [
+      statefulSet,
+      corePath(ns, 'services', serviceNameOf('vc')),
+      corePath(ns, 'secrets', secretNameOf('vc', 'pki')),
+      corePath(ns, 'secrets', secretNameOf('vc', 'admin')),
+    ])
+      ctx.cleanup.push(() => ctx.admin.delete(object));
+    return [
+      {
+        what: 'a provisioned instance gets its StatefulSet, not scaled to zero',
+        run: () =>
+          ctx.admin.create(`${MP}/namespaces/${ns}/virtualclusterinstances`, {
+            apiVersion: V1,
+            kind: 'VirtualClusterInstance',
+            metadata: { name: 'vc' },
+            spec: { templateRef: { name: `sm-${ctx.id}` } },
+          }),
+        until: async () => ((await ctx.admin.get(statefulSet))?.spec?.replicas ?? 0) > 0,
+      },
+      {
+        what: 'asked to sleep, it sleeps: Sleeping=True, its StatefulSet scaled to zero',
+        run: () =>
+          ctx.admin.merge(path, {
+            metadata: { annotations: { [SLEEP_REQUESTED_ANNOTATION]: new Date().toISOString() } },
+          }),
+        until: async () =>
+          (await ctx.admin.get(statefulSet))?.spec?.replicas === 0 &&
+          conditionOf(await ctx.admin.get(path), 'Sleeping')?.status === 'True',
+      },
+      {
+        what: 'inactive for its deleteAfter, the controller deletes it',
+        run: () => ctx.admin.merge(path, { spec: { deleteAfter: 1 } }),
+        until: async () => (await ctx.admin.get(path)) === null,
+      },
+    ];
+  },
+};
+
 export const PROBES: Probe[] = [
   sharedSecretProbe,
   admissionIdentitiesProbe,
@@ -1608,6 +1672,7 @@ export const PROBES: Probe[] = [
   openIdProviderProbe,
   accessProxyProbe,
   inClusterProvisionerProbe,
+  sleepModeProbe,
 ];
 
 /** `<owner>:<group>/<resource>:<verb>` for each verb. */
@@ -1689,6 +1754,8 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ),
   'controller:management.platform/virtualclusterinstances:get': 'in-cluster-provisioner',
   'controller:management.platform/virtualclusterinstances/finalizers:update': 'in-cluster-provisioner',
+  'controller:apps/statefulsets/scale:patch': 'sleep-mode',
+  'controller:management.platform/virtualclusterinstances:delete': 'sleep-mode',
   ...each('controller', 'apps/statefulsets', ['get', 'create', 'patch', 'delete'], 'in-cluster-provisioner'),
   ...each('controller', 'core/services', ['get', 'create', 'patch', 'delete'], 'in-cluster-provisioner'),
   ...each('controller', 'core/secrets', ['create', 'delete'], 'in-cluster-provisioner'),

@@ -225,6 +225,21 @@ describe('no identity of the platform can take the cluster over', () => {
         },
       },
     });
+    // StatefulSets to scale (sleep mode scales an instance's to zero): one in kube-system, one in
+    // a project namespace.
+    for (const namespace of ['kube-system', TEAM])
+      await admin.create(`/apis/apps/v1/namespaces/${namespace}/statefulsets`, {
+        ...statefulSet(platformImage),
+        metadata: { name: 'vc-scaled' },
+      });
+    const scale = (namespace: string, replicas: number) =>
+      attempt(
+        controller,
+        'PATCH',
+        `/apis/apps/v1/namespaces/${namespace}/statefulsets/vc-scaled/scale${DRY}`,
+        { spec: { replicas } },
+        MERGE,
+      );
     const refused: Array<[string, Promise<{ status: number; message: string }>]> = [
       // Tokens: of kube-system's ServiceAccounts (named like a syncer's or not), of a project
       // namespace's ServiceAccount that is not a syncer's.
@@ -305,6 +320,9 @@ describe('no identity of the platform can take the cluster over', () => {
           spec: { ports: [{ port: 443 }] },
         }),
       ],
+      // Scales: nothing outside project namespaces, nothing up.
+      ['scale a StatefulSet in kube-system to zero', scale('kube-system', 0)],
+      [`scale a StatefulSet in ${TEAM} up`, scale(TEAM, 3)],
       // Bindings: the syncer and project roles in kube-system (Secrets, Pods there), a syncer
       // role in a project namespace to the controller itself.
       [
@@ -399,6 +417,8 @@ describe('no identity of the platform can take the cluster over', () => {
 
     // What its work needs goes through: a syncer's token, a labelled Secret filled (even in a
     // namespace of nobody's project: a cluster admin labelled it).
+    // An instance's StatefulSet scaled to zero (an instance put to sleep).
+    expect((await scale(TEAM, 0)).status).toBe(200);
     // An instance's StatefulSet of the platform's image (what the in-cluster provisioner writes).
     expect(
       (
