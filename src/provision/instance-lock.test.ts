@@ -1,15 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import {
+  asInstanceOwner,
   holderAlive,
   holderToken,
   InstanceLockTimeout,
   startTimeOf,
+  takeOverInstance,
   withInstanceLock,
 } from './instance-lock.ts';
+import { instancePaths } from './instance-state.ts';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -74,5 +77,21 @@ describe('withInstanceLock', () => {
       'held by this process already',
     );
     expect(existsSync(path)).toBe(false);
+  });
+});
+
+describe('asInstanceOwner', () => {
+  const pathsIn = (root: string) => instancePaths(root, { namespace: 'p', name: 'vc' });
+
+  test('runs the section only for the owner; an instance whose directory is gone has none', () => {
+    const root = mkdtempSync(join(tmpdir(), 'instance-owner-'));
+    dirs.push(root);
+    const paths = pathsIn(root);
+    mkdirSync(paths.root, { recursive: true });
+    expect(takeOverInstance(paths, 'a')).toBe(0);
+    expect(asInstanceOwner(paths, 'a', () => 'done')).toEqual({ owner: true, result: 'done' });
+    expect(asInstanceOwner(paths, 'b', () => 'done')).toEqual({ owner: false });
+    rmSync(paths.root, { recursive: true });
+    expect(asInstanceOwner(paths, 'a', () => 'done')).toEqual({ owner: false });
   });
 });

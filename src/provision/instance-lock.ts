@@ -159,13 +159,22 @@ export function takeOverInstance(paths: InstancePaths, id: string): number {
   });
 }
 
-/** Runs `section` under the instance's lock if provisioner `id` owns the instance; else not at all. */
+/**
+ * Runs `section` under the instance's lock if provisioner `id` owns the instance; else not at all
+ * (also when the instance's directory is gone: another provisioner removed it).
+ */
 export function asInstanceOwner<T>(
   paths: InstancePaths,
   id: string,
   section: () => T,
 ): { owner: true; result: T } | { owner: false } {
-  return withInstanceLock(paths.lockFile, () =>
-    ownerOf(paths) === id ? { owner: true as const, result: section() } : { owner: false as const },
-  );
+  try {
+    return withInstanceLock(paths.lockFile, () =>
+      ownerOf(paths) === id ? { owner: true as const, result: section() } : { owner: false as const },
+    );
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' && ownerOf(paths) === undefined)
+      return { owner: false };
+    throw err;
+  }
 }
