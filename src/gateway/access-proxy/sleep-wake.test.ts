@@ -22,7 +22,8 @@ const condition = (type: string, status: Condition['status'], at: string): Condi
   message: '',
   lastTransitionTime: at,
 });
-const withConditions = (...conditions: Condition[]) => ({ status: { conditions } });
+const PROVISIONED = { templateRef: { name: 'small' } };
+const withConditions = (...conditions: Condition[]) => ({ spec: PROVISIONED, status: { conditions } });
 
 describe('wakeAction: what a request allowed to a virtual cluster does first', () => {
   test('an instance asleep is woken, whatever Ready says', () => {
@@ -53,7 +54,7 @@ describe('wakeAction: what a request allowed to a virtual cluster does first', (
     expect(wakeAction(down)).toEqual({ kind: 'relay', activity: false });
   });
 
-  test('a registered instance (no Sleeping condition) and one not in the cache are relayed to as they are', () => {
+  test('a provisioned instance without a Sleeping condition yet: relayed to, its activity counted once it is Ready', () => {
     expect(wakeAction(withConditions(condition('Ready', 'True', T1)))).toEqual({
       kind: 'relay',
       activity: true,
@@ -62,7 +63,15 @@ describe('wakeAction: what a request allowed to a virtual cluster does first', (
       kind: 'relay',
       activity: false,
     });
-    expect(wakeAction({ status: {} })).toEqual({ kind: 'relay', activity: false });
+    expect(wakeAction({ spec: PROVISIONED, status: {} })).toEqual({ kind: 'relay', activity: false });
+  });
+
+  test('a registered instance (spec.endpoint: it has no sleep mode) and one not in the cache: relayed to, no activity', () => {
+    const registered = { spec: { endpoint: 'https://dev.example.com' } };
+    const ready = { ...registered, status: { conditions: [condition('Ready', 'True', T1)] } };
+    expect(wakeAction(ready)).toEqual({ kind: 'relay', activity: false });
+    const sleepingAnyway = { ...registered, status: { conditions: [condition('Sleeping', 'True', T1)] } };
+    expect(wakeAction(sleepingAnyway)).toEqual({ kind: 'relay', activity: false });
     expect(wakeAction(undefined)).toEqual({ kind: 'relay', activity: false });
   });
 });

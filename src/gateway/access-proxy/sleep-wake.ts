@@ -2,6 +2,7 @@ import type { Condition } from '../../api/meta.ts';
 import { StatusError, sanitize } from '../../api/status.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { findCondition } from '../../runtime/conditions.ts';
+import { isProvisioned } from './managed-targets.ts';
 
 /**
  * Sleep mode at the access proxy (issue 27, the contract in docs/virtual-clusters.md): what a
@@ -57,9 +58,14 @@ function isWaking(conditions: Conditions): boolean {
   return Date.parse(sleeping.lastTransitionTime ?? '') >= Date.parse(ready.lastTransitionTime ?? '');
 }
 
-/** What a request allowed through to `instance` (undefined: not in the cache) does first. */
-export function wakeAction(instance: Pick<VirtualClusterInstance, 'status'> | undefined): WakeAction {
-  if (!instance) return { kind: 'relay', activity: false };
+/**
+ * What a request allowed through to `instance` (undefined: not in the cache) does first. Only a
+ * provisioned instance sleeps and has activity; a registered one is relayed to as it is.
+ */
+export function wakeAction(
+  instance: Pick<VirtualClusterInstance, 'spec' | 'status'> | undefined,
+): WakeAction {
+  if (!instance || !isProvisioned(instance)) return { kind: 'relay', activity: false };
   const conditions = instance.status?.conditions;
   if (isTrue(findCondition(conditions, 'Sleeping'))) return { kind: 'wake' };
   if (isWaking(conditions)) return { kind: 'wait' };

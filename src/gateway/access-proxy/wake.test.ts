@@ -252,6 +252,14 @@ describe('InstanceWaker', () => {
     expect(waiting).toEqual({ settled: true });
   });
 
+  test('a registered instance (spec.endpoint) has no sleep mode: no activity written', async () => {
+    const w = world();
+    w.instances.put({ ...awake(), spec: { endpoint: 'https://dev.example.com' } } as Instance);
+    await w.waker.ready(TARGET, '', signal());
+    await w.clock.advance(0);
+    expect(w.written).toEqual([]);
+  });
+
   test('a cluster, a space, or an instance not in the cache: nothing written, nothing waited for', async () => {
     const w = world();
     await w.waker.ready({ kind: 'Cluster', cluster: 'edge' }, '', signal());
