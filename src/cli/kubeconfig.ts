@@ -8,7 +8,9 @@ import { accessProxyPath, accessProxyServer, type KubeConfigProxyTarget } from '
 import { BASE_PATH } from '../gateway/paths.ts';
 import { collectionPath, type ObjectList, objectPath } from '../runtime/kube-client.ts';
 import { kubeconfigPath, readKubeconfig, writeKubeconfig } from './login/login-context.ts';
-import { managementClient } from './management-client.ts';
+import { managementClient, type PlatformContext } from './management-client.ts';
+
+export type { PlatformContext } from './management-client.ts';
 
 /**
  * `platform kubeconfig`: one kubeconfig context per connected cluster and per virtual cluster the
@@ -29,17 +31,6 @@ type NamedEntry = { name: string; context: Record<string, unknown> };
 
 /** The extension that marks a context this command wrote, with the platform context it came from. */
 export const PROXY_CONTEXT_EXTENSION = 'platform.kubeconfig';
-
-/** The platform context the contexts are made from: where the gateway is, how to trust it, whose key. */
-export interface PlatformContext {
-  readonly name: string;
-  /** Its user entry (the key). */
-  readonly user: string;
-  /** The gateway's base URL: the management API server without `/kubernetes/management`. */
-  readonly gatewayBase: string;
-  /** Its cluster entry's fields but `server` (CA, `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url`). */
-  readonly connection: Readonly<Record<string, unknown>>;
-}
 
 /** The platform context `name` (default: the current one) of a kubeconfig; throws when it is none. */
 export function platformContextOf(config: Kubeconfig | undefined, name?: string): PlatformContext {

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Agent, fetch } from 'undici';
 import { BASE_PATH } from '../gateway/paths.ts';
-import type { PlatformContext } from './kubeconfig.ts';
 import type { readKubeconfig } from './login/login-context.ts';
 
 /**
@@ -11,6 +10,17 @@ import type { readKubeconfig } from './login/login-context.ts';
  */
 
 type Kubeconfig = NonNullable<ReturnType<typeof readKubeconfig>>;
+
+/** A platform context (`platformContextOf` in kubeconfig.ts): where the gateway is, how to trust it, whose key. */
+export interface PlatformContext {
+  readonly name: string;
+  /** Its user entry (the key). */
+  readonly user: string;
+  /** The gateway's base URL: the management API server without `/kubernetes/management`. */
+  readonly gatewayBase: string;
+  /** Its cluster entry's fields but `server` (CA, `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url`). */
+  readonly connection: Readonly<Record<string, unknown>>;
+}
 
 export interface ManagementAnswer {
   readonly status: number;
