@@ -43,10 +43,15 @@ describe('wakeAction: what a request allowed to a virtual cluster does first', (
     const starting = withConditions(condition('Ready', 'False', T1), condition('Sleeping', 'False', T2));
     expect(wakeAction(starting)).toEqual({ kind: 'wait' });
     expect(isAwake(starting)).toBe(false);
-    // The same second (conditions have whole seconds): still waking.
-    expect(
-      wakeAction(withConditions(condition('Ready', 'False', T1), condition('Sleeping', 'False', T1))),
-    ).toEqual({ kind: 'wait' });
+  });
+
+  test('an instance being made for the first time (both conditions written at once) is relayed to: the relay answers for it', () => {
+    const provisioning = withConditions(condition('Ready', 'False', T1), condition('Sleeping', 'False', T1));
+    expect(wakeAction(provisioning)).toEqual({ kind: 'relay', activity: false });
+    expect(wakeAction(withConditions(condition('Sleeping', 'False', T1)))).toEqual({
+      kind: 'relay',
+      activity: false,
+    });
   });
 
   test('an awake instance whose API server went away later is relayed to (the relay answers for it), not waited for', () => {

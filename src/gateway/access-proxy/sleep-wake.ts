@@ -46,16 +46,17 @@ export function isAwake(instance: Pick<VirtualClusterInstance, 'status'>): boole
 
 /**
  * The instance was woken and is starting: `Sleeping` is present and not True, `Ready` is not True,
- * and `Sleeping` changed no earlier than `Ready` did (it stopped being Ready when it fell asleep,
- * then woke). An instance that is not Ready for another reason after it woke (its apiserver went
- * away later) is not waited for: `Ready` changed after `Sleeping` did.
+ * and `Sleeping` changed after `Ready` did (it stopped being Ready when it fell asleep, then woke).
+ * Not waited for: an instance not Ready for another reason after it woke (its apiserver went away
+ * later: `Ready` changed after `Sleeping`), nor one being made for the first time (both conditions
+ * written at once: the relay answers for it, `NotProvisioned` or unreachable, as before sleep mode).
  */
 function isWaking(conditions: Conditions): boolean {
   const sleeping = findCondition(conditions, 'Sleeping');
   const ready = findCondition(conditions, 'Ready');
   if (!sleeping || isTrue(sleeping) || isTrue(ready)) return false;
-  if (!ready) return true;
-  return Date.parse(sleeping.lastTransitionTime ?? '') >= Date.parse(ready.lastTransitionTime ?? '');
+  if (!ready) return false;
+  return Date.parse(sleeping.lastTransitionTime ?? '') > Date.parse(ready.lastTransitionTime ?? '');
 }
 
 /**
