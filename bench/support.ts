@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { FIGURE_LINE_PREFIX, type Figure } from '../e2e/support/benchmarks.ts';
-import { createOperator, defaultOperatorOptions } from '../src/cli/operator.ts';
+import { createOperator, defaultOperatorOptions, type OperatorOptions } from '../src/cli/operator.ts';
 import { ensureControlPlaneBinary } from '../src/dev/binaries.ts';
 import { type Cluster, ControlPlane } from '../src/dev/controlplane.ts';
 import { installCrds } from '../src/dev/install-crds.ts';
@@ -58,14 +58,15 @@ export function quantile(values: readonly number[], q: number): number {
 }
 
 /**
- * The gateway as `platform operator` serves it (its informers on a manager), without controllers,
- * webhooks or leader election, on loopback over plain HTTP. Not started: `manager.start()`, then
- * `gateway.start()`.
+ * The gateway as `platform operator` serves it (its informers on a manager), without controllers
+ * (unless `operator` names some, with their options), webhooks or leader election, on loopback
+ * over plain HTTP. Not started: `manager.start()`, then `gateway.start()`.
  */
 export function gatewayOnly(
   kubeconfig: string,
   namespace: string,
   logger: Logger,
+  operator: Partial<OperatorOptions> = {},
 ): { manager: Manager; gateway: Gateway } {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
@@ -80,6 +81,7 @@ export function gatewayOnly(
       logLevel: 'warn',
       webhooks: false,
       gateway: false,
+      ...operator,
     }),
     logger,
   );

@@ -18,10 +18,9 @@ import pino from 'pino';
 import { processesNaming } from '../../e2e/support/instance-processes.ts';
 import { SLEEP_REQUESTED_ANNOTATION } from '../../src/api/labels.ts';
 import { API_GROUP, API_VERSION } from '../../src/api/meta.ts';
-import { createOperator, defaultOperatorOptions } from '../../src/cli/operator.ts';
 import { installCrds } from '../../src/dev/install-crds.ts';
 import { installPlatformRoles } from '../../src/dev/install-rbac.ts';
-import { type Gateway, setupGateway } from '../../src/gateway/index.ts';
+import type { Gateway } from '../../src/gateway/index.ts';
 import { ADMIN_KEYS, secretNameOf } from '../../src/provision/control-plane.ts';
 import { readSecretText } from '../../src/provision/instance-secrets.ts';
 import { instancePaths } from '../../src/provision/instance-state.ts';
@@ -29,7 +28,7 @@ import { isNotFound } from '../../src/runtime/errors.ts';
 import { KubeClient } from '../../src/runtime/kube-client.ts';
 import type { Manager } from '../../src/runtime/manager.ts';
 import { createBenchKey, ensurePepper, PLATFORM_NAMESPACE } from '../platform-gateway.ts';
-import { waitUntil } from '../support.ts';
+import { gatewayOnly, waitUntil } from '../support.ts';
 
 /** The project whose namespace (`p-<project>`) the instances live in; the access proxy's path names it. */
 const PROJECT = 'bench';
@@ -98,31 +97,11 @@ export class BenchPlatform {
       },
     });
     const { token } = await createBenchKey(kc, await ensurePepper(kc), PERSON);
-    const logger = pino({ level: 'warn' });
-    const manager = createOperator(
-      defaultOperatorOptions({
-        kubeconfig: hostKubeconfig,
-        namespace: PLATFORM_NAMESPACE,
-        controllers: ['virtualcluster'],
-        leaderElect: false,
-        healthPort: 0,
-        healthHost: '127.0.0.1',
-        logLevel: 'warn',
-        webhooks: false,
-        gateway: false,
-        provisioner: 'processes',
-        provisionerStateDir: stateDir,
-        controlPlaneBinary: binary,
-      }),
-      logger,
-    );
-    const gateway = setupGateway(manager, {
-      kubeConfig: kc,
-      api: host,
-      platformNamespace: PLATFORM_NAMESPACE,
-      host: '127.0.0.1',
-      port: 0,
-      logger,
+    const { manager, gateway } = gatewayOnly(hostKubeconfig, PLATFORM_NAMESPACE, pino({ level: 'warn' }), {
+      controllers: ['virtualcluster'],
+      provisioner: 'processes',
+      provisionerStateDir: stateDir,
+      controlPlaneBinary: binary,
     });
     await manager.start();
     const server = await gateway.start();
