@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, test } from 'vitest';
 import {
   asInstanceOwner,
@@ -59,6 +60,29 @@ describe('withInstanceLock', () => {
     ).toThrow(InstanceLockTimeout);
     expect(ran).toBe(false);
     expect(readFileSync(path, 'utf8')).toBe(parent);
+  });
+
+  test('waits while another holder has it and enters once it is released, never before', async () => {
+    const path = lockPath();
+    const parent = `${process.ppid} ${startTimeOf(process.ppid)}`;
+    writeFileSync(path, parent);
+    // A holder on another thread (this process's own sections never overlap): it marks that it
+    // let go, then removes its lock, while this thread is waiting in withInstanceLock.
+    const released = new Int32Array(new SharedArrayBuffer(4));
+    const holder = new Worker(
+      `const { workerData } = require('node:worker_threads');
+       const { unlinkSync } = require('node:fs');
+       const flag = new Int32Array(workerData.released);
+       Atomics.wait(flag, 0, 0, 200);
+       Atomics.store(flag, 0, 1);
+       unlinkSync(workerData.path);`,
+      { eval: true, workerData: { path, released: released.buffer } },
+    );
+    const exited = new Promise((resolve) => holder.once('exit', resolve));
+    const seen = withInstanceLock(path, () => Atomics.load(released, 0));
+    await exited;
+    expect(seen).toBe(1);
+    expect(existsSync(path)).toBe(false);
   });
 
   test('breaks a stale lock: its holder ended, or its pid now belongs to a process started at another time', () => {
