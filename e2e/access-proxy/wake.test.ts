@@ -15,6 +15,7 @@ import {
   lastActivity,
   markAsleep,
   markAwake,
+  markWaking,
   readInstance,
 } from '../support/sleeping-instances.ts';
 import { eventually, waitForValue } from '../support/wait.ts';
@@ -176,6 +177,24 @@ describe('access proxy: waking an asleep virtual cluster', () => {
     // The virtual API server answered (alice may not exec there, or there is no such pod): not the proxy's 503.
     const code = await upgrade;
     expect([403, 404]).toContain(code);
+  });
+
+  test('an instance woken by another and still starting: the request waits for it too, without writing again', async () => {
+    const { alice } = env().keys;
+    const since = nextSleep();
+    await clearLastActivity(admin(), web, INSTANCE);
+    const marked = await markWaking(admin(), web, INSTANCE, since, new Date(since.getTime() + 30_000));
+    await gatewaySees(web, INSTANCE, marked.metadata.resourceVersion);
+    const listing = viaProxy(alice, WEB, INSTANCE, '/api/v1/namespaces');
+    const state = track(listing);
+    // The request is held until the instance is Ready: a change of the instance that leaves it
+    // starting does not release it, Ready does.
+    const touched = await markWaking(admin(), web, INSTANCE, since, new Date(since.getTime() + 31_000));
+    await gatewaySees(web, INSTANCE, touched.metadata.resourceVersion);
+    expect(state.settled).toBe(false);
+    await markAwake(admin(), web, INSTANCE, new Date());
+    expect((await listing).status).toBe(200);
+    expect(await lastActivity(admin(), web, INSTANCE)).toBeUndefined();
   });
 
   test('a request the key scope refuses wakes nothing: 403, the instance untouched', async () => {

@@ -65,6 +65,28 @@ export function markAsleep(
   });
 }
 
+/**
+ * As the controller leaves an instance it woke at `wokeAt` (asleep since `since`) while its control
+ * plane starts: Sleeping=False from `wokeAt`, Ready still False from `since`.
+ */
+export function markWaking(
+  admin: KubeClient,
+  namespace: string,
+  name: string,
+  since: Date,
+  wokeAt: Date,
+): Promise<Instance> {
+  const [slept, woke] = [statusTime(since), statusTime(wokeAt)];
+  return writeStatus(admin, namespace, name, {
+    sleepingSince: null,
+    conditions: [
+      { type: 'Provisioned', status: 'True', reason: 'Provisioned', message: '', lastTransitionTime: slept },
+      { type: 'Ready', status: 'False', reason: 'Starting', message: '', lastTransitionTime: slept },
+      { type: 'Sleeping', status: 'False', reason: 'Awake', message: '', lastTransitionTime: woke },
+    ],
+  });
+}
+
 /** As the controller leaves an instance awake and ready since `at`: Sleeping=False, Ready=True. */
 export function markAwake(admin: KubeClient, namespace: string, name: string, at: Date): Promise<Instance> {
   const time = statusTime(at);
