@@ -1,5 +1,8 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { LAST_ACTIVITY_ANNOTATION } from '../../src/api/labels.ts';
+import { LAST_ACTIVITY_ANNOTATION, SLEEP_REQUESTED_ANNOTATION } from '../../src/api/labels.ts';
 import { resources, type Stored } from '../../src/api/resources.ts';
 import type { Scope } from '../../src/api/scope.ts';
 import type { VirtualClusterInstance } from '../../src/api/virtualclusterinstance.ts';
@@ -13,7 +16,9 @@ import {
   useProvisionedEnv,
   WEB,
 } from '../access-proxy/provisioned-env.ts';
+import { writeGatewayKubeconfig } from '../gateway/support.ts';
 import { type ResponseBytes, rawRequest } from '../support/access-proxy.ts';
+import { runPlatform } from '../support/platform-cli.ts';
 import { clearLastActivity, markAsleep, markAwake, readInstance } from '../support/sleeping-instances.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -112,6 +117,32 @@ describe('security: waking a virtual cluster', () => {
       await expectUntouched(before);
     },
   );
+
+  test('platform sleep and wake with the key of a viewer of the project, or of another project: refused (403), nothing written', async () => {
+    await oneAsleepOneAwake();
+    const before = await readInstance(admin(), web, INSTANCE);
+    const home = mkdtempSync(join(tmpdir(), 'sleep-wake-cli-'));
+    const { carol, bob } = env().keys;
+    for (const [who, token] of [
+      ['carol', carol],
+      ['bob', bob],
+    ] as const) {
+      const kubeconfig = writeGatewayKubeconfig(env().gateway, home, who, token);
+      for (const command of ['sleep', 'wake']) {
+        const run = await runPlatform(
+          [command, INSTANCE, '--project', WEB, '--kubeconfig', kubeconfig],
+          home,
+        );
+        expect(run.code, `${who} ${command}`).toBe(1);
+        expect(run.stderr).toContain('the platform answered 403');
+        expect(run.stderr).toContain(`User "${who}" cannot`);
+      }
+    }
+    await expectUntouched(before);
+    expect(
+      (await readInstance(admin(), web, INSTANCE)).metadata.annotations?.[SLEEP_REQUESTED_ANNOTATION],
+    ).toBeUndefined();
+  });
 
   test('the same key allowed wakes it (the refusals above are the scope, not a broken wake)', async () => {
     await oneAsleepOneAwake();
