@@ -8,9 +8,9 @@ import type { Probe, ProbeContext } from './probes.ts';
  * Cluster and a project's VirtualClusterInstance (both the test's second apiserver, reached with
  * its admin token from a credentials Secret) from its caches of them. Both objects are made once
  * the gateway's caches have synced, so only its watches can bring them (list and watch are
- * each needed); the Secrets are read with its `get` on secrets. Sleep mode: a request to the
- * virtual cluster while it sleeps asks it to wake, the gateway writing its last-activity
- * annotation (its `patch` on virtualclusterinstances).
+ * each needed); the Secrets are read with its `get` on secrets. Sleep mode: a request to a
+ * provisioned virtual cluster while it sleeps asks it to wake, the gateway writing its
+ * last-activity annotation (its `patch` on virtualclusterinstances).
  */
 
 const GROUP_VERSION = 'management.platform/v1';
@@ -36,6 +36,7 @@ const names = (ctx: ProbeContext) => {
     credentialsNamespace: `apc-${ctx.id}`,
     cluster: `ap-${ctx.id}`,
     key: `ap-${ctx.id}`,
+    template: `ap-${ctx.id}`,
   };
 };
 
@@ -60,7 +61,14 @@ export const accessProxyProbe: Probe = {
   id: 'access-proxy',
   needs: { controllers: [], gateway: true },
   before: async (ctx) => {
-    const { project, projectNamespace, credentialsNamespace } = names(ctx);
+    const { project, projectNamespace, credentialsNamespace, template } = names(ctx);
+    await ctx.admin.create(`${MP}/virtualclustertemplates`, {
+      apiVersion: GROUP_VERSION,
+      kind: 'VirtualClusterTemplate',
+      metadata: { name: template },
+      spec: {},
+    });
+    ctx.cleanup.push(() => ctx.admin.delete(`${MP}/virtualclustertemplates/${template}`));
     const credentials = { token: b64(ctx.setting.virtual.token) };
     await ctx.admin.create(`${MP}/projects`, {
       apiVersion: GROUP_VERSION,
@@ -82,10 +90,15 @@ export const accessProxyProbe: Probe = {
     }
   },
   steps: (ctx) => {
-    const { project, projectNamespace, credentialsNamespace, cluster, key } = names(ctx);
+    const { project, projectNamespace, credentialsNamespace, cluster, key, template } = names(ctx);
     const generated = generateAccessKey(randomBytes);
     const target = ctx.setting.virtual;
-    const instancePath = `${MP}/namespaces/${projectNamespace}/virtualclusterinstances/vc`;
+    const instancePath = `${MP}/namespaces/${projectNamespace}/virtualclusterinstances/sleepy`;
+    // The controller of a run with every feature provisions it and puts its finalizer on it.
+    ctx.cleanup.push(async () => {
+      await ctx.admin.merge(instancePath, { metadata: { finalizers: null } }).catch(() => {});
+      await ctx.admin.delete(instancePath);
+    });
     ctx.cleanup.push(
       () => ctx.admin.delete(`${MP}/ownedaccesskeys/${key}`),
       () => ctx.admin.delete(`${MP}/clusters/${cluster}`),
@@ -136,23 +149,31 @@ export const accessProxyProbe: Probe = {
           200,
       },
       {
-        // The instance's status says it sleeps, as the controller writes it for an asleep one
-        // (the gateway decides from that status alone); written again while it does not say so,
-        // since a running controller writes this registered instance's conditions too. Nothing
-        // wakes it here: the request waits its 1 s and is answered 503, its wake request written.
-        what: 'a request to her virtual cluster while it sleeps asks it to wake (the gateway writes its last activity)',
+        // Only a provisioned instance (a template, no endpoint) sleeps. Its status says it
+        // sleeps, as the controller writes it for an asleep one (the gateway decides from that
+        // status alone); written again while it does not say so, since a running controller
+        // writes this instance's conditions too. Nothing wakes it here: the request waits its
+        // 1 s and is answered 503, its wake request written.
+        what: 'a request to her provisioned virtual cluster while it sleeps asks it to wake (the gateway writes its last activity)',
+        run: () =>
+          ctx.admin.create(`${MP}/namespaces/${projectNamespace}/virtualclusterinstances`, {
+            apiVersion: GROUP_VERSION,
+            kind: 'VirtualClusterInstance',
+            metadata: { name: 'sleepy' },
+            spec: { templateRef: { name: template } },
+          }),
         until: async () => {
           const instance = await ctx.admin.get(instancePath);
           const sleeping = (instance?.status?.conditions ?? []).some(
             (c: { type: string; status: string }) => c.type === 'Sleeping' && c.status === 'True',
           );
-          if (!sleeping) {
-            ctx.state.sleepingSince = new Date().toISOString();
+          // One time it fell asleep, however often the status is written again.
+          ctx.state.sleepingSince ??= new Date().toISOString();
+          if (!sleeping)
             await ctx.admin.merge(`${instancePath}/status`, asleepStatus(ctx.state.sleepingSince));
-          }
           await proxyGet(
             ctx,
-            `/kubernetes/project/${project}/virtualcluster/vc/version?timeout=1s`,
+            `/kubernetes/project/${project}/virtualcluster/sleepy/version?timeout=1s`,
             generated.key,
           );
           const stamp = (await ctx.admin.get(instancePath))?.metadata.annotations?.[LAST_ACTIVITY_ANNOTATION];

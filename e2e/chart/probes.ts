@@ -1509,8 +1509,8 @@ const openIdProviderProbe: Probe = {
 /**
  * The in-cluster provisioner (the chart's default `virtualClusters.provisioner`), run by the
  * virtual cluster controller as its ServiceAccount: a VirtualClusterInstance naming a template
- * gets its StatefulSet, Service and Secrets (pki, admin) in its project namespace; deleted, they
- * go, with the storage claim (written here as the StatefulSet controller would: none runs).
+ * gets its StatefulSet, Service and Secrets (pki, admin) in its project namespace, the
+ * StatefulSet follows a change of the template; deleted, they go, with the storage claim (written here as the StatefulSet controller would: none runs).
  * Admission lets the instance in once the webhook found its template.
  */
 const inClusterProvisionerProbe: Probe = {
@@ -1572,6 +1572,17 @@ const inClusterProvisionerProbe: Probe = {
             spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
           });
         },
+      },
+      {
+        // The templates' cache already holds the template (made before the controller started):
+        // only its watch brings the change.
+        what: "a change of the instance's template reaches its StatefulSet",
+        run: () =>
+          ctx.admin.merge(clusterPath('virtualclustertemplates', `icp-${ctx.id}`), {
+            spec: { resources: { requests: { memory: '300Mi' } } },
+          }),
+        until: async () =>
+          (await ctx.admin.get(statefulSet))?.spec?.template?.spec?.resources?.requests?.memory === '300Mi',
       },
       {
         what: 'deleted, the instance takes its control plane, claim and Secrets with it',
