@@ -1,11 +1,16 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, test } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { ComponentSupervisor, SupervisionLost, type SupervisorOptions } from './component-supervisor.ts';
 
 const dirs: string[] = [];
 const supervisors: ComponentSupervisor[] = [];
+/** Children this process had before the test (another file's, in a reused worker): not the test's. */
+let before = new Set<number>();
+beforeEach(() => {
+  before = new Set(childPids());
+});
 afterEach(async () => {
   for (const s of supervisors.splice(0)) await s.stop();
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
@@ -16,12 +21,17 @@ async function until(check: () => boolean): Promise<void> {
 }
 
 /**
- * The pids of this test process's live (not zombie) children: the processes a supervisor spawned
- * and has not reaped. By parent, not by command line: a child's parent is set when it is forked,
- * while its /proc cmdline can still be empty for a moment after `spawn` resolved (the kernel
- * closes the exec pipe libuv waits on before it sets up the new program's arguments).
+ * The pids of this test process's live (not zombie) children that it did not have before the
+ * test: the processes a supervisor spawned and has not reaped. By parent, not by command line:
+ * a child's parent is set when it is forked, while its /proc cmdline can still be empty for a
+ * moment after `spawn` resolved (the kernel closes the exec pipe libuv waits on before it sets up
+ * the new program's arguments).
  */
 function pidsRunning(): number[] {
+  return childPids().filter((pid) => !before.has(pid));
+}
+
+function childPids(): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -174,7 +184,6 @@ describe('ComponentSupervisor', () => {
   });
 
   test('the check once a process is up and its adoption are one exclusive step: a takeover before it ends the process, one after it finds the pid recorded', async () => {
-    // A takeover that held the instance's lock first: inside the step, the instance is another's.
     // The pre-spawn question is asked outside the step (nothing follows it that a takeover could
     // undo); the takeover lands before the step: inside it, the instance is another's.
     let mine = true;
