@@ -118,6 +118,32 @@ describe('security: waking a virtual cluster', () => {
     },
   );
 
+  test('an unscoped key of someone outside the project (its scope allows every path) neither wakes the instance nor keeps it awake', async () => {
+    await oneAsleepOneAwake();
+    const before = await readInstance(admin(), web, INSTANCE);
+    const refused = await request(env().keys.bob, INSTANCE, '/api/v1/namespaces?timeout=1s');
+    expect(refused.status).toBe(403);
+    expect(refused.json).toMatchObject({ kind: 'Status', code: 403, reason: 'Forbidden' });
+    expect(refused.json.message).toBe(
+      `virtual cluster "${WEB}/${INSTANCE}" is asleep, and only a person who may get its VirtualClusterInstance wakes it`,
+    );
+    await expectUntouched(before);
+    // Requests to the awake instance are relayed (its own RBAC answers them) but are no activity of
+    // it: the activity written is alice's, made after bob's (had bob's counted, the one write of the
+    // 10 s interval would carry an earlier time, and alice's would have been held back).
+    for (let i = 0; i < 3; i++) await request(env().keys.bob, PENDING, '/api/v1/namespaces?timeout=1s');
+    const aliceAt = Date.now();
+    await request(env().keys.alice, PENDING, '/api/v1/namespaces?timeout=1s');
+    const stamp = async () =>
+      (await readInstance(admin(), web, PENDING)).metadata.annotations?.[LAST_ACTIVITY_ANNOTATION];
+    await eventually(
+      async () => (await stamp()) !== undefined,
+      30_000,
+      "alice's request recorded as activity",
+    );
+    expect(Date.parse((await stamp()) ?? '')).toBeGreaterThanOrEqual(aliceAt);
+  });
+
   test('platform sleep and wake with the key of a viewer of the project, or of another project: refused (403), nothing written', async () => {
     await oneAsleepOneAwake();
     const before = await readInstance(admin(), web, INSTANCE);

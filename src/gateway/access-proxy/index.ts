@@ -32,7 +32,12 @@ export interface TargetResolver {
 /** Sleep mode (`wake.ts`): an asleep virtual cluster is woken and waited for; an awake one's activity recorded. */
 export interface TargetWaker {
   /** Returns once the target may be relayed to; throws a `Status` error (503) when it did not wake in time. */
-  ready(target: ProxyTarget, search: string, signal: AbortSignal): Promise<void>;
+  ready(
+    target: ProxyTarget,
+    caller: AuthenticatedIdentity,
+    search: string,
+    signal: AbortSignal,
+  ): Promise<void>;
 }
 
 export interface AccessProxyDeps {
@@ -94,7 +99,7 @@ export async function forward(deps: AccessProxyDeps, input: ForwardRequest): Pro
   const impersonation = impersonationHeaders(input.identity);
   if (impersonation instanceof StatusError) throw impersonation;
   // The pipeline authenticated the request and its key's scope allowed it: only such a request wakes.
-  await deps.waker?.ready(route.target, input.search, input.signal);
+  await deps.waker?.ready(route.target, input.identity, input.search, input.signal);
   const connection = await deps.targets.resolve(route.target, input.signal);
   const relay = {
     request: input.request,

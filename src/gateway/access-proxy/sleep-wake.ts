@@ -1,5 +1,5 @@
 import type { Condition } from '../../api/meta.ts';
-import { StatusError, sanitize } from '../../api/status.ts';
+import { forbidden, StatusError, sanitize } from '../../api/status.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
 import { findCondition } from '../../runtime/conditions.ts';
 import { isProvisioned } from './managed-targets.ts';
@@ -155,6 +155,17 @@ export function wakeNotRequested(description: string): StatusError {
 }
 
 /**
+ * The 403 of a request that would wake an instance its caller may not even read: only a person who
+ * may get the VirtualClusterInstance wakes it (or keeps it awake), not any holder of a key that
+ * reaches the path (an unscoped key of someone outside the project).
+ */
+export function wakeRefused(description: string): StatusError {
+  return forbidden(
+    `${sanitize(description, 200)} is asleep, and only a person who may get its VirtualClusterInstance wakes it`,
+  );
+}
+
+/**
  * At most one activity write per key per interval, for a bounded number of keys: `due` says
  * whether a write may go now and, when it may, counts it. Beyond `maxKeys` the least recently
  * written key is forgotten (its next request writes again: harmless, only an extra write).
@@ -167,9 +178,14 @@ export class ActivityThrottle {
     private readonly maxKeys = 4096,
   ) {}
 
-  due(key: string, nowMs: number): boolean {
+  /** Whether a write would be due now, without counting one (`due` counts it). */
+  wouldBeDue(key: string, nowMs: number): boolean {
     const last = this.written.get(key);
-    if (last !== undefined && nowMs - last < this.intervalMs && nowMs >= last) return false;
+    return last === undefined || nowMs - last >= this.intervalMs || nowMs < last;
+  }
+
+  due(key: string, nowMs: number): boolean {
+    if (!this.wouldBeDue(key, nowMs)) return false;
     this.written.delete(key);
     this.written.set(key, nowMs);
     for (const oldest of this.written.keys()) {

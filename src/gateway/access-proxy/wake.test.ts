@@ -67,7 +67,8 @@ function cache() {
   };
 }
 
-function world(options: { failWrites?: boolean } = {}) {
+/** Callers: `alice` may get the instance, `mallory` (an unscoped key of someone outside the project) may not. */
+function world(options: { failWrites?: boolean; failReviews?: boolean } = {}) {
   const clock = new FakeClock(Date.parse('2025-01-01T00:02:00Z'));
   const written: RequestOptions[] = [];
   const warnings: unknown[] = [];
@@ -79,9 +80,15 @@ function world(options: { failWrites?: boolean } = {}) {
     },
   } as unknown as KubeApi;
   const instances = cache();
-  const waker = new InstanceWaker({
+  const reviewed: string[] = [];
+  const waker = new InstanceWaker<string>({
     virtualClusters: instances.informer,
     api,
+    mayWake: async (caller, vci) => {
+      reviewed.push(`${caller} ${vci.metadata.namespace}/${vci.metadata.name}`);
+      if (options.failReviews) throw new Error('apiserver unreachable (Bearer s3cret)');
+      return caller === 'alice';
+    },
     projectNamespace: (project) => `p-${project}`,
     logger: { warn: (fields: unknown) => warnings.push(fields) } as never,
     clock,
@@ -93,7 +100,7 @@ function world(options: { failWrites?: boolean } = {}) {
           LAST_ACTIVITY_ANNOTATION
         ],
     );
-  return { clock, written, warnings, instances, waker, stamps };
+  return { clock, written, warnings, instances, waker, stamps, reviewed };
 }
 
 /** Settles `promise` into a record the test can look at without awaiting it. */
@@ -117,10 +124,10 @@ describe('InstanceWaker', () => {
   test('an awake instance: relayed at once, its activity written in the background at most once per 10 s', async () => {
     const w = world();
     w.instances.put(awake());
-    await w.waker.ready(TARGET, '', signal());
-    await w.waker.ready(TARGET, '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
     await w.clock.advance(9_999);
-    await w.waker.ready(TARGET, '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
     expect(w.stamps()).toEqual(['2025-01-01T00:02:00.000Z']);
     expect(w.written[0]).toMatchObject({
       method: 'PATCH',
@@ -128,14 +135,14 @@ describe('InstanceWaker', () => {
       contentType: 'application/merge-patch+json',
     });
     await w.clock.advance(1);
-    await w.waker.ready(TARGET, '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
     expect(w.stamps()).toEqual(['2025-01-01T00:02:00.000Z', '2025-01-01T00:02:10.000Z']);
   });
 
   test("a failed activity write does not fail the request; it is logged with the instance and the reason, never the error's text", async () => {
     const w = world({ failWrites: true });
     w.instances.put(awake());
-    await w.waker.ready(TARGET, '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
     await w.clock.advance(0);
     expect(w.warnings).toEqual([{ instance: 'VirtualClusterInstance/p-web/dev', reason: 'Error' }]);
     expect(JSON.stringify(w.warnings)).not.toContain('s3cret');
@@ -144,8 +151,8 @@ describe('InstanceWaker', () => {
   test('an asleep instance: the wake written at once, the request waits until it is Ready and not Sleeping', async () => {
     const w = world();
     w.instances.put(asleep());
-    const first = track(w.waker.ready(TARGET, '', signal()));
-    const second = track(w.waker.ready(TARGET, '', signal()));
+    const first = track(w.waker.ready(TARGET, 'alice', '', signal()));
+    const second = track(w.waker.ready(TARGET, 'alice', '', signal()));
     await w.clock.advance(1000);
     expect(w.stamps()).toEqual(['2025-01-01T00:02:00.000Z']);
     // Woken, starting: still waiting.
@@ -160,16 +167,16 @@ describe('InstanceWaker', () => {
     expect(second).toEqual({ settled: true });
     expect(w.clock.pendingTimers).toBe(0);
     // The wake counted as activity: no second write right after it.
-    await w.waker.ready(TARGET, '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
     expect(w.written).toHaveLength(1);
   });
 
   test('requests during the same sleep write the wake once, even while the cache still shows it asleep', async () => {
     const w = world();
     w.instances.put(asleep());
-    const first = track(w.waker.ready(TARGET, '?timeout=5s', signal()));
+    const first = track(w.waker.ready(TARGET, 'alice', '?timeout=5s', signal()));
     await w.clock.advance(5000);
-    const second = track(w.waker.ready(TARGET, '?timeout=5s', signal()));
+    const second = track(w.waker.ready(TARGET, 'alice', '?timeout=5s', signal()));
     await w.clock.advance(0);
     expect(w.written).toHaveLength(1);
     w.instances.put(awake());
@@ -182,7 +189,7 @@ describe('InstanceWaker', () => {
         '2025-01-01T01:00:00Z',
       ),
     );
-    void w.waker.ready(TARGET, '?timeout=1s', signal()).catch(() => undefined);
+    void w.waker.ready(TARGET, 'alice', '?timeout=1s', signal()).catch(() => undefined);
     await w.clock.advance(0);
     expect(w.written).toHaveLength(2);
   });
@@ -190,7 +197,7 @@ describe('InstanceWaker', () => {
   test("not ready within the client's timeout: a 503 naming the instance, with Retry-After, and nothing left waiting", async () => {
     const w = world();
     w.instances.put(asleep());
-    const waiting = track(w.waker.ready(TARGET, '?timeout=5s', signal()));
+    const waiting = track(w.waker.ready(TARGET, 'alice', '?timeout=5s', signal()));
     await w.clock.advance(4_999);
     expect(waiting.settled).toBe(false);
     await w.clock.advance(1);
@@ -208,7 +215,7 @@ describe('InstanceWaker', () => {
   test('without a timeout the wait is bounded by 60 s', async () => {
     const w = world();
     w.instances.put(asleep());
-    const waiting = track(w.waker.ready(TARGET, '', signal()));
+    const waiting = track(w.waker.ready(TARGET, 'alice', '', signal()));
     await w.clock.advance(59_999);
     expect(waiting.settled).toBe(false);
     await w.clock.advance(1);
@@ -219,7 +226,7 @@ describe('InstanceWaker', () => {
     const w = world();
     w.instances.put(asleep());
     const controller = new AbortController();
-    const waiting = track(w.waker.ready(TARGET, '', controller.signal));
+    const waiting = track(w.waker.ready(TARGET, 'alice', '', controller.signal));
     await w.clock.advance(100);
     const reason = new Error('client went away');
     controller.abort(reason);
@@ -231,7 +238,7 @@ describe('InstanceWaker', () => {
   test('the wake cannot be written: a 503 at once, no wait', async () => {
     const w = world({ failWrites: true });
     w.instances.put(asleep());
-    const waiting = track(w.waker.ready(TARGET, '', signal()));
+    const waiting = track(w.waker.ready(TARGET, 'alice', '', signal()));
     await w.clock.advance(0);
     expect(waiting.error).toMatchObject({
       code: 503,
@@ -245,26 +252,77 @@ describe('InstanceWaker', () => {
     const w = world();
     const sleeping = asleep();
     w.instances.put(sleeping);
-    const waiting = track(w.waker.ready(TARGET, '', signal()));
+    const waiting = track(w.waker.ready(TARGET, 'alice', '', signal()));
     await w.clock.advance(10);
     w.instances.remove(sleeping);
     await w.clock.advance(0);
     expect(waiting).toEqual({ settled: true });
   });
 
+  test('a caller who may not get the instance does not wake it: 403, nothing written, nothing left waiting', async () => {
+    const w = world();
+    w.instances.put(asleep());
+    const refused = track(w.waker.ready(TARGET, 'mallory', '', signal()));
+    await w.clock.advance(0);
+    expect(refused.error).toMatchObject({
+      code: 403,
+      reason: 'Forbidden',
+      message:
+        'virtual cluster "web/dev" is asleep, and only a person who may get its VirtualClusterInstance wakes it',
+    });
+    expect(w.reviewed).toEqual(['mallory p-web/dev']);
+    expect(w.written).toEqual([]);
+    expect(w.clock.pendingTimers).toBe(0);
+    // The same instance is woken by one who may.
+    void w.waker.ready(TARGET, 'alice', '', signal()).catch(() => undefined);
+    await w.clock.advance(0);
+    expect(w.written).toHaveLength(1);
+  });
+
+  test('a caller who may not get an awake instance keeps nothing awake; the next one who may does', async () => {
+    const w = world();
+    w.instances.put(awake());
+    await w.waker.ready(TARGET, 'mallory', '', signal());
+    await w.clock.advance(0);
+    expect(w.written).toEqual([]);
+    // Mallory's check still under way holds back no write of alice's.
+    const both = [
+      w.waker.ready(TARGET, 'mallory', '', signal()),
+      w.waker.ready(TARGET, 'alice', '', signal()),
+    ];
+    await Promise.all(both);
+    await w.clock.advance(0);
+    expect(w.stamps()).toEqual(['2025-01-01T00:02:00.000Z']);
+    expect(w.reviewed).toEqual(['mallory p-web/dev', 'mallory p-web/dev', 'alice p-web/dev']);
+    // Counted once alice was allowed: none again within the interval.
+    await w.waker.ready(TARGET, 'alice', '', signal());
+    await w.clock.advance(0);
+    expect(w.written).toHaveLength(1);
+  });
+
+  test('whether the caller may wake it cannot be told: a 503 at once, logged without the error text', async () => {
+    const w = world({ failReviews: true });
+    w.instances.put(asleep());
+    const waiting = track(w.waker.ready(TARGET, 'alice', '', signal()));
+    await w.clock.advance(0);
+    expect(waiting.error).toMatchObject({ code: 503 });
+    expect(w.written).toEqual([]);
+    expect(JSON.stringify(w.warnings)).not.toContain('s3cret');
+  });
+
   test('a registered instance (spec.endpoint) has no sleep mode: no activity written', async () => {
     const w = world();
     w.instances.put({ ...awake(), spec: { endpoint: 'https://dev.example.com' } } as Instance);
-    await w.waker.ready(TARGET, '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
     await w.clock.advance(0);
     expect(w.written).toEqual([]);
   });
 
   test('a cluster, a space, or an instance not in the cache: nothing written, nothing waited for', async () => {
     const w = world();
-    await w.waker.ready({ kind: 'Cluster', cluster: 'edge' }, '', signal());
-    await w.waker.ready({ kind: 'ProjectSpace', project: 'web', space: 'p-web' }, '', signal());
-    await w.waker.ready(TARGET, '', signal());
+    await w.waker.ready({ kind: 'Cluster', cluster: 'edge' }, 'alice', '', signal());
+    await w.waker.ready({ kind: 'ProjectSpace', project: 'web', space: 'p-web' }, 'alice', '', signal());
+    await w.waker.ready(TARGET, 'alice', '', signal());
     expect(w.written).toEqual([]);
   });
 });

@@ -1,7 +1,15 @@
 import type { Logger } from 'pino';
 import { LAST_ACTIVITY_ANNOTATION } from '../../api/labels.ts';
+import { API_GROUP, API_VERSION } from '../../api/meta.ts';
 import { resources, type Stored } from '../../api/resources.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
+import {
+  reviewAllowed,
+  SUBJECT_ACCESS_REVIEWS_PATH,
+  subjectAccessReview,
+} from '../../authz/subject-access-review.ts';
+import type { AuthenticatedIdentity } from '../../identity/authenticate.ts';
+import { keyUserInfo } from '../../identity/user-info.ts';
 import { type Clock, systemClock } from '../../runtime/clock.ts';
 import { errorReason } from '../../runtime/errors.ts';
 import type { Informer } from '../../runtime/informer.ts';
@@ -16,14 +24,17 @@ import {
   sleepingSince,
   wakeAction,
   wakeNotRequested,
+  wakeRefused,
   wakeWaitMs,
 } from './sleep-wake.ts';
 import type { ProxyTarget } from './target.ts';
 
 /**
  * The I/O of sleep mode at the access proxy (the decisions are `sleep-wake.ts`'s): before a
- * request to a project's virtual cluster is relayed, and only once the pipeline authenticated it
- * and its key's scope allowed it, an asleep instance is asked to wake (the last-activity
+ * request to a project's virtual cluster is relayed, and only once the pipeline authenticated it,
+ * its key's scope allowed it and its caller may get the VirtualClusterInstance (`mayWake`: a key
+ * reaching the path is not enough, an unscoped key of someone outside the project reaches it), an
+ * asleep instance is asked to wake (the last-activity
  * annotation written at once, a merge patch as the gateway) and the request waits, following the
  * gateway's informer (no polling), until the instance is Ready and not Sleeping, at most its
  * client's timeout and never after the client went away. An awake instance's requests are its
@@ -31,18 +42,28 @@ import type { ProxyTarget } from './target.ts';
  * logged (the instance and the apiserver's reason, nothing else) and the request goes on.
  */
 
-export interface InstanceWakerOptions {
+/** `C`: who made the request (the pipeline's authenticated identity). */
+export interface InstanceWakerOptions<C> {
   readonly virtualClusters: Informer<Stored<VirtualClusterInstance>>;
   /** Writes the annotation, as the gateway (`patch` on virtualclusterinstances). */
   readonly api: KubeApi;
   /** The namespace of a project (`projectNamespaceName`). */
   readonly projectNamespace: (project: string) => string;
+  /**
+   * Whether `caller` may get the instance (a SubjectAccessReview): only such a caller wakes it or
+   * counts as its activity. Rejects when it cannot be told (the request then fails, 503).
+   */
+  readonly mayWake: (
+    caller: C,
+    instance: Stored<VirtualClusterInstance>,
+    signal: AbortSignal,
+  ) => Promise<boolean>;
   readonly logger: Pick<Logger, 'warn'>;
   readonly clock?: Clock;
   readonly throttle?: ActivityThrottle;
 }
 
-export class InstanceWaker {
+export class InstanceWaker<C> {
   private readonly clock: Clock;
   private readonly throttle: ActivityThrottle;
   /** Requests waiting for an instance (by instance key): each checks the instance again when it changes. */
@@ -53,7 +74,7 @@ export class InstanceWaker {
   private readonly woken = new Map<string, string>();
   private readonly unsubscribe: () => void;
 
-  constructor(private readonly options: InstanceWakerOptions) {
+  constructor(private readonly options: InstanceWakerOptions<C>) {
     this.clock = options.clock ?? systemClock;
     this.throttle = options.throttle ?? new ActivityThrottle();
     const changed = (vci: Stored<VirtualClusterInstance>) => this.notify(instanceKey(vci));
@@ -73,7 +94,7 @@ export class InstanceWaker {
    * relayed to. Throws a 503 `Status` when an asleep instance did not get ready within the
    * request's bound, the signal's reason when the client went away.
    */
-  async ready(target: ProxyTarget, search: string, signal: AbortSignal): Promise<void> {
+  async ready(target: ProxyTarget, caller: C, search: string, signal: AbortSignal): Promise<void> {
     if (target.kind !== 'ProjectVirtualCluster') return;
     const { virtualClusters } = this.options;
     // Before the first list, the relay's resolve waits for the cache and answers for it.
@@ -82,14 +103,17 @@ export class InstanceWaker {
     const instance = virtualClusters.store.getByName(namespace, target.virtualCluster);
     const action = wakeAction(instance);
     if (!instance || action.kind === 'relay') {
-      if (instance && action.kind === 'relay' && action.activity) this.recordActivity(instance);
+      if (instance && action.kind === 'relay' && action.activity) this.recordActivity(instance, caller);
       return;
     }
     const description = `virtual cluster "${target.project}/${target.virtualCluster}"`;
     const key = instanceKey(instance);
     const waitMs = wakeWaitMs(search);
     const deadline = this.clock.now() + waitMs;
-    if (action.kind === 'wake') await this.requestWake(instance, description);
+    if (action.kind === 'wake') {
+      if (!(await this.mayWake(caller, instance, signal, description))) throw wakeRefused(description);
+      await this.requestWake(instance, description);
+    }
     signal.throwIfAborted();
     await this.untilAwake(key, () => virtualClusters.store.getByName(namespace, target.virtualCluster), {
       remainingMs: Math.max(0, deadline - this.clock.now()),
@@ -99,16 +123,44 @@ export class InstanceWaker {
     });
   }
 
+  /** `mayWake`, its failure a 503 (logged with the instance and the reason, nothing else). */
+  private async mayWake(
+    caller: C,
+    instance: Stored<VirtualClusterInstance>,
+    signal: AbortSignal,
+    description: string,
+  ): Promise<boolean> {
+    try {
+      return await this.options.mayWake(caller, instance, signal);
+    } catch (err) {
+      signal.throwIfAborted();
+      this.options.logger.warn(
+        { instance: instanceKey(instance), reason: errorReason(err) },
+        'could not tell whether the caller may wake a virtual cluster',
+      );
+      throw wakeNotRequested(description);
+    }
+  }
+
   /** Stops following the informer; requests still waiting wait out their bound. */
   close(): void {
     this.unsubscribe();
   }
 
-  /** An awake instance's request: its activity, in the background, at most once per interval. */
-  private recordActivity(instance: Stored<VirtualClusterInstance>): void {
+  /**
+   * An awake instance's request: its activity, in the background, at most once per interval, and
+   * only when its caller may get the instance. The interval is counted once the caller is known to
+   * be allowed: one who may not keeps nothing awake, and a check of theirs still under way holds
+   * back no allowed caller's write.
+   */
+  private recordActivity(instance: Stored<VirtualClusterInstance>, caller: C): void {
     const key = instanceKey(instance);
-    if (!this.throttle.due(key, this.clock.now())) return;
-    void this.writeActivity(instance, activityStamp(this.clock.now())).catch((err: unknown) =>
+    if (!this.throttle.wouldBeDue(key, this.clock.now())) return;
+    void (async () => {
+      if (!(await this.options.mayWake(caller, instance, AbortSignal.timeout(10_000)))) return;
+      const now = this.clock.now();
+      if (this.throttle.due(key, now)) await this.writeActivity(instance, activityStamp(now));
+    })().catch((err: unknown) =>
       this.options.logger.warn(
         { instance: key, reason: errorReason(err) },
         'could not record the activity of a virtual cluster',
@@ -198,4 +250,31 @@ export class InstanceWaker {
     if (!waiting) return;
     for (const check of [...waiting]) check();
   }
+}
+
+/**
+ * Whether `caller` (as the gateway impersonates it: user, groups, uid, the key's extra) may get the
+ * VirtualClusterInstance `namespace/name`: one SubjectAccessReview as the gateway.
+ */
+export async function mayGetInstance(
+  api: KubeApi,
+  caller: AuthenticatedIdentity,
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const answer = await api.request<{ status?: { allowed?: boolean } }>({
+    method: 'POST',
+    path: SUBJECT_ACCESS_REVIEWS_PATH,
+    body: subjectAccessReview(keyUserInfo(caller), {
+      group: API_GROUP,
+      version: API_VERSION,
+      resource: resources.virtualClusterInstances.plural,
+      namespace,
+      name,
+      verb: 'get',
+    }),
+    signal,
+  });
+  return reviewAllowed(answer);
 }
