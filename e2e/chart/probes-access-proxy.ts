@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { LAST_ACTIVITY_ANNOTATION } from '../../src/api/labels.ts';
+import { SLEEP_REQUESTED_ANNOTATION } from '../../src/api/labels.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
+import { statefulSetNameOf } from '../../src/provision/in-cluster-render.ts';
 import type { Probe, ProbeContext } from './probes.ts';
 
 /**
@@ -8,9 +9,7 @@ import type { Probe, ProbeContext } from './probes.ts';
  * Cluster and a project's VirtualClusterInstance (both the test's second apiserver, reached with
  * its admin token from a credentials Secret) from its caches of them. Both objects are made once
  * the gateway's caches have synced, so only its watches can bring them (list and watch are
- * each needed); the Secrets are read with its `get` on secrets. Sleep mode: a request to a
- * provisioned virtual cluster while it sleeps asks it to wake, the gateway writing its
- * last-activity annotation (its `patch` on virtualclusterinstances).
+ * each needed); the Secrets are read with its `get` on secrets.
  */
 
 const GROUP_VERSION = 'management.platform/v1';
@@ -36,39 +35,14 @@ const names = (ctx: ProbeContext) => {
     credentialsNamespace: `apc-${ctx.id}`,
     cluster: `ap-${ctx.id}`,
     key: `ap-${ctx.id}`,
-    template: `ap-${ctx.id}`,
   };
 };
-
-/** The status of an instance asleep since `since` (a merge patch of its status). */
-const asleepStatus = (since: string) => ({
-  status: {
-    sleepingSince: since,
-    conditions: [
-      {
-        type: 'Sleeping',
-        status: 'True',
-        reason: 'SleepRequested',
-        message: 'asleep',
-        lastTransitionTime: since,
-      },
-      { type: 'Ready', status: 'False', reason: 'Sleeping', message: 'asleep', lastTransitionTime: since },
-    ],
-  },
-});
 
 export const accessProxyProbe: Probe = {
   id: 'access-proxy',
   needs: { controllers: [], gateway: true },
   before: async (ctx) => {
-    const { project, projectNamespace, credentialsNamespace, template } = names(ctx);
-    await ctx.admin.create(`${MP}/virtualclustertemplates`, {
-      apiVersion: GROUP_VERSION,
-      kind: 'VirtualClusterTemplate',
-      metadata: { name: template },
-      spec: {},
-    });
-    ctx.cleanup.push(() => ctx.admin.delete(`${MP}/virtualclustertemplates/${template}`));
+    const { project, projectNamespace, credentialsNamespace } = names(ctx);
     const credentials = { token: b64(ctx.setting.virtual.token) };
     await ctx.admin.create(`${MP}/projects`, {
       apiVersion: GROUP_VERSION,
@@ -90,15 +64,9 @@ export const accessProxyProbe: Probe = {
     }
   },
   steps: (ctx) => {
-    const { project, projectNamespace, credentialsNamespace, cluster, key, template } = names(ctx);
+    const { project, projectNamespace, credentialsNamespace, cluster, key } = names(ctx);
     const generated = generateAccessKey(randomBytes);
     const target = ctx.setting.virtual;
-    const instancePath = `${MP}/namespaces/${projectNamespace}/virtualclusterinstances/sleepy`;
-    // The controller of a run with every feature provisions it and puts its finalizer on it.
-    ctx.cleanup.push(async () => {
-      await ctx.admin.merge(instancePath, { metadata: { finalizers: null } }).catch(() => {});
-      await ctx.admin.delete(instancePath);
-    });
     ctx.cleanup.push(
       () => ctx.admin.delete(`${MP}/ownedaccesskeys/${key}`),
       () => ctx.admin.delete(`${MP}/clusters/${cluster}`),
@@ -148,38 +116,130 @@ export const accessProxyProbe: Probe = {
           (await proxyGet(ctx, `/kubernetes/project/${project}/virtualcluster/vc/version`, generated.key)) ===
           200,
       },
+    ];
+  },
+};
+
+/**
+ * Sleep mode at the access proxy, with the virtual cluster controller that sleeps and wakes: a
+ * provisioned (in-cluster) instance of alice's project put to sleep (the sleep-requested
+ * annotation, as `platform sleep` writes it), a request of hers through the proxy asks it to
+ * wake (the gateway writes its last-activity annotation: its `patch` on virtualclusterinstances),
+ * and the controller wakes it (its StatefulSet scaled up again). Nothing runs the control plane
+ * here (no kubelet): the request waits its 1 s and is answered 503, its wake request written.
+ */
+export const proxyWakeProbe: Probe = {
+  id: 'access-proxy-wake',
+  needs: { controllers: ['virtualcluster'], gateway: true },
+  before: async (ctx) => {
+    const { project, projectNamespace } = wakeNames(ctx);
+    await ctx.admin.create(`${MP}/projects`, {
+      apiVersion: GROUP_VERSION,
+      kind: 'Project',
+      metadata: { name: project },
+      spec: { owner: { user: ctx.setting.users.alice } },
+    });
+    ctx.cleanup.push(async () => {
+      await ctx.admin.merge(`${MP}/projects/${project}`, { metadata: { finalizers: null } }).catch(() => {});
+      await ctx.admin.delete(`${MP}/projects/${project}`);
+    });
+    // Labelled as its project's, as the project controller makes it (the controller provisions
+    // only in project namespaces: templates/confinement.yaml).
+    await ctx.admin.create('/api/v1/namespaces', {
+      metadata: { name: projectNamespace, labels: { 'management.platform/project': project } },
+    });
+    ctx.cleanup.push(() => ctx.admin.delete(`/api/v1/namespaces/${projectNamespace}`));
+    // Only a caller who may get the instance wakes it (as her project role lets her).
+    const rbac = `/apis/rbac.authorization.k8s.io/v1/namespaces/${projectNamespace}`;
+    await ctx.admin.create(`${rbac}/roles`, {
+      metadata: { name: 'alice' },
+      rules: [{ apiGroups: ['management.platform'], resources: ['virtualclusterinstances'], verbs: ['get'] }],
+    });
+    await ctx.admin.create(`${rbac}/rolebindings`, {
+      metadata: { name: 'alice' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'alice' },
+      subjects: [
+        {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'Group',
+          name: `platform:user:${ctx.setting.users.alice}`,
+        },
+      ],
+    });
+    await ctx.admin.create(`${MP}/virtualclustertemplates`, {
+      apiVersion: GROUP_VERSION,
+      kind: 'VirtualClusterTemplate',
+      metadata: { name: project },
+      spec: {},
+    });
+    ctx.cleanup.push(() => ctx.admin.delete(`${MP}/virtualclustertemplates/${project}`));
+  },
+  steps: (ctx) => {
+    const { project, projectNamespace } = wakeNames(ctx);
+    const generated = generateAccessKey(randomBytes);
+    const instance = `${MP}/namespaces/${projectNamespace}/virtualclusterinstances/vc`;
+    const statefulSet = `/apis/apps/v1/namespaces/${projectNamespace}/statefulsets/${statefulSetNameOf('vc')}`;
+    const replicas = async () => (await ctx.admin.get(statefulSet))?.spec?.replicas;
+    const sleeping = async () =>
+      ((await ctx.admin.get(instance))?.status?.conditions ?? []).find(
+        (c: { type: string }) => c.type === 'Sleeping',
+      )?.status;
+    ctx.cleanup.push(
+      () => ctx.admin.delete(`${MP}/ownedaccesskeys/${project}`),
+      async () => {
+        await ctx.admin.merge(instance, { metadata: { finalizers: null } }).catch(() => {});
+        await ctx.admin.delete(instance);
+      },
+    );
+    return [
       {
-        // Only a provisioned instance (a template, no endpoint) sleeps. Its status says it
-        // sleeps, as the controller writes it for an asleep one (the gateway decides from that
-        // status alone); written again while it does not say so, since a running controller
-        // writes this instance's conditions too. Nothing wakes it here: the request waits its
-        // 1 s and is answered 503, its wake request written.
-        what: 'a request to her provisioned virtual cluster while it sleeps asks it to wake (the gateway writes its last activity)',
+        what: "alice's key is accepted by the gateway",
         run: () =>
-          ctx.admin.create(`${MP}/namespaces/${projectNamespace}/virtualclusterinstances`, {
+          ctx.admin.create(`${MP}/ownedaccesskeys`, {
+            apiVersion: GROUP_VERSION,
+            kind: 'OwnedAccessKey',
+            metadata: { name: project },
+            spec: { user: 'alice', type: 'User', key: generated.key },
+          }),
+        until: async () => (await proxyGet(ctx, '/kubernetes/management/apis', generated.key)) === 200,
+      },
+      {
+        what: 'her provisioned virtual cluster is put to sleep (its StatefulSet at zero replicas)',
+        run: async () => {
+          await ctx.admin.create(`${MP}/namespaces/${projectNamespace}/virtualclusterinstances`, {
             apiVersion: GROUP_VERSION,
             kind: 'VirtualClusterInstance',
-            metadata: { name: 'sleepy' },
-            spec: { templateRef: { name: template } },
-          }),
+            metadata: { name: 'vc' },
+            spec: { templateRef: { name: project } },
+          });
+        },
         until: async () => {
-          const instance = await ctx.admin.get(instancePath);
-          const sleeping = (instance?.status?.conditions ?? []).some(
-            (c: { type: string; status: string }) => c.type === 'Sleeping' && c.status === 'True',
-          );
-          // One time it fell asleep, however often the status is written again.
-          ctx.state.sleepingSince ??= new Date().toISOString();
-          if (!sleeping)
-            await ctx.admin.merge(`${instancePath}/status`, asleepStatus(ctx.state.sleepingSince));
+          // Once it is provisioned, asked to sleep (later than its creation: its last activity).
+          if ((await replicas()) === undefined) return false;
+          const current = await ctx.admin.get(instance);
+          if (!current.metadata.annotations?.[SLEEP_REQUESTED_ANNOTATION])
+            await ctx.admin.merge(instance, {
+              metadata: { annotations: { [SLEEP_REQUESTED_ANNOTATION]: new Date().toISOString() } },
+            });
+          return (await replicas()) === 0 && (await sleeping()) === 'True';
+        },
+      },
+      {
+        what: 'a request of hers through the access proxy wakes it (the gateway writes its last activity)',
+        until: async () => {
           await proxyGet(
             ctx,
-            `/kubernetes/project/${project}/virtualcluster/sleepy/version?timeout=1s`,
+            `/kubernetes/project/${project}/virtualcluster/vc/version?timeout=1s`,
             generated.key,
           );
-          const stamp = (await ctx.admin.get(instancePath))?.metadata.annotations?.[LAST_ACTIVITY_ANNOTATION];
-          return stamp !== undefined && Date.parse(stamp) > Date.parse(ctx.state.sleepingSince);
+          return ((await replicas()) ?? 0) > 0 && (await sleeping()) === 'False';
         },
       },
     ];
   },
+};
+
+const wakeNames = (ctx: ProbeContext) => {
+  const project = `apw-${ctx.id}`;
+  return { project, projectNamespace: `${ctx.setting.projectPrefix}${project}` };
 };

@@ -1,7 +1,7 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: the probes read loosely typed objects
 import { randomBytes } from 'node:crypto';
 import { parse, stringify } from 'yaml';
-import { SLEEP_REQUESTED_ANNOTATION } from '../../src/api/labels.ts';
+import { LAST_ACTIVITY_ANNOTATION, SLEEP_REQUESTED_ANNOTATION } from '../../src/api/labels.ts';
 import type { ControllerName } from '../../src/controllers/index.ts';
 import { virtualClusterShareGroup } from '../../src/controllers/virtualcluster/sharing.ts';
 import { generateAccessKey } from '../../src/identity/keys.ts';
@@ -28,7 +28,7 @@ import {
 import { hostNameLong } from '../../src/sync/names.ts';
 import { ScriptedAgent } from '../login/support/browse.ts';
 import { type ClusterManagerApi, startClusterManagerApi } from '../login/support/cluster-manager-api.ts';
-import { accessProxyProbe } from './probes-access-proxy.ts';
+import { accessProxyProbe, proxyWakeProbe } from './probes-access-proxy.ts';
 import type { Http } from './rbac-support.ts';
 import type { Component } from './support.ts';
 
@@ -1600,8 +1600,9 @@ const inClusterProvisionerProbe: Probe = {
 /**
  * Sleep mode of a provisioned (in-cluster) instance, by the virtual cluster controller: asked to
  * sleep (the sleep-requested annotation, as `platform sleep` writes it), its control plane is
- * stopped, its StatefulSet scaled to zero, and it says Sleeping; inactive for its
- * `spec.deleteAfter`, it is deleted by the controller (and its objects go with it).
+ * stopped, its StatefulSet scaled to zero, and it says Sleeping; activity wakes it, its
+ * StatefulSet applied again; inactive for its `spec.deleteAfter`, it is deleted by the
+ * controller (and its objects go with it).
  */
 const sleepModeProbe: Probe = {
   id: 'sleep-mode',
@@ -1652,6 +1653,16 @@ const sleepModeProbe: Probe = {
           conditionOf(await ctx.admin.get(path), 'Sleeping')?.status === 'True',
       },
       {
+        what: 'activity (the last-activity annotation, as the gateway and platform wake write it) wakes it: its StatefulSet back, Sleeping=False',
+        run: () =>
+          ctx.admin.merge(path, {
+            metadata: { annotations: { [LAST_ACTIVITY_ANNOTATION]: new Date().toISOString() } },
+          }),
+        until: async () =>
+          ((await ctx.admin.get(statefulSet))?.spec?.replicas ?? 0) > 0 &&
+          conditionOf(await ctx.admin.get(path), 'Sleeping')?.status === 'False',
+      },
+      {
         what: 'inactive for its deleteAfter, the controller deletes it',
         run: () => ctx.admin.merge(path, { spec: { deleteAfter: 1 } }),
         until: async () => (await ctx.admin.get(path)) === null,
@@ -1682,6 +1693,7 @@ export const PROBES: Probe[] = [
   identityRefreshProbe,
   openIdProviderProbe,
   accessProxyProbe,
+  proxyWakeProbe,
   inClusterProvisionerProbe,
   sleepModeProbe,
 ];
@@ -1826,12 +1838,8 @@ export const PROBE_OF_ENTRY: Record<string, string> = {
   ...each('gateway', 'management.platform/projects', ['list', 'watch'], 'gateway'),
   'gateway:management.platform/virtualclusterinstances:get': 'gateway',
   ...each('gateway', 'management.platform/clusters', ['list', 'watch'], 'access-proxy'),
-  ...each(
-    'gateway',
-    'management.platform/virtualclusterinstances',
-    ['list', 'watch', 'patch'],
-    'access-proxy',
-  ),
+  ...each('gateway', 'management.platform/virtualclusterinstances', ['list', 'watch'], 'access-proxy'),
+  'gateway:management.platform/virtualclusterinstances:patch': 'access-proxy-wake',
   'gateway:core/secrets:get': 'gateway',
   ...each('gateway', 'core/secrets', ['list', 'watch'], 'gateway'),
   ...each('gateway', 'core/secrets', ['patch', 'delete'], 'openid-provider'),
