@@ -95,8 +95,9 @@ describe('access proxy: upgraded connections (WebSocket v5.channel.k8s.io, SPDY/
         chunks.push(chunk);
         receivedBytes += chunk.length;
       });
-      // The reader stops after the first echoes and resumes once the writer had to wait for a
-      // drain: the bytes in flight are held back along the way, not lost or reordered.
+      // The reader stops after the first echoes and resumes once the writer has to wait for a
+      // drain (or is waiting already): the bytes in flight are held back along the way, not lost
+      // or reordered.
       const expected = GREETING.length + payload.length;
       let paused = false;
       socket.on('data', () => {
@@ -120,12 +121,21 @@ describe('access proxy: upgraded connections (WebSocket v5.channel.k8s.io, SPDY/
   });
 });
 
-/** Writes `data` in 64 KiB chunks, waiting for each drain; `onWait` runs whenever the writer waits. */
+/**
+ * Writes `data` in 64 KiB chunks, waiting for each drain; `onWait` runs whenever the writer waits,
+ * and again every 50 ms while it still waits: the reader may pause after the writer began waiting,
+ * and a drain that needs the reader resumed would otherwise never come (the echo path is full).
+ */
 async function writeAll(socket: Socket, data: Buffer, onWait: () => void): Promise<void> {
   for (let offset = 0; offset < data.length; offset += 64 * 1024) {
-    if (!socket.write(data.subarray(offset, offset + 64 * 1024))) {
+    if (socket.write(data.subarray(offset, offset + 64 * 1024))) continue;
+    let drained = false;
+    const drain = new Promise<void>((resolve) => socket.once('drain', resolve)).then(() => {
+      drained = true;
+    });
+    while (!drained) {
       onWait();
-      await new Promise((resolve) => socket.once('drain', resolve));
+      await Promise.race([drain, new Promise((resolve) => setTimeout(resolve, 50))]);
     }
   }
 }
