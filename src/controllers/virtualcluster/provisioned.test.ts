@@ -8,6 +8,7 @@ import {
   provisionedState,
   provisionFailureMessage,
   provisioningEvent,
+  STARTING_RETRY_MS,
   syncedPlaces,
   withProvisioned,
 } from './provisioned.ts';
@@ -96,6 +97,11 @@ describe('outcomes', () => {
     ]);
     expect(failed.removeConditions).toEqual(['Syncing']);
     expect(failed.requeueAfter).toBe(PROVISION_RETRY_MS);
+    const starting = notProvisionedOutcome(
+      provisionedState({ kind: 'ensured', status: { phase: 'Starting' } }),
+    );
+    expect(starting.requeueAfter).toBe(STARTING_RETRY_MS);
+    expect(starting.reconciling?.message).toBe('looking again in 1 s');
     const noTemplate = notProvisionedOutcome(provisionedState({ kind: 'templateNotFound', template: 't' }));
     expect(noTemplate.requeueAfter).toBeUndefined();
     expect(noTemplate.stalled).toBeUndefined();
@@ -124,6 +130,12 @@ describe('outcomes', () => {
       state,
     );
     expect(notReady.requeueAfter).toBe(PROVISION_RETRY_MS);
+    const startingState = provisionedState({ kind: 'ensured', status: { phase: 'Starting' } });
+    const starting = withProvisioned(
+      { ready: { status: 'False', reason: 'Unreachable', message: 'no' }, requeueAfter: 10_000 },
+      startingState,
+    );
+    expect(starting.requeueAfter).toBe(STARTING_RETRY_MS);
   });
 });
 

@@ -24,6 +24,16 @@ export const PROVISIONED_CONDITION = 'Provisioned';
 
 /** How soon a provisioned instance whose control plane is not Ready (yet) is looked at again. */
 export const PROVISION_RETRY_MS = 5_000;
+/**
+ * How soon one whose control plane is starting (made or woken, its components not all ready) is:
+ * sooner, since it becomes ready within seconds and a request waking it through the access proxy
+ * waits for that (a 5 s look left it waiting up to 5 s longer than the control plane took).
+ */
+export const STARTING_RETRY_MS = 1_000;
+
+/** When a provisioned instance in `state` that is not Ready is looked at again. */
+const retryAfterMs = (state: ProvisionedState) =>
+  state.reason === 'Starting' ? STARTING_RETRY_MS : PROVISION_RETRY_MS;
 
 /** The longest message of a condition or Event made from a provisioner's error. */
 const MAX_MESSAGE = 1000;
@@ -136,7 +146,8 @@ export function provisioningEvent(
 /**
  * The outcome of a provisioned instance whose control plane is not running (pure): `Provisioned`
  * as `state` says, `Ready` False with the same reason, no `Syncing` (no syncer runs), looked at
- * again after {@link PROVISION_RETRY_MS} unless only a template can change it (watched).
+ * again after {@link STARTING_RETRY_MS} while starting, {@link PROVISION_RETRY_MS} otherwise, unless
+ * only a template can change it (watched).
  */
 export function notProvisionedOutcome(state: ProvisionedState): Converged<VirtualClusterInstanceStatus> {
   const retry = state.reason !== 'TemplateNotFound';
@@ -148,9 +159,9 @@ export function notProvisionedOutcome(state: ProvisionedState): Converged<Virtua
       ? {
           reconciling: {
             reason: PROGRESSING_WITH_RETRY,
-            message: `looking again in ${PROVISION_RETRY_MS / 1000} s`,
+            message: `looking again in ${retryAfterMs(state) / 1000} s`,
           },
-          requeueAfter: PROVISION_RETRY_MS,
+          requeueAfter: retryAfterMs(state),
         }
       : {}),
   };
@@ -159,7 +170,8 @@ export function notProvisionedOutcome(state: ProvisionedState): Converged<Virtua
 /**
  * A provisioned instance's outcome once its control plane runs (pure): the registered instance's
  * outcome (`Ready` from the apiserver's `/readyz` and the syncer, `Syncing`) with `Provisioned`
- * added, and looked at again within {@link PROVISION_RETRY_MS} while not Ready.
+ * added, and looked at again within {@link STARTING_RETRY_MS} while starting, else
+ * {@link PROVISION_RETRY_MS}, while not Ready.
  */
 export function withProvisioned(
   outcome: Converged<VirtualClusterInstanceStatus>,
@@ -168,7 +180,7 @@ export function withProvisioned(
   const requeueAfter =
     outcome.ready.status === 'True' || outcome.requeueAfter === undefined
       ? outcome.requeueAfter
-      : Math.min(outcome.requeueAfter, PROVISION_RETRY_MS);
+      : Math.min(outcome.requeueAfter, retryAfterMs(state));
   return {
     ...outcome,
     conditions: [...(outcome.conditions ?? []), { type: PROVISIONED_CONDITION, ...state }],
