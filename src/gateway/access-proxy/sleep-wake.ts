@@ -154,6 +154,20 @@ export function wakeNotRequested(description: string): StatusError {
   );
 }
 
+/** At most this many requests wait for one instance to wake (per gateway replica); more get a 503 at once. */
+export const MAX_WAITING_PER_INSTANCE = 256;
+
+/** The 503 of a request beyond {@link MAX_WAITING_PER_INSTANCE}: names the instance, Retry-After. */
+export function tooManyWaiting(description: string): StatusError {
+  return new StatusError(
+    503,
+    'ServiceUnavailable',
+    `${sanitize(description, 200)} is waking up from sleep and ${MAX_WAITING_PER_INSTANCE} requests already wait for it; try again shortly`,
+    { retryAfterSeconds: WAKE_RETRY_AFTER_SECONDS },
+    { 'Retry-After': String(WAKE_RETRY_AFTER_SECONDS) },
+  );
+}
+
 /**
  * The 403 of a request that would wake an instance its caller may not even read: only a person who
  * may get the VirtualClusterInstance wakes it (or keeps it awake), not any holder of a key that

@@ -7,6 +7,7 @@ import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts
 import type { EventHandler, Informer } from '../../runtime/informer.ts';
 import type { KubeApi, RequestOptions } from '../../runtime/kube-api.ts';
 import { Store } from '../../runtime/store.ts';
+import { MAX_WAITING_PER_INSTANCE } from './sleep-wake.ts';
 import type { ProxyTarget } from './target.ts';
 import { InstanceWaker } from './wake.ts';
 
@@ -308,6 +309,23 @@ describe('InstanceWaker', () => {
     expect(waiting.error).toMatchObject({ code: 503 });
     expect(w.written).toEqual([]);
     expect(JSON.stringify(w.warnings)).not.toContain('s3cret');
+  });
+
+  test('at most 256 requests wait for one instance; more get a 503 at once, and all are answered when it wakes', async () => {
+    const w = world();
+    w.instances.put(asleep());
+    const waiting = Array.from({ length: MAX_WAITING_PER_INSTANCE }, () =>
+      track(w.waker.ready(TARGET, 'alice', '', signal())),
+    );
+    await w.clock.advance(0);
+    const beyond = track(w.waker.ready(TARGET, 'alice', '', signal()));
+    await w.clock.advance(0);
+    expect(beyond.error).toMatchObject({ code: 503, headers: { 'Retry-After': '5' } });
+    expect(waiting.some((state) => state.settled)).toBe(false);
+    w.instances.put(awake());
+    await w.clock.advance(0);
+    expect(waiting.every((state) => state.settled && state.error === undefined)).toBe(true);
+    expect(w.clock.pendingTimers).toBe(0);
   });
 
   test('a registered instance (spec.endpoint) has no sleep mode: no activity written', async () => {

@@ -20,8 +20,10 @@ import {
   ActivityThrottle,
   activityStamp,
   isAwake,
+  MAX_WAITING_PER_INSTANCE,
   notAwakeInTime,
   sleepingSince,
+  tooManyWaiting,
   wakeAction,
   wakeNotRequested,
   wakeRefused,
@@ -223,6 +225,11 @@ export class InstanceWaker<C> {
   ): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const waiting = this.waiters.get(key) ?? new Set<() => void>();
+      // Bounded: each waiting request holds a connection and a timer for up to its bound.
+      if (waiting.size >= MAX_WAITING_PER_INSTANCE) {
+        reject(tooManyWaiting(bound.description));
+        return;
+      }
       const settle = (outcome: () => void) => {
         waiting.delete(check);
         if (waiting.size === 0 && this.waiters.get(key) === waiting) this.waiters.delete(key);
