@@ -1506,6 +1506,10 @@ const openIdProviderProbe: Probe = {
   ],
 };
 
+/** The reason of an instance's `Provisioned` condition (undefined: none yet, or no instance). */
+const provisionedReason = (vci: { status?: { conditions?: { type: string; reason?: string }[] } } | null) =>
+  vci?.status?.conditions?.find((condition) => condition.type === 'Provisioned')?.reason;
+
 /**
  * The in-cluster provisioner (the chart's default `virtualClusters.provisioner`), run by the
  * virtual cluster controller as its ServiceAccount: a VirtualClusterInstance naming a template
@@ -1574,8 +1578,7 @@ const inClusterProvisionerProbe: Probe = {
         },
       },
       {
-        // The templates' cache already holds the template (made before the controller started):
-        // only its watch brings the change.
+        // Read again by each look at the (starting) instance; the next step shows the watch.
         what: "a change of the instance's template reaches its StatefulSet",
         run: () =>
           ctx.admin.merge(clusterPath('virtualclustertemplates', `icp-${ctx.id}`), {
@@ -1583,6 +1586,27 @@ const inClusterProvisionerProbe: Probe = {
           }),
         until: async () =>
           (await ctx.admin.get(statefulSet))?.spec?.template?.spec?.resources?.requests?.memory === '300Mi',
+      },
+      {
+        what: 'its template deleted, the instance says TemplateNotFound',
+        run: () => ctx.admin.delete(clusterPath('virtualclustertemplates', `icp-${ctx.id}`)),
+        until: async () => provisionedReason(await ctx.admin.get(path)) === 'TemplateNotFound',
+      },
+      {
+        // TemplateNotFound is not looked at again by time (only a template can change it): without
+        // the templates' watch the instance would stay so, whatever the re-reads of a starting one.
+        what: 'the template made again, the instance is made from it again',
+        run: () =>
+          ctx.admin.create(clusterPath('virtualclustertemplates'), {
+            apiVersion: V1,
+            kind: 'VirtualClusterTemplate',
+            metadata: { name: `icp-${ctx.id}` },
+            spec: {},
+          }),
+        until: async () => {
+          const reason = provisionedReason(await ctx.admin.get(path));
+          return reason !== undefined && reason !== 'TemplateNotFound';
+        },
       },
       {
         what: 'deleted, the instance takes its control plane, claim and Secrets with it',
