@@ -76,7 +76,7 @@ export class BenchPlatform {
 
   /**
    * Installs what the operator needs on the host (CRDs, the platform's roles, the template, a
-   * person's access key), then starts the operator and its gateway in this process.
+   * person's access key and their right to read the instances), then starts the operator and its gateway in this process.
    */
   static async start(hostKubeconfig: string, binary: string, stateDir: string): Promise<BenchPlatform> {
     const kc = new KubeConfig();
@@ -94,6 +94,24 @@ export class BenchPlatform {
         kind: 'VirtualClusterTemplate',
         metadata: { name: TEMPLATE },
         spec: {},
+      },
+    });
+    // The person may read the instances (as a project member may): only such a caller wakes one.
+    await host.request({
+      method: 'POST',
+      path: `/apis/rbac.authorization.k8s.io/v1/namespaces/${NAMESPACE}/roles`,
+      body: {
+        metadata: { name: 'bench-person-instances' },
+        rules: [{ apiGroups: [API_GROUP], resources: ['virtualclusterinstances'], verbs: ['get'] }],
+      },
+    });
+    await host.request({
+      method: 'POST',
+      path: `/apis/rbac.authorization.k8s.io/v1/namespaces/${NAMESPACE}/rolebindings`,
+      body: {
+        metadata: { name: 'bench-person-instances' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'bench-person-instances' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: PERSON }],
       },
     });
     const { token } = await createBenchKey(kc, await ensurePepper(kc), PERSON);
