@@ -16,7 +16,6 @@ import {
   type AuthFailureLimits,
   DEFAULT_AUTH_FAILURE_LIMITS,
 } from '../http/failure-limiter.ts';
-import type { AuthenticatedIdentity } from '../identity/authenticate.ts';
 import { type AccessKeyAuthenticator, setupAccessKeyAuthenticator } from '../identity/authenticator.ts';
 import type { DirectTokenOwners } from '../identity/direct-token.ts';
 import type { RandomBytes } from '../identity/keys.ts';
@@ -31,7 +30,7 @@ import { objectPath } from '../runtime/kube-client.ts';
 import type { Manager } from '../runtime/manager.ts';
 import type { ProxyLookup } from './access-proxy/route.ts';
 import { type ProxyTargets, setupProxyTargets } from './access-proxy/targets.ts';
-import { InstanceWaker, mayGetInstance } from './access-proxy/wake.ts';
+import { type AccessProxyWaker, InstanceWaker, mayGetInstanceThrough } from './access-proxy/wake.ts';
 import { Auditor } from './audit/auditor.ts';
 import { accessKeysEndpoints, issueKey } from './endpoints/access-keys.ts';
 import { configsEndpoint } from './endpoints/configs.ts';
@@ -217,7 +216,7 @@ interface GatewayParts {
   /** How the access proxy reaches its targets. */
   readonly targets: ProxyTargets;
   /** Sleep mode at the access proxy: asleep virtual clusters woken, activity recorded. */
-  readonly waker: InstanceWaker<AuthenticatedIdentity>;
+  readonly waker: AccessProxyWaker;
   /** The CA of the serving certificate, handed out in kubeconfigs. */
   readonly servingCa: ServingCa;
 }
@@ -341,7 +340,7 @@ function setupAccessProxy(
   manager: Manager,
   options: GatewayOptions,
   known: Pick<GatewayParts, 'clock' | 'projects' | 'config' | 'projectOf'>,
-): { lookup: ProxyLookup; targets: ProxyTargets; waker: InstanceWaker<AuthenticatedIdentity> } {
+): { lookup: ProxyLookup; targets: ProxyTargets; waker: AccessProxyWaker } {
   const namespaceOf = projectNamespaceOf(known.projects, known.config);
   const targets = setupProxyTargets(manager, {
     api: options.api,
@@ -353,17 +352,10 @@ function setupAccessProxy(
   // A project that does not exist has no namespace to route to.
   const namespaceOfProject = (project: string) =>
     known.projects.store.get(project) ? namespaceOf(project) : undefined;
-  const waker = new InstanceWaker<AuthenticatedIdentity>({
+  const waker = new InstanceWaker({
     virtualClusters: manager.informer<Stored<VirtualClusterInstance>>(resources.virtualClusterInstances),
     api: options.api,
-    mayWake: (caller, instance, signal) =>
-      mayGetInstance(
-        options.api,
-        caller,
-        instance.metadata.namespace ?? '',
-        instance.metadata.name ?? '',
-        signal,
-      ),
+    mayWake: mayGetInstanceThrough(options.api),
     projectNamespace: namespaceOf,
     logger: options.logger,
     clock: known.clock,

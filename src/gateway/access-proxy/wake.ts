@@ -259,6 +259,15 @@ export class InstanceWaker<C> {
   }
 }
 
+/** The gateway's waker: its callers are the pipeline's authenticated identities. */
+export type AccessProxyWaker = InstanceWaker<AuthenticatedIdentity>;
+
+/** `mayWake` as the gateway asks it: {@link mayGetInstance} through `api`. */
+export const mayGetInstanceThrough =
+  (api: KubeApi) =>
+  (caller: AuthenticatedIdentity, instance: Stored<VirtualClusterInstance>, signal: AbortSignal) =>
+    mayGetInstance(api, caller, instance.metadata.namespace ?? '', instance.metadata.name ?? '', signal);
+
 /**
  * Whether `caller` (as the gateway impersonates it: user, groups, uid, the key's extra) may get the
  * VirtualClusterInstance `namespace/name`: one SubjectAccessReview as the gateway.
