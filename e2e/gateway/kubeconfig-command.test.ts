@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { runPlatform } from '../support/platform-cli.ts';
 import { eventually } from '../support/wait.ts';
 import { GROUP_VERSION, useGatewayEnv, writeGatewayKubeconfig } from './support.ts';
 
@@ -16,30 +16,9 @@ import { GROUP_VERSION, useGatewayEnv, writeGatewayKubeconfig } from './support.
  * e2e/access-proxy's part.
  */
 
-const PLATFORM = join(import.meta.dirname, '..', '..', 'bin', 'platform.js');
 const dir = mkdtempSync(join(tmpdir(), 'platform-kubeconfig-command-'));
-
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function platform(args: string[]): Promise<Run> {
-  const child = spawn(PLATFORM, args, {
-    env: { PATH: process.env.PATH ?? '', HOME: dir },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
-  });
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr })));
-}
+/** `platform <args>` with `HOME` = `dir`: no kubeconfig but the one in `args` is read. */
+const platform = (args: string[]) => runPlatform(args, dir);
 
 type Entry = { name: string; [key: string]: unknown };
 const names = (entries: Entry[] | undefined) => (entries ?? []).map((entry) => entry.name).sort();
