@@ -1,14 +1,21 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { tokenOfKubeconfig } from '../../src/dev/admin-objects.ts';
-import { kubectl, uniqueName } from '../support/cluster.ts';
+import { uniqueName } from '../support/cluster.ts';
+import { processesNaming } from '../support/instance-processes.ts';
+import {
+  type DevRun,
+  devKubectl,
+  discardDev,
+  startDev,
+  stopDev,
+  untilRunning,
+} from '../support/platform-dev.ts';
 
 /**
  * `platform dev` as a user runs it: the real command in a child process, on a control plane of
@@ -17,54 +24,7 @@ import { kubectl, uniqueName } from '../support/cluster.ts';
  * must leave no process behind.
  */
 
-const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const RUN_TIMEOUT_MS = 300_000;
-
-interface DevRun {
-  readonly child: ChildProcess;
-  readonly output: { stdout: string; stderr: string };
-  readonly exited: Promise<number | null>;
-}
-
-function startDev(stateDir: string, extraArgs: string[] = []): DevRun {
-  const child = spawn(
-    process.execPath,
-    [
-      '--no-node-snapshot',
-      join(repoRoot, 'bin', 'platform.js'),
-      'dev',
-      '--state-dir',
-      stateDir,
-      ...extraArgs,
-    ],
-    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const output = { stdout: '', stderr: '' };
-  child.stdout?.on('data', (chunk: Buffer) => {
-    output.stdout += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    output.stderr += chunk.toString();
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output, exited };
-}
-
-/** Resolves once the summary is printed; fails with the progress output when the command exits first. */
-async function untilRunning(run: DevRun, timeoutMs = 240_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let exitCode: number | null | undefined;
-  void run.exited.then((code) => {
-    exitCode = code;
-  });
-  while (!run.output.stdout.includes('Press Ctrl-C to stop')) {
-    if (exitCode !== undefined)
-      throw new Error(`platform dev exited with ${exitCode} before running:\n${run.output.stderr}`);
-    if (Date.now() > deadline)
-      throw new Error(`platform dev did not report running in time:\n${run.output.stderr}`);
-    await sleep(200);
-  }
-}
 
 /** Parent pid of `pid` from /proc (the command name may contain spaces or parentheses). */
 function parentOf(pid: number): number | undefined {
@@ -99,19 +59,6 @@ function alive(pid: number): boolean {
   }
 }
 
-function processesMentioning(marker: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry) && Number(entry) !== process.pid)
-    .filter((entry) => {
-      try {
-        return readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker) && alive(Number(entry));
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
-
 function listening(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ port, host: '127.0.0.1' });
@@ -138,22 +85,9 @@ describe('platform dev', () => {
   const secretName = 'dev-e2e-secret';
   let current: DevRun | undefined;
 
-  afterAll(async () => {
-    if (current && current.child.exitCode === null && current.child.signalCode === null) {
-      current.child.kill('SIGKILL'); // its control plane dies with it (parent-death signal)
-      await current.exited;
-    }
-    for (let i = 0; i < 40 && processesMentioning(stateDir).length > 0; i++) await sleep(250);
-    rmSync(stateDir, { recursive: true, force: true });
-  });
+  afterAll(() => discardDev(current, stateDir));
 
-  const run = (kubeconfig: string, args: string[], stdin?: string) =>
-    kubectl(['--cache-dir', cacheDir, ...args], { kubeconfig, ...(stdin !== undefined ? { stdin } : {}) });
-  const ok = async (kubeconfig: string, args: string[], stdin?: string) => {
-    const result = await run(kubeconfig, args, stdin);
-    expect(result.code, `kubectl ${args.join(' ')}: ${result.stderr}`).toBe(0);
-    return result.stdout;
-  };
+  const { run, ok } = devKubectl(cacheDir);
 
   /** SIGINT: exit 0, and none of its processes (found via /proc while running) nor its ports survive. */
   const stopAndCheckNothingLeft = async (devRun: DevRun) => {
@@ -163,12 +97,11 @@ describe('platform dev', () => {
     const ports = [serverPort(adminConfig), serverPort(hostConfig)];
     for (const port of ports) expect(await listening(port)).toBe(true);
 
-    devRun.child.kill('SIGINT');
-    expect(await devRun.exited).toBe(0);
+    expect(await stopDev(devRun)).toBe(0);
     expect(devRun.output.stderr).toContain('platform dev: stopped');
     for (let i = 0; i < 40 && children.some(alive); i++) await sleep(250);
     expect(children.filter(alive)).toEqual([]);
-    expect(processesMentioning(stateDir)).toEqual([]);
+    expect(processesNaming(stateDir)).toEqual([]);
     for (const port of ports) expect(await listening(port)).toBe(false);
   };
 

@@ -1,10 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { tokenOfKubeconfig } from '../../src/dev/admin-objects.ts';
+import { kubectl } from './cluster.ts';
+import { processesNaming } from './instance-processes.ts';
 
 /**
  * `platform dev` as a user runs it, for the tests that need the whole local platform (the
@@ -110,6 +113,31 @@ export async function killDev(run: DevRun | undefined): Promise<void> {
   if (!run || run.child.exitCode !== null || run.child.signalCode !== null) return;
   run.child.kill('SIGKILL');
   await run.exited;
+}
+
+/**
+ * For afterAll: kills a run still going (killDev), waits a little for every process naming the
+ * state directory to end, and removes the directory.
+ */
+export async function discardDev(run: DevRun | undefined, stateDir: string): Promise<void> {
+  await killDev(run);
+  for (let i = 0; i < 40 && processesNaming(stateDir).length > 0; i++) await sleep(250);
+  rmSync(stateDir, { recursive: true, force: true });
+}
+
+/**
+ * kubectl on a dev platform's kubeconfigs, with a discovery cache in `cacheDir` (not the user's):
+ * `run` answers the result, `ok` expects exit 0 and answers the output.
+ */
+export function devKubectl(cacheDir: string) {
+  const run = (kubeconfig: string, args: string[], stdin?: string) =>
+    kubectl(['--cache-dir', cacheDir, ...args], { kubeconfig, ...(stdin !== undefined ? { stdin } : {}) });
+  const ok = async (kubeconfig: string, args: string[], stdin?: string) => {
+    const result = await run(kubeconfig, args, stdin);
+    expect(result.code, `kubectl ${args.join(' ')}: ${result.stderr}`).toBe(0);
+    return result.stdout;
+  };
+  return { run, ok };
 }
 
 /** The last `chars` of its operator's log, for failure messages. */
