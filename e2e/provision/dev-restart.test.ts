@@ -1,17 +1,16 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, test } from 'vitest';
 import { LAST_ACTIVITY_ANNOTATION, SLEEP_REQUESTED_ANNOTATION } from '../../src/api/labels.ts';
 import { LABEL_MANAGED_BY } from '../../src/sync/names.ts';
-import { kubectl } from '../support/cluster.ts';
 import { processesNaming } from '../support/instance-processes.ts';
 import {
   type DevPlatform,
   type DevRun,
+  devKubectl,
   devLogTail,
-  killDev,
+  discardDev,
   startDev,
   stopDev,
   untilRunning,
@@ -41,19 +40,9 @@ describe('platform dev restarted keeps its provisioned virtual clusters', { time
   let current: DevRun | undefined;
   let platform: DevPlatform | undefined;
 
-  afterAll(async () => {
-    await killDev(current);
-    for (let i = 0; i < 40 && processesNaming(stateDir).length > 0; i++) await sleep(250);
-    rmSync(stateDir, { recursive: true, force: true });
-  });
+  afterAll(() => discardDev(current, stateDir));
 
-  const run = (kubeconfig: string, args: string[], stdin?: string) =>
-    kubectl(['--cache-dir', cacheDir, ...args], { kubeconfig, ...(stdin !== undefined ? { stdin } : {}) });
-  const ok = async (kubeconfig: string, args: string[], stdin?: string) => {
-    const result = await run(kubeconfig, args, stdin);
-    expect(result.code, `kubectl ${args.join(' ')}: ${result.stderr}`).toBe(0);
-    return result.stdout;
-  };
+  const { run, ok } = devKubectl(cacheDir);
   const dev = () => {
     if (!platform) throw new Error('platform dev is not running');
     return platform;
