@@ -7,7 +7,6 @@ import {
   isAwake,
   MAX_WAKE_WAIT_MS,
   notAwakeInTime,
-  parseGoDuration,
   sleepingSince,
   wakeAction,
   wakeWaitMs,
@@ -102,21 +101,6 @@ describe('activityStamp and sleepingSince', () => {
 });
 
 describe('the bound of a wait: the client timeout', () => {
-  test.each([
-    ['30s', 30_000],
-    ['1m30s', 90_000],
-    ['500ms', 500],
-    ['1.5h', 5_400_000],
-    ['2us', 0.002],
-    ['0', 0],
-  ])('Go duration %s is %d ms', (text, ms) => {
-    expect(parseGoDuration(text)).toBeCloseTo(ms, 6);
-  });
-
-  test.each(['', '10', '-1s', 's', '1x', '1s junk', '1 s'])('%j is no duration', (text) => {
-    expect(parseGoDuration(text)).toBeUndefined();
-  });
-
   test('the timeout query parameter bounds the wait, else 60 s; at most 5 minutes', () => {
     expect(wakeWaitMs('')).toBe(DEFAULT_WAKE_WAIT_MS);
     expect(DEFAULT_WAKE_WAIT_MS).toBe(60_000);
@@ -125,6 +109,8 @@ describe('the bound of a wait: the client timeout', () => {
     expect(wakeWaitMs('?timeout=1h')).toBe(MAX_WAKE_WAIT_MS);
     expect(wakeWaitMs('?timeout=0s')).toBe(DEFAULT_WAKE_WAIT_MS);
     expect(wakeWaitMs('?timeout=soon')).toBe(DEFAULT_WAKE_WAIT_MS);
+    expect(wakeWaitMs('?timeout=-1s')).toBe(DEFAULT_WAKE_WAIT_MS);
+    expect(wakeWaitMs('?timeout=1m30s')).toBe(90_000);
     // A watch's own duration is not the client's timeout.
     expect(wakeWaitMs('?watch=1&timeoutSeconds=5')).toBe(DEFAULT_WAKE_WAIT_MS);
   });

@@ -1,3 +1,4 @@
+import { parseGoDuration } from '../../api/duration.ts';
 import type { Condition } from '../../api/meta.ts';
 import { forbidden, StatusError, sanitize } from '../../api/status.ts';
 import type { VirtualClusterInstance } from '../../api/virtualclusterinstance.ts';
@@ -90,38 +91,9 @@ export function activityStamp(nowMs: number, sleepingSince?: string): string {
   return new Date(at).toISOString();
 }
 
-const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
-  ns: 1e-6,
-  us: 1e-3,
-  µs: 1e-3,
-  μs: 1e-3,
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-};
-const DURATION = /^(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h)/;
-
-/** A Go duration (`30s`, `1m30s`, `500ms`, what kubectl's `--request-timeout` sends) in ms; undefined if it is none. */
-export function parseGoDuration(text: string): number | undefined {
-  if (text === '0') return 0;
-  let rest = text;
-  let total = 0;
-  if (rest === '') return undefined;
-  while (rest !== '') {
-    const match = DURATION.exec(rest);
-    if (!match) return undefined;
-    const [part] = match;
-    const unit = /[a-zµμ]+$/.exec(part)![0];
-    total += Number.parseFloat(part.slice(0, -unit.length)) * DURATION_UNITS_MS[unit]!;
-    rest = rest.slice(part.length);
-  }
-  return total;
-}
-
 /**
  * How long a request waits for its instance to wake: its `timeout` query parameter (kube-apiserver
- * reads it as the request's own deadline) when it is a positive Go duration, else
+ * reads it as the request's own deadline) when it is a positive Go duration (`api/duration.ts`), else
  * {@link DEFAULT_WAKE_WAIT_MS}; at most {@link MAX_WAKE_WAIT_MS}.
  */
 export function wakeWaitMs(search: string): number {
